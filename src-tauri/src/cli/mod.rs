@@ -1,0 +1,80 @@
+//! The `cake` command line: argument parsing and dispatch.
+
+mod perplexity;
+mod run;
+
+use anyhow::{bail, Result};
+use candle_core::DType;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cake", version, about = "Run language models on one machine or across a LAN")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Generate text from a prompt, streamed as it is produced.
+    Run(run::RunArgs),
+    /// Score a text: per-token negative log-likelihood and perplexity.
+    Perplexity(perplexity::PerplexityArgs),
+}
+
+/// Options every command that loads a model shares.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// A GGUF file, a model folder, or a Hugging Face id in the local cache
+    /// (default: the embedded SmolLM2-135M-Instruct).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Weights and activation dtype: f32, f16 or bf16 (default: as stored;
+    /// GGUF weights stay quantized).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Worker threads for the CPU kernels (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ModelArgs {
+    pub fn dtype(&self) -> Result<Option<DType>> {
+        Ok(match self.dtype.as_deref() {
+            None => None,
+            Some("f32") => Some(DType::F32),
+            Some("f16") => Some(DType::F16),
+            Some("bf16") => Some(DType::BF16),
+            Some(other) => bail!("unknown --dtype `{other}` (use f32, f16 or bf16)"),
+        })
+    }
+
+    /// Applies `--threads` before any kernel runs.
+    pub fn apply_threads(&self) -> Result<()> {
+        if let Some(n) = self.threads {
+            if n == 0 {
+                bail!("--threads must be at least 1");
+            }
+            std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+            // A second call fails harmlessly if the pool already exists.
+            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+        }
+        Ok(())
+    }
+}
+
+/// Parses `1,2,3` into token ids.
+pub fn parse_token_list(text: &str) -> Result<Vec<u32>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().map_err(|_| anyhow::anyhow!("`{s}` is not a token id")))
+        .collect()
+}
+
+pub fn main_with(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Perplexity(args) => perplexity::run(args),
+    }
+}

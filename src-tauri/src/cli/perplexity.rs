@@ -1,0 +1,53 @@
+//! `cake perplexity`: score a text file or a token list.
+
+use super::{parse_token_list, ModelArgs};
+use crate::library::resolve_model;
+use crate::text::model::{LoadOptions, TextModel};
+use crate::text::perplexity::perplexity;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct PerplexityArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A UTF-8 text file to score.
+    #[arg(long, conflicts_with = "tokens")]
+    pub file: Option<std::path::PathBuf>,
+    /// Token ids to score, e.g. `1,2,3`.
+    #[arg(long)]
+    pub tokens: Option<String>,
+    /// Print `{"tokens", "nll", "perplexity"}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: PerplexityArgs) -> Result<()> {
+    args.model.apply_threads()?;
+    let path = resolve_model(args.model.model.as_deref())?;
+    let options = LoadOptions {
+        dtype: args.model.dtype()?,
+        ..Default::default()
+    };
+    let model = TextModel::load(&path, &options)?;
+    let tokens = match (&args.file, &args.tokens) {
+        (_, Some(list)) => parse_token_list(list)?,
+        (Some(file), None) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {} as UTF-8 text", file.display()))?;
+            model.tokenizer()?.encode(&text, true)?
+        }
+        (None, None) => bail!("give a text with --file PATH or --tokens 1,2,3"),
+    };
+    let result = perplexity(&model, &tokens)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&result)?);
+    } else {
+        println!(
+            "{} tokens, perplexity {:.4}",
+            result.tokens.len(),
+            result.perplexity
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `cake run`: generate from a prompt.
+
+use super::{parse_token_list, ModelArgs};
+use crate::library::resolve_model;
+use crate::text::chat_template::ChatMessage;
+use crate::text::generation::{generate, GenerationRequest};
+use crate::text::model::{LoadOptions, TextModel};
+use crate::text::sampling::SamplingParams;
+use anyhow::{bail, Result};
+use clap::Args;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt text.
+    #[arg(long, conflicts_with = "prompt_tokens")]
+    pub prompt: Option<String>,
+    /// The prompt as token ids, e.g. `1,2,3`.
+    #[arg(long)]
+    pub prompt_tokens: Option<String>,
+    /// Wrap the prompt in the model's chat template as a user turn.
+    #[arg(long)]
+    pub chat: bool,
+    /// System prompt (with --chat).
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 0.9)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Maximum new tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Stop when this text appears (repeatable).
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Keep generating past end-of-sequence tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Recompute every step without the KV cache (for checking the cache).
+    #[arg(long)]
+    pub no_kv_cache: bool,
+    /// Print one JSON object instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    args.model.apply_threads()?;
+    let path = resolve_model(args.model.model.as_deref())?;
+    let options = LoadOptions {
+        dtype: args.model.dtype()?,
+        ..Default::default()
+    };
+    let load_start = Instant::now();
+    let model = TextModel::load(&path, &options)?;
+    let load_s = load_start.elapsed().as_secs_f64();
+
+    let prompt_tokens = prompt_tokens(&model, &args)?;
+    let mut request = GenerationRequest::new(prompt_tokens.clone());
+    request.max_new_tokens = args.max_tokens;
+    request.stop_strings = args.stop.clone();
+    request.ignore_eos = args.ignore_eos;
+    request.no_kv_cache = args.no_kv_cache;
+    request.sampling = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        seed: args.seed,
+    };
+
+    let mut stdout = std::io::stdout().lock();
+    let generation = generate(&model, &request, |event| {
+        if !args.json {
+            let _ = stdout.write_all(event.text.as_bytes());
+            let _ = stdout.flush();
+        }
+        ControlFlow::Continue(())
+    })?;
+    if args.json {
+        let out = serde_json::json!({
+            "prompt_tokens": prompt_tokens,
+            "tokens": generation.tokens,
+            "text": generation.text,
+            "finish_reason": generation.finish_reason,
+            "timings": {
+                "load_s": load_s,
+                "ttft_s": generation.timings.ttft_s,
+                "prompt_tok_s": generation.timings.prompt_tok_s,
+                "decode_tok_s": generation.timings.decode_tok_s,
+            },
+        });
+        writeln!(stdout, "{out}")?;
+    } else {
+        writeln!(stdout)?;
+    }
+    Ok(())
+}
+
+fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
+    let tokens = match (&args.prompt, &args.prompt_tokens) {
+        (_, Some(list)) => parse_token_list(list)?,
+        (Some(text), None) if args.chat => {
+            let mut messages = Vec::new();
+            if let Some(system) = &args.system {
+                messages.push(ChatMessage::new("system", system));
+            }
+            messages.push(ChatMessage::new("user", text));
+            let rendered = model.chat_template()?.render(&messages, true)?;
+            model.tokenizer()?.encode(&rendered, false)?
+        }
+        (Some(text), None) => model.tokenizer()?.encode(text, true)?,
+        (None, None) => bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3"),
+    };
+    if tokens.is_empty() {
+        bail!("the prompt is empty: give at least one token");
+    }
+    Ok(tokens)
+}

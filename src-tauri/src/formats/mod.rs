@@ -1,0 +1,4 @@
+//! Checkpoint file formats, read without trusting their contents.
+
+pub mod gguf;
+pub mod safetensors;

@@ -1,0 +1,38 @@
+//! Where models live on disk: the app's data folder (holding the embedded
+//! default model) and the Hugging Face cache shared with other tools.
+
+pub mod hf_cache;
+pub mod paths;
+
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// Resolves what a person typed after `--model`: a path to a GGUF file or a
+/// model folder, or a Hugging Face id already in the local cache. `None`
+/// means the embedded default model.
+pub fn resolve_model(spec: Option<&str>) -> Result<PathBuf> {
+    let Some(spec) = spec else {
+        let path = paths::default_model_path();
+        if !path.exists() {
+            bail!(
+                "the default model is not installed at {} (run `make model` to fetch it, or pass --model)",
+                path.display()
+            );
+        }
+        return Ok(path);
+    };
+    let as_path = Path::new(spec);
+    if as_path.exists() {
+        return Ok(as_path.to_path_buf());
+    }
+    if hf_cache::looks_like_repo_id(spec) {
+        if let Some(snapshot) = hf_cache::find_snapshot(&hf_cache::cache_dir(), spec)? {
+            return Ok(snapshot);
+        }
+        bail!(
+            "`{spec}` is neither a file nor a folder, and not in the Hugging Face cache at {}",
+            hf_cache::cache_dir().display()
+        );
+    }
+    bail!("{spec}: no such model file or folder")
+}

@@ -1,0 +1,279 @@
+//! The one description of a decoder-only transformer that every family maps to.
+//!
+//! Each family module reads its own `config.json` (or GGUF metadata) and fills a
+//! [`ModelConfig`]; the shared decoder only ever looks at this struct, so what
+//! makes a family different is visible in one place: its config mapping.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Text model architectures the engine can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Mistral,
+}
+
+impl Architecture {
+    /// Every supported architecture, for error messages and docs.
+    pub const ALL: [Architecture; 4] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral];
+
+    /// The `model_type` spelling used by Hugging Face configs.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Mistral => "mistral",
+        }
+    }
+
+    fn from_class_name(class: &str) -> Option<Self> {
+        Some(match class {
+            "LlamaForCausalLM" => Self::Llama,
+            "Qwen2ForCausalLM" => Self::Qwen2,
+            "Qwen3ForCausalLM" => Self::Qwen3,
+            "MistralForCausalLM" => Self::Mistral,
+            _ => return None,
+        })
+    }
+
+    /// Parses a `model_type` (config.json) or `general.architecture` (GGUF).
+    pub fn from_model_type(model_type: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.model_type() == model_type)
+    }
+
+    /// Detects the architecture from config.json's `architectures` and `model_type`.
+    pub fn detect(architectures: &[String], model_type: Option<&str>) -> Result<Self> {
+        let found = architectures
+            .iter()
+            .find_map(|c| Self::from_class_name(c))
+            .or_else(|| model_type.and_then(Self::from_model_type));
+        found.with_context(|| {
+            let named = if architectures.is_empty() {
+                model_type.unwrap_or("(none given)").to_string()
+            } else {
+                architectures.join(", ")
+            };
+            format!(
+                "unsupported model architecture `{named}`; supported: {}",
+                Self::supported_list()
+            )
+        })
+    }
+
+    /// Human-readable list of supported architectures.
+    pub fn supported_list() -> String {
+        Self::ALL
+            .iter()
+            .map(|a| a.model_type())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// How rotary position frequencies are rescaled for long contexts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor`.
+    Linear { factor: f64 },
+    /// Llama 3's frequency-dependent scaling.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: f64,
+    },
+}
+
+/// Rotary embedding parameters of one attention layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RopeConfig {
+    pub theta: f64,
+    pub scaling: RopeScaling,
+}
+
+impl RopeConfig {
+    /// Reads one rope parameter object: either the transformers ≥ 5
+    /// `rope_parameters` shape (`rope_type`, `rope_theta`, scaling keys) or an
+    /// old-style `rope_scaling` object with `rope_theta` given separately.
+    pub fn from_json(params: Option<&Value>, fallback_theta: Option<f64>) -> Result<Self> {
+        let get = |key: &str| params.and_then(|p| p.get(key)).and_then(Value::as_f64);
+        let theta = get("rope_theta")
+            .or(fallback_theta)
+            .context("config.json gives no `rope_theta` (nor `rope_parameters.rope_theta`)")?;
+        let kind = params
+            .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let need = |key: &str| {
+            get(key).with_context(|| format!("rope scaling `{kind}` needs `{key}` in config.json"))
+        };
+        let scaling = match kind {
+            "default" => RopeScaling::None,
+            "linear" => RopeScaling::Linear {
+                factor: need("factor")?,
+            },
+            "llama3" => RopeScaling::Llama3 {
+                factor: need("factor")?,
+                low_freq_factor: need("low_freq_factor")?,
+                high_freq_factor: need("high_freq_factor")?,
+                original_max_position_embeddings: need("original_max_position_embeddings")?,
+            },
+            other => bail!(
+                "rope scaling type `{other}` is not supported yet (supported: default, linear, llama3)"
+            ),
+        };
+        Ok(Self { theta, scaling })
+    }
+}
+
+/// Attention flavour of one layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerAttention {
+    /// Keys older than this many positions are masked out; `None` is full attention.
+    pub sliding_window: Option<usize>,
+    pub rope: RopeConfig,
+}
+
+/// Everything the shared decoder needs to build and run a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub architecture: Architecture,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub max_position_embeddings: usize,
+    pub tie_word_embeddings: bool,
+    /// Bias on the q/k/v projections.
+    pub qkv_bias: bool,
+    /// Bias on the attention output projection.
+    pub o_bias: bool,
+    /// Bias on the MLP projections.
+    pub mlp_bias: bool,
+    /// RMSNorm over each head of q and k before rotary (Qwen3).
+    pub qk_norm: bool,
+    /// One entry per layer.
+    pub layers: Vec<LayerAttention>,
+    pub bos_token_id: Option<u32>,
+    pub eos_token_ids: Vec<u32>,
+}
+
+impl ModelConfig {
+    pub fn num_hidden_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Checks the numbers fit together, so later shape arithmetic cannot fail.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+            ("num_hidden_layers", self.layers.len()),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                bail!("config: `{name}` must be positive");
+            }
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            bail!(
+                "config: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
+                self.num_attention_heads,
+                self.num_key_value_heads
+            );
+        }
+        if self.head_dim % 2 != 0 {
+            bail!("config: head_dim ({}) must be even for rotary embeddings", self.head_dim);
+        }
+        Ok(())
+    }
+}
+
+/// `config.json` as Hugging Face writes it, for the families of this module.
+/// Every field is optional here; family mappings decide defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HfConfig {
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    pub model_type: Option<String>,
+    pub vocab_size: Option<usize>,
+    pub hidden_size: Option<usize>,
+    pub intermediate_size: Option<usize>,
+    pub num_hidden_layers: Option<usize>,
+    pub num_attention_heads: Option<usize>,
+    pub num_key_value_heads: Option<usize>,
+    pub head_dim: Option<usize>,
+    pub rms_norm_eps: Option<f64>,
+    pub rope_theta: Option<f64>,
+    pub rope_scaling: Option<Value>,
+    pub rope_parameters: Option<Value>,
+    pub max_position_embeddings: Option<usize>,
+    pub tie_word_embeddings: Option<bool>,
+    pub attention_bias: Option<bool>,
+    pub mlp_bias: Option<bool>,
+    pub sliding_window: Option<usize>,
+    pub use_sliding_window: Option<bool>,
+    pub max_window_layers: Option<usize>,
+    pub layer_types: Option<Vec<String>>,
+    pub hidden_act: Option<String>,
+    pub bos_token_id: Option<Value>,
+    pub eos_token_id: Option<Value>,
+    pub quantization_config: Option<Value>,
+}
+
+impl HfConfig {
+    pub fn parse(text: &str) -> Result<Self> {
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// A required numeric field.
+    pub fn require(&self, value: Option<usize>, name: &str) -> Result<usize> {
+        value.with_context(|| format!("config.json lacks `{name}`"))
+    }
+
+    /// Rope parameters for layers of `layer_type` (`full_attention`,
+    /// `sliding_attention`), from either config layout.
+    pub fn rope_for(&self, layer_type: &str) -> Result<RopeConfig> {
+        match &self.rope_parameters {
+            Some(params) if params.get(layer_type).is_some_and(Value::is_object) => {
+                RopeConfig::from_json(params.get(layer_type), self.rope_theta)
+            }
+            Some(params) => RopeConfig::from_json(Some(params), self.rope_theta),
+            None => RopeConfig::from_json(self.rope_scaling.as_ref(), self.rope_theta.or(Some(10_000.0))),
+        }
+    }
+
+    /// The checkpoint's activation must be SiLU for the gated MLP we build.
+    pub fn require_silu(&self) -> Result<()> {
+        match self.hidden_act.as_deref() {
+            None | Some("silu") | Some("swish") => Ok(()),
+            Some(other) => bail!("config.json: activation `{other}` is not supported for this family (expected silu)"),
+        }
+    }
+}
+
+/// Reads a token id or list of ids (`eos_token_id` may be either).
+pub fn token_ids(value: Option<&Value>) -> Vec<u32> {
+    match value {
+        Some(Value::Number(n)) => n.as_u64().map(|v| vec![v as u32]).unwrap_or_default(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_u64)
+            .map(|v| v as u32)
+            .collect(),
+        _ => Vec::new(),
+    }
+}

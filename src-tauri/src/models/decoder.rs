@@ -1,0 +1,197 @@
+//! The decoder-only transformer every supported family runs on.
+//!
+//! `embed → layers (pre-norm attention + pre-norm gated MLP, residuals) →
+//! final norm → LM head`. A [`Decoder`] may hold only a range of layers (a
+//! cluster stage): then it has the embedding only if it is the first stage
+//! and the head only if it is the last, and hidden states travel between
+//! stages through [`Decoder::forward_layers`].
+
+use super::config::ModelConfig;
+use super::nn::attention::Attention;
+use super::nn::kv_cache::{KvCache, LayerCache};
+use super::nn::linear::Linear;
+use super::nn::mlp::GatedMlp;
+use super::nn::norm::RmsNorm;
+use super::sources::selection::TensorSelection;
+use super::weights::{MatrixWeight, Weights};
+use anyhow::{bail, Context, Result};
+use candle_core::quantized::QTensor;
+use candle_core::{DType, Device, Tensor};
+use std::sync::Arc;
+
+struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: GatedMlp,
+}
+
+impl DecoderLayer {
+    fn load(weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
+        let prefix = format!("model.layers.{index}");
+        let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps);
+        Ok(Self {
+            input_layernorm: RmsNorm::load(weights, &format!("{prefix}.input_layernorm.weight"), h, eps)?,
+            self_attn: Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[index])?,
+            post_attention_layernorm: RmsNorm::load(
+                weights,
+                &format!("{prefix}.post_attention_layernorm.weight"),
+                h,
+                eps,
+            )?,
+            mlp: GatedMlp::load(weights, &format!("{prefix}.mlp"), cfg)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let attn = self.self_attn.forward(&self.input_layernorm.forward(x)?, cache)?;
+        let x = (x + attn)?;
+        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(&x)?)?;
+        Ok((x + mlp)?)
+    }
+}
+
+/// Token embedding table, dense or quantized.
+enum Embedding {
+    Dense(Tensor),
+    Quantized(Arc<QTensor>),
+}
+
+impl Embedding {
+    fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Self::Dense(table) => table.index_select(ids, 0)?,
+            Self::Quantized(q) => q.embedding(ids)?,
+        })
+    }
+}
+
+/// Which positions the LM head is applied to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsFor {
+    /// Only the last position (generation).
+    Last,
+    /// Every position (perplexity).
+    All,
+}
+
+/// A loaded decoder, whole or one contiguous stage of it.
+pub struct Decoder {
+    pub config: ModelConfig,
+    pub selection: TensorSelection,
+    embed_tokens: Option<Embedding>,
+    layers: Vec<DecoderLayer>,
+    norm: Option<RmsNorm>,
+    lm_head: Option<Linear>,
+    dtype: DType,
+    device: Device,
+}
+
+impl Decoder {
+    /// Loads the tensors `selection` names and checks their shapes against `config`.
+    pub fn load(config: ModelConfig, weights: &Weights, selection: TensorSelection) -> Result<Self> {
+        let n = config.num_hidden_layers();
+        if selection.layers.end > n || selection.layers.start > selection.layers.end {
+            bail!("layer range {:?} is outside the model's {n} layers", selection.layers);
+        }
+        let (vocab, hidden) = (config.vocab_size, config.hidden_size);
+        let embed_name = "model.embed_tokens.weight";
+        let needs_table = selection.embedding || (selection.head && config.tie_word_embeddings);
+        let table = if needs_table {
+            Some(weights.matrix(embed_name, &[vocab, hidden])?)
+        } else {
+            None
+        };
+        let lm_head = if !selection.head {
+            None
+        } else if config.tie_word_embeddings || !weights.contains("lm_head.weight") {
+            let shared = match table.as_ref().context("tied LM head needs the embedding")? {
+                MatrixWeight::Dense(t) => MatrixWeight::Dense(t.clone()),
+                MatrixWeight::Quantized(q) => MatrixWeight::Quantized(q.clone()),
+            };
+            Some(Linear::from_matrix(shared)?)
+        } else {
+            Some(Linear::load(weights, "lm_head", hidden, vocab, false)?)
+        };
+        let embed_tokens = match table {
+            Some(_) if !selection.embedding => None,
+            Some(MatrixWeight::Dense(t)) => Some(Embedding::Dense(t)),
+            Some(MatrixWeight::Quantized(q)) => Some(Embedding::Quantized(q)),
+            None => None,
+        };
+        let layers = selection
+            .layers
+            .clone()
+            .map(|i| DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}")))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = if selection.head {
+            Some(RmsNorm::load(weights, "model.norm.weight", hidden, config.rms_norm_eps)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            config,
+            selection,
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            dtype: weights.policy.dtype,
+            device: weights.device.clone(),
+        })
+    }
+
+    /// A fresh cache for the layers this decoder holds.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.layers.len())
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Embeds token ids into hidden states `(1, t, hidden)`.
+    pub fn embed(&self, tokens: &[u32]) -> Result<Tensor> {
+        let table = self
+            .embed_tokens
+            .as_ref()
+            .context("this stage holds no token embedding")?;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            bail!("token id {bad} is outside the vocabulary (size {})", self.config.vocab_size);
+        }
+        let ids = Tensor::new(tokens, &self.device)?;
+        Ok(table.lookup(&ids)?.to_dtype(self.dtype)?.unsqueeze(0)?)
+    }
+
+    /// Runs this decoder's layers over hidden states `(1, t, hidden)`.
+    pub fn forward_layers(&self, hidden: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let mut x = hidden.to_dtype(self.dtype)?;
+        for (layer, layer_cache) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            x = layer.forward(&x, layer_cache)?;
+        }
+        Ok(x)
+    }
+
+    /// Final norm and LM head: f32 logits `(positions, vocab)`.
+    pub fn logits(&self, hidden: &Tensor, which: LogitsFor) -> Result<Tensor> {
+        let norm = self.norm.as_ref().context("this stage holds no LM head")?;
+        let head = self.lm_head.as_ref().context("this stage holds no LM head")?;
+        let t = hidden.dim(1)?;
+        let hidden = match which {
+            LogitsFor::Last => hidden.narrow(1, t - 1, 1)?,
+            LogitsFor::All => hidden.clone(),
+        };
+        let logits = head.forward(&norm.forward(&hidden)?)?;
+        Ok(logits.squeeze(0)?.to_dtype(DType::F32)?)
+    }
+
+    /// Embedding, all layers and head in one call (a whole model).
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, which: LogitsFor) -> Result<Tensor> {
+        if tokens.is_empty() {
+            bail!("no tokens to run");
+        }
+        let hidden = self.embed(tokens)?;
+        let hidden = self.forward_layers(&hidden, cache)?;
+        self.logits(&hidden, which)
+    }
+}

@@ -1,0 +1,201 @@
+//! Per-family mapping from a checkpoint's configuration to [`ModelConfig`].
+//!
+//! The four families here share one decoder (see `models::decoder`); they
+//! differ only in biases, q/k norms and which layers use a sliding window.
+//! Each family module states exactly those differences.
+
+mod llama;
+mod mistral;
+mod qwen2;
+mod qwen3;
+
+use crate::formats::gguf::GgufFile;
+use crate::models::config::{token_ids, Architecture, HfConfig, LayerAttention, ModelConfig};
+use crate::models::sources::gguf::RotaryRowOrder;
+use anyhow::{bail, Context, Result};
+
+/// Builds the model description from a parsed `config.json`.
+pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
+    let architecture = Architecture::detect(&cfg.architectures, cfg.model_type.as_deref())?;
+    cfg.require_silu()?;
+    let mut config = common_hf(cfg, architecture)?;
+    match architecture {
+        Architecture::Llama => llama::adjust(cfg, &mut config)?,
+        Architecture::Qwen2 => qwen2::adjust(cfg, &mut config)?,
+        Architecture::Qwen3 => qwen3::adjust(cfg, &mut config)?,
+        Architecture::Mistral => mistral::adjust(cfg, &mut config)?,
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// What every family reads the same way: sizes, rope, embeddings tying.
+/// Families then adjust biases, norms and windows.
+fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> {
+    let hidden_size = cfg.require(cfg.hidden_size, "hidden_size")?;
+    let num_attention_heads = cfg.require(cfg.num_attention_heads, "num_attention_heads")?;
+    let num_layers = cfg.require(cfg.num_hidden_layers, "num_hidden_layers")?;
+    if num_attention_heads == 0 {
+        bail!("config.json: num_attention_heads must be positive");
+    }
+    let head_dim = cfg.head_dim.unwrap_or(hidden_size / num_attention_heads);
+    let rope = cfg.rope_for("full_attention")?;
+    let attention_bias = cfg.attention_bias.unwrap_or(false);
+    Ok(ModelConfig {
+        architecture,
+        vocab_size: cfg.require(cfg.vocab_size, "vocab_size")?,
+        hidden_size,
+        intermediate_size: cfg.require(cfg.intermediate_size, "intermediate_size")?,
+        num_attention_heads,
+        num_key_value_heads: cfg.num_key_value_heads.unwrap_or(num_attention_heads),
+        head_dim,
+        rms_norm_eps: cfg.rms_norm_eps.unwrap_or(1e-6),
+        max_position_embeddings: cfg.max_position_embeddings.unwrap_or(4096),
+        tie_word_embeddings: cfg.tie_word_embeddings.unwrap_or(false),
+        qkv_bias: attention_bias,
+        o_bias: attention_bias,
+        mlp_bias: cfg.mlp_bias.unwrap_or(false),
+        qk_norm: false,
+        layers: vec![
+            LayerAttention {
+                sliding_window: None,
+                rope,
+            };
+            num_layers
+        ],
+        bos_token_id: token_ids(cfg.bos_token_id.as_ref()).first().copied(),
+        eos_token_ids: token_ids(cfg.eos_token_id.as_ref()),
+    })
+}
+
+/// Applies `layer_types` (transformers ≥ 4.5x) or the older
+/// `use_sliding_window` + `max_window_layers` pair used by Qwen.
+fn qwen_style_windows(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
+    let window = cfg.sliding_window;
+    let n = config.layers.len();
+    let sliding: Vec<bool> = match &cfg.layer_types {
+        Some(types) => {
+            if types.len() != n {
+                bail!("config.json: `layer_types` has {} entries for {n} layers", types.len());
+            }
+            types.iter().map(|t| t == "sliding_attention").collect()
+        }
+        None if cfg.use_sliding_window.unwrap_or(false) => {
+            let first = cfg.max_window_layers.unwrap_or(n);
+            (0..n).map(|i| i >= first).collect()
+        }
+        None => vec![false; n],
+    };
+    for (layer, is_sliding) in config.layers.iter_mut().zip(sliding) {
+        if is_sliding {
+            layer.sliding_window =
+                Some(window.context("config.json: sliding layers need `sliding_window`")?);
+            layer.rope = cfg.rope_for("sliding_attention")?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds the model description from GGUF metadata and tensor table. Also
+/// returns the q/k row order to undo for Llama-family files.
+pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>)> {
+    let arch_name = file
+        .get_str("general.architecture")
+        .with_context(|| format!("{}: GGUF metadata lacks `general.architecture`", file.path.display()))?
+        .to_string();
+    let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
+        format!(
+            "{}: unsupported model architecture `{arch_name}`; supported: {}",
+            file.path.display(),
+            Architecture::supported_list()
+        )
+    })?;
+    let key = |k: &str| format!("{arch_name}.{k}");
+    let hidden_size = file.require_usize(&key("embedding_length"))?;
+    let num_attention_heads = file.require_usize(&key("attention.head_count"))?;
+    let num_layers = file.require_usize(&key("block_count"))?;
+    if num_attention_heads == 0 {
+        bail!("{}: attention.head_count must be positive", file.path.display());
+    }
+    let head_dim = match file.get(&key("attention.key_length")) {
+        Some(_) => file.require_usize(&key("attention.key_length"))?,
+        None => hidden_size / num_attention_heads,
+    };
+    let num_key_value_heads = match file.get(&key("attention.head_count_kv")) {
+        Some(_) => file.require_usize(&key("attention.head_count_kv"))?,
+        None => num_attention_heads,
+    };
+    if file.tensor_info("rope_freqs.weight").is_some() {
+        bail!(
+            "{}: rope frequency factors (`rope_freqs.weight`) are not supported yet",
+            file.path.display()
+        );
+    }
+    let rope = crate::models::config::RopeConfig {
+        theta: file.get_f64(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+        scaling: match file.get_str(&key("rope.scaling.type")) {
+            None | Some("none") => crate::models::config::RopeScaling::None,
+            Some("linear") => crate::models::config::RopeScaling::Linear {
+                factor: file.get_f64(&key("rope.scaling.factor"))?.unwrap_or(1.0),
+            },
+            Some(other) => bail!(
+                "{}: rope scaling `{other}` is not supported yet",
+                file.path.display()
+            ),
+        },
+    };
+    let sliding_window = match (architecture, file.get(&key("attention.sliding_window"))) {
+        (Architecture::Mistral, Some(_)) => Some(file.require_usize(&key("attention.sliding_window"))?),
+        _ => None,
+    };
+    let vocab_size = file
+        .tensor_info("token_embd.weight")
+        .map(|info| info.shape.dims()[0])
+        .with_context(|| format!("{}: tensor `token_embd.weight` is missing", file.path.display()))?;
+    let has = |name: &str| file.tensor_info(name).is_some();
+    let config = ModelConfig {
+        architecture,
+        vocab_size,
+        hidden_size,
+        intermediate_size: file.require_usize(&key("feed_forward_length"))?,
+        num_attention_heads,
+        num_key_value_heads,
+        head_dim,
+        rms_norm_eps: file
+            .get_f64(&key("attention.layer_norm_rms_epsilon"))?
+            .unwrap_or(1e-6),
+        max_position_embeddings: file.require_usize(&key("context_length"))?,
+        tie_word_embeddings: !has("output.weight"),
+        qkv_bias: has("blk.0.attn_q.bias"),
+        o_bias: has("blk.0.attn_output.bias"),
+        mlp_bias: has("blk.0.ffn_up.bias"),
+        qk_norm: has("blk.0.attn_q_norm.weight"),
+        layers: vec![
+            LayerAttention {
+                sliding_window,
+                rope,
+            };
+            num_layers
+        ],
+        bos_token_id: gguf_token(file, "tokenizer.ggml.bos_token_id"),
+        eos_token_ids: gguf_token(file, "tokenizer.ggml.eos_token_id")
+            .into_iter()
+            .collect(),
+    };
+    config
+        .validate()
+        .with_context(|| format!("{}: inconsistent GGUF metadata", file.path.display()))?;
+    let row_order = matches!(architecture, Architecture::Llama | Architecture::Mistral).then_some(
+        RotaryRowOrder {
+            num_attention_heads,
+            num_key_value_heads,
+        },
+    );
+    Ok((config, row_order))
+}
+
+fn gguf_token(file: &GgufFile, key: &str) -> Option<u32> {
+    file.get(key)
+        .and_then(crate::formats::gguf::value_to_u64)
+        .map(|v| v as u32)
+}

@@ -1,0 +1,8 @@
+//! Model architectures: configuration, weight sources and the shared decoder.
+
+pub mod config;
+pub mod decoder;
+pub mod families;
+pub mod nn;
+pub mod sources;
+pub mod weights;

@@ -1,0 +1,150 @@
+//! Causal self-attention with grouped-query heads, rotary positions, optional
+//! per-head q/k RMSNorm and an optional sliding window.
+
+use super::kv_cache::LayerCache;
+use super::linear::Linear;
+use super::norm::RmsNorm;
+use super::rotary::RotaryEmbedding;
+use crate::models::config::{LayerAttention, ModelConfig};
+use crate::models::weights::Weights;
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+
+pub struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    rotary: RotaryEmbedding,
+    num_heads: usize,
+    num_kv_heads: usize,
+    head_dim: usize,
+    sliding_window: Option<usize>,
+}
+
+impl Attention {
+    pub fn load(weights: &Weights, prefix: &str, cfg: &ModelConfig, layer: &LayerAttention) -> Result<Self> {
+        let (h, d) = (cfg.hidden_size, cfg.head_dim);
+        let q_dim = cfg.num_attention_heads * d;
+        let kv_dim = cfg.num_key_value_heads * d;
+        let qk_norm = |name: &str| -> Result<Option<RmsNorm>> {
+            if !cfg.qk_norm {
+                return Ok(None);
+            }
+            Ok(Some(RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), d, cfg.rms_norm_eps)?))
+        };
+        Ok(Self {
+            q_proj: Linear::load(weights, &format!("{prefix}.q_proj"), h, q_dim, cfg.qkv_bias)?,
+            k_proj: Linear::load(weights, &format!("{prefix}.k_proj"), h, kv_dim, cfg.qkv_bias)?,
+            v_proj: Linear::load(weights, &format!("{prefix}.v_proj"), h, kv_dim, cfg.qkv_bias)?,
+            o_proj: Linear::load(weights, &format!("{prefix}.o_proj"), q_dim, h, cfg.o_bias)?,
+            q_norm: qk_norm("q_norm")?,
+            k_norm: qk_norm("k_norm")?,
+            rotary: RotaryEmbedding::new(&layer.rope, d),
+            num_heads: cfg.num_attention_heads,
+            num_kv_heads: cfg.num_key_value_heads,
+            head_dim: d,
+            sliding_window: layer.sliding_window,
+        })
+    }
+
+    /// Splits `(b, t, heads * d)` into `(b, heads, t, d)`, normalising each head if configured.
+    fn heads(&self, x: &Tensor, heads: usize, norm: Option<&RmsNorm>) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let x = x.reshape((b, t, heads, self.head_dim))?;
+        let x = match norm {
+            Some(n) => n.forward(&x)?,
+            None => x,
+        };
+        Ok(x.transpose(1, 2)?.contiguous()?)
+    }
+
+    /// Attends `x` of shape `(b, t, hidden)` at positions `cache.len()..` and
+    /// appends its keys and values to `cache`.
+    pub fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let start = cache.len();
+        let q = self.heads(&self.q_proj.forward(x)?, self.num_heads, self.q_norm.as_ref())?;
+        let k = self.heads(&self.k_proj.forward(x)?, self.num_kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads(&self.v_proj.forward(x)?, self.num_kv_heads, None)?;
+        let (cos, sin) = self.rotary.cos_sin(start, t, q.dtype(), q.device())?;
+        let q = RotaryEmbedding::apply(&q, &cos, &sin)?;
+        let k = RotaryEmbedding::apply(&k, &cos, &sin)?;
+        let (k, v) = cache.append(&k, &v)?;
+        let total = k.dim(2)?;
+
+        // Group the query heads that share a kv head: (b, kv, rep * t, d).
+        let rep = self.num_heads / self.num_kv_heads;
+        let q = q.reshape((b, self.num_kv_heads, rep * t, self.head_dim))?;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? * scale)?.to_dtype(DType::F32)?;
+        let scores = match attention_mask(start, t, total, self.sliding_window, x.device())? {
+            Some(mask) => scores
+                .reshape((b, self.num_kv_heads, rep, t, total))?
+                .broadcast_add(&mask)?
+                .reshape((b, self.num_kv_heads, rep * t, total))?,
+            None => scores,
+        };
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
+        let out = probs.matmul(&v)?; // (b, kv, rep * t, d)
+        let out = out
+            .reshape((b, self.num_heads, t, self.head_dim))?
+            .transpose(1, 2)?
+            .reshape((b, t, self.num_heads * self.head_dim))?;
+        self.o_proj.forward(&out)
+    }
+}
+
+/// Additive mask `(t, total)` for queries at `start..start + t` over keys
+/// `0..total`: a key is visible when it is not in the future and, with a
+/// window, fewer than `window` positions back. `None` when nothing is masked.
+fn attention_mask(start: usize, t: usize, total: usize, window: Option<usize>, device: &Device) -> Result<Option<Tensor>> {
+    let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
+    let all_visible = (start..start + t).all(|q| (0..total).all(|k| visible(q, k)));
+    if all_visible {
+        return Ok(None);
+    }
+    let mut mask = Vec::with_capacity(t * total);
+    for q in start..start + t {
+        for k in 0..total {
+            mask.push(if visible(q, k) { 0f32 } else { f32::NEG_INFINITY });
+        }
+    }
+    Ok(Some(Tensor::from_vec(mask, (t, total), device)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mask_rows(start: usize, t: usize, total: usize, window: Option<usize>) -> Vec<Vec<bool>> {
+        match attention_mask(start, t, total, window, &Device::Cpu).unwrap() {
+            None => vec![vec![true; total]; t],
+            Some(m) => m
+                .to_vec2::<f32>()
+                .unwrap()
+                .into_iter()
+                .map(|row| row.into_iter().map(|v| v == 0.0).collect())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn single_decode_step_needs_no_mask_without_window() {
+        assert!(attention_mask(5, 1, 6, None, &Device::Cpu).unwrap().is_none());
+    }
+
+    #[test]
+    fn prefill_is_causal() {
+        let rows = mask_rows(0, 3, 3, None);
+        assert_eq!(rows, vec![vec![true, false, false], vec![true, true, false], vec![true, true, true]]);
+    }
+
+    #[test]
+    fn window_hides_old_keys() {
+        let rows = mask_rows(4, 1, 5, Some(2));
+        assert_eq!(rows, vec![vec![false, false, false, true, true]]);
+    }
+}

@@ -1,0 +1,61 @@
+//! Keys and values of past positions, per layer, owned by one conversation.
+//!
+//! The model itself is immutable; each sequence being generated owns a
+//! [`KvCache`], so several conversations (or cluster stages) can share one
+//! loaded model.
+
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
+#[derive(Default, Clone)]
+pub struct LayerCache {
+    kv: Option<(Tensor, Tensor)>,
+}
+
+impl LayerCache {
+    /// Appends this step's keys and values and returns everything cached so far.
+    pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (k, v) = match &self.kv {
+            Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
+            None => (k.clone(), v.clone()),
+        };
+        self.kv = Some((k.clone(), v.clone()));
+        Ok((k, v))
+    }
+
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The caches of the layers one model (or one cluster stage) runs.
+#[derive(Clone)]
+pub struct KvCache {
+    pub layers: Vec<LayerCache>,
+}
+
+impl KvCache {
+    pub fn new(num_layers: usize) -> Self {
+        Self {
+            layers: vec![LayerCache::default(); num_layers],
+        }
+    }
+
+    /// Positions already processed.
+    pub fn position(&self) -> usize {
+        self.layers.first().map_or(0, LayerCache::len)
+    }
+
+    /// Forgets everything (a new conversation).
+    pub fn clear(&mut self) {
+        for layer in &mut self.layers {
+            *layer = LayerCache::default();
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Building blocks shared by every decoder family.
+
+pub mod attention;
+pub mod kv_cache;
+pub mod linear;
+pub mod mlp;
+pub mod norm;
+pub mod rotary;

@@ -1,0 +1,28 @@
+//! Root-mean-square layer normalisation.
+
+use crate::models::weights::Weights;
+use anyhow::Result;
+use candle_core::{DType, Tensor};
+
+/// `x / rms(x) * w`, computed in f32 as transformers does, returned in `x`'s dtype.
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    pub fn load(weights: &Weights, name: &str, dim: usize, eps: f64) -> Result<Self> {
+        let weight = weights.dense(name, &[dim])?.to_dtype(DType::F32)?;
+        Ok(Self {
+            weight,
+            eps: eps as f32,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dtype = x.dtype();
+        let x32 = x.to_dtype(DType::F32)?.contiguous()?;
+        let y = candle_nn::ops::rms_norm(&x32, &self.weight, self.eps)?;
+        Ok(y.to_dtype(dtype)?)
+    }
+}

@@ -1,0 +1,178 @@
+//! Tensors from a single GGUF file, served under Hugging Face names.
+//!
+//! GGUF names tensors `blk.N.attn_q.weight`; the models use the Hugging Face
+//! names, so this store translates. llama.cpp's converter also reorders the
+//! rows of Llama's `attn_q`/`attn_k` so that rotary pairs sit next to each
+//! other (its rope rotates interleaved pairs); the models here rotate halves
+//! as transformers does, so the rows are put back in Hugging Face order on
+//! load. Rows are whole quantization blocks, so this works on quantized data
+//! as a byte shuffle and the weights stay quantized.
+
+use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
+use crate::models::weights::{StoredTensor, WeightStore};
+use anyhow::{Context, Result};
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Head counts needed to undo llama.cpp's q/k row order.
+#[derive(Debug, Clone, Copy)]
+pub struct RotaryRowOrder {
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+}
+
+/// A GGUF file seen as a Hugging Face checkpoint.
+pub struct GgufStore {
+    file: Arc<GgufFile>,
+    /// Set for Llama-family files whose q/k rows llama.cpp permuted.
+    row_order: Option<RotaryRowOrder>,
+}
+
+impl GgufStore {
+    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>) -> Self {
+        Self { file, row_order }
+    }
+
+    /// Heads whose rows must be un-permuted for this Hugging Face name, if any.
+    fn permuted_heads(&self, hf_name: &str) -> Option<usize> {
+        let order = self.row_order?;
+        if hf_name.contains(".self_attn.q_proj.") {
+            Some(order.num_attention_heads)
+        } else if hf_name.contains(".self_attn.k_proj.") {
+            Some(order.num_key_value_heads)
+        } else {
+            None
+        }
+    }
+}
+
+/// Translates a Hugging Face tensor name to its GGUF name.
+pub fn gguf_name(hf_name: &str) -> Option<String> {
+    match hf_name {
+        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
+        "model.norm.weight" => return Some("output_norm.weight".into()),
+        "lm_head.weight" => return Some("output.weight".into()),
+        _ => {}
+    }
+    let rest = hf_name.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let (module, kind) = rest.rsplit_once('.')?;
+    let gguf_module = match module {
+        "input_layernorm" => "attn_norm",
+        "post_attention_layernorm" => "ffn_norm",
+        "self_attn.q_proj" => "attn_q",
+        "self_attn.k_proj" => "attn_k",
+        "self_attn.v_proj" => "attn_v",
+        "self_attn.o_proj" => "attn_output",
+        "self_attn.q_norm" => "attn_q_norm",
+        "self_attn.k_norm" => "attn_k_norm",
+        "mlp.gate_proj" => "ffn_gate",
+        "mlp.up_proj" => "ffn_up",
+        "mlp.down_proj" => "ffn_down",
+        _ => return None,
+    };
+    Some(format!("blk.{layer}.{gguf_module}.{kind}"))
+}
+
+/// Reorders rows from llama.cpp's interleaved rotary layout to Hugging Face's
+/// half-split layout. `bytes` holds `rows` rows of equal size.
+pub fn unpermute_rotary_rows(bytes: &[u8], rows: usize, heads: usize) -> Result<Vec<u8>> {
+    anyhow::ensure!(
+        heads > 0 && rows % (2 * heads) == 0 && bytes.len() % rows == 0,
+        "cannot split {rows} rows into {heads} rotary heads"
+    );
+    let row_bytes = bytes.len() / rows;
+    let half = rows / heads / 2;
+    let mut out = vec![0u8; bytes.len()];
+    for head in 0..heads {
+        for pair in 0..half {
+            for side in 0..2 {
+                let hf_row = head * 2 * half + side * half + pair;
+                let gguf_row = head * 2 * half + pair * 2 + side;
+                out[hf_row * row_bytes..(hf_row + 1) * row_bytes]
+                    .copy_from_slice(&bytes[gguf_row * row_bytes..(gguf_row + 1) * row_bytes]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl WeightStore for GgufStore {
+    fn origin(&self) -> String {
+        self.file.path.display().to_string()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        gguf_name(name).is_some_and(|g| self.file.tensor_info(&g).is_some())
+    }
+
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        let info = self.file.tensor_info(&gguf_name(name)?)?;
+        Some(info.shape.dims().to_vec())
+    }
+
+    fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
+        let gname = gguf_name(name)
+            .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
+        let info = self
+            .file
+            .tensor_info(&gname)
+            .with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
+        let dims = info.shape.dims().to_vec();
+        let raw = self.file.tensor_bytes(&gname)?;
+        let bytes = match self.permuted_heads(name) {
+            Some(heads) => Cow::Owned(
+                unpermute_rotary_rows(raw, dims[0], heads)
+                    .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?,
+            ),
+            None => Cow::Borrowed(raw),
+        };
+        let qtensor = qtensor_from_bytes(info.ggml_dtype, &bytes, &dims, device)
+            .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
+        Ok(match info.ggml_dtype {
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
+                StoredTensor::Dense(qtensor.dequantize(device)?)
+            }
+            _ => StoredTensor::Quantized(Arc::new(qtensor)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hf_names_map_to_gguf_names() {
+        assert_eq!(
+            gguf_name("model.layers.12.self_attn.q_proj.weight").as_deref(),
+            Some("blk.12.attn_q.weight")
+        );
+        assert_eq!(
+            gguf_name("model.layers.0.mlp.down_proj.weight").as_deref(),
+            Some("blk.0.ffn_down.weight")
+        );
+        assert_eq!(gguf_name("lm_head.weight").as_deref(), Some("output.weight"));
+        assert_eq!(gguf_name("model.layers.0.unknown.weight"), None);
+    }
+
+    #[test]
+    fn unpermute_inverts_llama_cpp_permutation() {
+        // llama.cpp's converter: view (heads, 2, half, ...) then swap axes 1 and 2.
+        let heads = 2;
+        let rows = 8;
+        let half = rows / heads / 2;
+        let hf_rows: Vec<u8> = (0..rows as u8).collect();
+        let mut gguf_rows = vec![0u8; rows];
+        for h in 0..heads {
+            for side in 0..2 {
+                for pair in 0..half {
+                    gguf_rows[h * 2 * half + pair * 2 + side] = hf_rows[h * 2 * half + side * half + pair];
+                }
+            }
+        }
+        assert_eq!(unpermute_rotary_rows(&gguf_rows, rows, heads).unwrap(), hf_rows);
+    }
+}

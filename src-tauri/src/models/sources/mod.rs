@@ -1,0 +1,5 @@
+//! Where a model's tensors come from.
+
+pub mod folder;
+pub mod gguf;
+pub mod selection;

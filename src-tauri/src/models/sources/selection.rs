@@ -1,0 +1,78 @@
+//! Which of a checkpoint's tensors a node needs.
+//!
+//! A cluster node runs one contiguous range of transformer layers; the first
+//! node also embeds tokens and the last applies the final norm and LM head.
+//! Tensor names follow Hugging Face's `model.layers.N.` convention.
+
+use std::ops::Range;
+
+/// A contiguous layer range plus the ends of the model a node holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSelection {
+    pub layers: Range<usize>,
+    /// Token embedding (`model.embed_tokens`).
+    pub embedding: bool,
+    /// Final norm and LM head (which may be tied to the embedding).
+    pub head: bool,
+}
+
+impl TensorSelection {
+    /// Every tensor of a model with `num_layers` layers.
+    pub fn all(num_layers: usize) -> Self {
+        Self {
+            layers: 0..num_layers,
+            embedding: true,
+            head: true,
+        }
+    }
+
+    /// Whether a tensor of this name belongs to the selection.
+    pub fn wants(&self, name: &str) -> bool {
+        if let Some(layer) = layer_index(name) {
+            return self.layers.contains(&layer);
+        }
+        match name {
+            "model.embed_tokens.weight" => self.embedding || self.head,
+            "model.norm.weight" | "lm_head.weight" => self.head,
+            _ => self.embedding,
+        }
+    }
+}
+
+/// The layer number of a `model.layers.N.…` tensor name.
+pub fn layer_index(name: &str) -> Option<usize> {
+    let rest = name.strip_prefix("model.layers.")?;
+    rest.split('.').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn middle_stage_takes_only_its_layers() {
+        let sel = TensorSelection {
+            layers: 2..4,
+            embedding: false,
+            head: false,
+        };
+        assert!(sel.wants("model.layers.2.mlp.up_proj.weight"));
+        assert!(sel.wants("model.layers.3.self_attn.q_proj.bias"));
+        assert!(!sel.wants("model.layers.4.mlp.up_proj.weight"));
+        assert!(!sel.wants("model.layers.21.mlp.up_proj.weight"));
+        assert!(!sel.wants("model.embed_tokens.weight"));
+        assert!(!sel.wants("lm_head.weight"));
+    }
+
+    #[test]
+    fn last_stage_keeps_embedding_for_tied_heads() {
+        let sel = TensorSelection {
+            layers: 2..4,
+            embedding: false,
+            head: true,
+        };
+        assert!(sel.wants("model.embed_tokens.weight"));
+        assert!(sel.wants("model.norm.weight"));
+        assert!(sel.wants("lm_head.weight"));
+    }
+}

@@ -1,0 +1,114 @@
+//! Where model tensors come from, and in which form they reach the model.
+//!
+//! A [`WeightStore`] hands out tensors by their Hugging Face name
+//! (`model.layers.3.self_attn.q_proj.weight`), whether they live in a folder of
+//! safetensors shards or in a GGUF file. [`Weights`] wraps a store with the
+//! load policy (target dtype, keep quantized or dequantize) and checks every
+//! tensor's shape against what the config implies, so a checkpoint that
+//! disagrees with its `config.json` is an error naming the tensor, not a
+//! shape panic deep inside a matmul.
+
+use anyhow::{bail, Context, Result};
+use candle_core::quantized::QTensor;
+use candle_core::{DType, Device, Tensor};
+use std::sync::Arc;
+
+/// A tensor as stored: plain, or in a GGML quantized block format.
+pub enum StoredTensor {
+    Dense(Tensor),
+    Quantized(Arc<QTensor>),
+}
+
+impl StoredTensor {
+    pub fn dims(&self) -> Vec<usize> {
+        match self {
+            Self::Dense(t) => t.dims().to_vec(),
+            Self::Quantized(q) => q.shape().dims().to_vec(),
+        }
+    }
+}
+
+/// A source of named tensors.
+pub trait WeightStore: Send + Sync {
+    /// Where the tensors come from, for error messages.
+    fn origin(&self) -> String;
+    /// Whether the store holds `name`.
+    fn contains(&self, name: &str) -> bool;
+    /// The stored shape of `name`, without loading it.
+    fn shape(&self, name: &str) -> Option<Vec<usize>>;
+    /// Loads `name` in its stored form.
+    fn load(&self, name: &str, device: &Device) -> Result<StoredTensor>;
+}
+
+/// How tensors are converted as they are loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadPolicy {
+    /// Dtype of dense tensors and activations.
+    pub dtype: DType,
+    /// Keep GGML-quantized matrices quantized (false: dequantize them to `dtype`).
+    pub keep_quantized: bool,
+}
+
+/// A store plus the policy and device every tensor is loaded with.
+pub struct Weights {
+    store: Box<dyn WeightStore>,
+    pub policy: LoadPolicy,
+    pub device: Device,
+}
+
+/// A weight matrix ready for a matmul.
+pub enum MatrixWeight {
+    Dense(Tensor),
+    Quantized(Arc<QTensor>),
+}
+
+impl Weights {
+    pub fn new(store: Box<dyn WeightStore>, policy: LoadPolicy, device: Device) -> Self {
+        Self {
+            store,
+            policy,
+            device,
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.store.contains(name)
+    }
+
+    fn load_checked(&self, name: &str, expected: &[usize]) -> Result<StoredTensor> {
+        let origin = self.store.origin();
+        let Some(shape) = self.store.shape(name) else {
+            bail!("{origin}: tensor `{name}` is missing");
+        };
+        if shape != expected {
+            bail!(
+                "{origin}: tensor `{name}` has shape {shape:?} but config.json implies {expected:?}"
+            );
+        }
+        self.store.load(name, &self.device)
+    }
+
+    /// A dense tensor of shape `expected`, converted to the policy's dtype.
+    pub fn dense(&self, name: &str, expected: &[usize]) -> Result<Tensor> {
+        let tensor = match self.load_checked(name, expected)? {
+            StoredTensor::Dense(t) => t,
+            StoredTensor::Quantized(q) => q.dequantize(&self.device)?,
+        };
+        tensor
+            .to_dtype(self.policy.dtype)
+            .with_context(|| format!("cannot convert `{name}` to {:?}", self.policy.dtype))
+    }
+
+    /// A weight matrix of shape `expected`, kept quantized if the policy says so.
+    pub fn matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixWeight> {
+        match self.load_checked(name, expected)? {
+            StoredTensor::Quantized(q) if self.policy.keep_quantized => {
+                Ok(MatrixWeight::Quantized(q))
+            }
+            StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(
+                q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?,
+            )),
+            StoredTensor::Dense(t) => Ok(MatrixWeight::Dense(t.to_dtype(self.policy.dtype)?)),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Streaming token ids to text without ever emitting half a character.
+//!
+//! Byte-level tokens can split a UTF-8 character (or a word's leading space)
+//! across tokens. [`Detokenizer`] re-decodes a short window of recent tokens
+//! and emits only the text that has become stable, so the concatenation of
+//! everything it emits equals decoding all tokens at once.
+
+use super::tokenizer::TextTokenizer;
+use anyhow::Result;
+
+pub struct Detokenizer<'a> {
+    tokenizer: &'a TextTokenizer,
+    ids: Vec<u32>,
+    /// Start of the window re-decoded for context.
+    prefix_offset: usize,
+    /// Tokens before this index have been emitted.
+    read_offset: usize,
+}
+
+impl<'a> Detokenizer<'a> {
+    pub fn new(tokenizer: &'a TextTokenizer) -> Self {
+        Self {
+            tokenizer,
+            ids: Vec::new(),
+            prefix_offset: 0,
+            read_offset: 0,
+        }
+    }
+
+    fn window_text(&self, end: usize) -> Result<String> {
+        self.tokenizer.decode(&self.ids[self.prefix_offset..end], true)
+    }
+
+    /// Adds one token; returns the text that became final (possibly empty).
+    pub fn push(&mut self, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let before = self.window_text(self.read_offset)?;
+        let now = self.window_text(self.ids.len())?;
+        if now.len() <= before.len() || now.ends_with('\u{FFFD}') || !now.starts_with(&before) {
+            return Ok(String::new());
+        }
+        self.prefix_offset = self.read_offset;
+        self.read_offset = self.ids.len();
+        Ok(now[before.len()..].to_string())
+    }
+
+    /// Whatever is still held back (an incomplete character at the very end).
+    pub fn finish(&mut self) -> Result<String> {
+        let before = self.window_text(self.read_offset)?;
+        let now = self.window_text(self.ids.len())?;
+        self.prefix_offset = self.ids.len();
+        self.read_offset = self.ids.len();
+        Ok(match now.strip_prefix(&before) {
+            Some(rest) => rest.to_string(),
+            None => String::new(),
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! The generation loop: prefill, then one token at a time until a stop.
+//!
+//! Each new token reaches the caller through a callback together with the
+//! text it completed; the callback may stop generation (the UI's Escape).
+//! Stops: any of the model's end-of-sequence ids (unless ignored), a user
+//! stop string, the token budget, or the model's context length.
+
+use super::detokenizer::Detokenizer;
+use super::model::TextModel;
+use super::sampling::{Sampler, SamplingParams};
+use super::stop_strings::StopStrings;
+use crate::models::decoder::LogitsFor;
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenerationRequest {
+    pub prompt_tokens: Vec<u32>,
+    pub max_new_tokens: usize,
+    pub sampling: SamplingParams,
+    pub stop_strings: Vec<String>,
+    pub ignore_eos: bool,
+    /// Recompute the whole sequence at every step instead of caching keys and
+    /// values (slow; exists to check the cache against the plain computation).
+    pub no_kv_cache: bool,
+}
+
+impl GenerationRequest {
+    pub fn new(prompt_tokens: Vec<u32>) -> Self {
+        Self {
+            prompt_tokens,
+            max_new_tokens: 256,
+            sampling: SamplingParams::default(),
+            stop_strings: Vec::new(),
+            ignore_eos: false,
+            no_kv_cache: false,
+        }
+    }
+}
+
+/// One generated token as it arrives.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenEvent<'a> {
+    /// The new token; `None` for text released at the very end.
+    pub id: Option<u32>,
+    /// Text that became final with this token (may be empty).
+    pub text: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model produced an end-of-sequence token.
+    Eos,
+    /// A user stop string appeared.
+    StopString,
+    /// `max_new_tokens` reached.
+    MaxTokens,
+    /// The model's context length reached.
+    ContextFull,
+    /// The caller asked to stop.
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    /// Start of generation to the first new token (includes prefill).
+    pub ttft_s: f64,
+    /// Prompt tokens per second during prefill.
+    pub prompt_tok_s: f64,
+    /// New tokens per second after the first one.
+    pub decode_tok_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Generation {
+    /// Generated ids (an end-of-sequence token that stopped generation is included).
+    pub tokens: Vec<u32>,
+    /// The text shown to the user (stop strings and special tokens removed).
+    pub text: String,
+    pub finish_reason: FinishReason,
+    pub timings: Timings,
+}
+
+/// Runs `request` on `model`, calling `on_token` for every new token.
+pub fn generate(
+    model: &TextModel,
+    request: &GenerationRequest,
+    mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
+) -> Result<Generation> {
+    let prompt = &request.prompt_tokens;
+    if prompt.is_empty() {
+        bail!("the prompt is empty: give at least one token");
+    }
+    let context = model.decoder.config.max_position_embeddings;
+    if prompt.len() >= context {
+        bail!(
+            "the prompt has {} tokens but the model's context length is {context}",
+            prompt.len()
+        );
+    }
+    request.sampling.validate()?;
+    let mut sampler = Sampler::new(request.sampling.clone());
+    let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
+    let mut stops = StopStrings::new(&request.stop_strings);
+    let mut cache = model.decoder.new_cache();
+    let mut history = prompt.clone();
+    let mut generated = Vec::new();
+    let mut text = String::new();
+    let mut timings = Timings::default();
+    let start = Instant::now();
+    let mut first_token_at = None;
+    let mut finish_reason = FinishReason::MaxTokens;
+
+    let mut next_input: Vec<u32> = prompt.clone();
+    while generated.len() < request.max_new_tokens {
+        if history.len() >= context {
+            finish_reason = FinishReason::ContextFull;
+            break;
+        }
+        let logits = if request.no_kv_cache {
+            let mut fresh = model.decoder.new_cache();
+            model.decoder.forward(&history, &mut fresh, LogitsFor::Last)?
+        } else {
+            model.decoder.forward(&next_input, &mut cache, LogitsFor::Last)?
+        };
+        let mut logits = logits.squeeze(0)?.to_vec1::<f32>()?;
+        let token = sampler.sample(&mut logits, &history);
+        if first_token_at.is_none() {
+            let elapsed = start.elapsed().as_secs_f64();
+            timings.ttft_s = elapsed;
+            timings.prompt_tok_s = prompt.len() as f64 / elapsed.max(1e-9);
+            first_token_at = Some(Instant::now());
+        }
+        generated.push(token);
+        history.push(token);
+        next_input = vec![token];
+
+        if !request.ignore_eos && model.eos_token_ids.contains(&token) {
+            finish_reason = FinishReason::Eos;
+            break;
+        }
+        let piece = match detokenizer.as_mut() {
+            Some(d) => d.push(token)?,
+            None => String::new(),
+        };
+        let check = stops.push(&piece);
+        text.push_str(&check.emit);
+        let flow = on_token(TokenEvent {
+            id: Some(token),
+            text: &check.emit,
+        });
+        if check.stopped {
+            finish_reason = FinishReason::StopString;
+            break;
+        }
+        if flow.is_break() {
+            finish_reason = FinishReason::Cancelled;
+            break;
+        }
+    }
+    if finish_reason != FinishReason::StopString {
+        let tail = match detokenizer.as_mut() {
+            Some(d) => d.finish()?,
+            None => String::new(),
+        };
+        let check = stops.push(&tail);
+        let mut rest = check.emit;
+        if !check.stopped {
+            rest.push_str(&stops.finish());
+        }
+        if !rest.is_empty() {
+            text.push_str(&rest);
+            let _ = on_token(TokenEvent { id: None, text: &rest });
+        }
+    }
+    if let Some(t) = first_token_at {
+        let decoded_after_first = generated.len().saturating_sub(1);
+        timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    }
+    Ok(Generation {
+        tokens: generated,
+        text,
+        finish_reason,
+        timings,
+    })
+}

@@ -1,0 +1,11 @@
+//! Text generation on top of the models: tokenizer, chat templates,
+//! sampling, streaming and scoring.
+
+pub mod chat_template;
+pub mod detokenizer;
+pub mod generation;
+pub mod model;
+pub mod perplexity;
+pub mod sampling;
+pub mod stop_strings;
+pub mod tokenizer;

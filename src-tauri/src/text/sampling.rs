@@ -1,0 +1,206 @@
+//! Choosing the next token from logits.
+//!
+//! Order follows transformers' logits processors: repetition penalty, then
+//! temperature, top-k, top-p and min-p. Temperature 0 is greedy (the first
+//! maximum wins, as `argmax` does). A seeded RNG makes sampling repeatable.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+/// Sampling settings of one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: f32,
+    /// Keep only the k most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches p (1 = off).
+    pub top_p: f32,
+    /// Drop tokens less likely than `min_p` × the most likely one (0 = off).
+    pub min_p: f32,
+    /// Divide positive / multiply negative logits of seen tokens (1 = off).
+    pub repeat_penalty: f32,
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            seed: 42,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Rejects settings that have no meaning.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.temperature >= 0.0 && self.temperature.is_finite(), "temperature must be ≥ 0");
+        anyhow::ensure!(self.top_p > 0.0 && self.top_p <= 1.0, "top-p must be in (0, 1]");
+        anyhow::ensure!((0.0..=1.0).contains(&self.min_p), "min-p must be in [0, 1]");
+        anyhow::ensure!(self.repeat_penalty > 0.0, "repeat penalty must be > 0");
+        Ok(())
+    }
+}
+
+pub struct Sampler {
+    params: SamplingParams,
+    rng: StdRng,
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams) -> Self {
+        let rng = StdRng::seed_from_u64(params.seed);
+        Self { params, rng }
+    }
+
+    /// Picks the next token. `history` is every token so far (prompt included).
+    pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        let p = &self.params;
+        if p.repeat_penalty != 1.0 {
+            apply_repeat_penalty(logits, history, p.repeat_penalty);
+        }
+        if p.temperature == 0.0 {
+            return argmax(logits);
+        }
+        let mut candidates: Vec<(u32, f32)> = logits
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u32, l / p.temperature))
+            .collect();
+        if p.top_k > 0 && p.top_k < candidates.len() {
+            candidates.select_nth_unstable_by(p.top_k - 1, |a, b| b.1.total_cmp(&a.1));
+            candidates.truncate(p.top_k);
+        }
+        // Softmax over the survivors, most likely first.
+        candidates.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+        let max = candidates[0].1;
+        let mut probs: Vec<f32> = candidates.iter().map(|c| (c.1 - max).exp()).collect();
+        let total: f32 = probs.iter().sum();
+        probs.iter_mut().for_each(|q| *q /= total);
+        let mut keep = probs.len();
+        if p.top_p < 1.0 {
+            let mut cumulative = 0.0;
+            keep = probs
+                .iter()
+                .position(|&q| {
+                    cumulative += q;
+                    cumulative >= p.top_p
+                })
+                .map_or(probs.len(), |i| i + 1);
+        }
+        if p.min_p > 0.0 {
+            let floor = probs[0] * p.min_p;
+            keep = keep.min(probs.iter().take_while(|&&q| q >= floor).count().max(1));
+        }
+        let kept_total: f32 = probs[..keep].iter().sum();
+        let mut draw = self.rng.random::<f32>() * kept_total;
+        for (i, &q) in probs[..keep].iter().enumerate() {
+            if draw < q {
+                return candidates[i].0;
+            }
+            draw -= q;
+        }
+        candidates[keep - 1].0
+    }
+}
+
+fn apply_repeat_penalty(logits: &mut [f32], history: &[u32], penalty: f32) {
+    let mut seen = std::collections::HashSet::new();
+    for &t in history {
+        if let Some(l) = logits.get_mut(t as usize) {
+            if seen.insert(t) {
+                *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+            }
+        }
+    }
+}
+
+/// Index of the first maximum.
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(temperature: f32) -> SamplingParams {
+        SamplingParams {
+            temperature,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn greedy_takes_first_maximum() {
+        let mut s = Sampler::new(params(0.0));
+        assert_eq!(s.sample(&mut [0.1, 3.0, 3.0, -1.0], &[]), 1);
+    }
+
+    #[test]
+    fn same_seed_same_choices() {
+        let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+        let run = || {
+            let mut s = Sampler::new(params(1.0));
+            (0..20).map(|_| s.sample(&mut logits.clone(), &[])).collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn top_k_one_is_greedy() {
+        let mut s = Sampler::new(SamplingParams {
+            top_k: 1,
+            ..params(5.0)
+        });
+        for _ in 0..20 {
+            assert_eq!(s.sample(&mut [0.0, 0.5, 0.4], &[]), 1);
+        }
+    }
+
+    #[test]
+    fn min_p_removes_unlikely_tokens() {
+        let mut s = Sampler::new(SamplingParams {
+            min_p: 0.5,
+            ..params(1.0)
+        });
+        for _ in 0..50 {
+            // Token 2 has probability e^-10 relative to the others: always removed.
+            let t = s.sample(&mut [5.0, 5.0, -5.0], &[]);
+            assert_ne!(t, 2);
+        }
+    }
+
+    #[test]
+    fn top_p_keeps_the_nucleus() {
+        let mut s = Sampler::new(SamplingParams {
+            top_p: 0.5,
+            ..params(1.0)
+        });
+        for _ in 0..50 {
+            assert_eq!(s.sample(&mut [10.0, 0.0, 0.0, 0.0], &[]), 0);
+        }
+    }
+
+    #[test]
+    fn repeat_penalty_discourages_seen_tokens() {
+        let mut s = Sampler::new(SamplingParams {
+            repeat_penalty: 4.0,
+            ..params(0.0)
+        });
+        assert_eq!(s.sample(&mut [2.0, 1.0], &[0]), 1);
+        assert_eq!(s.sample(&mut [-1.0, -2.0], &[0, 0]), 1);
+    }
+}

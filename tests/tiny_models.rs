@@ -1,0 +1,118 @@
+//! Tiny random checkpoints of every family agree with transformers.
+//!
+//! `tests/fixtures/generate_tiny_models.py` wrote each model folder and the
+//! outputs transformers computed on it (`reference.json`); these tests run
+//! the `cake` binary on the same folders and inputs.
+
+mod common;
+
+use common::{cake_json, fixture, join_ids};
+use serde_json::Value;
+
+fn reference(family: &str) -> Value {
+    let path = fixture(&format!("tiny/{family}/reference.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("reference.json")).expect("valid JSON")
+}
+
+fn ids(value: &Value) -> Vec<u64> {
+    value
+        .as_array()
+        .expect("array of ids")
+        .iter()
+        .map(|v| v.as_u64().expect("id"))
+        .collect()
+}
+
+fn check_nll_matches_transformers(family: &str) {
+    let reference = reference(family);
+    let model = fixture(&format!("tiny/{family}"));
+    let out = cake_json(&[
+        "perplexity",
+        "--model",
+        model.to_str().unwrap(),
+        "--tokens",
+        &join_ids(&ids(&reference["nll_tokens"])),
+        "--json",
+    ]);
+    let ours: Vec<f64> = out["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let theirs: Vec<f64> = reference["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(ours.len(), theirs.len(), "{family}: number of scored tokens");
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert!((a - b).abs() < 1e-3, "{family}: nll[{i}] is {a}, transformers says {b}");
+    }
+}
+
+fn check_greedy_matches_transformers(family: &str, no_kv_cache: bool) {
+    let reference = reference(family);
+    let model = fixture(&format!("tiny/{family}"));
+    let prompt = join_ids(&ids(&reference["prompt_tokens"]));
+    let mut args = vec![
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt-tokens",
+        &prompt,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "16",
+        "--ignore-eos",
+        "--json",
+    ];
+    if no_kv_cache {
+        args.push("--no-kv-cache");
+    }
+    let out = cake_json(&args);
+    assert_eq!(
+        ids(&out["tokens"]),
+        ids(&reference["greedy_tokens"]),
+        "{family} (no_kv_cache = {no_kv_cache}): greedy continuation differs from transformers"
+    );
+}
+
+fn check_tokenizer_matches_transformers(family: &str) {
+    let reference = reference(family);
+    let model = fixture(&format!("tiny/{family}"));
+    let out = cake_json(&[
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        reference["text"].as_str().unwrap(),
+        "--max-tokens",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(ids(&out["prompt_tokens"]), ids(&reference["text_tokens"]), "{family}: tokenization");
+}
+
+macro_rules! family_tests {
+    ($($module:ident => $family:literal),* $(,)?) => {$(
+        mod $module {
+            #[test]
+            fn nll_matches_transformers() {
+                super::check_nll_matches_transformers($family);
+            }
+            #[test]
+            fn greedy_with_kv_cache_matches_transformers() {
+                super::check_greedy_matches_transformers($family, false);
+            }
+            #[test]
+            fn greedy_without_kv_cache_matches_transformers() {
+                super::check_greedy_matches_transformers($family, true);
+            }
+            #[test]
+            fn tokenizer_matches_transformers() {
+                super::check_tokenizer_matches_transformers($family);
+            }
+        }
+    )*};
+}
+
+family_tests! {
+    llama3_rope_scaling => "llama3_rope_scaling",
+    llama_tied => "llama_tied",
+    qwen2 => "qwen2",
+    qwen3 => "qwen3",
+    mistral_window => "mistral_window",
+}
