@@ -1,5 +1,6 @@
 //! The `cake` command line: argument parsing and dispatch.
 
+mod chat;
 mod perplexity;
 mod run;
 
@@ -18,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Generate text from a prompt, streamed as it is produced.
     Run(run::RunArgs),
+    /// Chat with a model in the terminal (multi-turn, streamed).
+    Chat(chat::ChatArgs),
     /// Score a text: per-token negative log-likelihood and perplexity.
     Perplexity(perplexity::PerplexityArgs),
 }
@@ -75,6 +78,7 @@ pub fn parse_token_list(text: &str) -> Result<Vec<u32>> {
 pub fn main_with(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
     }
 }

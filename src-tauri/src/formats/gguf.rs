@@ -34,9 +34,12 @@ impl GgufFile {
         }
         let mut reader = BufReader::new(&file);
         let content = Content::read(&mut reader).map_err(|e| {
-            let reason = e.to_string();
+            // candle may append a backtrace after the first line.
+            let reason = e.to_string().lines().next().unwrap_or_default().to_string();
             let reason = if reason.contains("failed to fill whole buffer") {
                 "the file ends inside its header (truncated file?)".to_string()
+            } else if reason.contains("remaining") {
+                format!("{reason} (truncated file?)")
             } else if reason.contains("unknown magic") {
                 format!("not a GGUF file ({reason})")
             } else {

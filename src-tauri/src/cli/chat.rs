@@ -1,0 +1,114 @@
+//! `cake chat`: a multi-turn conversation in the terminal.
+//!
+//! Each line typed is a user turn; the reply streams as it is generated and
+//! the whole history is re-rendered with the model's chat template for the
+//! next turn. `/reset` starts over, `/exit` (or end of input) quits.
+
+use super::ModelArgs;
+use crate::library::resolve_model;
+use crate::text::chat_template::ChatMessage;
+use crate::text::generation::{generate, GenerationRequest};
+use crate::text::model::{LoadOptions, TextModel};
+use crate::text::sampling::SamplingParams;
+use anyhow::Result;
+use clap::Args;
+use std::io::{BufRead, Write};
+use std::ops::ControlFlow;
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// System prompt for the conversation.
+    #[arg(long)]
+    pub system: Option<String>,
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0.9)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 1.1)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Maximum tokens per reply.
+    #[arg(long, default_value_t = 512)]
+    pub max_tokens: usize,
+}
+
+pub fn run(args: ChatArgs) -> Result<()> {
+    args.model.apply_threads()?;
+    let path = resolve_model(args.model.model.as_deref())?;
+    eprintln!("loading {} …", path.display());
+    let model = TextModel::load(
+        &path,
+        &LoadOptions {
+            dtype: args.model.dtype()?,
+            ..Default::default()
+        },
+    )?;
+    let template = model.chat_template()?;
+    let tokenizer = model.tokenizer()?;
+    let mut history: Vec<ChatMessage> = args
+        .system
+        .iter()
+        .map(|s| ChatMessage::new("system", s))
+        .collect();
+    eprintln!("ready: type a message (/reset to start over, /exit to quit)");
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    let mut turn = 0u64;
+    loop {
+        write!(stdout, "\n> ")?;
+        stdout.flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" => break,
+            "/reset" => {
+                history.retain(|m| m.role == "system");
+                eprintln!("(conversation cleared)");
+                continue;
+            }
+            _ => {}
+        }
+        history.push(ChatMessage::new("user", line));
+        let prompt = tokenizer.encode(&template.render(&history, true)?, false)?;
+        let mut request = GenerationRequest::new(prompt);
+        request.max_new_tokens = args.max_tokens;
+        request.sampling = SamplingParams {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            repeat_penalty: args.repeat_penalty,
+            seed: args.seed.wrapping_add(turn),
+            ..Default::default()
+        };
+        turn += 1;
+        let result = generate(&model, &request, |event| {
+            let _ = stdout.write_all(event.text.as_bytes());
+            let _ = stdout.flush();
+            ControlFlow::Continue(())
+        });
+        match result {
+            Ok(reply) => {
+                writeln!(stdout)?;
+                eprintln!(
+                    "[{} tokens, first token after {:.2} s, {:.1} tokens/s]",
+                    reply.tokens.len(),
+                    reply.timings.ttft_s,
+                    reply.timings.decode_tok_s
+                );
+                history.push(ChatMessage::new("assistant", reply.text.trim()));
+            }
+            Err(error) => {
+                // Keep the conversation usable: drop the turn that failed.
+                history.pop();
+                eprintln!("\nerror: {error:#}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Broken model files and bad requests give clear errors that name the file
+//! and the problem, and never a panic or a huge allocation.
+
+mod common;
+
+use common::{cake_error, fixture};
+use std::path::{Path, PathBuf};
+
+/// Runs `cake run` on `model` and returns stderr, checking it did not panic.
+fn run_error(model: &Path) -> String {
+    let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt", "Hello", "--max-tokens", "1"]);
+    assert!(!err.contains("panicked"), "cake panicked:\n{err}");
+    err
+}
+
+fn assert_mentions(err: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(err.contains(needle), "error should mention {needle:?}:\n{err}");
+    }
+}
+
+/// A copy of the tiny Llama fixture folder whose `model.safetensors` the test may break.
+fn tiny_model_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("tiny/llama_tied");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let weights = dir.path().join("model.safetensors");
+    (dir, weights)
+}
+
+/// A safetensors file from a raw header string and data bytes.
+fn write_safetensors(path: &Path, header: &str, data: &[u8]) {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn truncated_safetensors_data_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "truncated"]);
+}
+
+#[test]
+fn safetensors_shorter_than_its_length_prefix_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    std::fs::write(&weights, [1u8, 2, 3]).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "truncated"]);
+}
+
+#[test]
+fn header_length_beyond_file_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    let mut bytes = 5000u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"{}");
+    std::fs::write(&weights, bytes).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "5000 bytes", "truncated"]);
+}
+
+#[test]
+fn absurd_header_length_is_refused_without_allocating_it() {
+    let (dir, weights) = tiny_model_copy();
+    let mut bytes = u64::MAX.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"{}");
+    std::fs::write(&weights, bytes).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "limit"]);
+}
+
+#[test]
+fn header_that_is_not_json_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    write_safetensors(&weights, "this is not json", &[0; 16]);
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "not a JSON object"]);
+}
+
+#[test]
+fn tensor_outside_data_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    let header = r#"{"model.norm.weight":{"dtype":"F32","shape":[32],"data_offsets":[0,128]}}"#;
+    write_safetensors(&weights, header, &[0; 64]);
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "model.norm.weight", "outside"]);
+}
+
+#[test]
+fn overlapping_tensors_are_reported() {
+    let (dir, weights) = tiny_model_copy();
+    let header = r#"{"a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"b":{"dtype":"F32","shape":[16],"data_offsets":[32,96]}}"#;
+    write_safetensors(&weights, header, &[0; 96]);
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "overlap"]);
+}
+
+#[test]
+fn shape_disagreeing_with_dtype_size_is_reported() {
+    let (dir, weights) = tiny_model_copy();
+    let header = r#"{"a":{"dtype":"F32","shape":[1000000,1000000],"data_offsets":[0,64]}}"#;
+    write_safetensors(&weights, header, &[0; 64]);
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.safetensors", "occupies 64 bytes"]);
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let (dir, weights) = tiny_model_copy();
+    let header = r#"{"model.embed_tokens.weight":{"dtype":"F32","shape":[300,32],"data_offsets":[0,38400]}}"#;
+    write_safetensors(&weights, header, &vec![0; 38400]);
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["model.layers.0", "missing"]);
+}
+
+#[test]
+fn shape_disagreeing_with_config_is_named() {
+    let (dir, _) = tiny_model_copy();
+    let config_path = dir.path().join("config.json");
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    std::fs::write(&config_path, config.replace("\"intermediate_size\": 64", "\"intermediate_size\": 96")).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["mlp.gate_proj.weight", "[64, 32]", "config.json implies [96, 32]"]);
+}
+
+#[test]
+fn unknown_architecture_lists_supported_ones() {
+    let (dir, _) = tiny_model_copy();
+    let config_path = dir.path().join("config.json");
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    std::fs::write(
+        &config_path,
+        config.replace("LlamaForCausalLM", "FooForCausalLM").replace("\"model_type\": \"llama\"", "\"model_type\": \"foo\""),
+    )
+    .unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["config.json", "FooForCausalLM", "llama, qwen2, qwen3, mistral"]);
+}
+
+/// A GGUF v3 file with the given string metadata and no tensors.
+fn gguf_with_metadata(entries: &[(&str, &str)]) -> Vec<u8> {
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend_from_slice(&3u32.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes()); // tensors
+    bytes.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (key, value) in entries {
+        bytes.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(key.as_bytes());
+        bytes.extend_from_slice(&8u32.to_le_bytes()); // string
+        bytes.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(value.as_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn gguf_with_bad_magic_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.gguf");
+    let mut bytes = gguf_with_metadata(&[("general.architecture", "llama")]);
+    bytes[..4].copy_from_slice(b"GGXX");
+    std::fs::write(&path, bytes).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["broken.gguf", "not a GGUF file"]);
+}
+
+#[test]
+fn gguf_truncated_inside_header_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.gguf");
+    let bytes = gguf_with_metadata(&[("general.architecture", "llama")]);
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["short.gguf", "truncated"]);
+}
+
+#[test]
+fn gguf_with_absurd_string_length_is_refused_without_allocating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.gguf");
+    let mut bytes = gguf_with_metadata(&[("general.architecture", "llama")]);
+    // The value's length field sits just before the 5-byte value "llama".
+    let at = bytes.len() - 5 - 8;
+    bytes[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["huge.gguf", "invalid GGUF header"]);
+}
+
+#[test]
+fn gguf_with_tensor_data_cut_off_is_reported() {
+    let real = cake::library::paths::default_model_path();
+    let real = std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or(real);
+    assert!(real.exists(), "the default model is missing at {}: run `make model`", real.display());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    let bytes = std::fs::read(&real).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["cut.gguf", "truncated"]);
+}
+
+#[test]
+fn gguf_of_unknown_architecture_lists_supported_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("alien.gguf");
+    std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "alien")])).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["alien.gguf", "alien", "llama, qwen2, qwen3, mistral"]);
+}
+
+#[test]
+fn empty_prompt_is_refused() {
+    let model = fixture("tiny/llama_tied");
+    let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt", "", "--max-tokens", "1"]);
+    assert_mentions(&err, &["prompt is empty"]);
+}
+
+#[test]
+fn prompt_longer_than_context_is_refused() {
+    let model = fixture("tiny/llama_tied");
+    let tokens = vec!["5"; 200].join(",");
+    let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt-tokens", &tokens]);
+    assert_mentions(&err, &["200 tokens", "context length is 128"]);
+}
+
+#[test]
+fn token_outside_vocabulary_is_refused() {
+    let model = fixture("tiny/llama_tied");
+    let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt-tokens", "1,99999"]);
+    assert_mentions(&err, &["99999", "outside the vocabulary"]);
+}
+
+#[test]
+fn missing_model_path_is_reported() {
+    let err = cake_error(&["run", "--model", "/nonexistent/model.gguf", "--prompt", "x"]);
+    assert_mentions(&err, &["/nonexistent/model.gguf", "no such model"]);
+}

@@ -1,0 +1,174 @@
+//! The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) against
+//! transformers' float32 outputs in `tests/fixtures/smollm2_reference.json`
+//! (written by `generate_smollm2_reference.py`).
+//!
+//! The model is fetched by `make model` (part of `make test`); without it
+//! these tests fail and say so.
+
+mod common;
+
+use cake::text::detokenizer::Detokenizer;
+use cake::text::model::{LoadOptions, TextModel};
+use common::{cake_json, fixture};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn model_path() -> PathBuf {
+    let path = std::env::var_os("CAKE_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(cake::library::paths::default_model_path);
+    assert!(
+        path.exists(),
+        "the default model is missing at {}: run `make model` (or set CAKE_TEST_MODEL)",
+        path.display()
+    );
+    path
+}
+
+fn reference() -> Value {
+    let text = std::fs::read_to_string(fixture("smollm2_reference.json")).expect("reference file");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn ids(value: &Value) -> Vec<u64> {
+    value.as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+}
+
+fn perplexity_of_english(dtype: Option<&str>) -> (Vec<u64>, f64) {
+    let model = model_path();
+    let file = fixture("english.txt");
+    let mut args = vec![
+        "perplexity",
+        "--model",
+        model.to_str().unwrap(),
+        "--file",
+        file.to_str().unwrap(),
+        "--json",
+    ];
+    if let Some(d) = dtype {
+        args.extend(["--dtype", d]);
+    }
+    let out = cake_json(&args);
+    (ids(&out["tokens"]), out["perplexity"].as_f64().unwrap())
+}
+
+#[test]
+fn dequantized_greedy_continuations_match_transformers() {
+    let model = model_path();
+    for case in reference()["prompts"].as_array().unwrap() {
+        let prompt = case["prompt"].as_str().unwrap();
+        let out = cake_json(&[
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--dtype",
+            "f32",
+            "--prompt",
+            prompt,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "32",
+            "--ignore-eos",
+            "--json",
+        ]);
+        assert_eq!(ids(&out["prompt_tokens"]), ids(&case["prompt_tokens"]), "tokens of {prompt:?}");
+        assert_eq!(
+            ids(&out["tokens"]),
+            ids(&case["greedy_tokens"]),
+            "continuation of {prompt:?}: ours {:?}, transformers {:?}",
+            out["text"],
+            case["text"]
+        );
+    }
+}
+
+#[test]
+fn dequantized_perplexity_within_a_tenth_of_a_percent() {
+    let reference = &reference()["perplexity_text"];
+    let (tokens, ours) = perplexity_of_english(Some("f32"));
+    assert_eq!(tokens, ids(&reference["tokens"]), "tokenization of english.txt");
+    let theirs = reference["perplexity"].as_f64().unwrap();
+    let relative = (ours - theirs).abs() / theirs;
+    assert!(relative < 1e-3, "perplexity {ours} vs transformers {theirs} ({:.4}% off)", relative * 100.0);
+}
+
+#[test]
+fn quantized_perplexity_within_two_percent_of_f32_reference() {
+    let theirs = reference()["perplexity_text"]["perplexity"].as_f64().unwrap();
+    let (_, ours) = perplexity_of_english(None);
+    let relative = (ours - theirs).abs() / theirs;
+    assert!(relative < 0.02, "Q4_1 perplexity {ours} vs transformers f32 {theirs} ({:.2}% off)", relative * 100.0);
+}
+
+#[test]
+fn quantized_greedy_text_is_sensible() {
+    let model = model_path();
+    let out = cake_json(&[
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "The capital of France is",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "--json",
+    ]);
+    let text = out["text"].as_str().unwrap();
+    assert!(text.contains("Paris"), "Q4_1 continuation of 'The capital of France is': {text:?}");
+}
+
+#[test]
+fn same_seed_gives_same_sampled_text_and_other_seed_differs() {
+    let model = model_path();
+    let sample = |seed: &str| {
+        cake_json(&[
+            "run", "--model", model.to_str().unwrap(), "--prompt", "Tell me a story about a dragon.",
+            "--chat", "--temperature", "1.0", "--top-p", "0.95", "--seed", seed, "--max-tokens", "24",
+            "--ignore-eos", "--json",
+        ])["tokens"]
+            .clone()
+    };
+    assert_eq!(sample("7"), sample("7"));
+    assert_ne!(sample("7"), sample("8"));
+}
+
+#[test]
+fn chat_prompt_uses_the_models_template() {
+    let model = model_path();
+    let out = cake_json(&[
+        "run", "--model", model.to_str().unwrap(), "--prompt", "What is 2+2?", "--chat",
+        "--system", "You answer briefly.", "--temperature", "0", "--max-tokens", "200", "--json",
+    ]);
+    let loaded = TextModel::load(&model, &LoadOptions::default()).unwrap();
+    let tokenizer = loaded.tokenizer().unwrap();
+    let prompt: Vec<u32> = ids(&out["prompt_tokens"]).into_iter().map(|v| v as u32).collect();
+    let rendered = tokenizer.decode(&prompt, false).unwrap();
+    assert_eq!(
+        rendered,
+        "<|im_start|>system\nYou answer briefly.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    // The reply ends at <|im_end|>, the model's end-of-sequence token, which is not shown.
+    assert_eq!(out["finish_reason"], "eos", "reply: {:?}", out["text"]);
+    assert!(!out["text"].as_str().unwrap().contains("<|im_end|>"));
+}
+
+#[test]
+fn streamed_text_equals_whole_decode_for_multibyte_text() {
+    let model = TextModel::load(&model_path(), &LoadOptions::default()).unwrap();
+    let tokenizer = model.tokenizer().unwrap();
+    let text = "Crème brûlée 🍰🎂, naïve café — 東京 and Ελληνικά.\n\n  Spaces  and\ttabs.";
+    let ids = tokenizer.encode(text, false).unwrap();
+    let mut detok = Detokenizer::new(tokenizer);
+    let mut streamed = String::new();
+    for &id in &ids {
+        let piece = detok.push(id).unwrap();
+        assert!(!piece.contains('\u{FFFD}'), "broken UTF-8 emitted: {piece:?}");
+        streamed.push_str(&piece);
+    }
+    streamed.push_str(&detok.finish().unwrap());
+    assert_eq!(streamed, tokenizer.decode(&ids, true).unwrap());
+    assert_eq!(streamed, text);
+}
