@@ -150,6 +150,11 @@ impl Decoder {
         &self.device
     }
 
+    /// Dtype of the activations (and dense weights).
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// Embeds token ids into hidden states `(1, t, hidden)`.
     pub fn embed(&self, tokens: &[u32]) -> Result<Tensor> {
         let table = self

@@ -6,36 +6,11 @@
 
 use super::chat_template::ChatTemplate;
 use super::tokenizer::TextTokenizer;
-use crate::formats::gguf::GgufFile;
-use crate::models::config::HfConfig;
 use crate::models::decoder::Decoder;
-use crate::models::families;
-use crate::models::sources::folder::SafetensorsFolder;
-use crate::models::sources::gguf::GgufStore;
-use crate::models::sources::selection::TensorSelection;
-use crate::models::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
-use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device};
+use crate::models::loader::Checkpoint;
+pub use crate::models::loader::LoadOptions;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-/// How to load a model.
-#[derive(Debug, Clone)]
-pub struct LoadOptions {
-    /// Dtype for weights and activations; `None` keeps what the checkpoint
-    /// stores (GGUF quantized weights stay quantized, activations in f32).
-    pub dtype: Option<DType>,
-    pub device: Device,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            dtype: None,
-            device: Device::Cpu,
-        }
-    }
-}
 
 pub struct TextModel {
     pub path: PathBuf,
@@ -50,13 +25,31 @@ pub struct TextModel {
 impl TextModel {
     /// Loads a model folder or a `.gguf` file.
     pub fn load(path: &Path, options: &LoadOptions) -> Result<Self> {
-        if path.is_dir() {
-            load_folder(path, options)
-        } else if path.is_file() {
-            load_gguf(path, options)
-        } else {
-            bail!("{}: no such model file or folder", path.display())
+        let checkpoint = Checkpoint::open(path)?;
+        let mut eos = checkpoint.config().eos_token_ids.clone();
+        let decoder = checkpoint.load_decoder(None, options)?;
+        let (tokenizer, chat_template_source) = match &checkpoint {
+            Checkpoint::Folder { dir, .. } => folder_text_files(dir, &mut eos)?,
+            Checkpoint::Gguf { file, .. } => (
+                Some(TextTokenizer::from_gguf(file)?),
+                file.get_str("tokenizer.chat_template").map(str::to_string),
+            ),
+        };
+        if let Some(id) = tokenizer
+            .as_ref()
+            .and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name)))
+        {
+            eos.push(id);
         }
+        eos.sort_unstable();
+        eos.dedup();
+        Ok(Self {
+            path: path.to_path_buf(),
+            decoder,
+            tokenizer,
+            chat_template_source,
+            eos_token_ids: eos,
+        })
     }
 
     /// The tokenizer, or an error saying the model has none.
@@ -86,70 +79,22 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>> {
     Ok(Some(value))
 }
 
-fn load_folder(dir: &Path, options: &LoadOptions) -> Result<TextModel> {
-    let config_path = dir.join("config.json");
-    let text = std::fs::read_to_string(&config_path)
-        .with_context(|| format!("{}: cannot read config.json", dir.display()))?;
-    let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid config.json", config_path.display()))?;
-    let config = families::from_hf(&hf).with_context(|| format!("{}", config_path.display()))?;
-    let selection = TensorSelection::all(config.num_hidden_layers());
-    let store = SafetensorsFolder::open(dir, &selection)?;
-    let dtype = match options.dtype {
-        Some(d) => d,
-        None => stored_float_dtype(&store)?,
-    };
-    let weights = Weights::new(
-        Box::new(store),
-        LoadPolicy {
-            dtype,
-            keep_quantized: false,
-        },
-        options.device.clone(),
-    );
-    let mut eos = config.eos_token_ids.clone();
-    let decoder = Decoder::load(config, &weights, selection)?;
-
+/// Tokenizer, chat template and extra end-of-sequence ids of a model folder.
+fn folder_text_files(dir: &Path, eos: &mut Vec<u32>) -> Result<(Option<TextTokenizer>, Option<String>)> {
     let tokenizer = if dir.join("tokenizer.json").exists() {
         Some(TextTokenizer::from_folder(dir)?)
     } else {
         None
     };
     let tokenizer_config = read_json(&dir.join("tokenizer_config.json"))?;
-    let chat_template_source = match std::fs::read_to_string(dir.join("chat_template.jinja")) {
+    let chat_template = match std::fs::read_to_string(dir.join("chat_template.jinja")) {
         Ok(source) => Some(source),
         Err(_) => tokenizer_config.as_ref().and_then(chat_template_from_config),
     };
     if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
         eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
     }
-    if let Some(id) = tokenizer
-        .as_ref()
-        .and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name)))
-    {
-        eos.push(id);
-    }
-    eos.sort_unstable();
-    eos.dedup();
-    Ok(TextModel {
-        path: dir.to_path_buf(),
-        decoder,
-        tokenizer,
-        chat_template_source,
-        eos_token_ids: eos,
-    })
-}
-
-/// The float dtype the checkpoint stores its embedding in, when candle can
-/// compute in it; otherwise f32.
-fn stored_float_dtype(store: &SafetensorsFolder) -> Result<DType> {
-    let name = "model.embed_tokens.weight";
-    if !store.contains(name) {
-        return Ok(DType::F32);
-    }
-    Ok(match store.load(name, &Device::Cpu)? {
-        StoredTensor::Dense(t) if matches!(t.dtype(), DType::F16 | DType::BF16 | DType::F32) => t.dtype(),
-        _ => DType::F32,
-    })
+    Ok((tokenizer, chat_template))
 }
 
 /// `chat_template` as a string, or the `default` entry of a list of named templates.
@@ -162,36 +107,4 @@ fn chat_template_from_config(config: &serde_json::Value) -> Option<String> {
             .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
         _ => None,
     }
-}
-
-fn load_gguf(path: &Path, options: &LoadOptions) -> Result<TextModel> {
-    let file = Arc::new(GgufFile::open(path)?);
-    let (config, row_order) = families::from_gguf(&file)?;
-    let selection = TensorSelection::all(config.num_hidden_layers());
-    let policy = match options.dtype {
-        None => LoadPolicy {
-            dtype: DType::F32,
-            keep_quantized: true,
-        },
-        Some(dtype) => LoadPolicy {
-            dtype,
-            keep_quantized: false,
-        },
-    };
-    let weights = Weights::new(Box::new(GgufStore::new(file.clone(), row_order)), policy, options.device.clone());
-    let mut eos = config.eos_token_ids.clone();
-    let decoder = Decoder::load(config, &weights, selection)?;
-    let tokenizer = TextTokenizer::from_gguf(&file)?;
-    if let Some(id) = tokenizer.eos_token.as_deref().and_then(|n| tokenizer.token_id(n)) {
-        eos.push(id);
-    }
-    eos.sort_unstable();
-    eos.dedup();
-    Ok(TextModel {
-        path: path.to_path_buf(),
-        decoder,
-        tokenizer: Some(tokenizer),
-        chat_template_source: file.get_str("tokenizer.chat_template").map(str::to_string),
-        eos_token_ids: eos,
-    })
 }

@@ -199,3 +199,74 @@ fn gguf_token(file: &GgufFile, key: &str) -> Option<u32> {
         .and_then(crate::formats::gguf::value_to_u64)
         .map(|v| v as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::config::RopeScaling;
+
+    fn parse(json: &str) -> Result<ModelConfig> {
+        from_hf(&HfConfig::parse(json).unwrap())
+    }
+
+    const SIZES: &str = r#""hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100"#;
+
+    #[test]
+    fn legacy_and_new_rope_layouts_agree() {
+        let legacy = parse(&format!(
+            r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "rope_theta": 500000.0,
+            "rope_scaling": {{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}}}"#
+        ))
+        .unwrap();
+        let new = parse(&format!(
+            r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "rope_parameters": {{"rope_type": "llama3",
+            "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(legacy, new);
+        assert_eq!(new.layers[0].rope.theta, 500000.0);
+        assert!(matches!(new.layers[0].rope.scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
+    }
+
+    #[test]
+    fn rope_parameters_per_layer_type_are_applied_per_layer() {
+        let cfg = parse(&format!(
+            r#"{{"architectures": ["Qwen2ForCausalLM"], {SIZES}, "sliding_window": 16,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {{"full_attention": {{"rope_type": "default", "rope_theta": 1000000.0}},
+                                 "sliding_attention": {{"rope_type": "default", "rope_theta": 10000.0}}}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(cfg.layers[0].sliding_window, Some(16));
+        assert_eq!(cfg.layers[0].rope.theta, 10000.0);
+        assert_eq!(cfg.layers[1].sliding_window, None);
+        assert_eq!(cfg.layers[1].rope.theta, 1000000.0);
+        assert!(cfg.qkv_bias && !cfg.o_bias);
+    }
+
+    #[test]
+    fn eos_lists_and_family_traits_are_read() {
+        let cfg = parse(&format!(
+            r#"{{"architectures": ["Qwen3ForCausalLM"], {SIZES}, "head_dim": 32, "eos_token_id": [7, 9],
+            "rope_theta": 1000000.0}}"#
+        ))
+        .unwrap();
+        assert_eq!(cfg.eos_token_ids, vec![7, 9]);
+        assert_eq!(cfg.head_dim, 32);
+        assert!(cfg.qk_norm);
+    }
+
+    #[test]
+    fn unknown_rope_type_and_activation_are_refused() {
+        let err = parse(&format!(
+            r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "rope_scaling": {{"type": "dynamic", "factor": 2.0}}}}"#
+        ))
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("`dynamic` is not supported"), "{err:#}");
+        let err = parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "hidden_act": "gelu"}}"#)).unwrap_err();
+        assert!(format!("{err:#}").contains("gelu"), "{err:#}");
+    }
+}

@@ -1,11 +1,11 @@
 //! Tensors from a Hugging Face model folder: one `model.safetensors`, or shards
 //! listed by `model.safetensors.index.json`.
 //!
-//! [`SafetensorsFolder::open`] takes a [`TensorSelection`] so that a worker
+//! [`SafetensorsFolder::open`] takes a tensor filter (usually a
+//! [`super::selection::TensorSelection`]) so that a worker
 //! holding layers 8..16 opens only the shards that contain them;
 //! [`tensor_sizes`] reads headers only, to size layers before assignment.
 
-use super::selection::TensorSelection;
 use crate::formats::safetensors::{SafetensorsFile, SafetensorsHeader};
 use crate::models::weights::{StoredTensor, WeightStore};
 use anyhow::{bail, Context, Result};
@@ -77,14 +77,14 @@ pub struct SafetensorsFolder {
 }
 
 impl SafetensorsFolder {
-    /// Opens the shards holding at least one tensor that `selection` wants.
-    pub fn open(dir: &Path, selection: &TensorSelection) -> Result<Self> {
+    /// Opens the shards holding at least one tensor that `wanted` accepts.
+    pub fn open(dir: &Path, wanted: impl Fn(&str) -> bool) -> Result<Self> {
         let map = weight_map(dir)?;
         let mut shard_index: HashMap<PathBuf, usize> = HashMap::new();
         let mut files = Vec::new();
         let mut located = HashMap::new();
         for (name, shard) in map {
-            if !selection.wants(&name) {
+            if !wanted(&name) {
                 continue;
             }
             let idx = match shard_index.get(&shard) {

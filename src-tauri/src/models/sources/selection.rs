@@ -26,13 +26,14 @@ impl TensorSelection {
         }
     }
 
-    /// Whether a tensor of this name belongs to the selection.
-    pub fn wants(&self, name: &str) -> bool {
+    /// Whether a tensor of this name belongs to the selection. With
+    /// `tied_embeddings` the head reuses the embedding matrix.
+    pub fn wants(&self, name: &str, tied_embeddings: bool) -> bool {
         if let Some(layer) = layer_index(name) {
             return self.layers.contains(&layer);
         }
         match name {
-            "model.embed_tokens.weight" => self.embedding || self.head,
+            "model.embed_tokens.weight" => self.embedding || (self.head && tied_embeddings),
             "model.norm.weight" | "lm_head.weight" => self.head,
             _ => self.embedding,
         }
@@ -56,23 +57,24 @@ mod tests {
             embedding: false,
             head: false,
         };
-        assert!(sel.wants("model.layers.2.mlp.up_proj.weight"));
-        assert!(sel.wants("model.layers.3.self_attn.q_proj.bias"));
-        assert!(!sel.wants("model.layers.4.mlp.up_proj.weight"));
-        assert!(!sel.wants("model.layers.21.mlp.up_proj.weight"));
-        assert!(!sel.wants("model.embed_tokens.weight"));
-        assert!(!sel.wants("lm_head.weight"));
+        assert!(sel.wants("model.layers.2.mlp.up_proj.weight", false));
+        assert!(sel.wants("model.layers.3.self_attn.q_proj.bias", false));
+        assert!(!sel.wants("model.layers.4.mlp.up_proj.weight", false));
+        assert!(!sel.wants("model.layers.21.mlp.up_proj.weight", false));
+        assert!(!sel.wants("model.embed_tokens.weight", true));
+        assert!(!sel.wants("lm_head.weight", false));
     }
 
     #[test]
-    fn last_stage_keeps_embedding_for_tied_heads() {
+    fn last_stage_needs_embedding_only_for_tied_heads() {
         let sel = TensorSelection {
             layers: 2..4,
             embedding: false,
             head: true,
         };
-        assert!(sel.wants("model.embed_tokens.weight"));
-        assert!(sel.wants("model.norm.weight"));
-        assert!(sel.wants("lm_head.weight"));
+        assert!(sel.wants("model.embed_tokens.weight", true));
+        assert!(!sel.wants("model.embed_tokens.weight", false));
+        assert!(sel.wants("model.norm.weight", false));
+        assert!(sel.wants("lm_head.weight", false));
     }
 }

@@ -1,0 +1,123 @@
+//! Opening a checkpoint (model folder or GGUF file) as a [`Decoder`], whole
+//! or one layer range of it.
+
+use super::config::{HfConfig, ModelConfig};
+use super::decoder::Decoder;
+use super::families;
+use super::sources::folder::SafetensorsFolder;
+use super::sources::gguf::GgufStore;
+use super::sources::selection::TensorSelection;
+use super::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
+use crate::formats::gguf::GgufFile;
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Dtype for weights and activations; `None` keeps what the checkpoint
+    /// stores (GGUF quantized weights stay quantized, activations in f32).
+    pub dtype: Option<DType>,
+    pub device: Device,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            dtype: None,
+            device: Device::Cpu,
+        }
+    }
+}
+
+/// A checkpoint opened far enough to know its architecture, before weights load.
+pub enum Checkpoint {
+    Folder { dir: std::path::PathBuf, config: ModelConfig },
+    Gguf { file: Arc<GgufFile>, config: ModelConfig, row_order: Option<super::sources::gguf::RotaryRowOrder> },
+}
+
+impl Checkpoint {
+    /// Reads `config.json` or the GGUF header at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        if path.is_dir() {
+            let config_path = path.join("config.json");
+            let text = std::fs::read_to_string(&config_path)
+                .with_context(|| format!("{}: cannot read config.json", path.display()))?;
+            let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid config.json", config_path.display()))?;
+            let config = families::from_hf(&hf).with_context(|| format!("{}", config_path.display()))?;
+            Ok(Self::Folder {
+                dir: path.to_path_buf(),
+                config,
+            })
+        } else if path.is_file() {
+            let file = Arc::new(GgufFile::open(path)?);
+            let (config, row_order) = families::from_gguf(&file)?;
+            Ok(Self::Gguf {
+                file,
+                config,
+                row_order,
+            })
+        } else {
+            bail!("{}: no such model file or folder", path.display())
+        }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        match self {
+            Self::Folder { config, .. } | Self::Gguf { config, .. } => config,
+        }
+    }
+
+    /// Loads the tensors `selection` names (all of them when `None`).
+    pub fn load_decoder(&self, selection: Option<TensorSelection>, options: &LoadOptions) -> Result<Decoder> {
+        let config = self.config().clone();
+        let selection = selection.unwrap_or_else(|| TensorSelection::all(config.num_hidden_layers()));
+        let weights = match self {
+            Self::Folder { dir, .. } => {
+                let tied = config.tie_word_embeddings;
+                let store = SafetensorsFolder::open(dir, |name| selection.wants(name, tied))?;
+                let dtype = match options.dtype {
+                    Some(d) => d,
+                    None => stored_float_dtype(&store)?,
+                };
+                let policy = LoadPolicy {
+                    dtype,
+                    keep_quantized: false,
+                };
+                Weights::new(Box::new(store), policy, options.device.clone())
+            }
+            Self::Gguf { file, row_order, .. } => {
+                let policy = match options.dtype {
+                    None => LoadPolicy {
+                        dtype: DType::F32,
+                        keep_quantized: true,
+                    },
+                    Some(dtype) => LoadPolicy {
+                        dtype,
+                        keep_quantized: false,
+                    },
+                };
+                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order)), policy, options.device.clone())
+            }
+        };
+        Decoder::load(config, &weights, selection)
+    }
+}
+
+/// The float dtype the checkpoint stores its tensors in, when candle can
+/// compute in it; otherwise f32.
+fn stored_float_dtype(store: &SafetensorsFolder) -> Result<DType> {
+    let probe = ["model.embed_tokens.weight", "model.norm.weight"]
+        .into_iter()
+        .chain(std::iter::once("model.layers.0.input_layernorm.weight"))
+        .find(|name| store.contains(name));
+    let Some(name) = probe else {
+        return Ok(DType::F32);
+    };
+    Ok(match store.load(name, &Device::Cpu)? {
+        StoredTensor::Dense(t) if matches!(t.dtype(), DType::F16 | DType::BF16 | DType::F32) => t.dtype(),
+        _ => DType::F32,
+    })
+}
