@@ -41,7 +41,8 @@ def bench_llama_cpp(llm, prompt, decode):
     start = time.perf_counter()
     llm.eval(prompt)
     prefill_s = time.perf_counter() - start
-    token = int(max(range(llm.n_vocab()), key=lambda i: llm.scores[llm.n_tokens - 1][i]))
+    # Without logits_all, llama.cpp keeps only the last position's logits, as Cake does.
+    token = int(llm.scores[llm.n_tokens - 1].argmax())
     start = time.perf_counter()
     for _ in range(decode):
         llm.eval([token])
@@ -79,7 +80,7 @@ def main():
     from llama_cpp import Llama, __version__ as llama_cpp_version
 
     llm = Llama(model_path=str(args.model), n_threads=args.threads, n_threads_batch=args.threads,
-                n_ctx=args.prompt + args.decode + 16, n_batch=512, logits_all=True, verbose=False)
+                n_ctx=args.prompt + args.decode + 16, n_batch=512, verbose=False)
     prompt = prompt_tokens(llm, args.prompt)
 
     llama_runs = [bench_llama_cpp(llm, prompt, args.decode) for _ in range(args.reps)]

@@ -5,7 +5,6 @@ set -euo pipefail
 
 missing=()
 command -v cc >/dev/null || missing+=(build-essential)
-command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 python3 -m venv -h >/dev/null 2>&1 || missing+=(python3-venv)

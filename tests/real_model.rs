@@ -172,3 +172,30 @@ fn streamed_text_equals_whole_decode_for_multibyte_text() {
     assert_eq!(streamed, tokenizer.decode(&ids, true).unwrap());
     assert_eq!(streamed, text);
 }
+
+#[test]
+fn stop_string_ends_generation_and_is_not_shown() {
+    let model = model_path();
+    let out = cake_json(&[
+        "run", "--model", model.to_str().unwrap(), "--prompt", "The capital of France is", "--temperature", "0",
+        "--max-tokens", "32", "--stop", "answer", "--json",
+    ]);
+    assert_eq!(out["finish_reason"], "stop_string");
+    assert_eq!(out["text"], " Paris.\n\nThe ");
+}
+
+#[test]
+fn streamed_stdout_equals_the_json_text() {
+    let model = model_path();
+    let args = [
+        "run", "--model", model.to_str().unwrap(), "--prompt", "Once upon a time", "--temperature", "0",
+        "--max-tokens", "40",
+    ];
+    let streamed = common::cake(&args);
+    assert!(streamed.status.success());
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = cake_json(&json_args);
+    let text = String::from_utf8(streamed.stdout).unwrap();
+    assert_eq!(text.strip_suffix('\n').unwrap(), out["text"].as_str().unwrap());
+}

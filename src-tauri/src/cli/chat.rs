@@ -5,10 +5,8 @@
 //! next turn. `/reset` starts over, `/exit` (or end of input) quits.
 
 use super::ModelArgs;
-use crate::library::resolve_model;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{generate, GenerationRequest};
-use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::SamplingParams;
 use anyhow::Result;
 use clap::Args;
@@ -36,16 +34,9 @@ pub struct ChatArgs {
 }
 
 pub fn run(args: ChatArgs) -> Result<()> {
-    args.model.apply_threads()?;
-    let path = resolve_model(args.model.model.as_deref())?;
-    eprintln!("loading {} …", path.display());
-    let model = TextModel::load(
-        &path,
-        &LoadOptions {
-            dtype: args.model.dtype()?,
-            ..Default::default()
-        },
-    )?;
+    eprintln!("loading the model …");
+    let (model, load_s) = args.model.load_model()?;
+    eprintln!("loaded {} in {load_s:.1} s", model.path.display());
     let template = model.chat_template()?;
     let tokenizer = model.tokenizer()?;
     let mut history: Vec<ChatMessage> = args

@@ -4,6 +4,8 @@ mod chat;
 mod perplexity;
 mod run;
 
+use crate::library::resolve_model;
+use crate::text::model::{LoadOptions, TextModel};
 use anyhow::{bail, Result};
 use candle_core::DType;
 use clap::{Args, Parser, Subcommand};
@@ -63,6 +65,22 @@ impl ModelArgs {
             let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
         }
         Ok(())
+    }
+}
+
+impl ModelArgs {
+    /// Applies `--threads`, resolves `--model` and loads it. Also returns
+    /// how long loading took, in seconds.
+    pub fn load_model(&self) -> Result<(TextModel, f64)> {
+        self.apply_threads()?;
+        let path = resolve_model(self.model.as_deref())?;
+        let options = LoadOptions {
+            dtype: self.dtype()?,
+            ..Default::default()
+        };
+        let start = std::time::Instant::now();
+        let model = TextModel::load(&path, &options)?;
+        Ok((model, start.elapsed().as_secs_f64()))
     }
 }
 

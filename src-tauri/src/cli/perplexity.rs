@@ -1,8 +1,6 @@
 //! `cake perplexity`: score a text file or a token list.
 
 use super::{parse_token_list, ModelArgs};
-use crate::library::resolve_model;
-use crate::text::model::{LoadOptions, TextModel};
 use crate::text::perplexity::perplexity;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -23,13 +21,7 @@ pub struct PerplexityArgs {
 }
 
 pub fn run(args: PerplexityArgs) -> Result<()> {
-    args.model.apply_threads()?;
-    let path = resolve_model(args.model.model.as_deref())?;
-    let options = LoadOptions {
-        dtype: args.model.dtype()?,
-        ..Default::default()
-    };
-    let model = TextModel::load(&path, &options)?;
+    let (model, _) = args.model.load_model()?;
     let tokens = match (&args.file, &args.tokens) {
         (_, Some(list)) => parse_token_list(list)?,
         (Some(file), None) => {

@@ -1,16 +1,14 @@
 //! `cake run`: generate from a prompt.
 
 use super::{parse_token_list, ModelArgs};
-use crate::library::resolve_model;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{generate, GenerationRequest};
-use crate::text::model::{LoadOptions, TextModel};
+use crate::text::model::TextModel;
 use crate::text::sampling::SamplingParams;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::time::Instant;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -58,15 +56,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    args.model.apply_threads()?;
-    let path = resolve_model(args.model.model.as_deref())?;
-    let options = LoadOptions {
-        dtype: args.model.dtype()?,
-        ..Default::default()
-    };
-    let load_start = Instant::now();
-    let model = TextModel::load(&path, &options)?;
-    let load_s = load_start.elapsed().as_secs_f64();
+    let (model, load_s) = args.model.load_model()?;
 
     let prompt_tokens = prompt_tokens(&model, &args)?;
     let mut request = GenerationRequest::new(prompt_tokens.clone());
