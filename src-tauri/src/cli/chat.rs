@@ -4,7 +4,7 @@
 //! the whole history is re-rendered with the model's chat template for the
 //! next turn. `/reset` starts over, `/exit` (or end of input) quits.
 
-use super::ModelArgs;
+use super::{ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{generate, GenerationRequest};
 use crate::text::sampling::SamplingParams;
@@ -20,14 +20,8 @@ pub struct ChatArgs {
     /// System prompt for the conversation.
     #[arg(long)]
     pub system: Option<String>,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 0.9)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 1.1)]
-    pub repeat_penalty: f32,
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// Maximum tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: usize,
@@ -38,6 +32,7 @@ pub fn run(args: ChatArgs) -> Result<()> {
     let (model, load_s) = args.model.load_model()?;
     eprintln!("loaded {} in {load_s:.1} s", model.path.display());
     let template = model.chat_template()?;
+    let sampling = args.sampling.resolve(&model);
     let tokenizer = model.tokenizer()?;
     let mut history: Vec<ChatMessage> = args
         .system
@@ -71,11 +66,8 @@ pub fn run(args: ChatArgs) -> Result<()> {
         let mut request = GenerationRequest::new(prompt);
         request.max_new_tokens = args.max_tokens;
         request.sampling = SamplingParams {
-            temperature: args.temperature,
-            top_p: args.top_p,
-            repeat_penalty: args.repeat_penalty,
-            seed: args.seed.wrapping_add(turn),
-            ..Default::default()
+            seed: sampling.seed.wrapping_add(turn),
+            ..sampling.clone()
         };
         turn += 1;
         let result = generate(&model, &request, |event| {

@@ -6,6 +6,7 @@ mod run;
 
 use crate::library::resolve_model;
 use crate::text::model::{LoadOptions, TextModel};
+use crate::text::sampling::{SamplingOverrides, SamplingParams};
 use anyhow::{bail, Result};
 use candle_core::DType;
 use clap::{Args, Parser, Subcommand};
@@ -81,6 +82,45 @@ impl ModelArgs {
         let start = std::time::Instant::now();
         let model = TextModel::load(&path, &options)?;
         Ok((model, start.elapsed().as_secs_f64()))
+    }
+}
+
+/// Sampling flags shared by the generating commands; unset flags keep the
+/// model's defaults (its `generation_config.json`, else Cake's).
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// 0 is greedy.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Keep only the k most likely tokens (0 = off).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling threshold (1 = off).
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Drop tokens less likely than this fraction of the best (0 = off).
+    #[arg(long)]
+    pub min_p: Option<f32>,
+    /// Penalise tokens already seen (1 = off).
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
+    /// Random seed (default: a fresh one each run).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The settings for `model`: its defaults with these flags applied.
+    pub fn resolve(&self, model: &TextModel) -> SamplingParams {
+        let overrides = SamplingOverrides {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            seed: Some(self.seed.unwrap_or_else(rand::random)),
+        };
+        overrides.apply_to(&model.sampling_defaults)
     }
 }
 

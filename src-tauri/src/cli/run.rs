@@ -1,10 +1,9 @@
 //! `cake run`: generate from a prompt.
 
-use super::{parse_token_list, ModelArgs};
+use super::{parse_token_list, ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{generate, GenerationRequest};
 use crate::text::model::TextModel;
-use crate::text::sampling::SamplingParams;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
@@ -26,18 +25,8 @@ pub struct RunArgs {
     /// System prompt (with --chat).
     #[arg(long, requires = "chat")]
     pub system: Option<String>,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f32,
-    #[arg(long, default_value_t = 0)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 0.9)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 0.0)]
-    pub min_p: f32,
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// Maximum new tokens.
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
@@ -64,14 +53,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     request.stop_strings = args.stop.clone();
     request.ignore_eos = args.ignore_eos;
     request.no_kv_cache = args.no_kv_cache;
-    request.sampling = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repeat_penalty: args.repeat_penalty,
-        seed: args.seed,
-    };
+    request.sampling = args.sampling.resolve(&model);
 
     let mut stdout = std::io::stdout().lock();
     let generation = generate(&model, &request, |event| {

@@ -5,6 +5,7 @@
 //! tokenizer, the chat template and the end-of-sequence ids.
 
 use super::chat_template::ChatTemplate;
+use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::decoder::Decoder;
 use crate::models::loader::Checkpoint;
@@ -20,6 +21,9 @@ pub struct TextModel {
     pub chat_template_source: Option<String>,
     /// Every token id that ends generation.
     pub eos_token_ids: Vec<u32>,
+    /// Sampling settings used when a request chooses none (from
+    /// `generation_config.json` where the model has one).
+    pub sampling_defaults: SamplingParams,
 }
 
 impl TextModel {
@@ -28,8 +32,16 @@ impl TextModel {
         let checkpoint = Checkpoint::open(path)?;
         let mut eos = checkpoint.config().eos_token_ids.clone();
         let decoder = checkpoint.load_decoder(None, options)?;
+        let mut sampling_defaults = SamplingParams::default();
         let (tokenizer, chat_template_source) = match &checkpoint {
-            Checkpoint::Folder { dir, .. } => folder_text_files(dir, &mut eos)?,
+            Checkpoint::Folder { dir, .. } => {
+                if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
+                    eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
+                    sampling_defaults =
+                        SamplingOverrides::from_generation_config(&generation).apply_to(&sampling_defaults);
+                }
+                folder_text_files(dir)?
+            }
             Checkpoint::Gguf { file, .. } => (
                 Some(TextTokenizer::from_gguf(file)?),
                 file.get_str("tokenizer.chat_template").map(str::to_string),
@@ -49,6 +61,7 @@ impl TextModel {
             tokenizer,
             chat_template_source,
             eos_token_ids: eos,
+            sampling_defaults,
         })
     }
 
@@ -79,8 +92,8 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>> {
     Ok(Some(value))
 }
 
-/// Tokenizer, chat template and extra end-of-sequence ids of a model folder.
-fn folder_text_files(dir: &Path, eos: &mut Vec<u32>) -> Result<(Option<TextTokenizer>, Option<String>)> {
+/// Tokenizer and chat template of a model folder.
+fn folder_text_files(dir: &Path) -> Result<(Option<TextTokenizer>, Option<String>)> {
     let tokenizer = if dir.join("tokenizer.json").exists() {
         Some(TextTokenizer::from_folder(dir)?)
     } else {
@@ -91,9 +104,6 @@ fn folder_text_files(dir: &Path, eos: &mut Vec<u32>) -> Result<(Option<TextToken
         Ok(source) => Some(source),
         Err(_) => tokenizer_config.as_ref().and_then(chat_template_from_config),
     };
-    if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
-        eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
-    }
     Ok((tokenizer, chat_template))
 }
 

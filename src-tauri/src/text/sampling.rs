@@ -25,14 +25,54 @@ pub struct SamplingParams {
 }
 
 impl Default for SamplingParams {
+    /// Cake's defaults for models that state none: moderate sampling.
     fn default() -> Self {
         Self {
-            temperature: 0.0,
+            temperature: 0.7,
             top_k: 0,
-            top_p: 1.0,
+            top_p: 0.9,
             min_p: 0.0,
             repeat_penalty: 1.0,
             seed: 42,
+        }
+    }
+}
+
+/// Settings a person chose explicitly; `None` keeps the model's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplingOverrides {
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub seed: Option<u64>,
+}
+
+impl SamplingOverrides {
+    /// `base` with every chosen setting replaced.
+    pub fn apply_to(&self, base: &SamplingParams) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature.unwrap_or(base.temperature),
+            top_k: self.top_k.unwrap_or(base.top_k),
+            top_p: self.top_p.unwrap_or(base.top_p),
+            min_p: self.min_p.unwrap_or(base.min_p),
+            repeat_penalty: self.repeat_penalty.unwrap_or(base.repeat_penalty),
+            seed: self.seed.unwrap_or(base.seed),
+        }
+    }
+
+    /// The sampling settings of a `generation_config.json`.
+    pub fn from_generation_config(config: &serde_json::Value) -> Self {
+        let float = |key: &str| config.get(key).and_then(serde_json::Value::as_f64).map(|v| v as f32);
+        let greedy = config.get("do_sample").and_then(serde_json::Value::as_bool) == Some(false);
+        Self {
+            temperature: if greedy { Some(0.0) } else { float("temperature") },
+            top_k: config.get("top_k").and_then(serde_json::Value::as_u64).map(|v| v as usize),
+            top_p: float("top_p"),
+            min_p: float("min_p"),
+            repeat_penalty: float("repetition_penalty"),
+            seed: None,
         }
     }
 }
@@ -139,8 +179,20 @@ mod tests {
     fn params(temperature: f32) -> SamplingParams {
         SamplingParams {
             temperature,
+            top_p: 1.0,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn generation_config_sets_defaults_and_overrides_win() {
+        let config = serde_json::json!({"do_sample": true, "temperature": 0.6, "top_p": 0.95, "top_k": 20});
+        let model_defaults = SamplingOverrides::from_generation_config(&config).apply_to(&SamplingParams::default());
+        assert_eq!((model_defaults.temperature, model_defaults.top_p, model_defaults.top_k), (0.6, 0.95, 20));
+        let chosen = SamplingOverrides { temperature: Some(0.0), ..Default::default() }.apply_to(&model_defaults);
+        assert_eq!((chosen.temperature, chosen.top_p), (0.0, 0.95));
+        let greedy = SamplingOverrides::from_generation_config(&serde_json::json!({"do_sample": false, "temperature": 0.9}));
+        assert_eq!(greedy.temperature, Some(0.0));
     }
 
     #[test]
