@@ -3,11 +3,15 @@
 //! - [`formats`]: reading checkpoint files (safetensors, GGUF) defensively.
 //! - [`models`]: architectures, weight sources and the shared decoder.
 //! - [`text`]: tokenizer, chat templates, sampling, generation, perplexity.
-//! - [`library`]: where models live on disk.
+//! - [`library`]: where models live on disk, and the model list.
+//! - [`app`]: what the desktop window and `cake serve` share: commands, engine thread, conversations.
+//! - [`server`]: `cake serve`, the HTTP transport and the OpenAI-compatible API.
 //! - [`cli`]: the `cake` command line.
 
+pub mod app;
 pub mod cli;
 pub mod formats;
 pub mod library;
 pub mod models;
+pub mod server;
 pub mod text;

@@ -3,6 +3,7 @@
 mod chat;
 mod perplexity;
 mod run;
+mod serve;
 
 use crate::library::resolve_model;
 use crate::text::model::{LoadOptions, TextModel};
@@ -24,6 +25,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Chat with a model in the terminal (multi-turn, streamed).
     Chat(chat::ChatArgs),
+    /// Serve the web UI, the app API and the OpenAI-compatible API over HTTP.
+    Serve(serve::ServeArgs),
     /// Score a text: per-token negative log-likelihood and perplexity.
     Perplexity(perplexity::PerplexityArgs),
 }
@@ -57,15 +60,10 @@ impl ModelArgs {
 
     /// Applies `--threads` before any kernel runs.
     pub fn apply_threads(&self) -> Result<()> {
-        if let Some(n) = self.threads {
-            if n == 0 {
-                bail!("--threads must be at least 1");
-            }
-            std::env::set_var("RAYON_NUM_THREADS", n.to_string());
-            // A second call fails harmlessly if the pool already exists.
-            let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+        match self.threads {
+            Some(n) => set_threads(n),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -124,6 +122,17 @@ impl SamplingArgs {
     }
 }
 
+/// Sets the number of CPU kernel threads; call before any kernel runs.
+pub fn set_threads(n: usize) -> Result<()> {
+    if n == 0 {
+        bail!("--threads must be at least 1");
+    }
+    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    // A second call fails harmlessly if the pool already exists.
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
+    Ok(())
+}
+
 /// Parses `1,2,3` into token ids.
 pub fn parse_token_list(text: &str) -> Result<Vec<u32>> {
     text.split(',')
@@ -138,5 +147,6 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }

@@ -47,6 +47,15 @@ pub fn find_snapshot(cache: &Path, repo_id: &str) -> Result<Option<PathBuf>> {
     Ok(entries.pop())
 }
 
+/// Whether the repo's blob folder holds a partial download (`*.incomplete`).
+pub fn has_incomplete_blobs(cache: &Path, repo_id: &str) -> bool {
+    let blobs = cache.join(format!("models--{}", repo_id.replace('/', "--"))).join("blobs");
+    std::fs::read_dir(blobs).is_ok_and(|dir| {
+        dir.filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().ends_with(".incomplete"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! Where models live on disk: the app's data folder (holding the embedded
 //! default model) and the Hugging Face cache shared with other tools.
 
+pub mod catalog;
 pub mod hf_cache;
 pub mod paths;
 

@@ -88,8 +88,14 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    /// Loads the tensors `selection` names and checks their shapes against `config`.
-    pub fn load(config: ModelConfig, weights: &Weights, selection: TensorSelection) -> Result<Self> {
+    /// Loads the tensors `selection` names and checks their shapes against
+    /// `config`, calling `on_layer(done, total)` as layers arrive.
+    pub fn load(
+        config: ModelConfig,
+        weights: &Weights,
+        selection: TensorSelection,
+        on_layer: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let n = config.num_hidden_layers();
         if selection.layers.end > n || selection.layers.start > selection.layers.end {
             bail!("layer range {:?} is outside the model's {n} layers", selection.layers);
@@ -119,11 +125,12 @@ impl Decoder {
             Some(MatrixWeight::Quantized(q)) => Some(Embedding::Quantized(q)),
             None => None,
         };
-        let layers = selection
-            .layers
-            .clone()
-            .map(|i| DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}")))
-            .collect::<Result<Vec<_>>>()?;
+        let total = selection.layers.len();
+        let mut layers = Vec::with_capacity(total);
+        for i in selection.layers.clone() {
+            layers.push(DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}"))?);
+            on_layer(layers.len(), total);
+        }
         let norm = if selection.head {
             Some(RmsNorm::load(weights, "model.norm.weight", hidden, config.rms_norm_eps)?)
         } else {

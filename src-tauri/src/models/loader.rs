@@ -72,6 +72,16 @@ impl Checkpoint {
 
     /// Loads the tensors `selection` names (all of them when `None`).
     pub fn load_decoder(&self, selection: Option<TensorSelection>, options: &LoadOptions) -> Result<Decoder> {
+        self.load_decoder_with_progress(selection, options, &mut |_, _| {})
+    }
+
+    /// Like [`Self::load_decoder`], calling `on_layer(done, total)` as layers load.
+    pub fn load_decoder_with_progress(
+        &self,
+        selection: Option<TensorSelection>,
+        options: &LoadOptions,
+        on_layer: &mut dyn FnMut(usize, usize),
+    ) -> Result<Decoder> {
         let config = self.config().clone();
         let selection = selection.unwrap_or_else(|| TensorSelection::all(config.num_hidden_layers()));
         let weights = match self {
@@ -102,7 +112,7 @@ impl Checkpoint {
                 Weights::new(Box::new(GgufStore::new(file.clone(), *row_order)), policy, options.device.clone())
             }
         };
-        Decoder::load(config, &weights, selection)
+        Decoder::load(config, &weights, selection, on_layer)
     }
 }
 

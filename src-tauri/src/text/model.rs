@@ -29,9 +29,18 @@ pub struct TextModel {
 impl TextModel {
     /// Loads a model folder or a `.gguf` file.
     pub fn load(path: &Path, options: &LoadOptions) -> Result<Self> {
+        Self::load_with_progress(path, options, &mut |_, _| {})
+    }
+
+    /// Like [`Self::load`], calling `on_layer(done, total)` as layers load.
+    pub fn load_with_progress(
+        path: &Path,
+        options: &LoadOptions,
+        on_layer: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let checkpoint = Checkpoint::open(path)?;
         let mut eos = checkpoint.config().eos_token_ids.clone();
-        let decoder = checkpoint.load_decoder(None, options)?;
+        let decoder = checkpoint.load_decoder_with_progress(None, options, on_layer)?;
         let mut sampling_defaults = SamplingParams::default();
         let (tokenizer, chat_template_source) = match &checkpoint {
             Checkpoint::Folder { dir, .. } => {

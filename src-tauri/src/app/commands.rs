@@ -1,0 +1,204 @@
+//! The commands of docs/api.md, written once for both transports.
+//!
+//! [`App::call`] answers plain commands with JSON; [`App::stream`] starts a
+//! streaming command whose events go to an [`EventSink`]. Arguments arrive
+//! as JSON and are checked here, so a malformed request is a clear
+//! `BadRequest` whichever transport carried it.
+
+use super::engine::{CancelFlag, ChatJob, EventSink};
+use super::error::ApiError;
+use super::App;
+use crate::library::catalog::{ModelEntry, ModelStatus};
+use crate::text::chat_template::ChatMessage;
+use crate::text::sampling::SamplingOverrides;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Reads the command's arguments into `T`.
+fn args<T: DeserializeOwned>(command: &str, value: Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::BadRequest(format!("{command}: invalid arguments: {e}")))
+}
+
+#[derive(Deserialize)]
+struct IdArgs {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct PathArgs {
+    path: String,
+}
+
+#[derive(Deserialize)]
+struct ConversationArgs {
+    conversation: Value,
+}
+
+#[derive(Deserialize)]
+struct StreamIdArgs {
+    stream_id: String,
+}
+
+/// Arguments of `chat`.
+#[derive(Deserialize)]
+pub struct ChatArgs {
+    pub model_id: String,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub sampling: SamplingOverrides,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: usize,
+    #[serde(default)]
+    pub stop: Vec<String>,
+}
+
+fn default_max_tokens() -> usize {
+    512
+}
+
+impl App {
+    /// Runs a plain command.
+    pub fn call(&self, command: &str, value: Value) -> Result<Value, ApiError> {
+        match command {
+            "app_info" => Ok(json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "data_dir": self.catalog.data_dir(),
+                "default_model_id": self.catalog.find("default").ok().map(|e| e.id),
+            })),
+            "list_models" => {
+                let models = self.catalog.list().map_err(|e| ApiError::Server(format!("{e:#}")))?;
+                Ok(json!({"models": models, "loaded": self.engine.loaded().map(|e| e.id)}))
+            }
+            "import_model" => {
+                let a: PathArgs = args(command, value)?;
+                let entry = self.catalog.import(std::path::Path::new(&a.path)).map_err(ApiError::bad)?;
+                Ok(serde_json::to_value(entry).expect("entries serialize"))
+            }
+            "delete_model" => {
+                let a: IdArgs = args(command, value)?;
+                if self.engine.loaded().is_some_and(|e| e.id == a.id) {
+                    self.engine.unload();
+                }
+                self.catalog.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({}))
+            }
+            "unload_model" => {
+                self.engine.unload();
+                Ok(json!({}))
+            }
+            "list_conversations" => {
+                let list = self.conversations.list().map_err(|e| ApiError::Server(format!("{e:#}")))?;
+                Ok(json!({"conversations": list}))
+            }
+            "get_conversation" => {
+                let a: IdArgs = args(command, value)?;
+                self.conversations.get(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))
+            }
+            "save_conversation" => {
+                let a: ConversationArgs = args(command, value)?;
+                self.conversations.save(&a.conversation).map_err(ApiError::bad)?;
+                Ok(json!({}))
+            }
+            "delete_conversation" => {
+                let a: IdArgs = args(command, value)?;
+                self.conversations.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({}))
+            }
+            "cancel_stream" => {
+                let a: StreamIdArgs = args(command, value)?;
+                if let Some(flag) = self.streams.lock().expect("streams").remove(&a.stream_id) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Ok(json!({}))
+            }
+            _ if is_stream_command(command) => Err(ApiError::BadRequest(format!("`{command}` is a streaming command"))),
+            _ => Err(ApiError::NotFound(format!("unknown command `{command}`"))),
+        }
+    }
+
+    /// Starts a streaming command. Errors found before any work starts are
+    /// returned; later ones arrive as an `error` event.
+    pub fn stream(&self, command: &str, value: Value, sink: EventSink) -> Result<(), ApiError> {
+        let stream_id = value.get("stream_id").and_then(Value::as_str).map(str::to_string);
+        let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
+        let sink = self.register_stream(stream_id, cancel.clone(), sink);
+        match command {
+            "load_model" => {
+                let a: IdArgs = args(command, value)?;
+                let model = self.usable_model(&a.id)?;
+                self.engine.load(model, sink, cancel);
+                Ok(())
+            }
+            "chat" => {
+                let job = self.chat_job(args(command, value)?)?;
+                self.engine.chat(job, sink, cancel);
+                Ok(())
+            }
+            _ if is_stream_command(command) => Err(ApiError::NotFound(format!("`{command}` is not available yet"))),
+            _ => Err(ApiError::NotFound(format!("unknown streaming command `{command}`"))),
+        }
+    }
+
+    /// Remembers the cancel flag under the UI's stream id and forgets it
+    /// when the stream ends.
+    fn register_stream(&self, stream_id: Option<String>, cancel: CancelFlag, mut sink: EventSink) -> EventSink {
+        let Some(id) = stream_id else {
+            return sink;
+        };
+        self.streams.lock().expect("streams").insert(id.clone(), cancel);
+        let streams = self.streams.clone();
+        Box::new(move |event: Value| {
+            let last = matches!(event["type"].as_str(), Some("done" | "error"));
+            let listening = sink(event);
+            if last {
+                streams.lock().expect("streams").remove(&id);
+            }
+            listening
+        })
+    }
+
+    /// Checks a chat request and resolves its model.
+    pub fn chat_job(&self, a: ChatArgs) -> Result<ChatJob, ApiError> {
+        if a.messages.is_empty() {
+            return Err(ApiError::BadRequest("chat: `messages` is empty".into()));
+        }
+        if let Some(m) = a.messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant")) {
+            return Err(ApiError::BadRequest(format!("chat: unknown role `{}`", m.role)));
+        }
+        if a.max_tokens == 0 {
+            return Err(ApiError::BadRequest("chat: `max_tokens` must be at least 1".into()));
+        }
+        let model = self.usable_model(&a.model_id)?;
+        let sampling = a.sampling;
+        if let Err(e) = sampling.apply_to(&Default::default()).validate() {
+            return Err(ApiError::bad(e));
+        }
+        Ok(ChatJob {
+            model,
+            messages: a.messages,
+            sampling,
+            max_tokens: a.max_tokens,
+            stop: a.stop,
+        })
+    }
+
+    /// The library entry `id`, if it exists and is complete.
+    pub fn usable_model(&self, id: &str) -> Result<ModelEntry, ApiError> {
+        let entry = self.catalog.find(id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+        match entry.status {
+            ModelStatus::Complete => Ok(entry),
+            _ => Err(ApiError::BadRequest(format!(
+                "{} cannot be used: {}",
+                entry.name,
+                entry.problem.as_deref().unwrap_or("it is not complete")
+            ))),
+        }
+    }
+}
+
+fn is_stream_command(command: &str) -> bool {
+    matches!(command, "load_model" | "chat" | "download_model")
+}

@@ -1,0 +1,209 @@
+//! The thread that owns the loaded model and runs jobs one at a time.
+//!
+//! Loading a model and generating a reply are jobs; they wait in one
+//! first-in-first-out queue, so concurrent requests are served fairly in
+//! arrival order and never share a KV cache. Each job reports through an
+//! [`EventSink`]; when the sink's receiver has gone (a closed browser tab) or
+//! the job's cancel flag is set, the job stops at the next token.
+
+use crate::library::catalog::ModelEntry;
+use crate::text::chat_template::ChatMessage;
+use crate::text::generation::{generate, GenerationRequest};
+use crate::text::model::{LoadOptions, TextModel};
+use crate::text::sampling::SamplingOverrides;
+use serde_json::{json, Value};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+/// Receives a job's events; returns `false` once nobody listens any more.
+pub type EventSink = Box<dyn FnMut(Value) -> bool + Send>;
+
+/// A flag the requester sets to stop a job.
+pub type CancelFlag = Arc<AtomicBool>;
+
+/// A reply to generate.
+#[derive(Debug, Clone)]
+pub struct ChatJob {
+    pub model: ModelEntry,
+    pub messages: Vec<ChatMessage>,
+    pub sampling: SamplingOverrides,
+    pub max_tokens: usize,
+    pub stop: Vec<String>,
+}
+
+enum Job {
+    Load {
+        model: ModelEntry,
+        sink: EventSink,
+        cancel: CancelFlag,
+    },
+    Chat {
+        job: ChatJob,
+        sink: EventSink,
+        cancel: CancelFlag,
+    },
+    Unload,
+}
+
+/// Handle to the engine thread.
+pub struct Engine {
+    jobs: Mutex<mpsc::Sender<Job>>,
+    loaded: Arc<Mutex<Option<ModelEntry>>>,
+}
+
+struct Worker {
+    options: LoadOptions,
+    model: Option<(ModelEntry, TextModel)>,
+    loaded: Arc<Mutex<Option<ModelEntry>>>,
+}
+
+impl Engine {
+    /// Starts the engine thread.
+    pub fn start(options: LoadOptions) -> Self {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let loaded = Arc::new(Mutex::new(None));
+        let mut worker = Worker {
+            options,
+            model: None,
+            loaded: loaded.clone(),
+        };
+        std::thread::Builder::new()
+            .name("cake-engine".into())
+            .spawn(move || {
+                for job in rx {
+                    worker.run(job);
+                }
+            })
+            .expect("can spawn the engine thread");
+        Self {
+            jobs: Mutex::new(tx),
+            loaded,
+        }
+    }
+
+    /// The model currently in memory.
+    pub fn loaded(&self) -> Option<ModelEntry> {
+        self.loaded.lock().expect("engine state").clone()
+    }
+
+    fn send(&self, job: Job) {
+        // The worker thread lives as long as the process.
+        let _ = self.jobs.lock().expect("engine queue").send(job);
+    }
+
+    /// Queues loading `model`; events: `progress` …, then `done` or `error`.
+    pub fn load(&self, model: ModelEntry, sink: EventSink, cancel: CancelFlag) {
+        self.send(Job::Load { model, sink, cancel });
+    }
+
+    /// Queues a reply; events: `loading` … (if the model must be loaded),
+    /// `token` …, then `done` or `error`.
+    pub fn chat(&self, job: ChatJob, sink: EventSink, cancel: CancelFlag) {
+        self.send(Job::Chat { job, sink, cancel });
+    }
+
+    /// Queues freeing the loaded model.
+    pub fn unload(&self) {
+        self.send(Job::Unload);
+    }
+}
+
+impl Worker {
+    fn run(&mut self, job: Job) {
+        match job {
+            Job::Load { model, mut sink, cancel } => {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                match self.ensure_loaded(&model, &mut sink, "progress") {
+                    Ok(()) => {
+                        sink(json!({"type": "done", "model": model}));
+                    }
+                    Err(message) => {
+                        sink(json!({"type": "error", "message": message}));
+                    }
+                }
+            }
+            Job::Chat { job, mut sink, cancel } => {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                if let Err(message) = self.ensure_loaded(&job.model, &mut sink, "loading") {
+                    sink(json!({"type": "error", "message": message}));
+                    return;
+                }
+                let result = self.reply(&job, &mut sink, &cancel);
+                match result {
+                    Ok(done) => {
+                        sink(done);
+                    }
+                    Err(error) => {
+                        sink(json!({"type": "error", "message": format!("{error:#}")}));
+                    }
+                }
+            }
+            Job::Unload => self.set_model(None),
+        }
+    }
+
+    fn set_model(&mut self, model: Option<(ModelEntry, TextModel)>) {
+        *self.loaded.lock().expect("engine state") = model.as_ref().map(|(e, _)| e.clone());
+        self.model = model;
+    }
+
+    /// Loads `entry` unless it is already loaded, reporting progress as
+    /// `{type: event_type, fraction, message}`.
+    fn ensure_loaded(&mut self, entry: &ModelEntry, sink: &mut EventSink, event_type: &str) -> Result<(), String> {
+        if self.model.as_ref().is_some_and(|(e, _)| e.id == entry.id) {
+            return Ok(());
+        }
+        // Free the old model first: two models at once may not fit.
+        self.set_model(None);
+        let name = entry.name.clone();
+        let mut on_layer = |done: usize, total: usize| {
+            sink(json!({
+                "type": event_type,
+                "fraction": done as f64 / total.max(1) as f64,
+                "message": format!("loading {name}: layer {done} of {total}"),
+            }));
+        };
+        let model = TextModel::load_with_progress(&entry.path, &self.options, &mut on_layer)
+            .map_err(|e| format!("cannot load {}: {e:#}", entry.name))?;
+        if model.tokenizer.is_none() {
+            return Err(format!("cannot chat with {}: it has no tokenizer", entry.name));
+        }
+        self.set_model(Some((entry.clone(), model)));
+        Ok(())
+    }
+
+    fn reply(&self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
+        let (_, model) = self.model.as_ref().expect("ensure_loaded succeeded");
+        let prompt = model.chat_template()?.render(&job.messages, true)?;
+        let prompt_tokens = model.tokenizer()?.encode(&prompt, false)?;
+        let mut request = GenerationRequest::new(prompt_tokens);
+        request.max_new_tokens = job.max_tokens;
+        request.stop_strings = job.stop.clone();
+        request.sampling = job.sampling.apply_to(&model.sampling_defaults);
+        let prompt_len = request.prompt_tokens.len();
+        let generation = generate(model, &request, |event| {
+            let listening = event.text.is_empty() || sink(json!({"type": "token", "text": event.text}));
+            if listening && !cancel.load(Ordering::Relaxed) {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })?;
+        Ok(json!({
+            "type": "done",
+            "text": generation.text,
+            "stats": {
+                "prompt_tokens": prompt_len,
+                "completion_tokens": generation.tokens.len(),
+                "ttft_s": generation.timings.ttft_s,
+                "decode_tok_s": generation.timings.decode_tok_s,
+                "finish_reason": generation.finish_reason,
+            },
+        }))
+    }
+}

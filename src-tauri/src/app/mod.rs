@@ -1,0 +1,39 @@
+//! What the desktop window and `cake serve` share: the model library, the
+//! engine thread, stored conversations, and the commands the UI calls
+//! (see docs/api.md). The Tauri shell and the HTTP server are thin
+//! transports over [`App::call`] and [`App::stream`].
+
+pub mod commands;
+pub mod conversations;
+pub mod engine;
+pub mod error;
+pub mod storage;
+
+use crate::library::catalog::Catalog;
+use crate::text::model::LoadOptions;
+use conversations::ConversationStore;
+use engine::{CancelFlag, Engine};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The application's state.
+pub struct App {
+    pub catalog: Catalog,
+    pub engine: Engine,
+    pub conversations: ConversationStore,
+    /// Cancel flags of running streams, by the id the UI gave them.
+    streams: Arc<Mutex<HashMap<String, CancelFlag>>>,
+}
+
+impl App {
+    /// The app over `catalog`, keeping conversations in its data folder.
+    pub fn new(catalog: Catalog, options: LoadOptions) -> Self {
+        let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
+        Self {
+            catalog,
+            engine: Engine::start(options),
+            conversations,
+            streams: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! `cake serve`: the web UI, the app API and the OpenAI-compatible API.
+
+use crate::app::App;
+use crate::library::catalog::Catalog;
+use crate::text::model::LoadOptions;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Model to load at start: a library id (`default`, `hf:org/name`), a
+    /// GGUF file or a model folder (imported into the library).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Address to listen on; loopback unless you choose otherwise.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Worker threads for the CPU kernels (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    if let Some(n) = args.threads {
+        super::set_threads(n)?;
+    }
+    let catalog = Catalog::default();
+    let preload = match &args.model {
+        None => None,
+        Some(spec) => Some(match catalog.find(spec) {
+            Ok(entry) => entry,
+            Err(_) => catalog
+                .import(std::path::Path::new(spec))
+                .with_context(|| format!("--model {spec}: not a library id, and cannot import it"))?,
+        }),
+    };
+    let app = Arc::new(App::new(catalog, LoadOptions::default()));
+    if let Some(entry) = preload {
+        eprintln!("loading {} …", entry.name);
+        app.engine.load(entry, Box::new(report_preload), Arc::new(AtomicBool::new(false)));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(crate::server::serve(app, &args.host, args.port))
+}
+
+/// Prints the outcome of loading the `--model` at start.
+fn report_preload(event: serde_json::Value) -> bool {
+    match event["type"].as_str() {
+        Some("done") => eprintln!("model loaded: {}", event["model"]["name"].as_str().unwrap_or_default()),
+        Some("error") => eprintln!("error: {}", event["message"].as_str().unwrap_or_default()),
+        _ => {}
+    }
+    true
+}

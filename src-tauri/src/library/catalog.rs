@@ -1,0 +1,359 @@
+//! The one list of models a person can pick from.
+//!
+//! Three places feed it: the embedded default model in the app's data
+//! folder, the Hugging Face cache shared with other tools, and files or
+//! folders the person imported (remembered in `imports.json`). Each entry is
+//! inspected from headers only (never the weights) to show its architecture,
+//! size, dtype and whether it is usable.
+
+use super::hf_cache;
+use super::paths;
+use crate::formats::gguf::GgufFile;
+use crate::formats::safetensors::SafetensorsHeader;
+use crate::models::config::HfConfig;
+use crate::models::families;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelSource {
+    Default,
+    HfCache,
+    Imported,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelStatus {
+    Complete,
+    Incomplete,
+    NotAModel,
+}
+
+/// One row of the model list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelEntry {
+    /// Stable id: `default`, `hf:org/name` or `file:/abs/path`.
+    pub id: String,
+    pub name: String,
+    pub source: ModelSource,
+    pub path: PathBuf,
+    pub architecture: Option<String>,
+    pub parameters: Option<u64>,
+    pub dtype: Option<String>,
+    pub size_bytes: u64,
+    pub status: ModelStatus,
+    /// Why the model is incomplete or not a model.
+    pub problem: Option<String>,
+}
+
+/// What inspecting a model's files found.
+struct Inspection {
+    architecture: Option<String>,
+    parameters: Option<u64>,
+    dtype: Option<String>,
+    status: ModelStatus,
+    problem: Option<String>,
+}
+
+impl Inspection {
+    fn not_a_model(problem: String) -> Self {
+        Self {
+            architecture: None,
+            parameters: None,
+            dtype: None,
+            status: ModelStatus::NotAModel,
+            problem: Some(problem),
+        }
+    }
+}
+
+/// The model list, rooted at the app's data folder and the HF cache.
+pub struct Catalog {
+    data_dir: PathBuf,
+    hf_cache: PathBuf,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Self::new(paths::data_dir(), hf_cache::cache_dir())
+    }
+}
+
+impl Catalog {
+    pub fn new(data_dir: PathBuf, hf_cache: PathBuf) -> Self {
+        Self { data_dir, hf_cache }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn hf_cache(&self) -> &Path {
+        &self.hf_cache
+    }
+
+    fn default_model_path(&self) -> PathBuf {
+        self.data_dir.join("models").join(paths::DEFAULT_MODEL_FILE)
+    }
+
+    fn imports_file(&self) -> PathBuf {
+        self.data_dir.join("imports.json")
+    }
+
+    /// Every model the app knows of, default first.
+    pub fn list(&self) -> Result<Vec<ModelEntry>> {
+        let mut entries = Vec::new();
+        let default = self.default_model_path();
+        if default.exists() {
+            entries.push(entry(
+                "default".into(),
+                "SmolLM2 135M Instruct (default)".into(),
+                ModelSource::Default,
+                default,
+            ));
+        }
+        entries.extend(self.hf_cache_entries()?);
+        for path in self.imports()? {
+            let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+            entries.push(entry(format!("file:{}", path.display()), name, ModelSource::Imported, path));
+        }
+        Ok(entries)
+    }
+
+    /// The entry with `id`.
+    pub fn find(&self, id: &str) -> Result<ModelEntry> {
+        self.list()?
+            .into_iter()
+            .find(|e| e.id == id)
+            .with_context(|| format!("no model with id `{id}` in the library"))
+    }
+
+    fn hf_cache_entries(&self) -> Result<Vec<ModelEntry>> {
+        let Ok(dir) = std::fs::read_dir(&self.hf_cache) else {
+            return Ok(Vec::new());
+        };
+        let mut entries = Vec::new();
+        let mut repos: Vec<String> = dir
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix("models--").map(|r| r.replacen("--", "/", 1)))
+            .collect();
+        repos.sort();
+        for repo in repos {
+            let Some(snapshot) = hf_cache::find_snapshot(&self.hf_cache, &repo)? else {
+                continue;
+            };
+            let mut e = entry(format!("hf:{repo}"), repo.clone(), ModelSource::HfCache, snapshot);
+            if hf_cache::has_incomplete_blobs(&self.hf_cache, &repo) && e.status == ModelStatus::Complete {
+                e.status = ModelStatus::Incomplete;
+                e.problem = Some("a download of this model did not finish".into());
+            }
+            entries.push(e);
+        }
+        Ok(entries)
+    }
+
+    fn imports(&self) -> Result<Vec<PathBuf>> {
+        let path = self.imports_file();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| format!("{}: not a list of paths", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    fn save_imports(&self, imports: &[PathBuf]) -> Result<()> {
+        crate::app::storage::write_json_atomically(&self.imports_file(), &imports)
+    }
+
+    /// Adds a GGUF file or model folder to the list; refuses what is not a model.
+    pub fn import(&self, path: &Path) -> Result<ModelEntry> {
+        let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such file or folder", path.display()))?;
+        let inspection = inspect(&path);
+        if inspection.status == ModelStatus::NotAModel {
+            bail!(
+                "{} is not a model: {}",
+                path.display(),
+                inspection.problem.unwrap_or_default()
+            );
+        }
+        let mut imports = self.imports()?;
+        if !imports.contains(&path) {
+            imports.push(path.clone());
+            self.save_imports(&imports)?;
+        }
+        self.find(&format!("file:{}", path.display()))
+    }
+
+    /// Removes a model: deletes the app's copy of the default model or the
+    /// model's folder in the Hugging Face cache; forgets an imported one
+    /// (its files stay where they are).
+    pub fn delete(&self, id: &str) -> Result<()> {
+        let entry = self.find(id)?;
+        match entry.source {
+            ModelSource::Default => std::fs::remove_file(&entry.path)
+                .with_context(|| format!("cannot delete {}", entry.path.display()))?,
+            ModelSource::HfCache => {
+                let repo = id.trim_start_matches("hf:");
+                let dir = self.hf_cache.join(format!("models--{}", repo.replace('/', "--")));
+                std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
+            }
+            ModelSource::Imported => {
+                let mut imports = self.imports()?;
+                imports.retain(|p| *p != entry.path);
+                self.save_imports(&imports)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn entry(id: String, name: String, source: ModelSource, path: PathBuf) -> ModelEntry {
+    let inspection = inspect(&path);
+    ModelEntry {
+        id,
+        name,
+        source,
+        size_bytes: disk_size(&path),
+        path,
+        architecture: inspection.architecture,
+        parameters: inspection.parameters,
+        dtype: inspection.dtype,
+        status: inspection.status,
+        problem: inspection.problem,
+    }
+}
+
+/// Bytes on disk of a file, or of everything in a folder (following the HF
+/// cache's symlinks to their blobs).
+fn disk_size(path: &Path) -> u64 {
+    if path.is_file() {
+        return std::fs::metadata(path).map_or(0, |m| m.len());
+    }
+    std::fs::read_dir(path).map_or(0, |dir| {
+        dir.filter_map(|e| e.ok())
+            .map(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    disk_size(&p)
+                } else {
+                    std::fs::metadata(&p).map_or(0, |m| m.len())
+                }
+            })
+            .sum()
+    })
+}
+
+/// Reads headers only to describe the model at `path`.
+fn inspect(path: &Path) -> Inspection {
+    let result = if path.is_dir() { inspect_folder(path) } else { inspect_gguf(path) };
+    result.unwrap_or_else(|e| Inspection::not_a_model(format!("{e:#}")))
+}
+
+fn inspect_gguf(path: &Path) -> Result<Inspection> {
+    let file = GgufFile::open(path)?;
+    let (config, _) = families::from_gguf(&file)?;
+    let mut parameters = 0u64;
+    let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
+    for info in file.content.tensor_infos.values() {
+        let n = info.shape.elem_count() as u64;
+        parameters += n;
+        *by_dtype.entry(format!("{:?}", info.ggml_dtype)).or_default() += n;
+    }
+    Ok(Inspection {
+        architecture: Some(config.architecture.model_type().into()),
+        parameters: Some(parameters),
+        dtype: most_common(by_dtype),
+        status: ModelStatus::Complete,
+        problem: None,
+    })
+}
+
+fn inspect_folder(dir: &Path) -> Result<Inspection> {
+    let config_path = dir.join("config.json");
+    if !config_path.exists() {
+        bail!("no config.json in {}", dir.display());
+    }
+    let text = std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
+    let config = families::from_hf(&HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?)?;
+    let mut inspection = Inspection {
+        architecture: Some(config.architecture.model_type().into()),
+        parameters: None,
+        dtype: None,
+        status: ModelStatus::Complete,
+        problem: None,
+    };
+    let shards = match weight_files(dir) {
+        Ok(shards) => shards,
+        Err(e) => {
+            inspection.status = ModelStatus::Incomplete;
+            inspection.problem = Some(format!("{e:#}"));
+            return Ok(inspection);
+        }
+    };
+    let mut parameters = 0u64;
+    let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
+    for shard in shards {
+        match SafetensorsHeader::read(&shard) {
+            Ok(header) => {
+                for entry in header.tensors.values() {
+                    let n: u64 = entry.shape.iter().map(|&d| d as u64).product();
+                    parameters += n;
+                    *by_dtype.entry(format!("{:?}", entry.dtype)).or_default() += n;
+                }
+            }
+            Err(e) => {
+                inspection.status = ModelStatus::Incomplete;
+                inspection.problem = Some(format!("{e:#}"));
+                return Ok(inspection);
+            }
+        }
+    }
+    inspection.parameters = Some(parameters);
+    inspection.dtype = most_common(by_dtype);
+    if !dir.join("tokenizer.json").exists() {
+        inspection.status = ModelStatus::Incomplete;
+        inspection.problem = Some("no tokenizer.json in the model folder".into());
+    }
+    Ok(inspection)
+}
+
+/// The safetensors files a folder's weights live in; an error names a missing shard.
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.exists() {
+        let text = std::fs::read_to_string(&index)?;
+        let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
+        let mut files: Vec<String> = json["weight_map"]
+            .as_object()
+            .context("the index has no weight_map")?
+            .values()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        files.sort();
+        files.dedup();
+        return files
+            .into_iter()
+            .map(|f| {
+                let p = dir.join(&f);
+                if p.exists() {
+                    Ok(p)
+                } else {
+                    bail!("shard {f} is missing")
+                }
+            })
+            .collect();
+    }
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    bail!("no model.safetensors in the folder")
+}
+
+fn most_common(counts: BTreeMap<String, u64>) -> Option<String> {
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name.to_uppercase())
+}

@@ -1,0 +1,97 @@
+//! `cake serve`: the UI, the app's commands over HTTP, and the
+//! OpenAI-compatible API, on one port (loopback unless told otherwise).
+//!
+//! - `GET /` and assets: the web UI, embedded in the binary at build time.
+//! - `POST /api/<command>`: [`App::call`] as JSON, or [`App::stream`] as
+//!   Server-Sent Events; closing the connection cancels the stream.
+//! - `/v1/…`: see [`openai`].
+
+pub mod openai;
+mod ui_assets;
+
+use crate::app::engine::EventSink;
+use crate::app::error::ApiError;
+use crate::app::App;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::Value;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+
+/// The HTTP routes over `app`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/api/{command}", post(api_command))
+        .route("/v1/models", get(openai::list_models))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .fallback(get(ui_assets::serve_asset))
+        .with_state(app)
+}
+
+/// Serves until the process is stopped; prints the address it listens on.
+pub async fn serve(app: Arc<App>, host: &str, port: u16) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind((host, port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}: {e}"))?;
+    let address = listener.local_addr()?;
+    println!("Cake is serving on http://{address}/");
+    axum::serve(listener, router(app)).await?;
+    Ok(())
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.body())).into_response()
+    }
+}
+
+/// Parses a request body as JSON (an empty body is `{}`).
+pub fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+}
+
+/// An event sink feeding an unbounded channel, and the channel's receiving end.
+pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Box::new(move |event| tx.send(event).is_ok()), rx)
+}
+
+async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, body: Bytes) -> Response {
+    let args = match parse_body(&body) {
+        Ok(args) => args,
+        Err(e) => return e.into_response(),
+    };
+    if matches!(command.as_str(), "load_model" | "chat" | "download_model") {
+        let (sink, rx) = channel_sink();
+        let started = {
+            let app = app.clone();
+            tokio::task::spawn_blocking(move || app.stream(&command, args, sink)).await
+        };
+        return match started {
+            Ok(Ok(())) => {
+                let events = UnboundedReceiverStream::new(rx)
+                    .map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string())));
+                Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+            }
+            Ok(Err(e)) => e.into_response(),
+            Err(e) => ApiError::Server(format!("the request failed: {e}")).into_response(),
+        };
+    }
+    match tokio::task::spawn_blocking(move || app.call(&command, args)).await {
+        Ok(Ok(value)) => Json(value).into_response(),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => ApiError::Server(format!("the request failed: {e}")).into_response(),
+    }
+}

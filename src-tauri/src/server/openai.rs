@@ -1,0 +1,246 @@
+//! The OpenAI-compatible routes: `GET /v1/models` and
+//! `POST /v1/chat/completions` (streaming and not), so existing clients
+//! (the `openai` Python package, editors, scripts) can use Cake.
+//!
+//! Requests become the same chat jobs the UI sends; errors use OpenAI's
+//! `{"error": {...}}` shape with a 4xx/5xx status.
+
+use super::{channel_sink, parse_body};
+use crate::app::commands::ChatArgs;
+use crate::app::error::ApiError;
+use crate::app::App;
+use crate::library::catalog::ModelStatus;
+use crate::text::chat_template::ChatMessage;
+use crate::text::sampling::SamplingOverrides;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+
+pub async fn list_models(State(app): State<Arc<App>>) -> Response {
+    let listed = tokio::task::spawn_blocking(move || app.catalog.list()).await;
+    match listed {
+        Ok(Ok(models)) => {
+            let data: Vec<Value> = models
+                .into_iter()
+                .filter(|m| m.status == ModelStatus::Complete)
+                .map(|m| json!({"id": m.id, "object": "model", "created": 0, "owned_by": "cake"}))
+                .collect();
+            Json(json!({"object": "list", "data": data})).into_response()
+        }
+        Ok(Err(e)) => ApiError::Server(format!("{e:#}")).into_response(),
+        Err(e) => ApiError::Server(e.to_string()).into_response(),
+    }
+}
+
+/// A message's `content`: a string, or a list of parts of which the text ones count.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+#[derive(Deserialize)]
+struct RequestMessage {
+    role: String,
+    content: Content,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    model: String,
+    messages: Vec<RequestMessage>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    /// Not in OpenAI's API; accepted as llama.cpp's server does.
+    top_k: Option<usize>,
+    min_p: Option<f32>,
+    repeat_penalty: Option<f32>,
+    seed: Option<u64>,
+    max_tokens: Option<usize>,
+    max_completion_tokens: Option<usize>,
+    stop: Option<Stop>,
+}
+
+impl CompletionRequest {
+    fn into_chat_args(self) -> Result<ChatArgs, ApiError> {
+        let messages = self
+            .messages
+            .into_iter()
+            .map(|m| {
+                let content = match m.content {
+                    Content::Text(t) => t,
+                    Content::Parts(parts) => parts
+                        .iter()
+                        .filter(|p| p["type"] == "text")
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join(""),
+                };
+                // OpenAI's newer "developer" role is a system message.
+                let role = if m.role == "developer" { "system".to_string() } else { m.role };
+                ChatMessage { role, content }
+            })
+            .collect();
+        Ok(ChatArgs {
+            model_id: self.model,
+            messages,
+            sampling: SamplingOverrides {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                seed: Some(self.seed.unwrap_or_else(rand::random)),
+            },
+            max_tokens: self.max_completion_tokens.or(self.max_tokens).unwrap_or(512),
+            stop: match self.stop {
+                None => Vec::new(),
+                Some(Stop::One(s)) => vec![s],
+                Some(Stop::Many(v)) => v,
+            },
+        })
+    }
+}
+
+fn openai_finish_reason(ours: &Value) -> &'static str {
+    match ours.as_str() {
+        Some("max_tokens" | "context_full") => "length",
+        _ => "stop",
+    }
+}
+
+fn usage(stats: &Value) -> Value {
+    let prompt = stats["prompt_tokens"].as_u64().unwrap_or(0);
+    let completion = stats["completion_tokens"].as_u64().unwrap_or(0);
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    match start_completion(app, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
+    let request: CompletionRequest = serde_json::from_value(parse_body(&body)?)
+        .map_err(|e| ApiError::BadRequest(format!("invalid chat completion request: {e}")))?;
+    let stream = request.stream;
+    let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let args = request.into_chat_args()?;
+    let model_id = args.model_id.clone();
+    let (sink, mut rx) = channel_sink();
+    tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
+        let job = app.chat_job(args)?;
+        app.engine.chat(job, sink, Arc::new(AtomicBool::new(false)));
+        Ok(())
+    })
+    .await
+    .map_err(|e| ApiError::Server(e.to_string()))??;
+
+    let id = format!("chatcmpl-{:016x}", rand::random::<u64>());
+    let created = chrono::Utc::now().timestamp();
+    if !stream {
+        let mut text = String::new();
+        while let Some(event) = rx.recv().await {
+            match event["type"].as_str() {
+                Some("token") => text.push_str(event["text"].as_str().unwrap_or_default()),
+                Some("done") => {
+                    return Ok(Json(json!({
+                        "id": id, "object": "chat.completion", "created": created, "model": model_id,
+                        "choices": [{
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": openai_finish_reason(&event["stats"]["finish_reason"]),
+                        }],
+                        "usage": usage(&event["stats"]),
+                    }))
+                    .into_response());
+                }
+                Some("error") => return Err(completion_error(&event)),
+                _ => {}
+            }
+        }
+        return Err(ApiError::Server("the engine stopped without a reply".into()));
+    }
+
+    // Hold the response until the first token: a request that fails before
+    // generating (prompt too long, model unusable) still gets a 4xx status.
+    let mut pending = Vec::new();
+    loop {
+        match rx.recv().await {
+            Some(event) if event["type"] == "error" => return Err(completion_error(&event)),
+            Some(event) if event["type"] == "loading" => continue,
+            Some(event) => {
+                pending.push(event);
+                break;
+            }
+            None => return Err(ApiError::Server("the engine stopped without a reply".into())),
+        }
+    }
+    let rx = tokio_stream::iter(pending).chain(UnboundedReceiverStream::new(rx));
+
+    let chunk = move |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model_id,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let first = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    let events = rx.map(move |event| -> Vec<String> {
+        match event["type"].as_str() {
+            Some("token") => vec![chunk(json!({"content": event["text"]}), Value::Null).to_string()],
+            Some("done") => {
+                let mut out = vec![chunk(json!({}), json!(openai_finish_reason(&event["stats"]["finish_reason"]))).to_string()];
+                if include_usage {
+                    let mut last = chunk(json!({}), Value::Null);
+                    last["choices"] = json!([]);
+                    last["usage"] = usage(&event["stats"]);
+                    out.push(last.to_string());
+                }
+                out.push("[DONE]".into());
+                out
+            }
+            Some("error") => vec![completion_error(&event).body().to_string()],
+            _ => Vec::new(),
+        }
+    });
+    let lines = futures_util::StreamExt::flat_map(tokio_stream::once(vec![first.to_string()]).chain(events), tokio_stream::iter)
+        .map(|data| Ok::<_, Infallible>(Event::default().data(data)));
+    Ok(Sse::new(lines).into_response())
+}
+
+/// An engine `error` event as an API error: a prompt that is too long is the
+/// client's fault, anything else ours.
+fn completion_error(event: &Value) -> ApiError {
+    let message = event["message"].as_str().unwrap_or("generation failed").to_string();
+    if message.contains("context length") || message.contains("cannot load") {
+        ApiError::BadRequest(message)
+    } else {
+        ApiError::Server(message)
+    }
+}
