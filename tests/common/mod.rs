@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod server;
+
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Output};

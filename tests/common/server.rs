@@ -1,0 +1,132 @@
+//! A real `cake serve` process on a loopback port, with its own data folder
+//! and Hugging Face cache, for tests that speak HTTP to it.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub data_dir: PathBuf,
+    agent: ureq::Agent,
+}
+
+/// The installed default model (see `make model`).
+pub fn default_model_file() -> PathBuf {
+    let path = std::env::var_os("CAKE_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(cake::library::paths::default_model_path);
+    assert!(path.exists(), "the default model is missing at {}: run `make model`", path.display());
+    path
+}
+
+/// A data folder whose `models/` holds (a link to) the default model.
+pub fn data_dir_with_default_model(root: &Path) -> PathBuf {
+    let data = root.join("data");
+    std::fs::create_dir_all(data.join("models")).unwrap();
+    let link = data.join("models").join(cake::library::paths::DEFAULT_MODEL_FILE);
+    std::os::unix::fs::symlink(default_model_file(), link).unwrap();
+    data
+}
+
+impl Server {
+    /// Starts `cake serve` on a free port with `data_dir` and waits until it listens.
+    pub fn start(data_dir: &Path, hf_cache: &Path, extra_args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cake"))
+            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(extra_args)
+            .env("CAKE_DATA_DIR", data_dir)
+            .env("HF_HUB_CACHE", hf_cache)
+            .env("RAYON_NUM_THREADS", "2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cake serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let base = loop {
+            assert!(Instant::now() < deadline, "cake serve did not start listening");
+            let line = lines.next().expect("cake serve printed its address").unwrap();
+            if let Some(url) = line.strip_prefix("Cake is serving on ") {
+                break url.trim_end_matches('/').to_string();
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(300)))
+            .build()
+            .into();
+        Self {
+            child,
+            base,
+            data_dir: data_dir.to_path_buf(),
+            agent,
+        }
+    }
+
+    /// POSTs `body` (raw text) to `path`; returns status and parsed JSON body.
+    pub fn post_raw(&self, path: &str, body: &str) -> (u16, Value) {
+        let mut response = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .send(body)
+            .expect("request reaches the server");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, &body.to_string())
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let mut response = self.agent.get(format!("{}{path}", self.base)).call().expect("request reaches the server");
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_json().unwrap())
+    }
+
+    /// POSTs to a streaming endpoint and returns the `data:` payloads, calling
+    /// `keep_going(index, payload)` after each; reading stops (and the
+    /// connection closes) when it returns false.
+    pub fn stream(&self, path: &str, body: &Value, mut keep_going: impl FnMut(usize, &str) -> bool) -> (u16, Vec<String>) {
+        let mut response = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .send(body.to_string())
+            .expect("request reaches the server");
+        let status = response.status().as_u16();
+        let mut payloads = Vec::new();
+        let mut reader = BufReader::new(response.body_mut().as_reader());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                payloads.push(data.to_string());
+                if !keep_going(payloads.len() - 1, data) {
+                    break;
+                }
+            }
+        }
+        let _ = reader.read(&mut [0u8; 0]);
+        (status, payloads)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,219 @@
+//! `cake serve` over real loopback HTTP: the OpenAI-compatible API, the
+//! app's commands, fair queuing, cancellation, persistence and bad input.
+
+mod common;
+
+use common::server::{data_dir_with_default_model, Server};
+use common::{cake_json, fixture};
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn start(root: &Path) -> Server {
+    let data = data_dir_with_default_model(root);
+    Server::start(&data, &root.join("hf-cache"), &[])
+}
+
+fn completion(server: &Server, content: &str, extra: Value) -> (u16, Value) {
+    let mut body = json!({
+        "model": "default",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        "max_tokens": 16,
+    });
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    server.post("/v1/chat/completions", &body)
+}
+
+#[test]
+fn models_and_a_non_streaming_completion() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let (status, models) = server.get("/v1/models");
+    assert_eq!(status, 200);
+    assert_eq!(models["data"][0]["id"], "default");
+
+    let (status, reply) = completion(&server, "What is the capital of France?", json!({}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["object"], "chat.completion");
+    let text = reply["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!text.is_empty());
+    assert_eq!(reply["usage"]["completion_tokens"], 16);
+    assert_eq!(reply["choices"][0]["finish_reason"], "length");
+    assert!(reply["usage"]["prompt_tokens"].as_u64().unwrap() > 5);
+}
+
+#[test]
+fn streamed_completion_equals_cake_run_with_the_same_seed() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let body = json!({
+        "model": "default", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "Write a haiku about bread."}],
+        "temperature": 0.8, "top_p": 0.95, "seed": 1234, "max_tokens": 24,
+    });
+    let (status, payloads) = server.stream("/v1/chat/completions", &body, |_, _| true);
+    assert_eq!(status, 200);
+    assert_eq!(payloads.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = payloads[..payloads.len() - 1].iter().map(|p| serde_json::from_str(p).unwrap()).collect();
+    let streamed: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(chunks.len() > 5, "the reply arrives in pieces");
+    let usage = &chunks.last().unwrap()["usage"];
+    assert!((1..=24).contains(&usage["completion_tokens"].as_u64().unwrap()), "{usage}");
+
+    let model = common::server::default_model_file();
+    let run = cake_json(&[
+        "run", "--model", model.to_str().unwrap(), "--chat", "--prompt", "Write a haiku about bread.",
+        "--temperature", "0.8", "--top-p", "0.95", "--seed", "1234", "--max-tokens", "24", "--json",
+    ]);
+    assert_eq!(streamed, run["text"].as_str().unwrap());
+}
+
+#[test]
+fn concurrent_requests_are_queued_not_interleaved() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let prompts = ["Name three fruits.", "Count from one to five.", "Say hello in French."];
+    let sequential: Vec<Value> = prompts.iter().map(|p| completion(&server, p, json!({})).1).collect();
+    let concurrent: Vec<Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| completion(&server, p, json!({})).1)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (s, c) in sequential.iter().zip(&concurrent) {
+        assert_eq!(s["choices"][0]["message"]["content"], c["choices"][0]["message"]["content"]);
+    }
+}
+
+#[test]
+fn bad_requests_get_openai_shaped_errors_and_the_server_keeps_working() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let (status, body) = server.post_raw("/v1/chat/completions", "{not json");
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"]["message"].as_str().unwrap().contains("not valid JSON"));
+
+    let (status, body) = server.post("/v1/chat/completions", &json!({"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(status, 404);
+    assert!(body["error"]["message"].as_str().unwrap().contains("no-such-model"));
+
+    let long = "the lighthouse keeper wrote in his diary every night ".repeat(1200);
+    for stream in [false, true] {
+        let (status, body) = completion(&server, &long, json!({"stream": stream}));
+        assert_eq!(status, 400, "stream = {stream}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("context length"), "{body}");
+    }
+
+    let (status, body) = server.post("/v1/chat/completions", &json!({"model": "default", "messages": []}));
+    assert_eq!(status, 400, "{body}");
+
+    let (status, reply) = completion(&server, "Hello", json!({"max_tokens": 4}));
+    assert_eq!(status, 200, "{reply}");
+}
+
+#[test]
+fn closing_a_stream_cancels_the_reply() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let body = json!({
+        "model_id": "default", "messages": [{"role": "user", "content": "Tell me a very long story."}],
+        "sampling": {"temperature": 0.0}, "max_tokens": 2000,
+    });
+    let (status, payloads) = server.stream("/api/chat", &body, |i, _| i < 3);
+    assert_eq!(status, 200);
+    assert_eq!(payloads.len(), 4);
+    // The engine must be free again long before 2000 tokens could be generated.
+    let start = std::time::Instant::now();
+    let (status, _) = completion(&server, "Hi", json!({"max_tokens": 2}));
+    assert_eq!(status, 200);
+    assert!(start.elapsed().as_secs() < 30, "the cancelled reply kept the engine busy");
+}
+
+#[test]
+fn app_chat_streams_tokens_then_stats() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let body = json!({
+        "model_id": "default", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}],
+        "sampling": {"temperature": 0.0}, "max_tokens": 12,
+    });
+    let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
+    assert_eq!(status, 200);
+    let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
+    let tokens = events.iter().filter(|e| e["type"] == "token").count();
+    assert!(tokens >= 2, "{events:?}");
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done");
+    assert!(done["stats"]["decode_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(done["stats"]["ttft_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn conversations_survive_a_restart() {
+    let root = tempfile::tempdir().unwrap();
+    let conversation = json!({
+        "id": "conv_1", "title": "Bread", "model_id": "default", "system_prompt": "",
+        "sampling": {}, "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
+        "created_at": "2026-11-30T10:00:00Z", "updated_at": "2026-11-30T10:00:01Z",
+    });
+    {
+        let server = start(root.path());
+        let (status, _) = server.post("/api/save_conversation", &json!({"conversation": conversation}));
+        assert_eq!(status, 200);
+    }
+    let server = Server::start(&root.path().join("data"), &root.path().join("hf-cache"), &[]);
+    let (_, list) = server.post("/api/list_conversations", &json!({}));
+    assert_eq!(list["conversations"][0]["id"], "conv_1");
+    let (_, got) = server.post("/api/get_conversation", &json!({"id": "conv_1"}));
+    assert_eq!(got, conversation);
+    let (status, body) = server.post("/api/get_conversation", &json!({"id": "../../etc/passwd"}));
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn importing_bad_files_is_refused_with_the_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let not_a_model = root.path().join("notes.txt");
+    std::fs::write(&not_a_model, "just some text, not a model").unwrap();
+    let truncated = root.path().join("truncated.gguf");
+    let bytes = std::fs::read(common::server::default_model_file()).unwrap();
+    std::fs::write(&truncated, &bytes[..4096]).unwrap();
+    let empty = root.path().join("empty-folder");
+    std::fs::create_dir(&empty).unwrap();
+    for (path, reason) in [(&not_a_model, "not a GGUF"), (&truncated, "truncated"), (&empty, "no config.json")] {
+        let (status, body) = server.post("/api/import_model", &json!({"path": path}));
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(reason) && message.contains("is not a model"), "{message}");
+    }
+    // A real model folder imports, shows up, and chats.
+    let tiny = fixture("tiny/qwen2");
+    let (status, entry) = server.post("/api/import_model", &json!({"path": tiny}));
+    assert_eq!(status, 200, "{entry}");
+    assert_eq!(entry["architecture"], "qwen2");
+    assert_eq!(entry["status"], "complete");
+    let (_, list) = server.post("/api/list_models", &json!({}));
+    assert_eq!(list["models"].as_array().unwrap().len(), 2);
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": entry["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let (status, _) = server.post("/api/delete_model", &json!({"id": entry["id"]}));
+    assert_eq!(status, 200);
+    assert!(tiny.join("config.json").exists(), "forgetting an import keeps its files");
+}
+
+#[test]
+fn unknown_commands_and_bad_arguments_are_client_errors() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let (status, _) = server.post("/api/no_such_command", &json!({}));
+    assert_eq!(status, 404);
+    let (status, body) = server.post("/api/get_conversation", &json!({"wrong": 1}));
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"].as_str().unwrap().contains("invalid arguments"));
+    let (status, body) = server.post("/api/chat", &json!({"model_id": "default", "messages": [{"role": "wizard", "content": "x"}]}));
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"].as_str().unwrap().contains("wizard"));
+}
