@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_hub;
 pub mod server;
 
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! and Hugging Face cache, for tests that speak HTTP to it.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,6 +12,14 @@ pub struct Server {
     pub base: String,
     pub data_dir: PathBuf,
     agent: ureq::Agent,
+}
+
+/// The response whatever its status (ureq reports 4xx/5xx as errors).
+fn any_status(result: Result<ureq::Response, ureq::Error>) -> ureq::Response {
+    match result {
+        Ok(response) | Err(ureq::Error::Status(_, response)) => response,
+        Err(e) => panic!("request did not reach the server: {e}"),
+    }
 }
 
 /// The installed default model (see `make model`).
@@ -57,11 +65,7 @@ impl Server {
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build()
-            .into();
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build();
         Self {
             child,
             base,
@@ -72,14 +76,14 @@ impl Server {
 
     /// POSTs `body` (raw text) to `path`; returns status and parsed JSON body.
     pub fn post_raw(&self, path: &str, body: &str) -> (u16, Value) {
-        let mut response = self
-            .agent
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .send(body)
-            .expect("request reaches the server");
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap();
+        let response = any_status(
+            self.agent
+                .post(&format!("{}{path}", self.base))
+                .set("content-type", "application/json")
+                .send_string(body),
+        );
+        let status = response.status();
+        let text = response.into_string().unwrap();
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
@@ -88,24 +92,24 @@ impl Server {
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
-        let mut response = self.agent.get(format!("{}{path}", self.base)).call().expect("request reaches the server");
-        let status = response.status().as_u16();
-        (status, response.body_mut().read_json().unwrap())
+        let response = any_status(self.agent.get(&format!("{}{path}", self.base)).call());
+        let status = response.status();
+        (status, response.into_json().unwrap())
     }
 
     /// POSTs to a streaming endpoint and returns the `data:` payloads, calling
     /// `keep_going(index, payload)` after each; reading stops (and the
     /// connection closes) when it returns false.
     pub fn stream(&self, path: &str, body: &Value, mut keep_going: impl FnMut(usize, &str) -> bool) -> (u16, Vec<String>) {
-        let mut response = self
-            .agent
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .send(body.to_string())
-            .expect("request reaches the server");
-        let status = response.status().as_u16();
+        let response = any_status(
+            self.agent
+                .post(&format!("{}{path}", self.base))
+                .set("content-type", "application/json")
+                .send_string(&body.to_string()),
+        );
+        let status = response.status();
         let mut payloads = Vec::new();
-        let mut reader = BufReader::new(response.body_mut().as_reader());
+        let mut reader = BufReader::new(response.into_reader());
         let mut line = String::new();
         loop {
             line.clear();
@@ -119,7 +123,6 @@ impl Server {
                 }
             }
         }
-        let _ = reader.read(&mut [0u8; 0]);
         (status, payloads)
     }
 }

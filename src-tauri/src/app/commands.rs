@@ -8,7 +8,9 @@
 use super::engine::{CancelFlag, ChatJob, EventSink};
 use super::error::ApiError;
 use super::App;
-use crate::library::catalog::{ModelEntry, ModelStatus};
+use crate::library::catalog::{Catalog, ModelEntry, ModelStatus};
+use crate::library::download::{DownloadProgress, Downloader};
+use crate::library::hf_cache;
 use crate::text::chat_template::ChatMessage;
 use crate::text::sampling::SamplingOverrides;
 use serde::de::DeserializeOwned;
@@ -30,6 +32,11 @@ struct IdArgs {
 #[derive(Deserialize)]
 struct PathArgs {
     path: String,
+}
+
+#[derive(Deserialize)]
+struct RepoArgs {
+    repo_id: String,
 }
 
 #[derive(Deserialize)]
@@ -137,7 +144,16 @@ impl App {
                 self.engine.chat(job, sink, cancel);
                 Ok(())
             }
-            _ if is_stream_command(command) => Err(ApiError::NotFound(format!("`{command}` is not available yet"))),
+            "download_model" => {
+                let a: RepoArgs = args(command, value)?;
+                if !hf_cache::looks_like_repo_id(&a.repo_id) {
+                    return Err(ApiError::BadRequest(format!("`{}` is not a Hugging Face model id (org/name)", a.repo_id)));
+                }
+                let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
+                let catalog = Catalog::new(self.catalog.data_dir().to_path_buf(), self.catalog.hf_cache().to_path_buf());
+                std::thread::spawn(move || download(downloader, catalog, a.repo_id, sink, cancel));
+                Ok(())
+            }
             _ => Err(ApiError::NotFound(format!("unknown streaming command `{command}`"))),
         }
     }
@@ -197,6 +213,24 @@ impl App {
             ))),
         }
     }
+}
+
+/// Runs a download on its own thread (downloads do not wait for the engine).
+fn download(downloader: Downloader, catalog: Catalog, repo_id: String, mut sink: EventSink, cancel: CancelFlag) {
+    let mut on_progress = |p: &DownloadProgress| {
+        let mut event = serde_json::to_value(p).expect("progress serializes");
+        event["type"] = json!("progress");
+        sink(event) && !cancel.load(Ordering::Relaxed)
+    };
+    let result = downloader.download(&repo_id, &mut on_progress);
+    let event = match result {
+        Ok(_) => match catalog.find(&format!("hf:{repo_id}")) {
+            Ok(model) => json!({"type": "done", "model": model}),
+            Err(e) => json!({"type": "error", "message": format!("{e:#}")}),
+        },
+        Err(e) => json!({"type": "error", "message": format!("{e:#}")}),
+    };
+    sink(event);
 }
 
 fn is_stream_command(command: &str) -> bool {

@@ -1,6 +1,7 @@
 //! The `cake` command line: argument parsing and dispatch.
 
 mod chat;
+mod library;
 mod perplexity;
 mod run;
 mod serve;
@@ -25,6 +26,12 @@ pub enum Command {
     Run(run::RunArgs),
     /// Chat with a model in the terminal (multi-turn, streamed).
     Chat(chat::ChatArgs),
+    /// Download a model from the Hugging Face hub into the shared cache.
+    Pull(library::PullArgs),
+    /// List the models in the library.
+    List(library::ListArgs),
+    /// Delete a model from the library.
+    Rm(library::RmArgs),
     /// Serve the web UI, the app API and the OpenAI-compatible API over HTTP.
     Serve(serve::ServeArgs),
     /// Score a text: per-token negative log-likelihood and perplexity.
@@ -148,5 +155,8 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Pull(args) => library::pull(args),
+        Command::List(args) => library::list(args),
+        Command::Rm(args) => library::rm(args),
     }
 }

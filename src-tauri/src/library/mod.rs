@@ -2,6 +2,7 @@
 //! default model) and the Hugging Face cache shared with other tools.
 
 pub mod catalog;
+pub mod download;
 pub mod hf_cache;
 pub mod paths;
 

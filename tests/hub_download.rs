@@ -1,0 +1,177 @@
+//! Downloading from a hub-shaped local server: progress, resume after an
+//! interruption, corrupted files, refused access, cancellation, and the
+//! same through `cake serve` and `cake pull`.
+
+mod common;
+
+use cake::library::catalog::{Catalog, ModelStatus};
+use cake::library::download::{DownloadError, Downloader};
+use common::fake_hub::{Behaviour, FakeHub, COMMIT};
+use common::fixture;
+use serde_json::{json, Value};
+use std::path::Path;
+
+const REPO: &str = "tiny-org/tiny-qwen2";
+
+fn hub(behaviour: Behaviour) -> FakeHub {
+    FakeHub::start(&fixture("tiny/qwen2"), behaviour)
+}
+
+fn blobs(cache: &Path) -> Vec<String> {
+    std::fs::read_dir(cache.join("models--tiny-org--tiny-qwen2/blobs"))
+        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn download_reports_progress_and_lands_in_the_hf_cache_layout() {
+    let hub = hub(Behaviour::default());
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let mut events = Vec::new();
+    let snapshot = downloader
+        .download(REPO, &mut |p| {
+            events.push(p.clone());
+            true
+        })
+        .unwrap();
+    assert_eq!(snapshot, cache.path().join(format!("models--tiny-org--tiny-qwen2/snapshots/{COMMIT}")));
+    let refs = std::fs::read_to_string(cache.path().join("models--tiny-org--tiny-qwen2/refs/main")).unwrap();
+    assert_eq!(refs.trim(), COMMIT);
+    assert!(!events.is_empty());
+    let last = events.last().unwrap();
+    assert_eq!(last.downloaded_bytes, last.total_bytes);
+    assert!(events.windows(2).all(|w| w[0].downloaded_bytes <= w[1].downloaded_bytes));
+    assert!(snapshot.join("model.safetensors").is_symlink());
+    // Only what the engine needs: no reference.json, no training leftovers.
+    assert!(!snapshot.join("reference.json").exists());
+
+    let catalog = Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    let entry = catalog.find(&format!("hf:{REPO}")).unwrap();
+    assert_eq!(entry.status, ModelStatus::Complete, "{:?}", entry.problem);
+    assert_eq!(entry.architecture.as_deref(), Some("qwen2"));
+}
+
+#[test]
+fn interrupted_download_resumes_where_it_stopped() {
+    let hub = hub(Behaviour {
+        cut_weights_after: Some(40_000),
+        ..Default::default()
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let first = downloader.download(REPO, &mut |_| true);
+    let message = format!("{:#}", first.unwrap_err());
+    assert!(message.contains("connection broke"), "{message}");
+    assert!(blobs(cache.path()).iter().any(|b| b.ends_with(".incomplete")));
+
+    downloader.download(REPO, &mut |_| true).unwrap();
+    let ranges = hub.weight_ranges();
+    assert_eq!(ranges.len(), 2, "{ranges:?}");
+    assert_eq!(ranges[0], None);
+    let resumed_from: usize = ranges[1].as_deref().unwrap().trim_start_matches("bytes=").trim_end_matches('-').parse().unwrap();
+    assert!(resumed_from >= 36_000 && resumed_from < hub.weights_len(), "resumed from {resumed_from}");
+    assert!(!blobs(cache.path()).iter().any(|b| b.ends_with(".incomplete")));
+}
+
+#[test]
+fn corrupted_file_is_detected_deleted_and_not_used() {
+    let hub = hub(Behaviour {
+        corrupt_weights: true,
+        ..Default::default()
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let message = format!("{:#}", downloader.download(REPO, &mut |_| true).unwrap_err());
+    assert!(message.contains("model.safetensors is corrupted") && message.contains("SHA-256"), "{message}");
+    let sha_blob = |b: &String| b.len() == 64 || b.ends_with(".incomplete") && b.len() == 64 + 11;
+    assert!(!blobs(cache.path()).iter().any(sha_blob), "{:?}", blobs(cache.path()));
+    let catalog = Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    assert!(catalog.find(&format!("hf:{REPO}")).is_err(), "a corrupted download must not appear as a model");
+
+    hub.set_behaviour(Behaviour::default());
+    downloader.download(REPO, &mut |_| true).unwrap();
+}
+
+#[test]
+fn refused_access_says_what_to_do() {
+    for code in [401, 403] {
+        let hub = hub(Behaviour {
+            refuse_with: Some(code),
+            ..Default::default()
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+        let message = format!("{:#}", downloader.download(REPO, &mut |_| true).unwrap_err());
+        assert!(message.contains("refused") && message.contains("HF_TOKEN") && message.contains(REPO), "{message}");
+    }
+}
+
+#[test]
+fn cancelled_download_keeps_its_part_for_later() {
+    let hub = hub(Behaviour {
+        slow_ms: 5,
+        ..Default::default()
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let mut weight_progress = 0;
+    let result = downloader.download(REPO, &mut |p| {
+        if p.file == "model.safetensors" {
+            weight_progress += 1;
+        }
+        weight_progress < 2
+    });
+    assert!(matches!(result, Err(DownloadError::Cancelled)));
+    assert!(blobs(cache.path()).iter().any(|b| b.ends_with(".incomplete")));
+    downloader.download(REPO, &mut |_| true).unwrap();
+    assert!(hub.weight_ranges()[1].is_some(), "the second run resumed");
+}
+
+#[test]
+fn serve_streams_download_progress_then_the_model() {
+    let hub = hub(Behaviour::default());
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("data")).unwrap();
+    std::env::set_var("HF_ENDPOINT", &hub.endpoint);
+    let server = common::server::Server::start(&root.path().join("data"), &root.path().join("hf"), &[]);
+    std::env::remove_var("HF_ENDPOINT");
+    let (status, payloads) = server.stream("/api/download_model", &json!({"repo_id": REPO}), |_, _| true);
+    assert_eq!(status, 200);
+    let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
+    assert!(events.iter().any(|e| e["type"] == "progress" && e["total_bytes"].as_u64().unwrap() > 0));
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["model"]["id"], format!("hf:{REPO}"));
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": format!("hf:{REPO}"), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}),
+    );
+    assert_eq!(status, 200, "{reply}");
+}
+
+#[test]
+fn cake_pull_list_and_rm() {
+    let hub = hub(Behaviour::default());
+    let root = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+            .args(args)
+            .env("HF_ENDPOINT", &hub.endpoint)
+            .env("HF_HUB_CACHE", root.path().join("hf"))
+            .env("CAKE_DATA_DIR", root.path().join("data"))
+            .output()
+            .unwrap()
+    };
+    let pulled = run(&["pull", REPO]);
+    assert!(pulled.status.success(), "{}", String::from_utf8_lossy(&pulled.stderr));
+    let listed = run(&["list", "--json"]);
+    let models: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(models[0]["id"], format!("hf:{REPO}"));
+    assert_eq!(models[0]["status"], "complete");
+    let refused = run(&["rm", REPO]);
+    assert!(!refused.status.success(), "rm without a terminal needs --yes");
+    let removed = run(&["rm", REPO, "--yes"]);
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    assert!(!root.path().join("hf/models--tiny-org--tiny-qwen2").exists());
+}
