@@ -133,9 +133,12 @@ fn serve_streams_download_progress_then_the_model() {
     let hub = hub(Behaviour::default());
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("data")).unwrap();
-    std::env::set_var("HF_ENDPOINT", &hub.endpoint);
-    let server = common::server::Server::start(&root.path().join("data"), &root.path().join("hf"), &[]);
-    std::env::remove_var("HF_ENDPOINT");
+    let server = common::server::Server::start_with_env(
+        &root.path().join("data"),
+        &root.path().join("hf"),
+        &[],
+        &[("HF_ENDPOINT", &hub.endpoint)],
+    );
     let (status, payloads) = server.stream("/api/download_model", &json!({"repo_id": REPO}), |_, _| true);
     assert_eq!(status, 200);
     let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();

@@ -43,7 +43,13 @@ pub fn data_dir_with_default_model(root: &Path) -> PathBuf {
 impl Server {
     /// Starts `cake serve` on a free port with `data_dir` and waits until it listens.
     pub fn start(data_dir: &Path, hf_cache: &Path, extra_args: &[&str]) -> Self {
+        Self::start_with_env(data_dir, hf_cache, extra_args, &[])
+    }
+
+    /// Like [`Server::start`], with extra environment variables.
+    pub fn start_with_env(data_dir: &Path, hf_cache: &Path, extra_args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cake"))
+            .envs(envs.iter().copied())
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
             .args(extra_args)
             .env("CAKE_DATA_DIR", data_dir)
