@@ -1,5 +1,5 @@
 # Cake's two entry points (see README.md):
-#   make run   – start Cake on the embedded default model
+#   make run   – start Cake (the desktop window) on the embedded default model
 #   make test  – set everything up and run the whole test suite
 # Both install what they need on a fresh Debian/Ubuntu machine.
 
@@ -7,14 +7,15 @@ SHELL := /bin/bash
 CARGO ?= cargo
 PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
+TOOLS := $(CURDIR)/.tools
 
-.PHONY: run test model deps build fixtures bench
+.PHONY: run test model deps ui build engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures bench
 
-run: deps model
-	$(CARGO) run --release --bin cake -- chat
+run: deps model ui
+	$(CARGO) build --release
+	./target/release/cake
 
-test: deps model
-	$(CARGO) test --workspace --no-fail-fast
+test: deps model ui engine-test ui-test e2e
 
 ## The embedded default model, fetched once into the app's data folder.
 model:
@@ -24,8 +25,40 @@ model:
 deps:
 	@bash scripts/install_deps.sh
 
-build: deps
+## The web UI, built into ui/dist (embedded into the binary by build.rs).
+ui:
+	cd ui && npm ci --no-audit --no-fund && npm run build
+
+build: deps ui
 	$(CARGO) build --release
+
+## Engine, server and library tests: no WebKit needed.
+engine-test:
+	$(CARGO) test --workspace --no-default-features --no-fail-fast
+
+## The UI's unit tests and type check.
+ui-test:
+	cd ui && npm run typecheck && npm test
+
+## End-to-end: a real browser, the openai client and the desktop window.
+e2e: e2e-browser e2e-openai e2e-desktop
+
+e2e-browser:
+	$(CARGO) build --no-default-features
+	cd tests/e2e && npm ci --no-audit --no-fund && CAKE_BIN=$(CURDIR)/target/debug/cake npm test
+
+e2e-openai:
+	$(CARGO) build --no-default-features
+	$(PYTHON) -m venv .venv-test
+	.venv-test/bin/pip install --quiet openai
+	.venv-test/bin/python tests/e2e/openai_client.py target/debug/cake
+
+e2e-desktop: $(TOOLS)/bin/tauri-driver
+	$(CARGO) build
+	$(PYTHON) tests/e2e/desktop.py target/debug/cake $(TOOLS)/bin/tauri-driver
+
+$(TOOLS)/bin/tauri-driver:
+	$(CARGO) install --locked --root $(TOOLS) tauri-driver
 
 ## Regenerate reference fixtures with transformers + torch (not needed for tests).
 fixtures: model
@@ -36,7 +69,7 @@ fixtures: model
 
 ## Cake vs llama.cpp (llama-cpp-python built from source) on the default model.
 bench: deps model
-	$(CARGO) build --release
+	$(CARGO) build --release --no-default-features
 	$(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/pip install --quiet llama-cpp-python
 	.venv-bench/bin/python bench/compare.py --cake target/release/cake

@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# Installs the system packages Cake's build and tests need, when missing.
-# On Debian/Ubuntu as root (or with sudo); elsewhere it names what to install.
+# Installs the system packages Cake's build and tests need, when missing:
+# a C toolchain, Python with pip/venv, Node.js/npm, the WebKitGTK stack the
+# desktop window (Tauri) builds against, and for the end-to-end tests
+# Chromium, Xvfb, WebKitWebDriver and ImageMagick.
+# On Debian/Ubuntu as root (or with sudo); elsewhere it names what is missing.
 set -euo pipefail
 
 missing=()
-command -v cc >/dev/null || missing+=(build-essential)
-command -v python3 >/dev/null || missing+=(python3)
+need_cmd() { command -v "$1" >/dev/null || missing+=("$2"); }
+need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || missing+=("$1"); }
+
+need_cmd cc build-essential
+need_cmd pkg-config pkg-config
+need_cmd python3 python3
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 python3 -m venv -h >/dev/null 2>&1 || missing+=(python3-venv)
+need_cmd node nodejs
+need_cmd npm npm
+if command -v dpkg-query >/dev/null; then
+  for p in libwebkit2gtk-4.1-dev libsoup-3.0-dev libjavascriptcoregtk-4.1-dev libgtk-3-dev \
+           librsvg2-dev libayatana-appindicator3-dev libssl-dev; do
+    need_pkg "$p"
+  done
+fi
+need_cmd chromium chromium
+need_cmd Xvfb xvfb
+need_cmd xauth xauth
+need_cmd WebKitWebDriver webkit2gtk-driver
+[ -x /usr/bin/import ] || missing+=(imagemagick)
 
 if ((${#missing[@]})); then
   if ! command -v apt-get >/dev/null; then

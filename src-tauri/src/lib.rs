@@ -7,9 +7,12 @@
 //! - [`app`]: what the desktop window and `cake serve` share: commands, engine thread, conversations.
 //! - [`server`]: `cake serve`, the HTTP transport and the OpenAI-compatible API.
 //! - [`cli`]: the `cake` command line.
+//! - `desktop` (feature `gui`): the Tauri window.
 
 pub mod app;
 pub mod cli;
+#[cfg(feature = "gui")]
+pub mod desktop;
 pub mod formats;
 pub mod library;
 pub mod models;

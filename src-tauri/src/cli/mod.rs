@@ -16,8 +16,9 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "cake", version, about = "Run language models on one machine or across a LAN")]
 pub struct Cli {
+    /// What to do; without one, Cake opens its desktop window.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -149,8 +150,23 @@ pub fn parse_token_list(text: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// Opens the desktop window, when this build has one.
+fn open_window() -> Result<()> {
+    #[cfg(feature = "gui")]
+    {
+        crate::desktop::run()
+    }
+    #[cfg(not(feature = "gui"))]
+    {
+        bail!("this build of Cake has no desktop window (built without the `gui` feature): use `cake serve`, `cake chat` or `cake --help`")
+    }
+}
+
 pub fn main_with(cli: Cli) -> Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        return open_window();
+    };
+    match command {
         Command::Run(args) => run::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),

@@ -1,0 +1,175 @@
+// The web UI in a real browser (Debian's Chromium, driven by playwright-core)
+// against a real `cake serve` with the default model: pick the model, chat
+// and watch the reply grow, stop a reply, reload and find the conversation,
+// and see a broken model fail to load without breaking the app.
+//
+// Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
+// (the binary must have been built after `ui/dist`, so it embeds the UI).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync, readFileSync, copyFileSync, readdirSync } from "node:fs";
+import { tmpdir, homedir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const here = path.dirname(new URL(import.meta.url).pathname);
+const cakeBin = path.resolve(process.env.CAKE_BIN ?? path.join(here, "../../target/debug/cake"));
+const outDir = path.resolve(here, "../../target/e2e");
+mkdirSync(outDir, { recursive: true });
+
+function defaultModel() {
+  const data = process.env.CAKE_DATA_DIR ?? path.join(process.env.XDG_DATA_HOME ?? path.join(homedir(), ".local/share"), "cake");
+  return path.join(data, "models", "SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+/** A Hugging Face cache holding a model whose config disagrees with its weights. */
+function brokenModelCache(root) {
+  const repo = path.join(root, "hf", "models--broken--mismatched");
+  const snapshot = path.join(repo, "snapshots", "abc123");
+  mkdirSync(snapshot, { recursive: true });
+  mkdirSync(path.join(repo, "refs"), { recursive: true });
+  writeFileSync(path.join(repo, "refs", "main"), "abc123");
+  const fixture = path.join(here, "../fixtures/tiny/llama_tied");
+  for (const name of readdirSync(fixture)) {
+    if (name !== "reference.json") copyFileSync(path.join(fixture, name), path.join(snapshot, name));
+  }
+  const config = JSON.parse(readFileSync(path.join(snapshot, "config.json"), "utf8"));
+  config.intermediate_size = 96; // the weights say 64
+  writeFileSync(path.join(snapshot, "config.json"), JSON.stringify(config));
+}
+
+let server;
+let baseUrl;
+let browser;
+
+before(async () => {
+  const root = mkdtempSync(path.join(tmpdir(), "cake-e2e-"));
+  mkdirSync(path.join(root, "data", "models"), { recursive: true });
+  symlinkSync(defaultModel(), path.join(root, "data", "models", path.basename(defaultModel())));
+  brokenModelCache(root);
+  server = spawn(cakeBin, ["serve", "--host", "127.0.0.1", "--port", "0"], {
+    env: { ...process.env, CAKE_DATA_DIR: path.join(root, "data"), HF_HUB_CACHE: path.join(root, "hf"), RAYON_NUM_THREADS: "2" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  baseUrl = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("cake serve did not start")), 30_000);
+    createInterface({ input: server.stdout }).on("line", (line) => {
+      const match = line.match(/^Cake is serving on (http:\/\/\S+?)\/?$/);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+  });
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill();
+});
+
+/** Lengths of the last assistant message's text, sampled until it stops changing. */
+async function watchReply(page, { stopAfterGrowths = null } = {}) {
+  const reply = page.locator('[data-testid="message"][data-role="assistant"]').last();
+  await reply.waitFor({ timeout: 120_000 });
+  const lengths = [];
+  const deadline = Date.now() + 180_000;
+  let stableSince = Date.now();
+  while (Date.now() < deadline) {
+    const length = (await reply.innerText()).length;
+    if (lengths.length === 0 || length !== lengths[lengths.length - 1]) {
+      lengths.push(length);
+      stableSince = Date.now();
+    }
+    const streaming = await page.locator('[data-testid="stop-button"]').count();
+    if (stopAfterGrowths !== null && lengths.length > stopAfterGrowths && streaming) {
+      return { lengths, stopped: true };
+    }
+    if (!streaming && Date.now() - stableSince > 500) break;
+    await page.waitForTimeout(50);
+  }
+  return { lengths, stopped: false };
+}
+
+async function openApp(page) {
+  await page.goto(baseUrl + "/");
+  await page.locator('[data-testid="model-select"]').waitFor();
+}
+
+async function send(page, text) {
+  const input = page.locator('[data-testid="chat-input"]');
+  await input.fill(text);
+  await input.press("Enter");
+}
+
+test("chat streams a reply, stops on Escape, and survives a reload", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  // Keep replies short: this small model rambles until its token budget.
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await page.locator('[data-testid="max-tokens"]').fill("96");
+
+  await send(page, "Write a short poem about a cake.");
+  const first = await watchReply(page);
+  assert.ok(first.lengths.length >= 4, `the reply should grow token by token, saw lengths ${first.lengths}`);
+  assert.ok(first.lengths.at(-1) > 20, "the reply has text");
+  await page.locator('[data-testid="reply-stats"]').last().waitFor();
+  const stats = await page.locator('[data-testid="reply-stats"]').last().innerText();
+  assert.match(stats, /tok\/s|tokens\/s/i, `stats: ${stats}`);
+
+  await send(page, "Tell me a very long story about a dragon who learns to bake, with many chapters.");
+  const second = await watchReply(page, { stopAfterGrowths: 5 });
+  assert.ok(second.stopped, "the reply was still streaming when we stopped it");
+  await page.keyboard.press("Escape");
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached", timeout: 30_000 });
+  const stoppedText = await page.locator('[data-testid="message"][data-role="assistant"]').last().innerText();
+  await page.waitForTimeout(1500);
+  const later = await page.locator('[data-testid="message"][data-role="assistant"]').last().innerText();
+  assert.equal(later, stoppedText, "nothing arrives after Stop");
+  assert.ok(stoppedText.length > 0, "the partial reply is kept");
+  await page.screenshot({ path: path.join(outDir, "browser-chat.png") });
+
+  await page.reload();
+  await page.locator('[data-testid="message"]').first().waitFor();
+  const roles = await page.locator('[data-testid="message"]').evaluateAll((els) => els.map((e) => e.dataset.role));
+  assert.deepEqual(roles, ["user", "assistant", "user", "assistant"]);
+  const texts = await page.locator('[data-testid="message"]').allInnerTexts();
+  assert.ok(texts[0].includes("poem about a cake"), texts[0]);
+  assert.ok(texts[3].includes(stoppedText.slice(0, 20).trim()), "the stopped reply was saved");
+  await page.close();
+});
+
+test("a broken model shows the engine's error and chat with another model still works", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="models-button"]').click();
+  const broken = page.locator('[data-testid="model-row"][data-model-id="hf:broken/mismatched"]');
+  await broken.waitFor();
+  await broken.locator('[data-testid="model-load"]').click();
+  const error = page.locator('[data-testid="error-message"]').last();
+  await error.waitFor({ timeout: 60_000 });
+  const message = await error.innerText();
+  assert.match(message, /config\.json implies/, message);
+  await page.screenshot({ path: path.join(outDir, "browser-broken-model.png") });
+
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  await send(page, "Say hello.");
+  const reply = await watchReply(page);
+  assert.ok(reply.lengths.at(-1) > 0, "the default model still answers");
+  await page.close();
+});

@@ -1,0 +1,90 @@
+// Typed wrappers, one per command of docs/api.md. Features call these
+// instead of naming commands and argument keys themselves.
+
+import { call, stream } from "../transport";
+import type {
+  AppInfo,
+  ChatDoneEvent,
+  ChatEvent,
+  ChatRequest,
+  Conversation,
+  ConversationSummary,
+  DownloadEvent,
+  DownloadProgressEvent,
+  LoadEvent,
+  LoadProgressEvent,
+  ModelDoneEvent,
+  ModelEntry,
+  ModelList,
+} from "./types";
+
+export const api = {
+  appInfo: () => call<AppInfo>("app_info"),
+
+  listModels: () => call<ModelList>("list_models"),
+
+  importModel: (path: string) => call<ModelEntry>("import_model", { path }),
+
+  deleteModel: (id: string) => call<Record<string, never>>("delete_model", { id }),
+
+  unloadModel: () => call<Record<string, never>>("unload_model"),
+
+  /** Download a Hugging Face repository; resolves with the new model. */
+  async downloadModel(
+    repoId: string,
+    onProgress: (progress: DownloadProgressEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<ModelEntry> {
+    const done = await stream<DownloadEvent>(
+      "download_model",
+      { repo_id: repoId },
+      (event) => {
+        if (event.type === "progress") onProgress(event);
+      },
+      signal,
+    );
+    return (done as ModelDoneEvent).model;
+  },
+
+  /** Load a model into memory; resolves with the loaded model. */
+  async loadModel(
+    id: string,
+    onProgress: (progress: LoadProgressEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<ModelEntry> {
+    const done = await stream<LoadEvent>(
+      "load_model",
+      { id },
+      (event) => {
+        if (event.type === "progress") onProgress(event);
+      },
+      signal,
+    );
+    return (done as ModelDoneEvent).model;
+  },
+
+  /** Generate a reply token by token; resolves with its stats. */
+  async chat(request: ChatRequest, onToken: (text: string) => void, signal?: AbortSignal) {
+    const done = await stream<ChatEvent>(
+      "chat",
+      request,
+      (event) => {
+        if (event.type === "token") onToken(event.text);
+      },
+      signal,
+    );
+    return (done as ChatDoneEvent).stats;
+  },
+
+  listConversations: () => call<{ conversations: ConversationSummary[] }>("list_conversations"),
+
+  getConversation: (id: string) => call<Conversation>("get_conversation", { id }),
+
+  saveConversation: (conversation: Conversation) =>
+    call<Record<string, never>>("save_conversation", { conversation }),
+
+  deleteConversation: (id: string) => call<Record<string, never>>("delete_conversation", { id }),
+};
+
+/** The API's shape, so state code and tests can take a stand-in. */
+export type Api = typeof api;

@@ -1,0 +1,75 @@
+// The app's frame: sidebar, the chat or Models screen, error toasts, and
+// the app-wide keys and file drops (Escape stops a reply; files dropped on
+// the desktop window are imported).
+
+import { useEffect, useState } from "preact/hooks";
+import { nativeFiles } from "../transport";
+import { ChatView } from "./ChatView";
+import { useAppState, useCake } from "./context";
+import { ModelsPanel } from "./ModelsPanel";
+import { Notices } from "./Notices";
+import { Sidebar } from "./Sidebar";
+
+export function App() {
+  const state = useAppState();
+  const dropping = useFileDrops();
+  useEscapeStops();
+
+  return (
+    <div class="app">
+      <Sidebar />
+      <main class="main">{state.view === "models" ? <ModelsPanel /> : <ChatView />}</main>
+      <Notices />
+      {dropping ? (
+        <div class="drop-overlay" aria-hidden="true">
+          <div class="drop-message">Drop to import the model</div>
+        </div>
+      ) : null}
+    </div>
+  );
+}
+
+/** Escape stops the reply being generated (unless a dialog is open). */
+function useEscapeStops() {
+  const cake = useCake();
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key !== "Escape" || event.defaultPrevented) return;
+      if (document.querySelector("dialog[open]")) return;
+      if (cake.store.get().generatingId !== null) {
+        event.preventDefault();
+        cake.chat.stop();
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [cake]);
+}
+
+/** In the desktop window, import files dropped on it; returns whether files hover. */
+function useFileDrops(): boolean {
+  const cake = useCake();
+  const [hovering, setHovering] = useState(false);
+  useEffect(() => {
+    if (!nativeFiles) return;
+    let unsubscribe: (() => void) | null = null;
+    let active = true;
+    nativeFiles
+      .watchDrops({
+        hovering: setHovering,
+        dropped: async (paths) => {
+          cake.showView("models");
+          for (const path of paths) await cake.models.importPath(path);
+        },
+      })
+      .then(
+        (stop) => (active ? (unsubscribe = stop) : stop()),
+        (error) => cake.notices.report(error),
+      );
+    return () => {
+      active = false;
+      unsubscribe?.();
+    };
+  }, [cake]);
+  return hovering;
+}

@@ -1,0 +1,154 @@
+// The chat screen: model picker, system prompt, sampling settings, the
+// messages (streaming in as they are generated) and the message box.
+
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef } from "preact/hooks";
+import type { Conversation } from "../api/types";
+import { displayTitle } from "../lib/conversation";
+import { completeModels, effectiveModelId, selectedConversation } from "../state/app-state";
+import { Composer } from "./Composer";
+import { useAppState, useCake } from "./context";
+import { MessageView } from "./MessageView";
+import { SamplingPanel } from "./SamplingPanel";
+import { StarterCard } from "./StarterCard";
+import { useAutosize } from "./useAutosize";
+
+export function ChatView() {
+  const state = useAppState();
+  const cake = useCake();
+  const conversation = selectedConversation(state);
+  if (!conversation) {
+    return <section class="chat" aria-busy="true" />;
+  }
+
+  const generating = state.generatingId === conversation.id;
+  const busy = state.generatingId !== null;
+  const models = completeModels(state);
+  const modelId = effectiveModelId(state, conversation);
+  const messages = conversation.messages;
+  const last = messages[messages.length - 1];
+  const showStarter = state.modelsReady && models.length === 0 && messages.length === 0;
+
+  return (
+    <section class="chat" aria-label="Chat">
+      <header class="view-header chat-header">
+        <h1 class="chat-title">{displayTitle(conversation)}</h1>
+        <label class="model-picker">
+          <span class="visually-hidden">Model</span>
+          <select
+            data-testid="model-select"
+            value={modelId ?? ""}
+            disabled={models.length === 0 || generating}
+            onChange={(event) => cake.conversations.change(conversation.id, { model_id: event.currentTarget.value })}
+          >
+            {modelId === null ? <option value="">No model available</option> : null}
+            {models.map((model) => (
+              <option key={model.id} value={model.id}>
+                {model.name}
+                {model.id === state.loadedModelId ? " (loaded)" : ""}
+              </option>
+            ))}
+          </select>
+        </label>
+      </header>
+
+      <ConversationSettings conversation={conversation} disabled={generating} />
+
+      <MessageList conversation={conversation} generating={generating} busy={busy}>
+        {showStarter ? <StarterCard showProgress={true} /> : null}
+        {!showStarter && messages.length === 0 ? (
+          <div class="empty-chat">
+            <h2>What can I help with?</h2>
+            <p class="muted">Replies are generated on this machine by the model you pick above.</p>
+          </div>
+        ) : null}
+      </MessageList>
+
+      <Composer
+        conversationId={conversation.id}
+        generating={generating}
+        blocked={busy && !generating}
+        canRegenerate={!busy && last !== undefined && (last.role === "assistant" || last.role === "user")}
+        onSend={(text) => cake.chat.send(text)}
+        onStop={() => cake.chat.stop()}
+        onRegenerate={() => void cake.chat.regenerate()}
+      />
+    </section>
+  );
+}
+
+function ConversationSettings({ conversation, disabled }: { conversation: Conversation; disabled: boolean }) {
+  const state = useAppState();
+  const cake = useCake();
+  const area = useRef<HTMLTextAreaElement>(null);
+  useAutosize(area, conversation.system_prompt);
+  return (
+    <div class="conversation-settings">
+      <label class="system-prompt">
+        <span class="field-label">System prompt</span>
+        <textarea
+          ref={area}
+          rows={1}
+          data-testid="system-prompt"
+          placeholder="Optional: how the assistant should behave"
+          value={conversation.system_prompt}
+          disabled={disabled}
+          onInput={(event) => cake.conversations.change(conversation.id, { system_prompt: event.currentTarget.value })}
+        />
+      </label>
+      <SamplingPanel
+        sampling={conversation.sampling}
+        prefs={state.prefs}
+        onSampling={(sampling) => cake.conversations.change(conversation.id, { sampling })}
+        onPrefs={(change) => cake.setPrefs(change)}
+      />
+    </div>
+  );
+}
+
+interface ListProps {
+  conversation: Conversation;
+  generating: boolean;
+  busy: boolean;
+  children: ComponentChildren;
+}
+
+/** The scrolling message list; it follows new text while the reader is at the bottom. */
+function MessageList({ conversation, generating, busy, children }: ListProps) {
+  const cake = useCake();
+  const scroller = useRef<HTMLDivElement>(null);
+  const pinned = useRef(true);
+  const messages = conversation.messages;
+  const lastLength = messages[messages.length - 1]?.content.length ?? 0;
+
+  useEffect(() => {
+    pinned.current = true;
+  }, [conversation.id]);
+  useEffect(() => {
+    const element = scroller.current;
+    if (element && pinned.current) element.scrollTop = element.scrollHeight;
+  }, [conversation.id, messages.length, lastLength]);
+
+  return (
+    <div
+      class="messages"
+      ref={scroller}
+      onScroll={(event) => {
+        const element = event.currentTarget;
+        pinned.current = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
+      }}
+    >
+      <div class="messages-inner">
+        {children}
+        {messages.map((message, index) => (
+          <MessageView
+            key={`${conversation.id}:${index}`}
+            message={message}
+            streaming={generating && index === messages.length - 1 && message.role === "assistant"}
+            onEdit={message.role === "user" && !busy ? (text) => void cake.chat.editAndResend(index, text) : null}
+          />
+        ))}
+      </div>
+    </div>
+  );
+}

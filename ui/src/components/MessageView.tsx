@@ -1,0 +1,94 @@
+// One chat message. Assistant replies render as (safe) Markdown with copy
+// buttons on code blocks and their speed stats; user messages show as plain
+// text and can be edited and resent.
+
+import { useMemo, useState } from "preact/hooks";
+import type { ReplyStats, StoredMessage } from "../api/types";
+import { copyText } from "../lib/clipboard";
+import { formatSeconds, formatTokensPerSecond } from "../lib/format";
+import { renderMarkdown } from "../lib/markdown";
+import { EditIcon } from "./icons";
+import { MessageEditor } from "./MessageEditor";
+
+interface Props {
+  message: StoredMessage;
+  streaming: boolean;
+  /** Null when the message cannot be edited now (not a user message, or busy). */
+  onEdit: ((text: string) => void) | null;
+}
+
+export function MessageView({ message, streaming, onEdit }: Props) {
+  const [editing, setEditing] = useState(false);
+  const isUser = message.role === "user";
+
+  return (
+    <article class={`message ${message.role}${streaming ? " streaming" : ""}`} data-testid="message" data-role={message.role}>
+      <div class="message-role">{isUser ? "You" : message.role === "assistant" ? "Cake" : "System"}</div>
+      {editing && onEdit ? (
+        <MessageEditor
+          initial={message.content}
+          onCancel={() => setEditing(false)}
+          onSave={(text) => {
+            setEditing(false);
+            onEdit(text);
+          }}
+        />
+      ) : streaming && message.content === "" ? (
+        <div class="message-body typing" aria-label="Cake is writing">
+          <span />
+          <span />
+          <span />
+        </div>
+      ) : isUser ? (
+        <div class="message-body plain">{message.content}</div>
+      ) : (
+        <AssistantBody content={message.content} />
+      )}
+      {message.stats ? <StatsLine stats={message.stats} /> : null}
+      {isUser && onEdit && !editing ? (
+        <div class="message-actions">
+          <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>
+            <EditIcon /> Edit
+          </button>
+        </div>
+      ) : null}
+    </article>
+  );
+}
+
+function AssistantBody({ content }: { content: string }) {
+  // renderMarkdown escapes every piece of the model's text (see its tests).
+  const html = useMemo(() => renderMarkdown(content), [content]);
+  return (
+    <div
+      class="message-body markdown"
+      onClick={(event) => {
+        const button = (event.target as Element).closest("[data-copy-code]");
+        const code = button?.closest(".code-block")?.querySelector("code");
+        if (!button || !code) return;
+        copyText(code.textContent ?? "").then(
+          () => flash(button, "Copied"),
+          () => flash(button, "Copy failed"),
+        );
+      }}
+      dangerouslySetInnerHTML={{ __html: html }}
+    />
+  );
+}
+
+/** Show a short confirmation on a copy button, then restore its label. */
+function flash(button: Element, text: string) {
+  button.textContent = text;
+  setTimeout(() => (button.textContent = "Copy"), 1500);
+}
+
+function StatsLine({ stats }: { stats: ReplyStats }) {
+  return (
+    <div class="reply-stats" data-testid="reply-stats">
+      <span title="Time to first token">First token {formatSeconds(stats.ttft_s)}</span>
+      <span title="Decoding speed">{formatTokensPerSecond(stats.decode_tok_s)}</span>
+      <span>{stats.completion_tokens} tokens</span>
+      {stats.finish_reason === "length" ? <span>stopped at the token limit</span> : null}
+    </div>
+  );
+}

@@ -1,0 +1,50 @@
+// The Models screen: the library list with its actions, import and download.
+
+import { useAppState, useCake } from "./context";
+import { DownloadForm } from "./DownloadForm";
+import { ImportForm } from "./ImportForm";
+import { ModelRow } from "./ModelRow";
+import { StarterCard } from "./StarterCard";
+
+export function ModelsPanel() {
+  const state = useAppState();
+  const cake = useCake();
+  const loaded = state.models.find((m) => m.id === state.loadedModelId);
+
+  return (
+    <section class="models-panel" aria-labelledby="models-title">
+      <header class="view-header">
+        <h1 id="models-title">Models</h1>
+        <span class="muted" data-testid="loaded-model">
+          {loaded ? `Loaded: ${loaded.name}` : "No model loaded"}
+        </span>
+        <button type="button" class="header-end" onClick={() => cake.showView("chat")}>
+          Back to chat
+        </button>
+      </header>
+      <div class="models-body">
+        {state.modelsReady && state.models.length === 0 ? <StarterCard showProgress={false} /> : null}
+        <div class="library">
+          <h2 class="section-title">Library</h2>
+          {!state.modelsReady ? (
+            <p class="muted">Loading the library…</p>
+          ) : (
+            <ul class="model-list" data-testid="model-list">
+              {state.models.map((model) => (
+                <ModelRow key={model.id} model={model} />
+              ))}
+            </ul>
+          )}
+          {state.modelsReady && state.models.length === 0 ? (
+            <p class="muted">No models yet. Download one or import a file.</p>
+          ) : null}
+        </div>
+        <aside class="add-models" aria-label="Add models">
+          <h2 class="section-title">Add a model</h2>
+          <DownloadForm />
+          <ImportForm />
+        </aside>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,109 @@
+// The sidebar: new conversation, the conversation list (open, delete with
+// confirmation) and the button to the Models screen.
+
+import { useState } from "preact/hooks";
+import { UNTITLED, displayTitle } from "../lib/conversation";
+import { isSaved } from "../state/app-state";
+import { useAppState, useCake } from "./context";
+import { ConfirmDialog } from "./ConfirmDialog";
+import { CubeIcon, PlusIcon, TrashIcon } from "./icons";
+
+interface Item {
+  id: string;
+  title: string;
+}
+
+export function Sidebar() {
+  const state = useAppState();
+  const cake = useCake();
+  const [deleting, setDeleting] = useState<Item | null>(null);
+
+  const titleOf = (id: string, stored: string) => {
+    const open = state.conversations[id];
+    return open ? displayTitle(open) : stored || UNTITLED;
+  };
+  const items: Item[] = state.summaries.map((s) => ({ id: s.id, title: titleOf(s.id, s.title) }));
+  // A new conversation is listed before its first save.
+  if (state.selectedId !== null && !isSaved(state, state.selectedId)) {
+    items.unshift({ id: state.selectedId, title: titleOf(state.selectedId, "") });
+  }
+  const loaded = state.models.find((m) => m.id === state.loadedModelId);
+
+  return (
+    <nav class="sidebar" aria-label="Conversations">
+      <div class="brand">
+        <span class="brand-mark" aria-hidden="true">
+          🍰
+        </span>
+        <span class="brand-name">Cake</span>
+        {state.info ? <span class="muted small">v{state.info.version}</span> : null}
+      </div>
+      <button
+        type="button"
+        class="new-conversation"
+        data-testid="new-conversation"
+        onClick={() => cake.conversations.create()}
+      >
+        <PlusIcon /> New conversation
+      </button>
+      <ul class="conversation-list">
+        {items.map((item) => {
+          const current = state.view === "chat" && item.id === state.selectedId;
+          return (
+            <li
+              key={item.id}
+              class={`conversation-item${current ? " current" : ""}`}
+              data-testid="conversation-item"
+              data-conversation-id={item.id}
+            >
+              <button
+                type="button"
+                class="conversation-open"
+                aria-current={current ? "page" : undefined}
+                onClick={() => cake.conversations.open(item.id)}
+              >
+                {state.generatingId === item.id ? <span class="typing-dot" aria-label="Replying" /> : null}
+                <span class="conversation-title">{item.title}</span>
+              </button>
+              <button
+                type="button"
+                class="icon-button conversation-delete"
+                data-testid="conversation-delete"
+                aria-label={`Delete conversation “${item.title}”`}
+                title="Delete conversation"
+                onClick={() => setDeleting(item)}
+              >
+                <TrashIcon />
+              </button>
+            </li>
+          );
+        })}
+      </ul>
+      <button
+        type="button"
+        class={`models-button${state.view === "models" ? " active" : ""}`}
+        data-testid="models-button"
+        aria-pressed={state.view === "models"}
+        onClick={() => cake.showView(state.view === "models" ? "chat" : "models")}
+      >
+        <CubeIcon />
+        <span class="models-button-text">
+          <span>Models</span>
+          <span class="muted small">{loaded ? loaded.name : "none loaded"}</span>
+        </span>
+      </button>
+      {deleting ? (
+        <ConfirmDialog
+          title="Delete this conversation?"
+          message={`“${deleting.title}” will be deleted for good.`}
+          confirmLabel="Delete"
+          onCancel={() => setDeleting(null)}
+          onConfirm={() => {
+            setDeleting(null);
+            void cake.deleteConversation(deleting.id);
+          }}
+        />
+      ) : null}
+    </nav>
+  );
+}

@@ -1,0 +1,64 @@
+// A few line icons drawn as inline SVG (decorative: the buttons carry labels).
+
+import type { ComponentChildren } from "preact";
+
+function Icon({ children }: { children: ComponentChildren }) {
+  return (
+    <svg
+      class="icon"
+      viewBox="0 0 24 24"
+      width="18"
+      height="18"
+      fill="none"
+      stroke="currentColor"
+      stroke-width="2"
+      stroke-linecap="round"
+      stroke-linejoin="round"
+      aria-hidden="true"
+    >
+      {children}
+    </svg>
+  );
+}
+
+export const PlusIcon = () => (
+  <Icon>
+    <path d="M12 5v14M5 12h14" />
+  </Icon>
+);
+
+export const TrashIcon = () => (
+  <Icon>
+    <path d="M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3" />
+  </Icon>
+);
+
+export const CubeIcon = () => (
+  <Icon>
+    <path d="M12 3l8 4.5v9L12 21l-8-4.5v-9L12 3zM4 7.5l8 4.5 8-4.5M12 12v9" />
+  </Icon>
+);
+
+export const SendIcon = () => (
+  <Icon>
+    <path d="M5 12h13M13 6l6 6-6 6" />
+  </Icon>
+);
+
+export const StopIcon = () => (
+  <Icon>
+    <rect x="6" y="6" width="12" height="12" rx="2" />
+  </Icon>
+);
+
+export const RetryIcon = () => (
+  <Icon>
+    <path d="M4 12a8 8 0 1 0 2.3-5.6M4 4v4h4" />
+  </Icon>
+);
+
+export const EditIcon = () => (
+  <Icon>
+    <path d="M4 20h4L19 9l-4-4L4 16v4zM13.5 6.5l4 4" />
+  </Icon>
+);

@@ -1,0 +1,73 @@
+// Pure helpers for conversations: creating one, its title, and the message
+// list a `chat` request sends. No I/O here, so they are easy to test.
+
+import type { ChatMessage, Conversation, Sampling } from "../api/types";
+import { randomId } from "./ids";
+
+/** Used for new conversations (the API does not expose model defaults). */
+export const DEFAULT_SAMPLING: Sampling = {
+  temperature: 0.7,
+  top_k: 0,
+  top_p: 0.9,
+  min_p: 0,
+  repeat_penalty: 1,
+  seed: 0,
+};
+
+export const TITLE_LENGTH = 40;
+export const UNTITLED = "New conversation";
+
+export function newConversation(modelId: string | null, now = new Date()): Conversation {
+  const stamp = now.toISOString();
+  return {
+    id: randomId(),
+    title: "",
+    model_id: modelId,
+    system_prompt: "",
+    sampling: { ...DEFAULT_SAMPLING },
+    messages: [],
+    created_at: stamp,
+    updated_at: stamp,
+  };
+}
+
+/**
+ * Fill in what a stored conversation lacks (the server keeps whatever JSON
+ * it was given, so older or hand-edited files may miss fields).
+ */
+export function normalizeConversation(stored: Partial<Conversation> & { id: string }): Conversation {
+  const stamp = stored.updated_at ?? stored.created_at ?? new Date(0).toISOString();
+  return {
+    id: stored.id,
+    title: typeof stored.title === "string" ? stored.title : "",
+    model_id: typeof stored.model_id === "string" ? stored.model_id : null,
+    system_prompt: typeof stored.system_prompt === "string" ? stored.system_prompt : "",
+    sampling: { ...DEFAULT_SAMPLING, ...stored.sampling },
+    messages: Array.isArray(stored.messages) ? stored.messages : [],
+    created_at: stored.created_at ?? stamp,
+    updated_at: stamp,
+  };
+}
+
+/** The first user message on one line, cut to about 40 characters. */
+export function titleFrom(text: string): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  if (line.length <= TITLE_LENGTH) return line;
+  const cut = line.slice(0, TITLE_LENGTH);
+  const space = cut.lastIndexOf(" ");
+  return `${(space > TITLE_LENGTH / 2 ? cut.slice(0, space) : cut).trimEnd()}…`;
+}
+
+/** The title to show: stored title, else the first user message, else a placeholder. */
+export function displayTitle(conversation: Pick<Conversation, "title"> & Partial<Conversation>): string {
+  if (conversation.title.trim() !== "") return conversation.title;
+  const firstUser = conversation.messages?.find((m) => m.role === "user");
+  return firstUser ? titleFrom(firstUser.content) : UNTITLED;
+}
+
+/** What `chat` receives: the system prompt (if any), then the messages without stats. */
+export function requestMessages(conversation: Conversation): ChatMessage[] {
+  const messages: ChatMessage[] = conversation.messages.map(({ role, content }) => ({ role, content }));
+  const system = conversation.system_prompt.trim();
+  return system === "" ? messages : [{ role: "system", content: conversation.system_prompt }, ...messages];
+}

@@ -1,0 +1,130 @@
+// Generating replies: send a message, stream the reply token by token, stop
+// it (keeping what arrived), regenerate the last reply, or edit an earlier
+// user message and resend. The conversation is saved after every reply,
+// completed, stopped or failed.
+
+import type { Api } from "../api/commands";
+import type { Conversation, StoredMessage } from "../api/types";
+import { requestMessages } from "../lib/conversation";
+import { randomSeed } from "../lib/ids";
+import type { Store } from "./store";
+import { effectiveModelId, type AppState } from "./app-state";
+import type { ConversationActions } from "./conversations";
+import type { Notices } from "./notices";
+
+export function createChatActions(
+  store: Store<AppState>,
+  api: Api,
+  notices: Notices,
+  conversations: ConversationActions,
+) {
+  let stopController: AbortController | null = null;
+
+  function busy(): boolean {
+    return store.get().generatingId !== null;
+  }
+
+  function selected(): Conversation | null {
+    const id = store.get().selectedId;
+    return id === null ? null : conversations.get(id);
+  }
+
+  /** The model to chat with; reports the problem and returns null if there is none. */
+  function modelFor(conversation: Conversation): string | null {
+    const modelId = effectiveModelId(store.get(), conversation);
+    if (modelId === null) notices.report(new Error("Choose a model first: open Models to download or import one."));
+    return modelId;
+  }
+
+  /** Stream a reply to the conversation's messages, which must end with a user message. */
+  async function generate(id: string): Promise<void> {
+    const state = store.get();
+    const conversation = conversations.get(id);
+    if (!conversation || busy()) return;
+    const modelId = modelFor(conversation);
+    if (modelId === null) return;
+    const sampling = state.prefs.freshSeed
+      ? { ...conversation.sampling, seed: randomSeed() }
+      : conversation.sampling;
+    const asked: Conversation = { ...conversation, model_id: modelId, sampling };
+    conversations.update(id, { model_id: modelId, sampling });
+
+    const history = asked.messages;
+    let reply: StoredMessage = { role: "assistant", content: "" };
+    const show = () => conversations.update(id, { messages: [...history, reply] });
+    show();
+
+    const controller = new AbortController();
+    stopController = controller;
+    store.update({ generatingId: id });
+    try {
+      const stats = await api.chat(
+        {
+          model_id: modelId,
+          messages: requestMessages(asked),
+          sampling,
+          max_tokens: state.prefs.maxTokens,
+        },
+        (text) => {
+          reply = { ...reply, content: reply.content + text };
+          show();
+        },
+        controller.signal,
+      );
+      reply = { ...reply, stats };
+      store.update({ loadedModelId: modelId }); // `chat` loads the model it needs
+    } catch (error) {
+      notices.report(error); // a stop is not reported
+    } finally {
+      stopController = null;
+      // A reply stopped or failed before its first token leaves no empty bubble.
+      conversations.update(id, { messages: reply.content === "" ? history : [...history, reply] });
+      store.update({ generatingId: null });
+    }
+    await conversations.save(id);
+  }
+
+  /**
+   * Send a user message in the selected conversation. Resolves false (and
+   * leaves the conversation as it was) when it cannot be sent.
+   */
+  async function send(text: string): Promise<boolean> {
+    const conversation = selected();
+    if (!conversation || busy() || text.trim() === "") return false;
+    if (modelFor(conversation) === null) return false;
+    conversations.update(conversation.id, { messages: [...conversation.messages, { role: "user", content: text }] });
+    await generate(conversation.id);
+    return true;
+  }
+
+  /** Replace the last reply with a new one. */
+  async function regenerate(): Promise<void> {
+    const conversation = selected();
+    if (!conversation || busy() || modelFor(conversation) === null) return;
+    const messages = [...conversation.messages];
+    while (messages.length > 0 && messages[messages.length - 1].role === "assistant") messages.pop();
+    if (messages.length === 0) return;
+    conversations.update(conversation.id, { messages });
+    await generate(conversation.id);
+  }
+
+  /** Change the user message at `index`, drop everything after it, and resend. */
+  async function editAndResend(index: number, text: string): Promise<void> {
+    const conversation = selected();
+    if (!conversation || busy() || text.trim() === "") return;
+    if (conversation.messages[index]?.role !== "user" || modelFor(conversation) === null) return;
+    const messages = [...conversation.messages.slice(0, index), { role: "user" as const, content: text }];
+    conversations.update(conversation.id, { messages });
+    await conversations.save(conversation.id);
+    await generate(conversation.id);
+  }
+
+  /** Stop the reply being generated; the text so far is kept. */
+  function stop(): void {
+    stopController?.abort();
+  }
+
+  return { send, regenerate, editAndResend, stop };
+}
+
+export type ChatActions = ReturnType<typeof createChatActions>;

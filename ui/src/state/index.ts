@@ -1,0 +1,54 @@
+// Builds the app's state and actions in one place. The UI gets the result
+// through context (components/context.ts); tests build it with a fake Api.
+
+import type { Api } from "../api/commands";
+import { Store } from "./store";
+import { initialState, type AppState, type View } from "./app-state";
+import { createNotices } from "./notices";
+import { createModelActions } from "./models";
+import { createConversationActions } from "./conversations";
+import { createChatActions } from "./chat";
+import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
+
+export function createCake(api: Api, storage: KeyValueStorage | null) {
+  const store = new Store<AppState>(initialState(loadPrefs(storage)));
+  const notices = createNotices(store);
+  const models = createModelActions(store, api, notices);
+  const conversations = createConversationActions(store, api, notices, storage);
+  const chat = createChatActions(store, api, notices, conversations);
+
+  return {
+    store,
+    notices,
+    models,
+    conversations,
+    chat,
+
+    /** Fetch everything the first screen needs. */
+    async start(): Promise<void> {
+      const info = api.appInfo().then(
+        (info) => store.update({ info }),
+        (error) => notices.report(error),
+      );
+      await Promise.all([info, models.refresh(), conversations.restore()]);
+    },
+
+    showView(view: View): void {
+      store.update({ view });
+    },
+
+    setPrefs(change: Partial<Prefs>): void {
+      const prefs = { ...store.get().prefs, ...change };
+      store.update({ prefs });
+      savePrefs(storage, prefs);
+    },
+
+    /** Delete a conversation, stopping its reply first if one is streaming. */
+    async deleteConversation(id: string): Promise<void> {
+      if (store.get().generatingId === id) chat.stop();
+      await conversations.remove(id);
+    },
+  };
+}
+
+export type Cake = ReturnType<typeof createCake>;

@@ -1,0 +1,103 @@
+// Actions on the model library: list, load, unload, import, delete, and
+// download from Hugging Face with a cancellable progress stream.
+
+import type { Api } from "../api/commands";
+import type { ModelEntry } from "../api/types";
+import type { Store } from "./store";
+import type { AppState } from "./app-state";
+import type { Notices } from "./notices";
+
+export function createModelActions(store: Store<AppState>, api: Api, notices: Notices) {
+  let downloadAbort: AbortController | null = null;
+
+  async function refresh(): Promise<void> {
+    try {
+      const { models, loaded } = await api.listModels();
+      store.update({ models, loadedModelId: loaded, modelsReady: true });
+    } catch (error) {
+      store.update({ modelsReady: true });
+      notices.report(error);
+    }
+  }
+
+  async function load(id: string): Promise<void> {
+    if (store.get().loading) return; // one load at a time
+    store.update({ loading: { id, fraction: 0, message: "Starting…" } });
+    try {
+      const model = await api.loadModel(id, ({ fraction, message }) =>
+        store.update({ loading: { id, fraction, message } }),
+      );
+      store.update({ loadedModelId: model.id });
+    } catch (error) {
+      notices.report(error);
+    } finally {
+      store.update({ loading: null });
+    }
+  }
+
+  async function unload(): Promise<void> {
+    try {
+      await api.unloadModel();
+      store.update({ loadedModelId: null });
+    } catch (error) {
+      notices.report(error);
+    }
+  }
+
+  /** Add a model file or folder on the serving machine; resolves with it, or null on failure. */
+  async function importPath(path: string): Promise<ModelEntry | null> {
+    const trimmed = path.trim();
+    if (trimmed === "") return null;
+    store.update({ importing: true });
+    try {
+      const model = await api.importModel(trimmed);
+      await refresh();
+      return model;
+    } catch (error) {
+      notices.report(error);
+      return null;
+    } finally {
+      store.update({ importing: false });
+    }
+  }
+
+  async function remove(id: string): Promise<void> {
+    try {
+      await api.deleteModel(id);
+    } catch (error) {
+      notices.report(error);
+    }
+    await refresh();
+  }
+
+  async function download(repoId: string): Promise<ModelEntry | null> {
+    const trimmed = repoId.trim();
+    if (trimmed === "" || store.get().download) return null;
+    const controller = new AbortController();
+    downloadAbort = controller;
+    store.update({ download: { repoId: trimmed, progress: null } });
+    try {
+      const model = await api.downloadModel(
+        trimmed,
+        (progress) => store.update({ download: { repoId: trimmed, progress } }),
+        controller.signal,
+      );
+      await refresh();
+      return model;
+    } catch (error) {
+      notices.report(error); // a cancel is not reported
+      return null;
+    } finally {
+      downloadAbort = null;
+      store.update({ download: null });
+    }
+  }
+
+  function cancelDownload(): void {
+    downloadAbort?.abort();
+  }
+
+  return { refresh, load, unload, importPath, remove, download, cancelDownload };
+}
+
+export type ModelActions = ReturnType<typeof createModelActions>;

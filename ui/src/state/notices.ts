@@ -1,0 +1,33 @@
+// Error messages shown to the user as toasts. Any action that fails reports
+// here instead of throwing, so the app stays usable.
+
+import { isAbortError } from "../transport";
+import type { Store } from "./store";
+import type { AppState } from "./app-state";
+
+/** At most this many notices are kept; older ones drop off. */
+const MAX_NOTICES = 4;
+
+/** A notice closes by itself after this long. */
+export const NOTICE_LIFETIME_MS = 15_000;
+
+export function createNotices(store: Store<AppState>) {
+  let nextId = 1;
+
+  function dismiss(id: number): void {
+    store.update((state) => ({ notices: state.notices.filter((notice) => notice.id !== id) }));
+  }
+
+  /** Show an error (a stop by the user is not an error and is ignored). */
+  function report(error: unknown): void {
+    if (isAbortError(error)) return;
+    const message = error instanceof Error ? error.message : String(error);
+    const notice = { id: nextId++, message: message || "Something went wrong." };
+    store.update((state) => ({ notices: [...state.notices, notice].slice(-MAX_NOTICES) }));
+    setTimeout(() => dismiss(notice.id), NOTICE_LIFETIME_MS);
+  }
+
+  return { report, dismiss };
+}
+
+export type Notices = ReturnType<typeof createNotices>;

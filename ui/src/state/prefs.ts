@@ -1,0 +1,66 @@
+// Settings that belong to the user rather than to one conversation, kept in
+// the web view's localStorage: the reply length limit, whether each reply
+// gets a fresh random seed, and the last opened conversation.
+
+export interface Prefs {
+  maxTokens: number;
+  /** Draw a new seed for every reply (else the conversation's seed is reused). */
+  freshSeed: boolean;
+}
+
+export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, freshSeed: true };
+
+const PREFS_KEY = "cake.prefs";
+const LAST_CONVERSATION_KEY = "cake.lastConversation";
+
+/** The subset of the Storage API used here; tests pass a Map-backed stand-in. */
+export type KeyValueStorage = Pick<Storage, "getItem" | "setItem" | "removeItem">;
+
+export function browserStorage(): KeyValueStorage | null {
+  try {
+    return typeof localStorage === "undefined" ? null : localStorage;
+  } catch {
+    return null; // storage disabled by the browser
+  }
+}
+
+export function loadPrefs(storage: KeyValueStorage | null): Prefs {
+  try {
+    const saved = JSON.parse(storage?.getItem(PREFS_KEY) ?? "{}") as Partial<Prefs>;
+    return {
+      maxTokens: positiveInteger(saved.maxTokens) ?? DEFAULT_PREFS.maxTokens,
+      freshSeed: typeof saved.freshSeed === "boolean" ? saved.freshSeed : DEFAULT_PREFS.freshSeed,
+    };
+  } catch {
+    return { ...DEFAULT_PREFS };
+  }
+}
+
+export function savePrefs(storage: KeyValueStorage | null, prefs: Prefs): void {
+  try {
+    storage?.setItem(PREFS_KEY, JSON.stringify(prefs));
+  } catch {
+    // Full or disabled storage: the preference lasts for this session only.
+  }
+}
+
+export function loadLastConversation(storage: KeyValueStorage | null): string | null {
+  try {
+    return storage?.getItem(LAST_CONVERSATION_KEY) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveLastConversation(storage: KeyValueStorage | null, id: string | null): void {
+  try {
+    if (id === null) storage?.removeItem(LAST_CONVERSATION_KEY);
+    else storage?.setItem(LAST_CONVERSATION_KEY, id);
+  } catch {
+    // See savePrefs.
+  }
+}
+
+function positiveInteger(value: unknown): number | null {
+  return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
+}

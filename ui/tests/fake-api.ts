@@ -1,0 +1,137 @@
+// An in-memory stand-in for the Api, for tests of the state logic. Streams
+// are driven by the test through `chatScript`, `loadScript`, … hooks.
+
+import { vi } from "vitest";
+import type { Api } from "../src/api/commands";
+import type {
+  ChatRequest,
+  Conversation,
+  DownloadProgressEvent,
+  LoadProgressEvent,
+  ModelEntry,
+  ReplyStats,
+} from "../src/api/types";
+
+export function model(id: string, overrides: Partial<ModelEntry> = {}): ModelEntry {
+  return {
+    id,
+    name: id,
+    source: "hf-cache",
+    path: `/models/${id}`,
+    architecture: "llama",
+    parameters: 135e6,
+    dtype: "BF16",
+    size_bytes: 270e6,
+    status: "complete",
+    problem: null,
+    ...overrides,
+  };
+}
+
+export const STATS: ReplyStats = {
+  prompt_tokens: 10,
+  completion_tokens: 3,
+  ttft_s: 0.1,
+  decode_tok_s: 50,
+  finish_reason: "stop",
+};
+
+/** How a fake chat stream behaves: tokens to send, then done or failure. */
+export type ChatScript = (
+  request: ChatRequest,
+  onToken: (text: string) => void,
+  signal: AbortSignal | undefined,
+) => Promise<ReplyStats>;
+
+export const replyWith =
+  (...tokens: string[]): ChatScript =>
+  async (_request, onToken) => {
+    for (const token of tokens) onToken(token);
+    return STATS;
+  };
+
+/** Sends `tokens`, then waits until aborted. */
+export const replyUntilStopped =
+  (...tokens: string[]): ChatScript =>
+  (_request, onToken, signal) =>
+    new Promise((_, reject) => {
+      for (const token of tokens) onToken(token);
+      signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
+    });
+
+export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: Conversation[] } = {}) {
+  const server = {
+    models: [...(initial.models ?? [])],
+    loaded: null as string | null,
+    conversations: new Map((initial.conversations ?? []).map((c) => [c.id, structuredClone(c)])),
+    chatScript: replyWith("Hello", " there") as ChatScript,
+    downloadScript: null as
+      | null
+      | ((onProgress: (p: DownloadProgressEvent) => void, signal?: AbortSignal) => Promise<ModelEntry>),
+    loadScript: async (id: string, onProgress: (p: LoadProgressEvent) => void) => {
+      onProgress({ type: "progress", fraction: 0.5, message: "Reading weights" });
+      return model(id);
+    },
+  };
+
+  const api: Api = {
+    appInfo: vi.fn(async () => ({ version: "0.1.0", data_dir: "/data", default_model_id: null })),
+    listModels: vi.fn(async () => ({ models: structuredClone(server.models), loaded: server.loaded })),
+    importModel: vi.fn(async (path: string) => {
+      if (!path.endsWith(".gguf")) throw new Error(`${path} is not a model`);
+      const entry = model(`file:${path}`, { source: "imported", path });
+      server.models.push(entry);
+      return entry;
+    }),
+    deleteModel: vi.fn(async (id: string) => {
+      server.models = server.models.filter((m) => m.id !== id);
+      return {};
+    }),
+    unloadModel: vi.fn(async () => {
+      server.loaded = null;
+      return {};
+    }),
+    downloadModel: vi.fn(async (repoId: string, onProgress, signal) => {
+      if (!server.downloadScript) throw new Error(`no download for ${repoId}`);
+      const entry = await server.downloadScript(onProgress, signal);
+      server.models.push(entry);
+      return entry;
+    }),
+    loadModel: vi.fn(async (id: string, onProgress) => {
+      const entry = await server.loadScript(id, onProgress);
+      server.loaded = id;
+      return entry;
+    }),
+    chat: vi.fn((request: ChatRequest, onToken, signal) => server.chatScript(request, onToken, signal)),
+    listConversations: vi.fn(async () => ({
+      conversations: [...server.conversations.values()]
+        .sort((a, b) => b.updated_at.localeCompare(a.updated_at))
+        .map(({ id, title, updated_at }) => ({ id, title, updated_at })),
+    })),
+    getConversation: vi.fn(async (id: string) => {
+      const found = server.conversations.get(id);
+      if (!found) throw new Error(`no conversation ${id}`);
+      return structuredClone(found);
+    }),
+    saveConversation: vi.fn(async (conversation: Conversation) => {
+      server.conversations.set(conversation.id, structuredClone(conversation));
+      return {};
+    }),
+    deleteConversation: vi.fn(async (id: string) => {
+      server.conversations.delete(id);
+      return {};
+    }),
+  };
+
+  return { api, server };
+}
+
+/** A Map-backed localStorage stand-in. */
+export function memoryStorage() {
+  const data = new Map<string, string>();
+  return {
+    getItem: (key: string) => data.get(key) ?? null,
+    setItem: (key: string, value: string) => void data.set(key, value),
+    removeItem: (key: string) => void data.delete(key),
+  };
+}

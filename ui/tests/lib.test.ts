@@ -1,0 +1,104 @@
+// Tests for the small pure helpers: number formatting, ids, conversations.
+
+import { describe, expect, it } from "vitest";
+import {
+  formatBytes,
+  formatDuration,
+  formatParameters,
+  formatSeconds,
+  formatSpeed,
+  formatTokensPerSecond,
+} from "../src/lib/format";
+import { randomId } from "../src/lib/ids";
+import {
+  DEFAULT_SAMPLING,
+  displayTitle,
+  newConversation,
+  normalizeConversation,
+  requestMessages,
+  titleFrom,
+} from "../src/lib/conversation";
+
+describe("format", () => {
+  it("writes parameter counts like model cards do", () => {
+    expect(formatParameters(134_515_008)).toBe("135M");
+    expect(formatParameters(1_543_714_304)).toBe("1.5B");
+    expect(formatParameters(7_000_000_000)).toBe("7B");
+    expect(formatParameters(494_032_768)).toBe("494M");
+    expect(formatParameters(12_345)).toBe("12.3K");
+    expect(formatParameters(999)).toBe("999");
+    expect(formatParameters(null)).toBe("—");
+  });
+
+  it("writes sizes, speeds and durations", () => {
+    expect(formatBytes(270_000_000)).toBe("270 MB");
+    expect(formatBytes(1_234_000_000)).toBe("1.2 GB");
+    expect(formatBytes(512)).toBe("512 B");
+    expect(formatSpeed(12_500_000)).toBe("12.5 MB/s");
+    expect(formatDuration(42)).toBe("42 s");
+    expect(formatDuration(192)).toBe("3 min 12 s");
+    expect(formatDuration(3900)).toBe("1 h 5 min");
+    expect(formatDuration(Number.POSITIVE_INFINITY)).toBe("—");
+    expect(formatSeconds(0.0421)).toBe("0.04 s");
+    expect(formatTokensPerSecond(35.14)).toBe("35.1 tok/s");
+  });
+});
+
+describe("ids", () => {
+  it("uses only [A-Za-z0-9_-] and does not repeat", () => {
+    const ids = new Set(Array.from({ length: 500 }, () => randomId()));
+    expect(ids.size).toBe(500);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{16}$/);
+  });
+});
+
+describe("conversation helpers", () => {
+  it("titles from the first user message, about 40 characters", () => {
+    expect(titleFrom("  Hello\n  world  ")).toBe("Hello world");
+    const long = titleFrom("Explain the difference between quantization formats in detail");
+    expect(long.length).toBeLessThanOrEqual(41);
+    expect(long.endsWith("…")).toBe(true);
+    expect(titleFrom("x".repeat(60))).toBe(`${"x".repeat(40)}…`);
+  });
+
+  it("shows a placeholder title for an empty conversation", () => {
+    const conversation = newConversation(null);
+    expect(displayTitle(conversation)).toBe("New conversation");
+    expect(displayTitle({ ...conversation, messages: [{ role: "user", content: "Hi there" }] })).toBe("Hi there");
+  });
+
+  it("builds the chat request messages with the system prompt first and no stats", () => {
+    const conversation = {
+      ...newConversation("m"),
+      system_prompt: "Be kind.",
+      messages: [
+        { role: "user" as const, content: "hi" },
+        {
+          role: "assistant" as const,
+          content: "hello",
+          stats: { prompt_tokens: 1, completion_tokens: 1, ttft_s: 0, decode_tok_s: 0, finish_reason: "stop" },
+        },
+      ],
+    };
+    expect(requestMessages(conversation)).toEqual([
+      { role: "system", content: "Be kind." },
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "hello" },
+    ]);
+    expect(requestMessages({ ...conversation, system_prompt: "  " })).toHaveLength(2);
+  });
+
+  it("fills in fields a stored conversation lacks", () => {
+    const restored = normalizeConversation({ id: "a1", updated_at: "2026-01-01T00:00:00Z", sampling: { temperature: 0 } as never });
+    expect(restored).toEqual({
+      id: "a1",
+      title: "",
+      model_id: null,
+      system_prompt: "",
+      sampling: { ...DEFAULT_SAMPLING, temperature: 0 },
+      messages: [],
+      created_at: "2026-01-01T00:00:00Z",
+      updated_at: "2026-01-01T00:00:00Z",
+    });
+  });
+});

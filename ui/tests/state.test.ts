@@ -1,0 +1,250 @@
+// Tests for the state logic (models, conversations, chat) against a fake Api.
+
+import { describe, expect, it, vi } from "vitest";
+import { createCake } from "../src/state";
+import { selectedConversation } from "../src/state/app-state";
+import { newConversation } from "../src/lib/conversation";
+import type { Conversation } from "../src/api/types";
+import { STATS, createFakeApi, memoryStorage, model, replyUntilStopped, replyWith } from "./fake-api";
+
+async function started(setup: Parameters<typeof createFakeApi>[0] = { models: [model("m1")] }) {
+  const { api, server } = createFakeApi(setup);
+  const storage = memoryStorage();
+  const cake = createCake(api, storage);
+  await cake.start();
+  return { cake, api, server, storage, state: () => cake.store.get() };
+}
+
+function saved(id: string, title: string, updatedAt: string, extra: Partial<Conversation> = {}): Conversation {
+  return { ...newConversation("m1"), id, title, updated_at: updatedAt, ...extra };
+}
+
+describe("start", () => {
+  it("opens a new conversation when there is none", async () => {
+    const { state } = await started();
+    expect(state().modelsReady).toBe(true);
+    expect(state().summaries).toEqual([]);
+    expect(selectedConversation(state())?.messages).toEqual([]);
+  });
+
+  it("restores the newest conversation from the server", async () => {
+    const older = saved("old", "Old", "2024-01-01T00:00:00Z");
+    const newer = saved("new", "New", "2024-02-01T00:00:00Z", {
+      messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "hello", stats: STATS }],
+    });
+    const { state } = await started({ models: [model("m1")], conversations: [older, newer] });
+    expect(state().summaries.map((s) => s.id)).toEqual(["new", "old"]);
+    expect(selectedConversation(state())?.messages).toHaveLength(2);
+  });
+
+  it("reopens the conversation that was open last", async () => {
+    const a = saved("a", "A", "2024-01-01T00:00:00Z");
+    const b = saved("b", "B", "2024-02-01T00:00:00Z");
+    const { api } = createFakeApi({ conversations: [a, b] });
+    const storage = memoryStorage();
+    storage.setItem("cake.lastConversation", "a");
+    const cake = createCake(api, storage);
+    await cake.start();
+    expect(cake.store.get().selectedId).toBe("a");
+  });
+});
+
+describe("chat", () => {
+  it("streams a reply, stores its stats and saves with a title", async () => {
+    const { cake, api, server, state } = await started();
+    const id = state().selectedId!;
+    cake.conversations.change(id, { system_prompt: "Be brief." });
+    await cake.chat.send("What is Cake, in one long sentence please?");
+
+    const conversation = selectedConversation(state())!;
+    expect(conversation.messages).toEqual([
+      { role: "user", content: "What is Cake, in one long sentence please?" },
+      { role: "assistant", content: "Hello there", stats: STATS },
+    ]);
+    expect(state().generatingId).toBeNull();
+
+    const request = vi.mocked(api.chat).mock.calls[0][0];
+    expect(request.model_id).toBe("m1");
+    expect(request.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "What is Cake, in one long sentence please?" },
+    ]);
+    expect(request.max_tokens).toBe(state().prefs.maxTokens);
+
+    const stored = server.conversations.get(id)!;
+    expect(stored.title).toBe("What is Cake, in one long sentence…");
+    expect(stored.model_id).toBe("m1");
+    expect(stored.messages).toHaveLength(2);
+    expect(state().summaries[0].id).toBe(id);
+  });
+
+  it("shows tokens as they arrive", async () => {
+    const { cake, server, state } = await started();
+    const seen: string[] = [];
+    server.chatScript = async (_request, onToken) => {
+      onToken("a");
+      seen.push(selectedConversation(state())!.messages.at(-1)!.content);
+      onToken("b");
+      seen.push(selectedConversation(state())!.messages.at(-1)!.content);
+      return STATS;
+    };
+    await cake.chat.send("hi");
+    expect(seen).toEqual(["a", "ab"]);
+  });
+
+  it("keeps the partial reply when stopped, and saves it", async () => {
+    const { cake, server, state } = await started();
+    server.chatScript = replyUntilStopped("Par", "tial");
+    const sending = cake.chat.send("hi");
+    await Promise.resolve();
+    expect(state().generatingId).not.toBeNull();
+    cake.chat.stop();
+    await sending;
+    const messages = selectedConversation(state())!.messages;
+    expect(messages.at(-1)).toEqual({ role: "assistant", content: "Partial" });
+    expect(state().notices).toEqual([]);
+    expect(server.conversations.get(state().selectedId!)!.messages).toHaveLength(2);
+  });
+
+  it("drops an empty reply when stopped before the first token", async () => {
+    const { cake, server, state } = await started();
+    server.chatScript = replyUntilStopped();
+    const sending = cake.chat.send("hi");
+    cake.chat.stop();
+    await sending;
+    expect(selectedConversation(state())!.messages).toEqual([{ role: "user", content: "hi" }]);
+  });
+
+  it("reports a failure and keeps the user's message", async () => {
+    const { cake, server, state } = await started();
+    server.chatScript = async () => {
+      throw new Error("model crashed");
+    };
+    await cake.chat.send("hi");
+    expect(state().notices.map((n) => n.message)).toEqual(["model crashed"]);
+    expect(selectedConversation(state())!.messages).toEqual([{ role: "user", content: "hi" }]);
+    expect(state().generatingId).toBeNull();
+  });
+
+  it("regenerates the last reply", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("hi");
+    server.chatScript = replyWith("Another");
+    await cake.chat.regenerate();
+    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["hi", "Another"]);
+  });
+
+  it("edits a user message, drops what followed, and resends", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("first");
+    await cake.chat.send("second");
+    server.chatScript = replyWith("Edited answer");
+    await cake.chat.editAndResend(0, "first, edited");
+    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["first, edited", "Edited answer"]);
+    expect(server.conversations.get(state().selectedId!)!.messages).toHaveLength(2);
+  });
+
+  it("asks for a model when none is usable", async () => {
+    const { cake, api, state } = await started({ models: [model("broken", { status: "incomplete" })] });
+    await cake.chat.send("hi");
+    expect(api.chat).not.toHaveBeenCalled();
+    expect(state().notices[0].message).toMatch(/Choose a model/);
+  });
+
+  it("uses a fresh seed per reply unless told otherwise", async () => {
+    const { cake, api } = await started();
+    cake.setPrefs({ freshSeed: false });
+    await cake.chat.send("a");
+    await cake.chat.send("b");
+    const calls = vi.mocked(api.chat).mock.calls;
+    expect(calls[0][0].sampling.seed).toBe(calls[1][0].sampling.seed);
+  });
+});
+
+describe("conversations", () => {
+  it("does not pile up empty new conversations", async () => {
+    const { cake, state } = await started();
+    const first = state().selectedId;
+    cake.conversations.create();
+    expect(state().selectedId).toBe(first);
+  });
+
+  it("deletes a conversation and opens the next one", async () => {
+    const a = saved("a", "A", "2024-01-01T00:00:00Z");
+    const b = saved("b", "B", "2024-02-01T00:00:00Z");
+    const { cake, server, state } = await started({ conversations: [a, b] });
+    expect(state().selectedId).toBe("b");
+    await cake.deleteConversation("b");
+    expect(server.conversations.has("b")).toBe(false);
+    expect(state().summaries.map((s) => s.id)).toEqual(["a"]);
+    await Promise.resolve();
+    expect(state().selectedId).toBe("a");
+  });
+
+  it("stops a streaming reply when its conversation is deleted, without saving it back", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("first");
+    const id = state().selectedId!;
+    server.chatScript = replyUntilStopped("partial");
+    const sending = cake.chat.send("second");
+    await Promise.resolve();
+    await cake.deleteConversation(id);
+    await sending;
+    expect(server.conversations.has(id)).toBe(false);
+    expect(state().conversations[id]).toBeUndefined();
+    expect(state().generatingId).toBeNull();
+    expect(state().selectedId).not.toBe(id);
+  });
+});
+
+describe("models", () => {
+  it("loads a model with progress", async () => {
+    const { cake, state } = await started();
+    const fractions: number[] = [];
+    cake.store.subscribe(() => {
+      const loading = cake.store.get().loading;
+      if (loading) fractions.push(loading.fraction);
+    });
+    await cake.models.load("m1");
+    expect(fractions).toContain(0.5);
+    expect(state().loadedModelId).toBe("m1");
+    expect(state().loading).toBeNull();
+  });
+
+  it("imports a path and reports a path that is not a model", async () => {
+    const { cake, state } = await started();
+    await cake.models.importPath("/tmp/model.gguf");
+    expect(state().models.map((m) => m.id)).toContain("file:/tmp/model.gguf");
+    await cake.models.importPath("/tmp/notes.txt");
+    expect(state().notices.at(-1)!.message).toBe("/tmp/notes.txt is not a model");
+  });
+
+  it("downloads with progress and can be cancelled", async () => {
+    const { cake, server, state } = await started({ models: [] });
+    server.downloadScript = (onProgress, signal) =>
+      new Promise((_, reject) => {
+        onProgress({ type: "progress", file: "model.safetensors", downloaded_bytes: 5, total_bytes: 10, bytes_per_s: 1, eta_s: 5 });
+        signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
+      });
+    const downloading = cake.models.download("HuggingFaceTB/SmolLM2-135M-Instruct");
+    await Promise.resolve();
+    expect(state().download?.progress?.downloaded_bytes).toBe(5);
+    cake.models.cancelDownload();
+    await downloading;
+    expect(state().download).toBeNull();
+    expect(state().notices).toEqual([]);
+  });
+
+  it("adds a downloaded model to the list", async () => {
+    const { cake, server, state } = await started({ models: [] });
+    server.downloadScript = async () => model("hf:org/new");
+    await cake.models.download("org/new");
+    expect(state().models.map((m) => m.id)).toEqual(["hf:org/new"]);
+  });
+
+  it("deletes a model", async () => {
+    const { cake, state } = await started({ models: [model("m1"), model("m2")] });
+    await cake.models.remove("m1");
+    expect(state().models.map((m) => m.id)).toEqual(["m2"]);
+  });
+});
