@@ -243,3 +243,15 @@ fn missing_model_path_is_reported() {
     let err = cake_error(&["run", "--model", "/nonexistent/model.gguf", "--prompt", "x"]);
     assert_mentions(&err, &["/nonexistent/model.gguf", "no such model"]);
 }
+
+#[test]
+fn no_subcommand_without_a_display_points_to_cake_serve() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cake serve") && !err.contains("panicked"), "{err}");
+}
