@@ -43,10 +43,12 @@ function brokenModelCache(root) {
 
 let server;
 let baseUrl;
+let workDir;
 let browser;
 
 before(async () => {
   const root = mkdtempSync(path.join(tmpdir(), "cake-e2e-"));
+  workDir = root;
   mkdirSync(path.join(root, "data", "models"), { recursive: true });
   symlinkSync(defaultModel(), path.join(root, "data", "models", path.basename(defaultModel())));
   brokenModelCache(root);
@@ -165,6 +167,19 @@ test("a broken model shows the engine's error and chat with another model still 
   const message = await error.innerText();
   assert.match(message, /config\.json implies/, message);
   await page.screenshot({ path: path.join(outDir, "browser-broken-model.png") });
+
+  // Importing something that is not a model says why.
+  const notes = path.join(workDir, "notes.txt");
+  writeFileSync(notes, "shopping list: flour, sugar, eggs");
+  await page.locator('[data-testid="import-path"]').fill(notes);
+  await page.locator('[data-testid="import-button"]').click();
+  await page.locator('[data-testid="error-message"]', { hasText: "is not a model" }).waitFor({ timeout: 30_000 });
+
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  // A prompt longer than the model's context is refused with the reason.
+  await send(page, "bake ".repeat(9000));
+  await page.locator('[data-testid="error-message"]', { hasText: "context length" }).waitFor({ timeout: 120_000 });
 
   await page.locator('[data-testid="new-conversation"]').click();
   await page.locator('[data-testid="model-select"]').selectOption("default");

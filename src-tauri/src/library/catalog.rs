@@ -106,54 +106,68 @@ impl Catalog {
 
     /// Every model the app knows of, default first.
     pub fn list(&self) -> Result<Vec<ModelEntry>> {
-        let mut entries = Vec::new();
-        let default = self.default_model_path();
-        if default.exists() {
-            entries.push(entry(
-                "default".into(),
-                "SmolLM2 135M Instruct (default)".into(),
-                ModelSource::Default,
-                default,
-            ));
-        }
-        entries.extend(self.hf_cache_entries()?);
-        for path in self.imports()? {
-            let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
-            entries.push(entry(format!("file:{}", path.display()), name, ModelSource::Imported, path));
-        }
-        Ok(entries)
+        Ok(self.candidates()?.into_iter().map(Candidate::inspect).collect())
     }
 
-    /// The entry with `id`.
+    /// The entry with `id` (only that model's files are inspected).
     pub fn find(&self, id: &str) -> Result<ModelEntry> {
-        self.list()?
+        self.candidates()?
             .into_iter()
-            .find(|e| e.id == id)
+            .find(|c| c.id == id)
+            .map(Candidate::inspect)
             .with_context(|| format!("no model with id `{id}` in the library"))
     }
 
-    fn hf_cache_entries(&self) -> Result<Vec<ModelEntry>> {
+    /// Where every known model lives, without opening any of them.
+    fn candidates(&self) -> Result<Vec<Candidate>> {
+        let mut found = Vec::new();
+        let default = self.default_model_path();
+        if default.exists() {
+            found.push(Candidate {
+                id: "default".into(),
+                name: "SmolLM2 135M Instruct (default)".into(),
+                source: ModelSource::Default,
+                path: default,
+                partial_download: false,
+            });
+        }
+        found.extend(self.hf_cache_candidates()?);
+        for path in self.imports()? {
+            let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+            found.push(Candidate {
+                id: format!("file:{}", path.display()),
+                name,
+                source: ModelSource::Imported,
+                path,
+                partial_download: false,
+            });
+        }
+        Ok(found)
+    }
+
+    fn hf_cache_candidates(&self) -> Result<Vec<Candidate>> {
         let Ok(dir) = std::fs::read_dir(&self.hf_cache) else {
             return Ok(Vec::new());
         };
-        let mut entries = Vec::new();
         let mut repos: Vec<String> = dir
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().to_str()?.strip_prefix("models--").map(|r| r.replacen("--", "/", 1)))
             .collect();
         repos.sort();
+        let mut found = Vec::new();
         for repo in repos {
             let Some(snapshot) = hf_cache::find_snapshot(&self.hf_cache, &repo)? else {
                 continue;
             };
-            let mut e = entry(format!("hf:{repo}"), repo.clone(), ModelSource::HfCache, snapshot);
-            if hf_cache::has_incomplete_blobs(&self.hf_cache, &repo) && e.status == ModelStatus::Complete {
-                e.status = ModelStatus::Incomplete;
-                e.problem = Some("a download of this model did not finish".into());
-            }
-            entries.push(e);
+            found.push(Candidate {
+                id: format!("hf:{repo}"),
+                partial_download: hf_cache::has_incomplete_blobs(&self.hf_cache, &repo),
+                name: repo,
+                source: ModelSource::HfCache,
+                path: snapshot,
+            });
         }
-        Ok(entries)
+        Ok(found)
     }
 
     fn imports(&self) -> Result<Vec<PathBuf>> {
@@ -211,19 +225,36 @@ impl Catalog {
     }
 }
 
-fn entry(id: String, name: String, source: ModelSource, path: PathBuf) -> ModelEntry {
-    let inspection = inspect(&path);
-    ModelEntry {
-        id,
-        name,
-        source,
-        size_bytes: disk_size(&path),
-        path,
-        architecture: inspection.architecture,
-        parameters: inspection.parameters,
-        dtype: inspection.dtype,
-        status: inspection.status,
-        problem: inspection.problem,
+/// A model's place in the library, before its files are read.
+struct Candidate {
+    id: String,
+    name: String,
+    source: ModelSource,
+    path: PathBuf,
+    /// A download of it was interrupted.
+    partial_download: bool,
+}
+
+impl Candidate {
+    /// Reads the model's headers to fill in its row.
+    fn inspect(self) -> ModelEntry {
+        let mut inspection = inspect(&self.path);
+        if self.partial_download && inspection.status == ModelStatus::Complete {
+            inspection.status = ModelStatus::Incomplete;
+            inspection.problem = Some("a download of this model did not finish".into());
+        }
+        ModelEntry {
+            size_bytes: disk_size(&self.path),
+            id: self.id,
+            name: self.name,
+            source: self.source,
+            path: self.path,
+            architecture: inspection.architecture,
+            parameters: inspection.parameters,
+            dtype: inspection.dtype,
+            status: inspection.status,
+            problem: inspection.problem,
+        }
     }
 }
 
