@@ -1,0 +1,275 @@
+//! The cluster's secure channel over real loopback TCP: mutual
+//! authentication, sealed frames, and every way a peer might cheat or send
+//! garbage.
+
+use cake::cluster::secure_channel::{ClusterKey, SecureChannel, MAX_FRAME, PROTOCOL_VERSION};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+fn key(text: &str) -> ClusterKey {
+    ClusterKey::from_passphrase(text).unwrap()
+}
+
+/// A worker that accepts one connection with `worker_key` and returns what
+/// `accept` (then one `receive`) gave.
+fn worker(worker_key: ClusterKey) -> (u16, thread::JoinHandle<anyhow::Result<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut channel = SecureChannel::accept(stream, &worker_key, "master")?;
+        let message = channel.receive()?;
+        channel.send(b"pong")?;
+        Ok(message)
+    });
+    (port, handle)
+}
+
+fn connect(port: u16) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+}
+
+#[test]
+fn same_key_authenticates_and_frames_round_trip() {
+    let (port, worker) = worker(key("correct horse battery"));
+    let mut master = SecureChannel::connect(connect(port), &key("correct horse battery"), "worker").unwrap();
+    master.send(b"ping").unwrap();
+    assert_eq!(master.receive().unwrap(), b"pong");
+    assert_eq!(worker.join().unwrap().unwrap(), b"ping");
+}
+
+#[test]
+fn wrong_key_is_rejected_before_any_frame() {
+    let (port, worker) = worker(key("correct horse battery"));
+    let err = SecureChannel::connect(connect(port), &key("wrong horse battery"), "worker").err().unwrap();
+    assert!(format!("{err:#}").contains("does not hold this cluster's key"), "{err:#}");
+    let worker_err = worker.join().unwrap().unwrap_err();
+    assert!(format!("{worker_err:#}").contains("closed the connection before proving"), "{worker_err:#}");
+}
+
+/// What a worker sends after a master's hello: version, nonce, proof.
+fn worker_reply(stream: &mut TcpStream) -> ([u8; 32], [u8; 32]) {
+    let mut head = [0u8; 6];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..4], b"CAKE");
+    let mut nonce = [0u8; 32];
+    stream.read_exact(&mut nonce).unwrap();
+    let mut proof = [0u8; 32];
+    stream.read_exact(&mut proof).unwrap();
+    (nonce, proof)
+}
+
+fn hello(nonce: &[u8; 32]) -> Vec<u8> {
+    let mut out = b"CAKE".to_vec();
+    out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    out.extend_from_slice(nonce);
+    out
+}
+
+#[test]
+fn a_peer_without_the_key_cannot_reflect_the_workers_challenge() {
+    // The attacker opens connection A, learns the worker's nonce, then opens
+    // connection B presenting that nonce as its own, hoping the worker's
+    // answer on B is the proof A needs. It is not: proofs name their role.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let worker_key = key("correct horse battery");
+    let server = thread::spawn(move || {
+        let mut results = Vec::new();
+        for _ in 0..2 {
+            let (stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let key = worker_key.clone();
+            results.push(thread::spawn(move || SecureChannel::accept(stream, &key, "master").map(|_| ())));
+        }
+        results.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    let mut a = connect(port);
+    a.write_all(&hello(&[7u8; 32])).unwrap();
+    let (worker_nonce_a, worker_proof_a) = worker_reply(&mut a);
+    let mut b = connect(port);
+    b.write_all(&hello(&worker_nonce_a)).unwrap();
+    let (_, worker_proof_b) = worker_reply(&mut b);
+    // Offer the worker's own answers back as master proofs.
+    a.write_all(&worker_proof_b).unwrap();
+    b.write_all(&worker_proof_a).unwrap();
+    for result in server.join().unwrap() {
+        let err = result.unwrap_err();
+        assert!(format!("{err:#}").contains("does not hold this cluster's key"), "{err:#}");
+    }
+}
+
+#[test]
+fn a_replayed_handshake_fails() {
+    // Record everything a genuine master sends in one session…
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let k = key("correct horse battery");
+    let recorder = {
+        let k = k.clone();
+        thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut master_hello = [0u8; 38];
+            stream.read_exact(&mut master_hello).unwrap();
+            // Answer as a real worker would, to get the master's proof.
+            let mut tee = Tee { inner: stream, prefix: master_hello.to_vec(), recorded: Vec::new() };
+            let _ = SecureChannel::accept(&mut tee, &k, "master");
+            let mut recorded = master_hello.to_vec();
+            recorded.extend_from_slice(&tee.recorded);
+            (listener, recorded)
+        })
+    };
+    let _genuine = SecureChannel::connect(connect(port), &k, "worker").unwrap();
+    let (listener, recorded) = recorder.join().unwrap();
+    // …then replay it to the worker on a new connection.
+    let port = listener.local_addr().unwrap().port();
+    let replay = thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        SecureChannel::accept(stream, &k, "master").map(|_| ())
+    });
+    let mut attacker = connect(port);
+    attacker.write_all(&recorded).unwrap();
+    let err = replay.join().unwrap().unwrap_err();
+    assert!(format!("{err:#}").contains("does not hold this cluster's key"), "{err:#}");
+}
+
+/// Replays `prefix` before reading from `inner`, recording what is read after it.
+struct Tee<S> {
+    inner: S,
+    prefix: Vec<u8>,
+    recorded: Vec<u8>,
+}
+
+impl<S: Read> Read for Tee<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.prefix.is_empty() {
+            let n = buf.len().min(self.prefix.len());
+            buf[..n].copy_from_slice(&self.prefix[..n]);
+            self.prefix.drain(..n);
+            return Ok(n);
+        }
+        let n = self.inner.read(buf)?;
+        self.recorded.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Tee<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[test]
+fn a_flipped_bit_in_a_sealed_frame_closes_the_connection() {
+    let (port, worker) = worker(key("correct horse battery"));
+    // A relay between master and worker that flips one bit of the first frame.
+    let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_port = relay.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let (mut from_master, _) = relay.accept().unwrap();
+        let mut to_worker = connect(port);
+        let mut back_worker = to_worker.try_clone().unwrap();
+        let mut back_master = from_master.try_clone().unwrap();
+        thread::spawn(move || {
+            let _ = std::io::copy(&mut back_worker, &mut back_master);
+        });
+        let handshake = 38 + 32;
+        let mut sent = 0usize;
+        let mut buf = [0u8; 1];
+        while from_master.read_exact(&mut buf).is_ok() {
+            if sent == handshake + 4 + 2 {
+                buf[0] ^= 0x01;
+            }
+            sent += 1;
+            if to_worker.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let mut master = SecureChannel::connect(connect(relay_port), &key("correct horse battery"), "worker").unwrap();
+    master.send(b"transfer 100 coins").unwrap();
+    let err = worker.join().unwrap().unwrap_err();
+    assert!(format!("{err:#}").contains("failed authentication"), "{err:#}");
+}
+
+#[test]
+fn random_bytes_get_a_clear_error() {
+    let (port, worker) = worker(key("correct horse battery"));
+    let mut stream = connect(port);
+    let garbage: Vec<u8> = (0..64).map(|i| (i * 37 % 251) as u8).collect();
+    stream.write_all(&garbage).unwrap();
+    let err = worker.join().unwrap().unwrap_err();
+    assert!(format!("{err:#}").contains("is not a Cake node"), "{err:#}");
+}
+
+#[test]
+fn a_frame_claiming_4_gib_is_refused_without_allocating_it() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let k = key("correct horse battery");
+    let worker = {
+        let k = k.clone();
+        thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut channel = SecureChannel::accept(stream, &k, "master").unwrap();
+            channel.receive()
+        })
+    };
+    let stream = connect(port);
+    let mut raw = stream.try_clone().unwrap();
+    let _master = SecureChannel::connect(stream, &k, "worker").unwrap();
+    raw.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let err = worker.join().unwrap().unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("4294967295 bytes") && message.contains(&MAX_FRAME.to_string()), "{message}");
+}
+
+#[test]
+fn a_version_mismatch_names_both_versions() {
+    // A worker from the future answers with version 9.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut hello_in = [0u8; 38];
+        stream.read_exact(&mut hello_in).unwrap();
+        let mut reply = b"CAKE".to_vec();
+        reply.extend_from_slice(&9u16.to_be_bytes());
+        reply.extend_from_slice(&[1u8; 64]);
+        stream.write_all(&reply).unwrap();
+    });
+    let err = SecureChannel::connect(connect(port), &key("correct horse battery"), "worker-a").err().unwrap();
+    let message = format!("{err:#}");
+    assert!(message.contains("worker-a speaks cluster protocol v9, this app v1"), "{message}");
+
+    // And a master from the future reaching a worker of today.
+    let (port, worker) = worker(key("correct horse battery"));
+    let mut stream = connect(port);
+    let mut future = b"CAKE".to_vec();
+    future.extend_from_slice(&9u16.to_be_bytes());
+    future.extend_from_slice(&[2u8; 32]);
+    stream.write_all(&future).unwrap();
+    let err = worker.join().unwrap().unwrap_err();
+    assert!(format!("{err:#}").contains("speaks cluster protocol v9, this app v1"), "{err:#}");
+}
+
+#[test]
+fn the_fingerprint_does_not_reveal_the_key() {
+    let k = key("correct horse battery");
+    let print = k.fingerprint();
+    assert_eq!(print.len(), 12);
+    assert!(!print.contains("correct"));
+    assert_ne!(print, key("correct horse batterz").fingerprint());
+    assert!(!format!("{k:?}").contains("correct"));
+    assert!(ClusterKey::from_passphrase("short").is_err());
+}
