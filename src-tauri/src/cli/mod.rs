@@ -1,15 +1,19 @@
 //! The `cake` command line: argument parsing and dispatch.
 
 mod chat;
+mod worker;
 mod library;
 mod perplexity;
 mod run;
 mod serve;
 
+use crate::cluster::master::load_distributed;
+use crate::cluster::remote::RemoteWorker;
+use crate::cluster::secure_channel::ClusterKey;
 use crate::library::resolve_model;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::{SamplingOverrides, SamplingParams};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::DType;
 use clap::{Args, Parser, Subcommand};
 
@@ -33,6 +37,8 @@ pub enum Command {
     List(library::ListArgs),
     /// Delete a model from the library.
     Rm(library::RmArgs),
+    /// Offer this machine's memory and compute to a cluster.
+    Worker(worker::WorkerArgs),
     /// Serve the web UI, the app API and the OpenAI-compatible API over HTTP.
     Serve(serve::ServeArgs),
     /// Score a text: per-token negative log-likelihood and perplexity.
@@ -53,6 +59,32 @@ pub struct ModelArgs {
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Running over workers: their addresses and the shared key.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// A worker to run layers on, as host:port (repeatable).
+    #[arg(long = "worker")]
+    pub workers: Vec<String>,
+    /// The cluster key the workers were started with (or $CAKE_CLUSTER_KEY).
+    #[arg(long, env = "CAKE_CLUSTER_KEY", hide_env_values = true)]
+    pub cluster_key: Option<String>,
+    /// Bytes of weights this machine may hold (default: its available memory).
+    #[arg(long)]
+    pub max_memory: Option<u64>,
+}
+
+impl ClusterArgs {
+    pub fn key(&self) -> Result<ClusterKey> {
+        let text = self
+            .cluster_key
+            .as_deref()
+            .context("workers need the cluster key: pass --cluster-key or set CAKE_CLUSTER_KEY")?;
+        ClusterKey::from_passphrase(text)
+    }
 }
 
 impl ModelArgs {
@@ -86,7 +118,21 @@ impl ModelArgs {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        let model = TextModel::load(&path, &options)?;
+        if self.cluster.workers.is_empty() {
+            let model = TextModel::load(&path, &options)?;
+            return Ok((model, start.elapsed().as_secs_f64()));
+        }
+        let key = self.cluster.key()?;
+        let workers = self
+            .cluster
+            .workers
+            .iter()
+            .map(|address| RemoteWorker::connect(address, &key))
+            .collect::<Result<Vec<_>>>()?;
+        let (model, plan) = load_distributed(&path, &options, workers, self.cluster.max_memory)?;
+        for stage in &plan.stages {
+            eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
+        }
         Ok((model, start.elapsed().as_secs_f64()))
     }
 }
@@ -171,6 +217,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Pull(args) => library::pull(args),
         Command::List(args) => library::list(args),
         Command::Rm(args) => library::rm(args),

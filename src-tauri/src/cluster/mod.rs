@@ -1,8 +1,17 @@
 //! Running one model across the machines of a LAN.
 //!
-//! So far: [`secure_channel`], the mutually authenticated, encrypted
-//! connection every cluster message travels over, and [`assignment`], which
-//! decides which machine runs which layers.
+//! - [`secure_channel`]: the mutually authenticated, encrypted connection
+//!   every cluster message travels over.
+//! - [`protocol`]: the messages inside it.
+//! - [`machine`]: what a machine offers (memory, speed).
+//! - [`assignment`]: which machine runs which layers.
+//! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
+//! - [`master`]: loading a model split over the master and its workers.
 
 pub mod assignment;
+pub mod machine;
+pub mod master;
+pub mod protocol;
+pub mod remote;
 pub mod secure_channel;
+pub mod worker;

@@ -70,6 +70,31 @@ impl Checkpoint {
         }
     }
 
+    /// Stored bytes of each layer, and of everything outside the layers
+    /// (embedding, final norm, LM head), from headers only.
+    pub fn layer_bytes(&self) -> Result<(Vec<u64>, u64)> {
+        let mut layers = vec![0u64; self.config().num_hidden_layers()];
+        let mut other = 0u64;
+        let mut add = |layer: Option<usize>, bytes: u64| match layer {
+            Some(i) if i < layers.len() => layers[i] += bytes,
+            _ => other += bytes,
+        };
+        match self {
+            Self::Folder { dir, .. } => {
+                for (name, bytes) in super::sources::folder::tensor_sizes(dir)? {
+                    add(super::sources::selection::layer_index(&name), bytes);
+                }
+            }
+            Self::Gguf { file, .. } => {
+                for (name, info) in &file.content.tensor_infos {
+                    let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
+                    add(layer, crate::formats::gguf::byte_size(info)?);
+                }
+            }
+        }
+        Ok((layers, other))
+    }
+
     /// Loads the tensors `selection` names (all of them when `None`).
     pub fn load_decoder(&self, selection: Option<TensorSelection>, options: &LoadOptions) -> Result<Decoder> {
         self.load_decoder_with_progress(selection, options, &mut |_, _| {})

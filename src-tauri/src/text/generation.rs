@@ -106,7 +106,7 @@ pub fn generate(
     let mut sampler = Sampler::new(request.sampling.clone());
     let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
     let mut stops = StopStrings::new(&request.stop_strings);
-    let mut cache = model.decoder.new_cache();
+    let mut session = model.new_session();
     let mut history = prompt.clone();
     let mut generated = Vec::new();
     let mut text = String::new();
@@ -122,10 +122,18 @@ pub fn generate(
             break;
         }
         let logits = if request.no_kv_cache {
-            let mut fresh = model.decoder.new_cache();
-            model.decoder.forward(&history, &mut fresh, LogitsFor::Last)?
+            let mut fresh = model.new_session();
+            let logits = model.forward(&history, &mut fresh, LogitsFor::Last);
+            model.end_session(fresh);
+            logits?
         } else {
-            model.decoder.forward(&next_input, &mut cache, LogitsFor::Last)?
+            match model.forward(&next_input, &mut session, LogitsFor::Last) {
+                Ok(logits) => logits,
+                Err(e) => {
+                    model.end_session(session);
+                    return Err(e);
+                }
+            }
         };
         let mut logits = logits.squeeze(0)?.to_vec1::<f32>()?;
         let token = sampler.sample(&mut logits, &history);
@@ -177,6 +185,7 @@ pub fn generate(
             let _ = on_token(TokenEvent { id: None, text: &rest });
         }
     }
+    model.end_session(session);
     if let Some(t) = first_token_at {
         let decoded_after_first = generated.len().saturating_sub(1);
         timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);

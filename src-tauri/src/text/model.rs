@@ -7,15 +7,37 @@
 use super::chat_template::ChatTemplate;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
-use crate::models::decoder::Decoder;
+use crate::cluster::remote::RemoteWorker;
+use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
+use crate::models::nn::kv_cache::KvCache;
 pub use crate::models::loader::LoadOptions;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use candle_core::Tensor;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Layers that run on another machine, after the local ones.
+pub struct RemoteStage {
+    pub worker: Arc<RemoteWorker>,
+    pub layers: Range<usize>,
+}
+
+/// One sequence being processed: the local KV cache, and the id under which
+/// workers keep theirs.
+pub struct Session {
+    pub cache: KvCache,
+    pub sequence: u64,
+}
 
 pub struct TextModel {
     pub path: PathBuf,
+    /// The local part: embedding, the first layers (all of them on a single
+    /// machine), final norm and LM head.
     pub decoder: Decoder,
+    /// Later layers on workers, in pipeline order (empty on a single machine).
+    pub remote_stages: Vec<RemoteStage>,
     pub tokenizer: Option<TextTokenizer>,
     /// Raw Jinja source of the model's chat template, if it has one.
     pub chat_template_source: Option<String>,
@@ -39,8 +61,14 @@ impl TextModel {
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let checkpoint = Checkpoint::open(path)?;
-        let mut eos = checkpoint.config().eos_token_ids.clone();
         let decoder = checkpoint.load_decoder_with_progress(None, options, on_layer)?;
+        Self::assemble(path, &checkpoint, decoder, Vec::new())
+    }
+
+    /// A model from a loaded local part and the stages on workers; reads the
+    /// tokenizer, chat template and stop tokens from the checkpoint.
+    pub fn assemble(path: &Path, checkpoint: &Checkpoint, decoder: Decoder, remote_stages: Vec<RemoteStage>) -> Result<Self> {
+        let mut eos = checkpoint.config().eos_token_ids.clone();
         let mut sampling_defaults = SamplingParams::default();
         let (tokenizer, chat_template_source) = match &checkpoint {
             Checkpoint::Folder { dir, .. } => {
@@ -67,11 +95,47 @@ impl TextModel {
         Ok(Self {
             path: path.to_path_buf(),
             decoder,
+            remote_stages,
             tokenizer,
             chat_template_source,
             eos_token_ids: eos,
             sampling_defaults,
         })
+    }
+
+    /// A new sequence with empty caches.
+    pub fn new_session(&self) -> Session {
+        Session {
+            cache: self.decoder.new_cache(),
+            sequence: rand::random(),
+        }
+    }
+
+    /// Frees the workers' caches of a finished sequence.
+    pub fn end_session(&self, session: Session) {
+        for stage in &self.remote_stages {
+            // A worker that is gone has nothing left to free.
+            let _ = stage.worker.forget(session.sequence);
+        }
+    }
+
+    /// Hidden states after every layer, local and remote, for `tokens`
+    /// appended to the session.
+    pub fn hidden_states(&self, tokens: &[u32], session: &mut Session) -> Result<Tensor> {
+        if tokens.is_empty() {
+            bail!("no tokens to run");
+        }
+        let mut hidden = self.decoder.forward_layers(&self.decoder.embed(tokens)?, &mut session.cache)?;
+        for stage in &self.remote_stages {
+            hidden = stage.worker.forward(session.sequence, &hidden)?;
+        }
+        Ok(hidden)
+    }
+
+    /// f32 logits for `tokens` appended to the session.
+    pub fn forward(&self, tokens: &[u32], session: &mut Session, which: LogitsFor) -> Result<Tensor> {
+        let hidden = self.hidden_states(tokens, session)?;
+        self.decoder.logits(&hidden, which)
     }
 
     /// The tokenizer, or an error saying the model has none.

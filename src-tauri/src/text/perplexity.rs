@@ -31,8 +31,10 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
         );
     }
     let decoder = &model.decoder;
-    let mut cache = decoder.new_cache();
-    let hidden = decoder.forward_layers(&decoder.embed(tokens)?, &mut cache)?;
+    let mut session = model.new_session();
+    let hidden = model.hidden_states(tokens, &mut session);
+    model.end_session(session);
+    let hidden = hidden?;
     let scored = tokens.len() - 1;
     let mut nll = Vec::with_capacity(scored);
     let mut start = 0;

@@ -1,0 +1,49 @@
+//! `cake worker`: join a cluster headless.
+
+use crate::cluster::secure_channel::ClusterKey;
+use crate::cluster::worker::{serve, WorkerConfig};
+use anyhow::{Context, Result};
+use clap::Args;
+use std::net::TcpListener;
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// The key every machine of the cluster shares (or $CAKE_CLUSTER_KEY).
+    #[arg(long, env = "CAKE_CLUSTER_KEY", hide_env_values = true)]
+    pub cluster_key: String,
+    /// This machine's name in the cluster (default: its host name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 10128)]
+    pub port: u16,
+    /// Bytes of weights to accept (default: the machine's available memory).
+    #[arg(long)]
+    pub max_memory: Option<u64>,
+    /// Worker threads for the CPU kernels (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+pub fn run(args: WorkerArgs) -> Result<()> {
+    if let Some(n) = args.threads {
+        super::set_threads(n)?;
+    }
+    let key = ClusterKey::from_passphrase(&args.cluster_key)?;
+    let name = args.name.unwrap_or_else(|| {
+        std::fs::read_to_string("/etc/hostname").map_or_else(|_| "worker".into(), |h| h.trim().to_string())
+    });
+    let listener = TcpListener::bind((args.host.as_str(), args.port))
+        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    serve(
+        listener,
+        WorkerConfig {
+            name,
+            key,
+            memory_bytes: args.max_memory,
+        },
+    )
+}

@@ -1,0 +1,68 @@
+//! Loading a model split over this machine and its workers.
+//!
+//! The master measures itself, asks each worker what it offers, plans the
+//! layer ranges ([`super::assignment`]), has every worker with layers load
+//! them, and loads its own range together with the embedding and the head.
+//! Workers that get no layers are not used.
+
+use super::assignment::{plan, NodeCapacity, Plan};
+use super::machine;
+use super::remote::RemoteWorker;
+use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::sources::selection::TensorSelection;
+use crate::text::model::{RemoteStage, TextModel};
+use anyhow::{Context, Result};
+use candle_core::DType;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Loads `path` over this machine (allowed `master_memory` bytes, default
+/// all available) and `workers`; returns the model and the plan used.
+pub fn load_distributed(
+    path: &Path,
+    options: &LoadOptions,
+    workers: Vec<RemoteWorker>,
+    master_memory: Option<u64>,
+) -> Result<(TextModel, Plan)> {
+    let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
+    let checkpoint = Checkpoint::open(&path)?;
+    let (layer_bytes, other_bytes) = checkpoint.layer_bytes()?;
+    let me = machine::describe("master", master_memory);
+    let mut nodes = vec![NodeCapacity {
+        name: me.name.clone(),
+        memory_bytes: me.memory_bytes,
+        bytes_per_second: me.bytes_per_second,
+    }];
+    nodes.extend(workers.iter().map(|w| NodeCapacity {
+        name: w.info.name.clone(),
+        memory_bytes: w.info.memory_bytes,
+        bytes_per_second: w.info.bytes_per_second,
+    }));
+    let plan = plan(&layer_bytes, other_bytes, &nodes)?;
+    let dtype = options.dtype.map(|d| match d {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        _ => "f32",
+    });
+    let mut stages = Vec::new();
+    for (worker, stage) in workers.into_iter().zip(&plan.stages[1..]) {
+        if stage.layers.is_empty() {
+            continue;
+        }
+        worker
+            .load(&path, stage.layers.start, stage.layers.end, dtype)
+            .with_context(|| format!("worker {} could not load layers {:?}", worker.info.name, stage.layers))?;
+        stages.push(RemoteStage {
+            worker: Arc::new(worker),
+            layers: stage.layers.clone(),
+        });
+    }
+    let selection = TensorSelection {
+        layers: plan.stages[0].layers.clone(),
+        embedding: true,
+        head: true,
+    };
+    let decoder = checkpoint.load_decoder(Some(selection), options)?;
+    let model = TextModel::assemble(&path, &checkpoint, decoder, stages)?;
+    Ok((model, plan))
+}

@@ -1,0 +1,95 @@
+//! The master's handle on one worker: a secure channel and the requests of
+//! [`super::protocol`], one at a time.
+
+use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
+use super::secure_channel::{ClusterKey, SecureChannel};
+use anyhow::{bail, Context, Result};
+use candle_core::Tensor;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long the master waits for any one answer (loading layers included).
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub struct RemoteWorker {
+    pub address: String,
+    pub info: WorkerInfo,
+    channel: Mutex<SecureChannel<TcpStream>>,
+}
+
+impl RemoteWorker {
+    /// Connects, authenticates and asks the worker to describe itself.
+    pub fn connect(address: &str, key: &ClusterKey) -> Result<Self> {
+        let socket = address
+            .to_socket_addrs()
+            .with_context(|| format!("`{address}` is not a host:port"))?
+            .next()
+            .with_context(|| format!("`{address}` resolves to nothing"))?;
+        let stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
+            .with_context(|| format!("cannot reach worker {address}"))?;
+        stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        let channel = SecureChannel::connect(stream, key, &format!("worker {address}"))?;
+        let mut worker = Self {
+            address: address.to_string(),
+            info: WorkerInfo {
+                name: address.to_string(),
+                os: String::new(),
+                cpu: String::new(),
+                devices: Vec::new(),
+                memory_bytes: 0,
+                bytes_per_second: 0.0,
+            },
+            channel: Mutex::new(channel),
+        };
+        match worker.ask(&Request::Info, &[])? {
+            (Response::Info(info), _) => worker.info = info,
+            (other, _) => bail!("worker {address} answered {other:?} to Info"),
+        }
+        Ok(worker)
+    }
+
+    /// Sends one request and waits for its answer; a worker's error is an error here.
+    fn ask(&self, request: &Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
+        let mut channel = self.channel.lock().expect("worker channel");
+        channel.send(&encode(request, payload))?;
+        let frame = channel.receive()?;
+        let (response, payload): (Response, &[u8]) = decode(&frame)?;
+        if let Response::Error { message } = response {
+            bail!("worker {} ({}): {message}", self.info.name, self.address);
+        }
+        Ok((response, payload.to_vec()))
+    }
+
+    /// Has the worker load layers `start..end` of the model at `model`.
+    pub fn load(&self, model: &Path, start: usize, end: usize, dtype: Option<&str>) -> Result<()> {
+        let request = Request::Load {
+            model: model.to_path_buf(),
+            start,
+            end,
+            dtype: dtype.map(str::to_string),
+        };
+        match self.ask(&request, &[])? {
+            (Response::Loaded { .. }, _) => Ok(()),
+            (other, _) => bail!("worker {} answered {other:?} to Load", self.address),
+        }
+    }
+
+    /// Runs the worker's layers on `hidden` within sequence `sequence`.
+    pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
+        let (shape, bytes) = tensor_to_bytes(hidden)?;
+        match self.ask(&Request::Forward { sequence, shape }, &bytes)? {
+            (Response::Hidden { shape }, payload) => {
+                tensor_from_bytes(&shape, &payload, hidden.device())?.to_dtype(hidden.dtype()).map_err(Into::into)
+            }
+            (other, _) => bail!("worker {} answered {other:?} to Forward", self.address),
+        }
+    }
+
+    /// Frees the worker's cache of `sequence`.
+    pub fn forget(&self, sequence: u64) -> Result<()> {
+        self.ask(&Request::Forget { sequence }, &[]).map(|_| ())
+    }
+}

@@ -1,0 +1,132 @@
+//! The worker side: accept masters, prove the cluster key, then load the
+//! layers a master assigns and run them on the hidden states it sends.
+//!
+//! Each connection is one master's session with its own loaded stage and
+//! one KV cache per sequence, so a master that reconnects starts clean.
+
+use super::machine;
+use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
+use super::secure_channel::{ClusterKey, SecureChannel};
+use crate::models::decoder::Decoder;
+use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::nn::kv_cache::KvCache;
+use crate::models::sources::selection::TensorSelection;
+use anyhow::{Context, Result};
+use candle_core::DType;
+use std::collections::HashMap;
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+/// How long a master may stay silent before the worker drops it.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a worker offers.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub name: String,
+    pub key: ClusterKey,
+    /// Bytes of weights it will hold (default: the machine's available memory).
+    pub memory_bytes: Option<u64>,
+}
+
+impl WorkerConfig {
+    fn info(&self) -> WorkerInfo {
+        machine::describe(&self.name, self.memory_bytes)
+    }
+}
+
+/// Serves masters on `listener` until the process ends, one thread each.
+pub fn serve(listener: TcpListener, config: WorkerConfig) -> Result<()> {
+    let info = config.info();
+    eprintln!(
+        "worker {} ready on {} ({:.2} GB for weights, ~{:.1} GB/s)",
+        info.name,
+        listener.local_addr()?,
+        info.memory_bytes as f64 / 1e9,
+        info.bytes_per_second / 1e9
+    );
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let config = config.clone();
+        let info = info.clone();
+        std::thread::spawn(move || {
+            let peer = stream.peer_addr().map_or_else(|_| "a master".to_string(), |a| format!("master {a}"));
+            if let Err(e) = session(stream, &config, info, &peer) {
+                eprintln!("worker {}: {peer}: {e:#}", config.name);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// One master's connection, from handshake to hang-up.
+fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &str) -> Result<()> {
+    stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
+    stream.set_nodelay(true)?;
+    let mut channel = SecureChannel::accept(stream, &config.key, peer)?;
+    eprintln!("worker {}: {peer} authenticated", config.name);
+    let mut stage: Option<Decoder> = None;
+    let mut caches: HashMap<u64, KvCache> = HashMap::new();
+    loop {
+        let frame = match channel.receive() {
+            Ok(frame) => frame,
+            Err(e) => {
+                eprintln!("worker {}: {peer} left ({e:#})", config.name);
+                return Ok(());
+            }
+        };
+        let (request, payload): (Request, &[u8]) = decode(&frame)?;
+        let (response, out) = match handle(request, payload, &info, &mut stage, &mut caches) {
+            Ok(answer) => answer,
+            Err(e) => (Response::Error { message: format!("{e:#}") }, Vec::new()),
+        };
+        channel.send(&encode(&response, &out))?;
+    }
+}
+
+fn handle(
+    request: Request,
+    payload: &[u8],
+    info: &WorkerInfo,
+    stage: &mut Option<Decoder>,
+    caches: &mut HashMap<u64, KvCache>,
+) -> Result<(Response, Vec<u8>)> {
+    Ok(match request {
+        Request::Info => (Response::Info(info.clone()), Vec::new()),
+        Request::Heartbeat => (Response::Done, Vec::new()),
+        Request::Load { model, start, end, dtype } => {
+            *stage = None;
+            caches.clear();
+            let checkpoint = Checkpoint::open(&model)?;
+            let options = LoadOptions {
+                dtype: match dtype.as_deref() {
+                    None => None,
+                    Some("f32") => Some(DType::F32),
+                    Some("f16") => Some(DType::F16),
+                    Some("bf16") => Some(DType::BF16),
+                    Some(other) => anyhow::bail!("unknown dtype `{other}`"),
+                },
+                ..Default::default()
+            };
+            let selection = TensorSelection {
+                layers: start..end,
+                embedding: false,
+                head: false,
+            };
+            *stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
+            (Response::Loaded { start, end }, Vec::new())
+        }
+        Request::Forward { sequence, shape } => {
+            let decoder = stage.as_ref().context("no layers loaded: send Load first")?;
+            let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
+            let cache = caches.entry(sequence).or_insert_with(|| decoder.new_cache());
+            let out = decoder.forward_layers(&hidden, cache)?;
+            let (shape, bytes) = tensor_to_bytes(&out)?;
+            (Response::Hidden { shape }, bytes)
+        }
+        Request::Forget { sequence } => {
+            caches.remove(&sequence);
+            (Response::Done, Vec::new())
+        }
+    })
+}
