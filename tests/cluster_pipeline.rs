@@ -1,5 +1,8 @@
 //! A master and two worker processes on loopback: the layers split over
-//! three processes give exactly the single-process output.
+//! three processes give exactly the single-process output. Workers
+//! advertise over mDNS restricted to IPv4 loopback (`--mdns-iface lo`), so
+//! no multicast leaves the machine; each test uses its own cluster key, so
+//! tests running side by side never pick each other's workers.
 
 mod common;
 
@@ -11,6 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 const KEY: &str = "loopback cluster key";
+const DISCOVERY_KEY: &str = "discovery cluster key";
 
 /// A `cake worker` process on a free loopback port.
 struct Worker {
@@ -20,10 +24,24 @@ struct Worker {
 
 impl Worker {
     fn start(name: &str, max_memory: Option<u64>) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cake"));
+        Self::start_with_key(name, max_memory, KEY)
+    }
+
+    /// A worker named explicitly by the master: no mDNS at all.
+    fn start_with_key(name: &str, max_memory: Option<u64>, key: &str) -> Self {
+        Self::spawn(Command::new(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &["--no-mdns"])
+    }
+
+    /// A worker that advertises itself over mDNS on IPv4 loopback, inside `place`.
+    fn advertised(place: &Place, name: &str, max_memory: Option<u64>, key: &str) -> Self {
+        Self::spawn(place.command(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &["--mdns-iface", "lo"])
+    }
+
+    fn spawn(mut command: Command, name: &str, max_memory: Option<u64>, key: &str, extra: &[&str]) -> Self {
         command
             .args(["worker", "--name", name, "--host", "127.0.0.1", "--port", "0"])
-            .env("CAKE_CLUSTER_KEY", KEY)
+            .args(extra)
+            .env("CAKE_CLUSTER_KEY", key)
             .env("RAYON_NUM_THREADS", "1")
             .stderr(Stdio::piped());
         if let Some(bytes) = max_memory {
@@ -39,6 +57,46 @@ impl Worker {
         };
         std::thread::spawn(move || for _ in lines {});
         Self { child, address }
+    }
+}
+
+/// Where discovery tests run: a network namespace of their own when the
+/// test runs as root (so not even the mDNS daemon's start-up touches a real
+/// interface), else this machine's namespace restricted to IPv4 loopback.
+struct Place {
+    netns: Option<String>,
+}
+
+impl Place {
+    fn new(tag: &str) -> Self {
+        let name = format!("cake-{tag}-{}", std::process::id());
+        let created = Command::new("ip").args(["netns", "add", &name]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+            && Command::new("ip").args(["-n", &name, "link", "set", "lo", "up"]).status().is_ok_and(|s| s.success());
+        if created {
+            Self { netns: Some(name) }
+        } else {
+            eprintln!("note: cannot create a network namespace (not root?): mDNS stays on IPv4 loopback of this machine");
+            Self { netns: None }
+        }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some(ns) = &self.netns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
     }
 }
 
@@ -105,4 +163,34 @@ fn a_master_with_the_wrong_key_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not hold this cluster's key"), "{err}");
     assert!(!err.contains(KEY) && !err.contains("not the right key"), "the key must never be printed: {err}");
+}
+
+#[test]
+fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
+    let dir = fixture("tiny/llama_tied");
+    let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
+    let place = Place::new("discovery");
+    let a = Worker::advertised(&place, "disc-a", Some(layers[0]), DISCOVERY_KEY);
+    let b = Worker::advertised(&place, "disc-b", Some(layers[1]), DISCOVERY_KEY);
+    let stranger = Worker::advertised(&place, "stranger", None, "some other cluster");
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let out = place
+        .command(env!("CARGO_BIN_EXE_cake"))
+        .args([
+            "run", "--model", dir.to_str().unwrap(), "--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16",
+            "--temperature", "0", "--ignore-eos", "--json", "--cluster-key", DISCOVERY_KEY, "--mdns-iface", "lo",
+            "--discovery-timeout", "4", "--max-memory", &other.to_string(),
+        ])
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    drop((a, b, stranger));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("found worker disc-a") && err.contains("found worker disc-b"), "{err}");
+    assert!(!err.contains("stranger"), "a worker of another cluster was used: {err}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["tokens"], reference["greedy_tokens"]);
+    assert!(!err.contains(DISCOVERY_KEY), "the key must never be printed");
 }

@@ -7,6 +7,7 @@ mod perplexity;
 mod run;
 mod serve;
 
+use crate::cluster::discovery::{discover, scope_from};
 use crate::cluster::master::load_distributed;
 use crate::cluster::remote::RemoteWorker;
 use crate::cluster::secure_channel::ClusterKey;
@@ -75,9 +76,33 @@ pub struct ClusterArgs {
     /// Bytes of weights this machine may hold (default: its available memory).
     #[arg(long)]
     pub max_memory: Option<u64>,
+    /// Seconds to look for workers over mDNS (with a cluster key and no --worker).
+    #[arg(long, default_value_t = 3.0)]
+    pub discovery_timeout: f64,
+    /// Restrict mDNS to this interface (repeatable; `lo` = IPv4 loopback only).
+    #[arg(long = "mdns-iface")]
+    pub mdns_interfaces: Vec<String>,
 }
 
 impl ClusterArgs {
+    /// The workers to use: those given with --worker, else (with a cluster
+    /// key) those found over mDNS.
+    pub fn worker_addresses(&self) -> Result<Vec<String>> {
+        if !self.workers.is_empty() || self.cluster_key.is_none() {
+            return Ok(self.workers.clone());
+        }
+        let key = self.key()?;
+        let timeout = std::time::Duration::from_secs_f64(self.discovery_timeout.max(0.0));
+        let found = discover(&key, timeout, &scope_from(&self.mdns_interfaces))?;
+        if found.is_empty() {
+            eprintln!("no workers of this cluster found within {:.1} s: running on this machine only", self.discovery_timeout);
+        }
+        for worker in &found {
+            eprintln!("found worker {}", worker.describe());
+        }
+        Ok(found.iter().map(|w| w.address.to_string()).collect())
+    }
+
     pub fn key(&self) -> Result<ClusterKey> {
         let text = self
             .cluster_key
@@ -118,14 +143,13 @@ impl ModelArgs {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        if self.cluster.workers.is_empty() {
+        let addresses = self.cluster.worker_addresses()?;
+        if addresses.is_empty() {
             let model = TextModel::load(&path, &options)?;
             return Ok((model, start.elapsed().as_secs_f64()));
         }
         let key = self.cluster.key()?;
-        let workers = self
-            .cluster
-            .workers
+        let workers = addresses
             .iter()
             .map(|address| RemoteWorker::connect(address, &key))
             .collect::<Result<Vec<_>>>()?;

@@ -1,5 +1,6 @@
 //! `cake worker`: join a cluster headless.
 
+use crate::cluster::discovery::{advertise, scope_from};
 use crate::cluster::secure_channel::ClusterKey;
 use crate::cluster::worker::{serve, WorkerConfig};
 use anyhow::{Context, Result};
@@ -26,6 +27,12 @@ pub struct WorkerArgs {
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Restrict mDNS to this interface (repeatable; `lo` = IPv4 loopback only).
+    #[arg(long = "mdns-iface")]
+    pub mdns_interfaces: Vec<String>,
+    /// Do not advertise over mDNS (masters must name this worker with --worker).
+    #[arg(long)]
+    pub no_mdns: bool,
 }
 
 pub fn run(args: WorkerArgs) -> Result<()> {
@@ -38,6 +45,12 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     });
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    let port = listener.local_addr()?.port();
+    let _advertisement = if args.no_mdns {
+        None
+    } else {
+        Some(advertise(&name, port, &key, &scope_from(&args.mdns_interfaces))?)
+    };
     serve(
         listener,
         WorkerConfig {

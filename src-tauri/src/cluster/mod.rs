@@ -4,11 +4,13 @@
 //!   every cluster message travels over.
 //! - [`protocol`]: the messages inside it.
 //! - [`machine`]: what a machine offers (memory, speed).
+//! - [`discovery`]: finding workers with mDNS.
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`master`]: loading a model split over the master and its workers.
 
 pub mod assignment;
+pub mod discovery;
 pub mod machine;
 pub mod master;
 pub mod protocol;

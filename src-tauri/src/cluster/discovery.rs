@@ -1,0 +1,141 @@
+//! Finding workers on the LAN with mDNS (`_cake._tcp.local.`).
+//!
+//! A worker advertises its name, the protocol version and a short
+//! fingerprint of the cluster key (never the key); a master browses for a
+//! while and keeps the workers whose fingerprint matches its own key. Both
+//! can be restricted to named interfaces; `lo` means IPv4 loopback only,
+//! which keeps every packet on this machine (what tests use).
+
+use super::secure_channel::{ClusterKey, PROTOCOL_VERSION};
+use anyhow::Result;
+use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+pub const SERVICE_TYPE: &str = "_cake._tcp.local.";
+
+/// Which network interfaces mDNS may use.
+#[derive(Debug, Clone, Default)]
+pub struct MdnsScope {
+    /// Interface names; empty means all. `lo` is IPv4 loopback.
+    pub interfaces: Vec<String>,
+}
+
+impl MdnsScope {
+    /// Starts an mDNS daemon limited to this scope.
+    fn daemon(&self) -> Result<ServiceDaemon> {
+        let daemon = ServiceDaemon::new().map_err(|e| anyhow::anyhow!("cannot start mDNS: {e}"))?;
+        if !self.interfaces.is_empty() {
+            daemon.disable_interface(IfKind::All).map_err(|e| anyhow::anyhow!("mDNS: {e}"))?;
+            for name in &self.interfaces {
+                let kind = if name == "lo" { IfKind::LoopbackV4 } else { IfKind::Name(name.clone()) };
+                daemon.enable_interface(kind).map_err(|e| anyhow::anyhow!("mDNS: {e}"))?;
+            }
+        }
+        Ok(daemon)
+    }
+
+    fn loopback_only(&self) -> bool {
+        self.interfaces.iter().all(|i| i == "lo") && !self.interfaces.is_empty()
+    }
+}
+
+/// A worker's advertisement; withdrawn when dropped.
+pub struct Advertisement {
+    daemon: ServiceDaemon,
+    fullname: String,
+}
+
+impl Drop for Advertisement {
+    fn drop(&mut self) {
+        if let Ok(done) = self.daemon.unregister(&self.fullname) {
+            let _ = done.recv_timeout(Duration::from_secs(1));
+        }
+        let _ = self.daemon.shutdown();
+    }
+}
+
+/// Advertises a worker named `name` listening on `port`.
+pub fn advertise(name: &str, port: u16, key: &ClusterKey, scope: &MdnsScope) -> Result<Advertisement> {
+    let daemon = scope.daemon()?;
+    let unique = format!("{}-{:08x}", sanitize(name), rand::random::<u32>());
+    let properties = [
+        ("name", name.to_string()),
+        ("fp", key.fingerprint()),
+        ("v", PROTOCOL_VERSION.to_string()),
+    ];
+    let host = format!("{unique}.local.");
+    let info = if scope.loopback_only() {
+        ServiceInfo::new(SERVICE_TYPE, &unique, &host, "127.0.0.1", port, &properties[..])
+    } else {
+        ServiceInfo::new(SERVICE_TYPE, &unique, &host, "", port, &properties[..]).map(|i| i.enable_addr_auto())
+    }
+    .map_err(|e| anyhow::anyhow!("cannot describe the worker for mDNS: {e}"))?;
+    let fullname = info.get_fullname().to_string();
+    daemon.register(info).map_err(|e| anyhow::anyhow!("cannot advertise over mDNS: {e}"))?;
+    Ok(Advertisement { daemon, fullname })
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    if s.is_empty() { "worker".into() } else { s }
+}
+
+/// A worker seen on the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundWorker {
+    pub name: String,
+    pub address: SocketAddr,
+    /// The worker's protocol version, from its advertisement.
+    pub version: u16,
+}
+
+/// Browses for `timeout` and returns the workers of `key`'s cluster (others
+/// are skipped), in name order.
+pub fn discover(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<Vec<FoundWorker>> {
+    let daemon = scope.daemon()?;
+    let events = daemon.browse(SERVICE_TYPE).map_err(|e| anyhow::anyhow!("cannot browse mDNS: {e}"))?;
+    let fingerprint = key.fingerprint();
+    let mut found: BTreeMap<String, FoundWorker> = BTreeMap::new();
+    let deadline = Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(event) = events.recv_timeout(left) else { break };
+        let ServiceEvent::ServiceResolved(service) = event else { continue };
+        if service.get_property_val_str("fp") != Some(fingerprint.as_str()) {
+            continue;
+        }
+        let mut addresses: Vec<IpAddr> = service.get_addresses_v4().into_iter().map(IpAddr::V4).collect();
+        // On loopback, use 127.0.0.1; on a LAN, a LAN address first.
+        let loopback_only = scope.loopback_only();
+        addresses.sort_by_key(|a| a.is_loopback() != loopback_only);
+        let Some(ip) = addresses.first().copied() else { continue };
+        let name = service.get_property_val_str("name").unwrap_or("worker").to_string();
+        let version = service.get_property_val_str("v").and_then(|v| v.parse().ok()).unwrap_or(0);
+        found.insert(
+            service.get_fullname().to_string(),
+            FoundWorker {
+                name,
+                address: SocketAddr::new(ip, service.get_port()),
+                version,
+            },
+        );
+    }
+    let _ = daemon.shutdown();
+    let mut workers: Vec<FoundWorker> = found.into_values().collect();
+    workers.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
+    Ok(workers)
+}
+
+/// Parses `--mdns-iface` values.
+pub fn scope_from(interfaces: &[String]) -> MdnsScope {
+    MdnsScope {
+        interfaces: interfaces.to_vec(),
+    }
+}
+
+impl FoundWorker {
+    pub fn describe(&self) -> String {
+        format!("{} at {}", self.name, self.address)
+    }
+}
