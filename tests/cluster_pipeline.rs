@@ -194,3 +194,70 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     assert_eq!(result["tokens"], reference["greedy_tokens"]);
     assert!(!err.contains(DISCOVERY_KEY), "the key must never be printed");
 }
+
+#[test]
+fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
+    use std::io::Read;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let model = common::server::default_model_file();
+    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
+    let third: u64 = layers.iter().take(layers.len() / 3).sum();
+    let a = Worker::start("steady", None);
+    let mut doomed = Worker::start("doomed", None);
+    let prompt = ["--prompt", "Once upon a time, in a small village by the sea,", "--max-tokens", "64"];
+
+    let mut master = Command::new(env!("CARGO_BIN_EXE_cake"));
+    master
+        .args(["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos"])
+        .args(prompt)
+        .args(["--max-memory", &(other + third).to_string(), "--cluster-key", KEY])
+        .args(["--worker", &a.address, "--worker", &doomed.address])
+        .env("RAYON_NUM_THREADS", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut master = master.spawn().unwrap();
+    let (lines_tx, lines_rx) = mpsc::channel::<(Instant, String)>();
+    let stderr = master.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send((Instant::now(), line));
+        }
+    });
+    let mut stdout = master.stdout.take().unwrap();
+    let mut streamed = Vec::new();
+    let mut buf = [0u8; 64];
+    while streamed.len() < 20 {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "the master ended before the worker was killed");
+        streamed.extend_from_slice(&buf[..n]);
+    }
+    let before_kill = streamed.len();
+    let killed_at = Instant::now();
+    doomed.child.kill().unwrap(); // SIGKILL
+    let _ = doomed.child.wait();
+    stdout.read_to_end(&mut streamed).unwrap();
+    let status = master.wait().unwrap();
+
+    let stderr: Vec<(Instant, String)> = lines_rx.try_iter().collect();
+    let log: Vec<&str> = stderr.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(status.success(), "{log:#?}");
+    let planned = log.iter().find(|l| l.starts_with("doomed: layers")).expect("the plan is printed");
+    assert!(!planned.contains("no layers"), "the doomed worker must hold layers: {planned}");
+    let (noticed_at, _) = stderr.iter().find(|(_, l)| l.contains("lost worker doomed")).expect("the loss is reported");
+    let delay = noticed_at.saturating_duration_since(killed_at);
+    assert!(delay < Duration::from_secs(5), "noticed after {delay:?}");
+
+    let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
+    single_args.extend_from_slice(&prompt);
+    let single = cake_json(&single_args);
+    let text = String::from_utf8(streamed).unwrap();
+    let single = single["text"].as_str().unwrap();
+    // Before the loss the reply is the single machine's; after it, the prompt
+    // and the reply so far are processed again in one batch, whose rounding
+    // differs slightly from token-by-token decoding, so the greedy
+    // continuation may take another (equally valid) path.
+    assert_eq!(text.as_bytes()[..before_kill], single.as_bytes()[..before_kill], "the reply before the loss");
+    assert!(text.len() > before_kill + 60, "the reply went on after the loss: {text:?}");
+}

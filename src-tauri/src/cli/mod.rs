@@ -136,6 +136,11 @@ impl ModelArgs {
     /// Applies `--threads`, resolves `--model` and loads it. Also returns
     /// how long loading took, in seconds.
     pub fn load_model(&self) -> Result<(TextModel, f64)> {
+        self.load_model_excluding(&[])
+    }
+
+    /// Like [`Self::load_model`], leaving out the workers at `excluded` addresses.
+    pub fn load_model_excluding(&self, excluded: &[String]) -> Result<(TextModel, f64)> {
         self.apply_threads()?;
         let path = resolve_model(self.model.as_deref())?;
         let options = LoadOptions {
@@ -143,7 +148,8 @@ impl ModelArgs {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        let addresses = self.cluster.worker_addresses()?;
+        let mut addresses = self.cluster.worker_addresses()?;
+        addresses.retain(|a| !excluded.contains(a));
         if addresses.is_empty() {
             let model = TextModel::load(&path, &options)?;
             return Ok((model, start.elapsed().as_secs_f64()));

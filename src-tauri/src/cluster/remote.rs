@@ -11,7 +11,18 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// How long the master waits for any one answer (loading layers included).
+/// A worker that dies is noticed at once (its connection closes); this
+/// bounds the wait for one that hangs or vanishes from the network.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A worker stopped answering (it died, or the network between us broke).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("lost worker {name} ({address}): {reason}")]
+pub struct WorkerLost {
+    pub name: String,
+    pub address: String,
+    pub reason: String,
+}
 
 pub struct RemoteWorker {
     pub address: String,
@@ -51,11 +62,18 @@ impl RemoteWorker {
         Ok(worker)
     }
 
-    /// Sends one request and waits for its answer; a worker's error is an error here.
+    /// Sends one request and waits for its answer; a worker's error is an
+    /// error here, and a broken connection is a [`WorkerLost`].
     fn ask(&self, request: &Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
         let mut channel = self.channel.lock().expect("worker channel");
-        channel.send(&encode(request, payload))?;
-        let frame = channel.receive()?;
+        let frame = channel
+            .send(&encode(request, payload))
+            .and_then(|()| channel.receive())
+            .map_err(|e| WorkerLost {
+                name: self.info.name.clone(),
+                address: self.address.clone(),
+                reason: format!("{e:#}"),
+            })?;
         let (response, payload): (Response, &[u8]) = decode(&frame)?;
         if let Response::Error { message } = response {
             bail!("worker {} ({}): {message}", self.info.name, self.address);
