@@ -101,6 +101,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "tokens": tokens,
             "text": text,
             "finish_reason": generation.finish_reason,
+            "network_bytes": model.network_bytes(),
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,

@@ -106,6 +106,12 @@ impl RemoteWorker {
         }
     }
 
+    /// Bytes sent to and received from the worker since connecting.
+    pub fn traffic(&self) -> (u64, u64) {
+        let channel = self.channel.lock().expect("worker channel");
+        (channel.bytes_sent, channel.bytes_received)
+    }
+
     /// Frees the worker's cache of `sequence`.
     pub fn forget(&self, sequence: u64) -> Result<()> {
         self.ask(&Request::Forget { sequence }, &[]).map(|_| ())

@@ -134,6 +134,9 @@ pub struct SecureChannel<S> {
     keys: SessionKeys,
     sent: u64,
     received: u64,
+    /// Bytes written and read after the handshake (frame headers included).
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
     /// Who is at the other end, for error messages.
     pub peer: String,
 }
@@ -163,6 +166,8 @@ impl<S: Read + Write> SecureChannel<S> {
             keys: session_keys(key, &master_nonce, &worker_nonce, true),
             sent: 0,
             received: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
             peer: peer.to_string(),
         })
     }
@@ -191,6 +196,8 @@ impl<S: Read + Write> SecureChannel<S> {
             keys: session_keys(key, &master_nonce, &worker_nonce, false),
             sent: 0,
             received: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
             peer: peer.to_string(),
         })
     }
@@ -215,6 +222,7 @@ impl<S: Read + Write> SecureChannel<S> {
         self.stream.write_all(&(sealed.len() as u32).to_be_bytes())?;
         self.stream.write_all(&sealed)?;
         self.stream.flush()?;
+        self.bytes_sent += 4 + sealed.len() as u64;
         Ok(())
     }
 
@@ -238,6 +246,7 @@ impl<S: Read + Write> SecureChannel<S> {
             .decrypt(&Self::nonce(self.received), sealed.as_slice())
             .map_err(|_| anyhow::anyhow!("a frame from {} failed authentication (tampered or out of order)", self.peer))?;
         self.received = self.received.checked_add(1).context("frame counter exhausted")?;
+        self.bytes_received += 4 + len as u64;
         Ok(plaintext)
     }
 

@@ -103,6 +103,14 @@ impl TextModel {
         })
     }
 
+    /// Bytes exchanged with workers so far (0 on a single machine).
+    pub fn network_bytes(&self) -> u64 {
+        self.remote_stages.iter().map(|s| {
+            let (sent, received) = s.worker.traffic();
+            sent + received
+        }).sum()
+    }
+
     /// A new sequence with empty caches.
     pub fn new_session(&self) -> Session {
         Session {
