@@ -73,3 +73,4 @@ bench: deps model
 	$(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/pip install --quiet llama-cpp-python
 	.venv-bench/bin/python bench/compare.py --cake target/release/cake
+	$(PYTHON) bench/cluster.py --cake target/release/cake
