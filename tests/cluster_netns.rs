@@ -82,9 +82,10 @@ impl Drop for Process {
     }
 }
 
-fn start_worker(network: &TestNetwork, host: usize, name: &str, max_memory: u64) -> Process {
+fn start_worker(network: &TestNetwork, host: usize, name: &str, max_memory: u64, data: &std::path::Path) -> Process {
     let mut child = network
         .command(host)
+        .env("CAKE_DATA_DIR", data)
         .args(["worker", "--name", name, "--port", "10128", "--max-memory", &max_memory.to_string()])
         .stderr(Stdio::piped())
         .spawn()
@@ -108,8 +109,9 @@ fn master_and_two_workers_in_three_namespaces_discover_each_other_and_generate()
     };
     let dir = fixture("tiny/qwen3");
     let (layers, other) = cake::models::loader::Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
-    let _a = start_worker(&network, 1, "ns-a", layers[0]);
-    let _b = start_worker(&network, 2, "ns-b", layers[1]);
+    let data = tempfile::tempdir().unwrap();
+    let _a = start_worker(&network, 1, "ns-a", layers[0], &data.path().join("a"));
+    let _b = start_worker(&network, 2, "ns-b", layers[1], &data.path().join("b"));
     let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
     let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     let out = network

@@ -20,6 +20,8 @@ const DISCOVERY_KEY: &str = "discovery cluster key";
 struct Worker {
     child: Child,
     address: String,
+    /// The worker's own data folder (its weight cache).
+    _data: tempfile::TempDir,
 }
 
 impl Worker {
@@ -38,7 +40,9 @@ impl Worker {
     }
 
     fn spawn(mut command: Command, name: &str, max_memory: Option<u64>, key: &str, extra: &[&str]) -> Self {
+        let data = tempfile::tempdir().unwrap();
         command
+            .env("CAKE_DATA_DIR", data.path())
             .args(["worker", "--name", name, "--host", "127.0.0.1", "--port", "0"])
             .args(extra)
             .env("CAKE_CLUSTER_KEY", key)
@@ -56,7 +60,7 @@ impl Worker {
             }
         };
         std::thread::spawn(move || for _ in lines {});
-        Self { child, address }
+        Self { child, address, _data: data }
     }
 }
 

@@ -56,6 +56,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         WorkerConfig {
             name,
             key,
+            cache_dir: crate::library::paths::data_dir().join("worker-cache"),
             memory_bytes: args.max_memory,
         },
     )

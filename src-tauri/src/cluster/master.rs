@@ -8,6 +8,7 @@
 use super::assignment::{plan, NodeCapacity, Plan};
 use super::machine;
 use super::remote::RemoteWorker;
+use super::weight_transfer::ModelManifest;
 use crate::models::loader::{Checkpoint, LoadOptions};
 use crate::models::sources::selection::TensorSelection;
 use crate::text::model::{RemoteStage, TextModel};
@@ -49,9 +50,21 @@ pub fn load_distributed(
         if stage.layers.is_empty() {
             continue;
         }
-        worker
-            .load(&path, stage.layers.start, stage.layers.end, dtype)
+        let selection = TensorSelection {
+            layers: stage.layers.clone(),
+            embedding: false,
+            head: false,
+        };
+        let manifest = ModelManifest::for_selection(&path, &selection, checkpoint.config().tie_word_embeddings)?;
+        let sent = worker
+            .load(&path, &manifest, stage.layers.start, stage.layers.end, dtype)
             .with_context(|| format!("worker {} could not load layers {:?}", worker.info.name, stage.layers))?;
+        eprintln!(
+            "worker {}: layers {:?} ready ({sent} bytes of weights sent, {} needed)",
+            worker.info.name,
+            stage.layers,
+            manifest.total_bytes()
+        );
         stages.push(RemoteStage {
             worker: Arc::new(worker),
             layers: stage.layers.clone(),

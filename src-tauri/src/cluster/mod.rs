@@ -8,6 +8,7 @@
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`master`]: loading a model split over the master and its workers.
+//! - [`weight_transfer`]: sending workers exactly the weights of their layers.
 
 pub mod assignment;
 pub mod discovery;
@@ -16,4 +17,5 @@ pub mod master;
 pub mod protocol;
 pub mod remote;
 pub mod secure_channel;
+pub mod weight_transfer;
 pub mod worker;

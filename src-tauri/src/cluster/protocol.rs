@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use super::weight_transfer::{ChunkRef, ModelManifest};
 
 /// What the master asks of a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,12 +16,19 @@ use std::path::PathBuf;
 pub enum Request {
     /// Describe yourself.
     Info,
-    /// Load layers `start..end` of the model at `model` (a path on the worker).
+    /// Load layers `start..end` of the model the manifest describes; the
+    /// worker answers `NeedChunks` until it has all its bytes.
     Load {
-        model: PathBuf,
+        manifest: ModelManifest,
         start: usize,
         end: usize,
         dtype: Option<String>,
+    },
+    /// One chunk of weights (payload: LZ4 with the size prepended).
+    Chunk {
+        manifest_key: String,
+        chunk: ChunkRef,
+        sha256: String,
     },
     /// Run the loaded layers on hidden states (payload, f32) of `shape`,
     /// continuing sequence `sequence`'s KV cache.
@@ -51,6 +58,8 @@ pub struct WorkerInfo {
 pub enum Response {
     Info(WorkerInfo),
     Loaded { start: usize, end: usize },
+    /// The chunks of the manifest the worker does not have yet.
+    NeedChunks { chunks: Vec<ChunkRef> },
     /// Hidden states (payload, f32) of `shape`.
     Hidden { shape: Vec<usize> },
     Done,

@@ -3,6 +3,7 @@
 
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
 use super::secure_channel::{ClusterKey, SecureChannel};
+use super::weight_transfer::{read_chunk, ModelManifest};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -81,18 +82,46 @@ impl RemoteWorker {
         Ok((response, payload.to_vec()))
     }
 
-    /// Has the worker load layers `start..end` of the model at `model`.
-    pub fn load(&self, model: &Path, start: usize, end: usize, dtype: Option<&str>) -> Result<()> {
+    /// Has the worker load layers `start..end` of the model at `model`,
+    /// first sending it whatever bytes of them it lacks. Returns the weight
+    /// bytes sent.
+    pub fn load(&self, model: &Path, manifest: &ModelManifest, start: usize, end: usize, dtype: Option<&str>) -> Result<u64> {
         let request = Request::Load {
-            model: model.to_path_buf(),
+            manifest: manifest.clone(),
             start,
             end,
             dtype: dtype.map(str::to_string),
         };
-        match self.ask(&request, &[])? {
-            (Response::Loaded { .. }, _) => Ok(()),
-            (other, _) => bail!("worker {} answered {other:?} to Load", self.address),
+        let mut sent = 0u64;
+        // One round normally; a second if a worker lost a chunk (say, its disk filled).
+        for _round in 0..3 {
+            match self.ask(&request, &[])? {
+                (Response::Loaded { .. }, _) => return Ok(sent),
+                (Response::NeedChunks { chunks }, _) => {
+                    let total: u64 = chunks.iter().map(|c| c.len).sum();
+                    let mut done = 0u64;
+                    for chunk in chunks {
+                        let (sha256, packed) = read_chunk(model, manifest, chunk)?;
+                        let message = Request::Chunk {
+                            manifest_key: manifest.key.clone(),
+                            chunk,
+                            sha256,
+                        };
+                        self.ask(&message, &packed)?;
+                        done += chunk.len;
+                        sent += chunk.len;
+                        eprintln!(
+                            "sending weights to {}: {:.1} / {:.1} MB",
+                            self.info.name,
+                            done as f64 / 1e6,
+                            total as f64 / 1e6
+                        );
+                    }
+                }
+                (other, _) => bail!("worker {} answered {other:?} to Load", self.address),
+            }
         }
+        bail!("worker {} still lacks weights after they were sent three times", self.info.name)
     }
 
     /// Runs the worker's layers on `hidden` within sequence `sequence`.

@@ -7,6 +7,7 @@
 use super::machine;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
 use super::secure_channel::{ClusterKey, SecureChannel};
+use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
 use crate::models::loader::{Checkpoint, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
@@ -25,6 +26,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct WorkerConfig {
     pub name: String,
     pub key: ClusterKey,
+    /// Where received weights are kept between runs.
+    pub cache_dir: std::path::PathBuf,
     /// Bytes of weights it will hold (default: the machine's available memory).
     pub memory_bytes: Option<u64>,
 }
@@ -67,6 +70,8 @@ fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &st
     eprintln!("worker {}: {peer} authenticated", config.name);
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
+    let weights = WeightCache::new(config.cache_dir.clone());
+    let mut manifest: Option<ModelManifest> = None;
     loop {
         let frame = match channel.receive() {
             Ok(frame) => frame,
@@ -76,7 +81,15 @@ fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &st
             }
         };
         let (request, payload): (Request, &[u8]) = decode(&frame)?;
-        let (response, out) = match handle(request, payload, &info, &mut stage, &mut caches) {
+        let mut state = State {
+            info: &info,
+            stage: &mut stage,
+            caches: &mut caches,
+            weights: &weights,
+            manifest: &mut manifest,
+            name: &config.name,
+        };
+        let (response, out) = match state.handle(request, payload) {
             Ok(answer) => answer,
             Err(e) => (Response::Error { message: format!("{e:#}") }, Vec::new()),
         };
@@ -84,49 +97,85 @@ fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &st
     }
 }
 
-fn handle(
-    request: Request,
-    payload: &[u8],
-    info: &WorkerInfo,
-    stage: &mut Option<Decoder>,
-    caches: &mut HashMap<u64, KvCache>,
-) -> Result<(Response, Vec<u8>)> {
-    Ok(match request {
-        Request::Info => (Response::Info(info.clone()), Vec::new()),
-        Request::Heartbeat => (Response::Done, Vec::new()),
-        Request::Load { model, start, end, dtype } => {
-            *stage = None;
-            caches.clear();
-            let checkpoint = Checkpoint::open(&model)?;
-            let options = LoadOptions {
-                dtype: match dtype.as_deref() {
-                    None => None,
-                    Some("f32") => Some(DType::F32),
-                    Some("f16") => Some(DType::F16),
-                    Some("bf16") => Some(DType::BF16),
-                    Some(other) => anyhow::bail!("unknown dtype `{other}`"),
-                },
-                ..Default::default()
-            };
-            let selection = TensorSelection {
-                layers: start..end,
-                embedding: false,
-                head: false,
-            };
-            *stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
-            (Response::Loaded { start, end }, Vec::new())
-        }
-        Request::Forward { sequence, shape } => {
-            let decoder = stage.as_ref().context("no layers loaded: send Load first")?;
-            let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
-            let cache = caches.entry(sequence).or_insert_with(|| decoder.new_cache());
-            let out = decoder.forward_layers(&hidden, cache)?;
-            let (shape, bytes) = tensor_to_bytes(&out)?;
-            (Response::Hidden { shape }, bytes)
-        }
-        Request::Forget { sequence } => {
-            caches.remove(&sequence);
-            (Response::Done, Vec::new())
-        }
-    })
+/// A session's state, borrowed for one request.
+struct State<'a> {
+    info: &'a WorkerInfo,
+    stage: &'a mut Option<Decoder>,
+    caches: &'a mut HashMap<u64, KvCache>,
+    weights: &'a WeightCache,
+    /// The manifest of the last Load, which chunks must belong to.
+    manifest: &'a mut Option<ModelManifest>,
+    name: &'a str,
+}
+
+impl State<'_> {
+    fn handle(&mut self, request: Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
+        Ok(match request {
+            Request::Info => (Response::Info(self.info.clone()), Vec::new()),
+            Request::Heartbeat => (Response::Done, Vec::new()),
+            Request::Load { manifest, start, end, dtype } => {
+                manifest.validate()?;
+                *self.stage = None;
+                self.caches.clear();
+                let missing = self.weights.missing(&manifest);
+                if !missing.is_empty() {
+                    let bytes: u64 = missing.iter().map(|c| c.len).sum();
+                    eprintln!(
+                        "worker {}: needs {} chunks ({:.1} MB) of weights for layers {start}..{end}",
+                        self.name,
+                        missing.len(),
+                        bytes as f64 / 1e6
+                    );
+                    *self.manifest = Some(manifest);
+                    return Ok((Response::NeedChunks { chunks: missing }, Vec::new()));
+                }
+                let path = self.weights.model_path(&manifest);
+                *self.manifest = Some(manifest);
+                let checkpoint = Checkpoint::open(&path)?;
+                let options = LoadOptions {
+                    dtype: match dtype.as_deref() {
+                        None => None,
+                        Some("f32") => Some(DType::F32),
+                        Some("f16") => Some(DType::F16),
+                        Some("bf16") => Some(DType::BF16),
+                        Some(other) => anyhow::bail!("unknown dtype `{other}`"),
+                    },
+                    ..Default::default()
+                };
+                let selection = TensorSelection {
+                    layers: start..end,
+                    embedding: false,
+                    head: false,
+                };
+                *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
+                eprintln!("worker {}: loaded layers {start}..{end}", self.name);
+                (Response::Loaded { start, end }, Vec::new())
+            }
+            Request::Chunk { manifest_key, chunk, sha256 } => {
+                let manifest = self
+                    .manifest
+                    .as_ref()
+                    .filter(|m| m.key == manifest_key)
+                    .context("a weight chunk arrived for a model this session is not loading")?;
+                self.weights.store(manifest, chunk, &sha256, payload)?;
+                eprintln!(
+                    "worker {}: received chunk of {} at {} ({} bytes)",
+                    self.name, manifest.files[chunk.file].name, chunk.offset, chunk.len
+                );
+                (Response::Done, Vec::new())
+            }
+            Request::Forward { sequence, shape } => {
+                let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
+                let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
+                let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
+                let out = decoder.forward_layers(&hidden, cache)?;
+                let (shape, bytes) = tensor_to_bytes(&out)?;
+                (Response::Hidden { shape }, bytes)
+            }
+            Request::Forget { sequence } => {
+                self.caches.remove(&sequence);
+                (Response::Done, Vec::new())
+            }
+        })
+    }
 }
