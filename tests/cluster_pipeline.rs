@@ -21,7 +21,7 @@ struct Worker {
     child: Child,
     address: String,
     /// The worker's own data folder (its weight cache).
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl Worker {
@@ -60,7 +60,7 @@ impl Worker {
             }
         };
         std::thread::spawn(move || for _ in lines {});
-        Self { child, address, _data: data }
+        Self { child, address, data }
     }
 }
 
@@ -264,4 +264,34 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
     // continuation may take another (equally valid) path.
     assert_eq!(text.as_bytes()[..before_kill], single.as_bytes()[..before_kill], "the reply before the loss");
     assert!(text.len() > before_kill + 60, "the reply went on after the loss: {text:?}");
+}
+
+#[test]
+fn cake_serve_answers_through_the_cluster() {
+    let model = common::server::default_model_file();
+    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
+    let half: u64 = layers.iter().take(layers.len() / 2).sum();
+    let worker = Worker::start("serve-helper", None);
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let memory = (other + half).to_string();
+    let server = common::server::Server::start_with_env(
+        &data,
+        &root.path().join("hf"),
+        &["--worker", &worker.address, "--max-memory", &memory],
+        &[("CAKE_CLUSTER_KEY", KEY)],
+    );
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "default", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+                            "temperature": 0, "max_tokens": 12}),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let single = cake_json(&[
+        "run", "--model", model.to_str().unwrap(), "--chat", "--prompt", "What is the capital of France?",
+        "--temperature", "0", "--max-tokens", "12", "--json",
+    ]);
+    assert_eq!(reply["choices"][0]["message"]["content"], single["text"]);
+    let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
+    assert_eq!(cached, 1, "the worker received the weights of its layers");
 }

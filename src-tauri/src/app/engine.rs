@@ -6,6 +6,8 @@
 //! [`EventSink`]; when the sink's receiver has gone (a closed browser tab) or
 //! the job's cancel flag is set, the job stops at the next token.
 
+use crate::cluster::master::ClusterSettings;
+use crate::cluster::remote::WorkerLost;
 use crate::library::catalog::ModelEntry;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{generate, GenerationRequest};
@@ -54,17 +56,20 @@ pub struct Engine {
 
 struct Worker {
     options: LoadOptions,
+    /// Run models over these workers too, when set.
+    cluster: Option<ClusterSettings>,
     model: Option<(ModelEntry, TextModel)>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
 }
 
 impl Engine {
-    /// Starts the engine thread.
-    pub fn start(options: LoadOptions) -> Self {
+    /// Starts the engine thread; with `cluster`, models run over its workers too.
+    pub fn start(options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let (tx, rx) = mpsc::channel::<Job>();
         let loaded = Arc::new(Mutex::new(None));
         let mut worker = Worker {
             options,
+            cluster,
             model: None,
             loaded: loaded.clone(),
         };
@@ -139,6 +144,10 @@ impl Worker {
                         sink(done);
                     }
                     Err(error) => {
+                        if error.downcast_ref::<WorkerLost>().is_some() {
+                            // Re-plan over the machines left on the next request.
+                            self.set_model(None);
+                        }
                         sink(json!({"type": "error", "message": format!("{error:#}")}));
                     }
                 }
@@ -168,8 +177,11 @@ impl Worker {
                 "message": format!("loading {name}: layer {done} of {total}"),
             }));
         };
-        let model = TextModel::load_with_progress(&entry.path, &self.options, &mut on_layer)
-            .map_err(|e| format!("cannot load {}: {e:#}", entry.name))?;
+        let loaded = match &self.cluster {
+            Some(cluster) => cluster.load(&entry.path, &self.options),
+            None => TextModel::load_with_progress(&entry.path, &self.options, &mut on_layer),
+        };
+        let model = loaded.map_err(|e| format!("cannot load {}: {e:#}", entry.name))?;
         if model.tokenizer.is_none() {
             return Err(format!("cannot chat with {}: it has no tokenizer", entry.name));
         }

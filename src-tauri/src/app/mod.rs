@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod storage;
 
+use crate::cluster::master::ClusterSettings;
 use crate::library::catalog::Catalog;
 use crate::text::model::LoadOptions;
 use conversations::ConversationStore;
@@ -28,10 +29,15 @@ pub struct App {
 impl App {
     /// The app over `catalog`, keeping conversations in its data folder.
     pub fn new(catalog: Catalog, options: LoadOptions) -> Self {
+        Self::with_cluster(catalog, options, None)
+    }
+
+    /// Like [`App::new`], running models over a cluster's workers too.
+    pub fn with_cluster(catalog: Catalog, options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         Self {
             catalog,
-            engine: Engine::start(options),
+            engine: Engine::start(options, cluster),
             conversations,
             streams: Arc::new(Mutex::new(HashMap::new())),
         }

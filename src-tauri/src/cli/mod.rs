@@ -7,8 +7,8 @@ mod perplexity;
 mod run;
 mod serve;
 
-use crate::cluster::discovery::{discover, scope_from};
-use crate::cluster::master::load_distributed;
+use crate::cluster::discovery::scope_from;
+use crate::cluster::master::{load_distributed, ClusterSettings};
 use crate::cluster::remote::RemoteWorker;
 use crate::cluster::secure_channel::ClusterKey;
 use crate::library::resolve_model;
@@ -85,22 +85,31 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
+    /// The cluster settings, when a key or workers were given.
+    pub fn settings(&self) -> Result<Option<ClusterSettings>> {
+        if self.cluster_key.is_none() && self.workers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ClusterSettings {
+            key: self.key()?,
+            workers: self.workers.clone(),
+            mdns: scope_from(&self.mdns_interfaces),
+            discovery_timeout: std::time::Duration::from_secs_f64(self.discovery_timeout.max(0.0)),
+            master_memory: self.max_memory,
+        }))
+    }
+
     /// The workers to use: those given with --worker, else (with a cluster
     /// key) those found over mDNS.
     pub fn worker_addresses(&self) -> Result<Vec<String>> {
-        if !self.workers.is_empty() || self.cluster_key.is_none() {
-            return Ok(self.workers.clone());
-        }
-        let key = self.key()?;
-        let timeout = std::time::Duration::from_secs_f64(self.discovery_timeout.max(0.0));
-        let found = discover(&key, timeout, &scope_from(&self.mdns_interfaces))?;
+        let Some(settings) = self.settings()? else {
+            return Ok(Vec::new());
+        };
+        let found = settings.worker_addresses()?;
         if found.is_empty() {
             eprintln!("no workers of this cluster found within {:.1} s: running on this machine only", self.discovery_timeout);
         }
-        for worker in &found {
-            eprintln!("found worker {}", worker.describe());
-        }
-        Ok(found.iter().map(|w| w.address.to_string()).collect())
+        Ok(found)
     }
 
     pub fn key(&self) -> Result<ClusterKey> {

@@ -22,6 +22,8 @@ pub struct ServeArgs {
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -38,7 +40,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 .with_context(|| format!("--model {spec}: not a library id, and cannot import it"))?,
         }),
     };
-    let app = Arc::new(App::new(catalog, LoadOptions::default()));
+    let app = Arc::new(App::with_cluster(catalog, LoadOptions::default(), args.cluster.settings()?));
     if let Some(entry) = preload {
         eprintln!("loading {} …", entry.name);
         app.engine.load(entry, Box::new(report_preload), Arc::new(AtomicBool::new(false)));

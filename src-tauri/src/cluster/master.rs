@@ -79,3 +79,46 @@ pub fn load_distributed(
     let model = TextModel::assemble(&path, &checkpoint, decoder, stages)?;
     Ok((model, plan))
 }
+
+/// How a master finds and uses its workers.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    pub key: super::secure_channel::ClusterKey,
+    /// Workers named explicitly (host:port); when empty, found over mDNS.
+    pub workers: Vec<String>,
+    pub mdns: super::discovery::MdnsScope,
+    pub discovery_timeout: std::time::Duration,
+    /// Bytes of weights this machine may hold (default: its available memory).
+    pub master_memory: Option<u64>,
+}
+
+impl ClusterSettings {
+    /// The addresses of the workers to use now (discovering them if none were named).
+    pub fn worker_addresses(&self) -> Result<Vec<String>> {
+        if !self.workers.is_empty() {
+            return Ok(self.workers.clone());
+        }
+        let found = super::discovery::discover(&self.key, self.discovery_timeout, &self.mdns)?;
+        for worker in &found {
+            eprintln!("found worker {}", worker.describe());
+        }
+        Ok(found.iter().map(|w| w.address.to_string()).collect())
+    }
+
+    /// Loads `path` over this machine and the workers that answer; workers
+    /// that cannot be reached are left out with a warning.
+    pub fn load(&self, path: &Path, options: &LoadOptions) -> Result<TextModel> {
+        let mut workers = Vec::new();
+        for address in self.worker_addresses()? {
+            match RemoteWorker::connect(&address, &self.key) {
+                Ok(worker) => workers.push(worker),
+                Err(e) => eprintln!("leaving out {address}: {e:#}"),
+            }
+        }
+        let (model, plan) = load_distributed(path, options, workers, self.master_memory)?;
+        for stage in &plan.stages {
+            eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
+        }
+        Ok(model)
+    }
+}

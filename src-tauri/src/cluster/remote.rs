@@ -100,6 +100,7 @@ impl RemoteWorker {
                 (Response::NeedChunks { chunks }, _) => {
                     let total: u64 = chunks.iter().map(|c| c.len).sum();
                     let mut done = 0u64;
+                    let mut last_report = std::time::Instant::now();
                     for chunk in chunks {
                         let (sha256, packed) = read_chunk(model, manifest, chunk)?;
                         let message = Request::Chunk {
@@ -110,12 +111,15 @@ impl RemoteWorker {
                         self.ask(&message, &packed)?;
                         done += chunk.len;
                         sent += chunk.len;
-                        eprintln!(
-                            "sending weights to {}: {:.1} / {:.1} MB",
-                            self.info.name,
-                            done as f64 / 1e6,
-                            total as f64 / 1e6
-                        );
+                        if done == total || last_report.elapsed().as_millis() >= 500 {
+                            last_report = std::time::Instant::now();
+                            eprintln!(
+                                "sending weights to {}: {:.1} / {:.1} MB",
+                                self.info.name,
+                                done as f64 / 1e6,
+                                total as f64 / 1e6
+                            );
+                        }
                     }
                 }
                 (other, _) => bail!("worker {} answered {other:?} to Load", self.address),

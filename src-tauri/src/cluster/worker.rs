@@ -158,10 +158,14 @@ impl State<'_> {
                     .filter(|m| m.key == manifest_key)
                     .context("a weight chunk arrived for a model this session is not loading")?;
                 self.weights.store(manifest, chunk, &sha256, payload)?;
-                eprintln!(
-                    "worker {}: received chunk of {} at {} ({} bytes)",
-                    self.name, manifest.files[chunk.file].name, chunk.offset, chunk.len
-                );
+                let left = self.weights.missing(manifest).len();
+                let received = manifest.chunks().len() - left;
+                if received == 1 || left % 32 == 0 || left < 2 {
+                    eprintln!(
+                        "worker {}: received chunk of {} at {} ({} bytes), {left} to go",
+                        self.name, manifest.files[chunk.file].name, chunk.offset, chunk.len
+                    );
+                }
                 (Response::Done, Vec::new())
             }
             Request::Forward { sequence, shape } => {
