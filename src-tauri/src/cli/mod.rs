@@ -123,13 +123,11 @@ impl ClusterArgs {
 
 impl ModelArgs {
     pub fn dtype(&self) -> Result<Option<DType>> {
-        Ok(match self.dtype.as_deref() {
-            None => None,
-            Some("f32") => Some(DType::F32),
-            Some("f16") => Some(DType::F16),
-            Some("bf16") => Some(DType::BF16),
-            Some(other) => bail!("unknown --dtype `{other}` (use f32, f16 or bf16)"),
-        })
+        self.dtype
+            .as_deref()
+            .map(crate::models::loader::parse_dtype)
+            .transpose()
+            .context("--dtype")
     }
 
     /// Applies `--threads` before any kernel runs.

@@ -9,11 +9,10 @@ use super::assignment::{plan, NodeCapacity, Plan};
 use super::machine;
 use super::remote::RemoteWorker;
 use super::weight_transfer::ModelManifest;
-use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::loader::{dtype_name, Checkpoint, LoadOptions};
 use crate::models::sources::selection::TensorSelection;
 use crate::text::model::{RemoteStage, TextModel};
 use anyhow::{Context, Result};
-use candle_core::DType;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -40,11 +39,7 @@ pub fn load_distributed(
         bytes_per_second: w.info.bytes_per_second,
     }));
     let plan = plan(&layer_bytes, other_bytes, &nodes)?;
-    let dtype = options.dtype.map(|d| match d {
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => "f32",
-    });
+    let dtype = options.dtype.map(dtype_name);
     let mut stages = Vec::new();
     for (worker, stage) in workers.into_iter().zip(&plan.stages[1..]) {
         if stage.layers.is_empty() {

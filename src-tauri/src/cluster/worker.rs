@@ -9,11 +9,10 @@ use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Reques
 use super::secure_channel::{ClusterKey, SecureChannel};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
-use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::loader::{parse_dtype, Checkpoint, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{Context, Result};
-use candle_core::DType;
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
@@ -133,13 +132,7 @@ impl State<'_> {
                 *self.manifest = Some(manifest);
                 let checkpoint = Checkpoint::open(&path)?;
                 let options = LoadOptions {
-                    dtype: match dtype.as_deref() {
-                        None => None,
-                        Some("f32") => Some(DType::F32),
-                        Some("f16") => Some(DType::F16),
-                        Some("bf16") => Some(DType::BF16),
-                        Some(other) => anyhow::bail!("unknown dtype `{other}`"),
-                    },
+                    dtype: dtype.as_deref().map(parse_dtype).transpose()?,
                     ..Default::default()
                 };
                 let selection = TensorSelection {

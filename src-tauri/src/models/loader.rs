@@ -32,6 +32,25 @@ impl Default for LoadOptions {
     }
 }
 
+/// The compute dtypes a person can choose, by their command-line spelling.
+pub fn parse_dtype(name: &str) -> Result<DType> {
+    Ok(match name {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        other => bail!("unknown dtype `{other}` (use f32, f16 or bf16)"),
+    })
+}
+
+/// The spelling [`parse_dtype`] reads back.
+pub fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        _ => "f32",
+    }
+}
+
 /// A checkpoint opened far enough to know its architecture, before weights load.
 pub enum Checkpoint {
     Folder { dir: std::path::PathBuf, config: ModelConfig },
