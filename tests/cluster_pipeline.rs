@@ -7,6 +7,7 @@
 mod common;
 
 use cake::models::loader::Checkpoint;
+use common::place::Place;
 use common::{cake_json, fixture, join_ids};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -61,46 +62,6 @@ impl Worker {
         };
         std::thread::spawn(move || for _ in lines {});
         Self { child, address, data }
-    }
-}
-
-/// Where discovery tests run: a network namespace of their own when the
-/// test runs as root (so not even the mDNS daemon's start-up touches a real
-/// interface), else this machine's namespace restricted to IPv4 loopback.
-struct Place {
-    netns: Option<String>,
-}
-
-impl Place {
-    fn new(tag: &str) -> Self {
-        let name = format!("cake-{tag}-{}", std::process::id());
-        let created = Command::new("ip").args(["netns", "add", &name]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-            && Command::new("ip").args(["-n", &name, "link", "set", "lo", "up"]).status().is_ok_and(|s| s.success());
-        if created {
-            Self { netns: Some(name) }
-        } else {
-            eprintln!("note: cannot create a network namespace (not root?): mDNS stays on IPv4 loopback of this machine");
-            Self { netns: None }
-        }
-    }
-
-    fn command(&self, program: &str) -> Command {
-        match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, program]);
-                c
-            }
-            None => Command::new(program),
-        }
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if let Some(ns) = &self.netns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
     }
 }
 
@@ -294,4 +255,45 @@ fn cake_serve_answers_through_the_cluster() {
     assert_eq!(reply["choices"][0]["message"]["content"], single["text"]);
     let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
     assert_eq!(cached, 1, "the worker received the weights of its layers");
+}
+
+#[test]
+fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
+    let model = common::server::default_model_file();
+    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
+    let n = layers.len();
+    let fixed = Worker::start("fixed", None);
+    let free = Worker::start("free", None);
+    let dir = tempfile::tempdir().unwrap();
+    let topology = dir.path().join("topology.yaml");
+    std::fs::write(
+        &topology,
+        format!(
+            "fixed:\n  host: {}\n  description: holds the last layers\n  layers: ['model.layers.{}-{}']\nfree:\n  host: {}\n",
+            fixed.address,
+            2 * n / 3,
+            n - 1,
+            free.address
+        ),
+    )
+    .unwrap();
+    let third: u64 = layers.iter().take(n / 3).sum();
+    let prompt = ["--prompt", "The capital of France is", "--max-tokens", "16"];
+    let mut args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
+    args.extend_from_slice(&prompt);
+    let single = cake_json(&args);
+    let memory = (other + third).to_string();
+    args.extend(["--cluster-key", KEY, "--topology", topology.to_str().unwrap(), "--max-memory", &memory]);
+    let out = common::cake(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("fixed: layers {}..{n} — layers {}-{}, as the topology file says", 2 * n / 3, 2 * n / 3, n - 1)), "{err}");
+    assert!(err.contains("free: layers "), "{err}");
+    let split: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(split["tokens"], single["tokens"]);
+
+    // A topology the model cannot follow is refused with the reason.
+    std::fs::write(&topology, format!("fixed:\n  host: {}\n  layers: ['model.layers.0-{}']\n", fixed.address, n + 3)).unwrap();
+    let err = common::cake_error(&args);
+    assert!(err.contains("do not exist"), "{err}");
 }

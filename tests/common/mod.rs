@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fake_hub;
+pub mod place;
 pub mod server;
 
 use serde_json::Value;

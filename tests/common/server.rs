@@ -48,7 +48,13 @@ impl Server {
 
     /// Like [`Server::start`], with extra environment variables.
     pub fn start_with_env(data_dir: &Path, hf_cache: &Path, extra_args: &[&str], envs: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cake"))
+        Self::start_command(Command::new(env!("CARGO_BIN_EXE_cake")), data_dir, hf_cache, extra_args, envs)
+    }
+
+    /// Like [`Server::start_with_env`], running `cake` through `command`
+    /// (say, inside a network namespace).
+    pub fn start_command(mut command: Command, data_dir: &Path, hf_cache: &Path, extra_args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let mut child = command
             .envs(envs.iter().copied())
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
             .args(extra_args)

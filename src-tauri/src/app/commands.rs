@@ -114,6 +114,17 @@ impl App {
                 self.conversations.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
                 Ok(json!({}))
             }
+            "cluster_status" => Ok(self.cluster.status()),
+            "set_cluster_settings" => {
+                let update: super::cluster::SettingsUpdate = args(command, value)?;
+                self.cluster.update(update).map_err(ApiError::bad)?;
+                self.engine.set_cluster(self.cluster.master_settings());
+                Ok(self.cluster.status())
+            }
+            "scan_cluster" => {
+                self.cluster.scan().map_err(ApiError::bad)?;
+                Ok(self.cluster.status())
+            }
             "cancel_stream" => {
                 let a: StreamIdArgs = args(command, value)?;
                 if let Some(flag) = self.streams.lock().expect("streams").remove(&a.stream_id) {

@@ -46,6 +46,8 @@ enum Job {
         cancel: CancelFlag,
     },
     Unload,
+    /// Use these cluster settings for the next loads.
+    Configure(Option<ClusterSettings>),
 }
 
 /// Handle to the engine thread.
@@ -112,6 +114,11 @@ impl Engine {
     pub fn unload(&self) {
         self.send(Job::Unload);
     }
+
+    /// Queues a change of cluster settings, used from the next load on.
+    pub fn set_cluster(&self, cluster: Option<ClusterSettings>) {
+        self.send(Job::Configure(cluster));
+    }
 }
 
 impl Worker {
@@ -153,6 +160,7 @@ impl Worker {
                 }
             }
             Job::Unload => self.set_model(None),
+            Job::Configure(cluster) => self.cluster = cluster,
         }
     }
 

@@ -3,15 +3,18 @@
 //! (see docs/api.md). The Tauri shell and the HTTP server are thin
 //! transports over [`App::call`] and [`App::stream`].
 
+pub mod cluster;
 pub mod commands;
 pub mod conversations;
 pub mod engine;
 pub mod error;
+pub mod key_store;
 pub mod storage;
 
 use crate::cluster::master::ClusterSettings;
 use crate::library::catalog::Catalog;
 use crate::text::model::LoadOptions;
+use cluster::ClusterControl;
 use conversations::ConversationStore;
 use engine::{CancelFlag, Engine};
 use std::collections::HashMap;
@@ -22,6 +25,8 @@ pub struct App {
     pub catalog: Catalog,
     pub engine: Engine,
     pub conversations: ConversationStore,
+    /// Cluster settings and this machine's role in the cluster.
+    pub cluster: ClusterControl,
     /// Cancel flags of running streams, by the id the UI gave them.
     streams: Arc<Mutex<HashMap<String, CancelFlag>>>,
 }
@@ -32,13 +37,16 @@ impl App {
         Self::with_cluster(catalog, options, None)
     }
 
-    /// Like [`App::new`], running models over a cluster's workers too.
+    /// Like [`App::new`], running models over the workers of `cluster`
+    /// (from the command line) instead of the stored cluster settings.
     pub fn with_cluster(catalog: Catalog, options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
+        let cluster = ClusterControl::open(catalog.data_dir(), cluster);
         Self {
             catalog,
-            engine: Engine::start(options, cluster),
+            engine: Engine::start(options, cluster.master_settings()),
             conversations,
+            cluster,
             streams: Arc::new(Mutex::new(HashMap::new())),
         }
     }

@@ -8,9 +8,9 @@ mod run;
 mod serve;
 
 use crate::cluster::discovery::scope_from;
-use crate::cluster::master::{load_distributed, ClusterSettings};
-use crate::cluster::remote::RemoteWorker;
+use crate::cluster::master::ClusterSettings;
 use crate::cluster::secure_channel::ClusterKey;
+use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::{SamplingOverrides, SamplingParams};
@@ -82,34 +82,27 @@ pub struct ClusterArgs {
     /// Restrict mDNS to this interface (repeatable; `lo` = IPv4 loopback only).
     #[arg(long = "mdns-iface")]
     pub mdns_interfaces: Vec<String>,
+    /// A YAML file naming the workers and, optionally, their layers
+    /// (instead of discovering them; see docs/cluster.md).
+    #[arg(long)]
+    pub topology: Option<std::path::PathBuf>,
 }
 
 impl ClusterArgs {
     /// The cluster settings, when a key or workers were given.
     pub fn settings(&self) -> Result<Option<ClusterSettings>> {
-        if self.cluster_key.is_none() && self.workers.is_empty() {
+        if self.cluster_key.is_none() && self.workers.is_empty() && self.topology.is_none() {
             return Ok(None);
         }
-        Ok(Some(ClusterSettings {
-            key: self.key()?,
-            workers: self.workers.clone(),
-            mdns: scope_from(&self.mdns_interfaces),
-            discovery_timeout: std::time::Duration::from_secs_f64(self.discovery_timeout.max(0.0)),
-            master_memory: self.max_memory,
-        }))
-    }
-
-    /// The workers to use: those given with --worker, else (with a cluster
-    /// key) those found over mDNS.
-    pub fn worker_addresses(&self) -> Result<Vec<String>> {
-        let Some(settings) = self.settings()? else {
-            return Ok(Vec::new());
-        };
-        let found = settings.worker_addresses()?;
-        if found.is_empty() {
-            eprintln!("no workers of this cluster found within {:.1} s: running on this machine only", self.discovery_timeout);
-        }
-        Ok(found)
+        let mut settings = ClusterSettings::new(
+            self.key()?,
+            scope_from(&self.mdns_interfaces),
+            std::time::Duration::from_secs_f64(self.discovery_timeout.max(0.0)),
+        );
+        settings.workers = self.workers.clone();
+        settings.master_memory = self.max_memory;
+        settings.topology = self.topology.as_deref().map(Topology::from_file).transpose()?;
+        Ok(Some(settings))
     }
 
     pub fn key(&self) -> Result<ClusterKey> {
@@ -155,21 +148,10 @@ impl ModelArgs {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        let mut addresses = self.cluster.worker_addresses()?;
-        addresses.retain(|a| !excluded.contains(a));
-        if addresses.is_empty() {
-            let model = TextModel::load(&path, &options)?;
-            return Ok((model, start.elapsed().as_secs_f64()));
-        }
-        let key = self.cluster.key()?;
-        let workers = addresses
-            .iter()
-            .map(|address| RemoteWorker::connect(address, &key))
-            .collect::<Result<Vec<_>>>()?;
-        let (model, plan) = load_distributed(&path, &options, workers, self.cluster.max_memory)?;
-        for stage in &plan.stages {
-            eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
-        }
+        let model = match self.cluster.settings()? {
+            Some(cluster) => cluster.load_excluding(&path, &options, excluded)?,
+            None => TextModel::load(&path, &options)?,
+        };
         Ok((model, start.elapsed().as_secs_f64()))
     }
 }

@@ -154,6 +154,118 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
     })
 }
 
+/// A plan in which some workers must run fixed layers (from a topology
+/// file); the master and the workers without fixed layers share the rest.
+/// `nodes[0]` is the master and `fixed[i]` belongs to `nodes[i]`.
+///
+/// Returns the stages in pipeline order (the master first, then by first
+/// layer; unused workers last) and, for each stage, the index of its node.
+pub fn plan_with_fixed(
+    layer_bytes: &[u64],
+    master_extra_bytes: u64,
+    nodes: &[NodeCapacity],
+    fixed: &[Option<Range<usize>>],
+) -> Result<(Plan, Vec<usize>)> {
+    assert_eq!(nodes.len(), fixed.len(), "one fixed entry per node");
+    let layers = layer_bytes.len();
+    if fixed.iter().all(Option::is_none) {
+        return Ok((plan(layer_bytes, master_extra_bytes, nodes)?, (0..nodes.len()).collect()));
+    }
+    let mut owner: Vec<Option<usize>> = vec![None; layers];
+    for (index, range) in fixed.iter().enumerate() {
+        let Some(range) = range else { continue };
+        let node = &nodes[index];
+        if range.end > layers {
+            bail!("{}: layers {}-{} do not exist (the model has {layers})", node.name, range.start, range.end - 1);
+        }
+        for layer in range.clone() {
+            if let Some(other) = owner[layer] {
+                bail!("layer {layer} is given to both {} and {}", nodes[other].name, node.name);
+            }
+            owner[layer] = Some(index);
+        }
+        let bytes: u64 = layer_bytes[range.clone()].iter().sum();
+        if bytes > node.memory_bytes {
+            bail!("{} is given {} of layers but has only {} available", node.name, gb(bytes), gb(node.memory_bytes));
+        }
+    }
+    // The layers nobody was given must form one range, shared automatically.
+    let free: Vec<usize> = (0..layers).filter(|&l| owner[l].is_none()).collect();
+    let gap = match (free.first(), free.last()) {
+        (Some(&a), Some(&b)) if b - a + 1 == free.len() => a..b + 1,
+        (Some(_), Some(_)) => bail!("the layers given to no machine ({}) are not one contiguous range", describe_layers(&free)),
+        _ => 0..0,
+    };
+    // The master runs the first layers, so it shares the gap only if the gap starts at 0.
+    let master_shares = gap.start == 0 && !gap.is_empty();
+    let mut auto: Vec<usize> = (1..nodes.len()).filter(|&i| fixed[i].is_none()).collect();
+    if master_shares {
+        auto.insert(0, 0);
+    }
+    let mut stages: Vec<(usize, StageAssignment)> = Vec::new();
+    if !gap.is_empty() {
+        if auto.is_empty() {
+            bail!("layers {}-{} are given to no machine: list them in the topology file", gap.start, gap.end - 1);
+        }
+        let extra = if master_shares { master_extra_bytes } else { 0 };
+        let auto_nodes: Vec<NodeCapacity> = auto.iter().map(|&i| nodes[i].clone()).collect();
+        let sub = plan(&layer_bytes[gap.clone()], extra, &auto_nodes)?;
+        for (&index, mut stage) in auto.iter().zip(sub.stages) {
+            stage.layers = stage.layers.start + gap.start..stage.layers.end + gap.start;
+            stages.push((index, stage));
+        }
+    }
+    if !master_shares {
+        if master_extra_bytes > nodes[0].memory_bytes {
+            bail!("{} must hold the embedding and LM head ({}) but has only {} available", nodes[0].name, gb(master_extra_bytes), gb(nodes[0].memory_bytes));
+        }
+        stages.push((0, StageAssignment {
+            node: nodes[0].name.clone(),
+            layers: 0..0,
+            bytes: master_extra_bytes,
+            seconds_per_token: 0.0,
+            reason: "no layers: the topology file gives the first layers to a worker".into(),
+        }));
+    }
+    for (index, range) in fixed.iter().enumerate() {
+        let Some(range) = range else { continue };
+        let bytes: u64 = layer_bytes[range.clone()].iter().sum();
+        stages.push((index, StageAssignment {
+            node: nodes[index].name.clone(),
+            layers: range.clone(),
+            bytes,
+            seconds_per_token: bytes as f64 / nodes[index].bytes_per_second,
+            reason: format!("layers {}-{}, as the topology file says", range.start, range.end - 1),
+        }));
+    }
+    // Pipeline order: the master, then by first layer; empty stages last.
+    stages.sort_by_key(|(index, stage)| (*index != 0, stage.layers.is_empty(), stage.layers.start));
+    let bottleneck = stages.iter().map(|(_, s)| s.seconds_per_token).fold(0.0, f64::max);
+    let order = stages.iter().map(|(index, _)| *index).collect();
+    Ok((
+        Plan {
+            stages: stages.into_iter().map(|(_, s)| s).collect(),
+            bottleneck_seconds: bottleneck,
+        },
+        order,
+    ))
+}
+
+/// `[0, 1, 2, 7]` as `0-2, 7`.
+fn describe_layers(layers: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < layers.len() {
+        let mut j = i;
+        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { layers[i].to_string() } else { format!("{}-{}", layers[i], layers[j]) });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +339,39 @@ mod tests {
             }
         }
         assert!((plan.bottleneck_seconds - best).abs() < 1e-12, "{} vs {best}", plan.bottleneck_seconds);
+    }
+    #[test]
+    fn fixed_layers_are_kept_and_the_rest_is_shared() {
+        let nodes = [node("master", 1000, 1.0), node("fixed", 1000, 1.0), node("free", 1000, 1.0)];
+        let (plan, order) = plan_with_fixed(&[10; 12], 0, &nodes, &[None, Some(8..12), None]).unwrap();
+        assert_eq!(ranges(&plan), vec![0..4, 4..8, 8..12]);
+        assert_eq!(order, vec![0, 2, 1]);
+        assert!(plan.stages[2].reason.contains("topology"), "{}", plan.stages[2].reason);
+    }
+
+    #[test]
+    fn a_worker_fixed_at_layer_zero_leaves_the_master_only_the_head() {
+        let nodes = [node("master", 1000, 1.0), node("first", 1000, 1.0), node("free", 1000, 1.0)];
+        let (plan, order) = plan_with_fixed(&[10; 6], 5, &nodes, &[None, Some(0..2), None]).unwrap();
+        assert_eq!(ranges(&plan), vec![0..0, 0..2, 2..6]);
+        assert_eq!(order, vec![0, 1, 2]);
+        assert_eq!(plan.stages[0].bytes, 5);
+    }
+
+    #[test]
+    fn bad_fixed_layouts_are_refused_clearly() {
+        let nodes = [node("master", 1000, 1.0), node("a", 1000, 1.0), node("b", 25, 1.0)];
+        for (fixed, expected) in [
+            (vec![None, Some(0..3), Some(2..4)], "given to both"),
+            (vec![None, Some(0..3), Some(4..5)], "not one contiguous range"),
+            (vec![None, Some(0..2), Some(10..13)], "do not exist"),
+            (vec![None, Some(0..2), Some(2..6)], "has only"),
+        ] {
+            let err = format!("{:#}", plan_with_fixed(&[10; 12], 0, &nodes, &fixed).unwrap_err());
+            assert!(err.contains(expected), "{fixed:?}: {err}");
+        }
+        let only_fixed = [node("master", 1000, 1.0), node("a", 1000, 1.0)];
+        let err = format!("{:#}", plan_with_fixed(&[10; 12], 0, &only_fixed, &[None, Some(0..6)]).unwrap_err());
+        assert!(err.contains("given to no machine"), "{err}");
     }
 }

@@ -89,11 +89,21 @@ pub struct FoundWorker {
     pub address: SocketAddr,
     /// The worker's protocol version, from its advertisement.
     pub version: u16,
+    /// Whether its key fingerprint matches ours.
+    pub same_cluster: bool,
 }
 
 /// Browses for `timeout` and returns the workers of `key`'s cluster (others
 /// are skipped), in name order.
 pub fn discover(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<Vec<FoundWorker>> {
+    let mut workers = browse(key, timeout, scope)?;
+    workers.retain(|w| w.same_cluster);
+    Ok(workers)
+}
+
+/// Browses for `timeout` and returns every Cake worker seen, marking those
+/// of `key`'s cluster, in name order.
+pub fn browse(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<Vec<FoundWorker>> {
     let daemon = scope.daemon()?;
     let events = daemon.browse(SERVICE_TYPE).map_err(|e| anyhow::anyhow!("cannot browse mDNS: {e}"))?;
     let fingerprint = key.fingerprint();
@@ -102,9 +112,7 @@ pub fn discover(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Resul
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         let Ok(event) = events.recv_timeout(left) else { break };
         let ServiceEvent::ServiceResolved(service) = event else { continue };
-        if service.get_property_val_str("fp") != Some(fingerprint.as_str()) {
-            continue;
-        }
+        let same_cluster = service.get_property_val_str("fp") == Some(fingerprint.as_str());
         let mut addresses: Vec<IpAddr> = service.get_addresses_v4().into_iter().map(IpAddr::V4).collect();
         // On loopback, use 127.0.0.1; on a LAN, a LAN address first.
         let loopback_only = scope.loopback_only();
@@ -118,6 +126,7 @@ pub fn discover(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Resul
                 name,
                 address: SocketAddr::new(ip, service.get_port()),
                 version,
+                same_cluster,
             },
         );
     }

@@ -5,24 +5,44 @@
 //! them, and loads its own range together with the embedding and the head.
 //! Workers that get no layers are not used.
 
-use super::assignment::{plan, NodeCapacity, Plan};
+use super::assignment::{plan_with_fixed, NodeCapacity, Plan};
+use super::discovery::{browse, MdnsScope};
 use super::machine;
+use super::monitor::{ClusterMonitor, MachineState, MachineView};
 use super::remote::RemoteWorker;
+use super::secure_channel::ClusterKey;
+use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
 use crate::models::loader::{dtype_name, Checkpoint, LoadOptions};
 use crate::models::sources::selection::TensorSelection;
 use crate::text::model::{RemoteStage, TextModel};
 use anyhow::{Context, Result};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A worker to use, with the layers a topology file gives it (if any).
+pub struct PlannedWorker {
+    pub worker: RemoteWorker,
+    pub fixed_layers: Option<Range<usize>>,
+}
+
+impl From<RemoteWorker> for PlannedWorker {
+    fn from(worker: RemoteWorker) -> Self {
+        Self { worker, fixed_layers: None }
+    }
+}
 
 /// Loads `path` over this machine (allowed `master_memory` bytes, default
-/// all available) and `workers`; returns the model and the plan used.
+/// all available) and `workers`; returns the model and the plan used. The
+/// plan is published to `monitor` before weights are sent.
 pub fn load_distributed(
     path: &Path,
     options: &LoadOptions,
-    workers: Vec<RemoteWorker>,
+    workers: Vec<PlannedWorker>,
     master_memory: Option<u64>,
+    monitor: Option<&ClusterMonitor>,
 ) -> Result<(TextModel, Plan)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
     let checkpoint = Checkpoint::open(&path)?;
@@ -33,15 +53,28 @@ pub fn load_distributed(
         memory_bytes: me.memory_bytes,
         bytes_per_second: me.bytes_per_second,
     }];
-    nodes.extend(workers.iter().map(|w| NodeCapacity {
-        name: w.info.name.clone(),
-        memory_bytes: w.info.memory_bytes,
-        bytes_per_second: w.info.bytes_per_second,
-    }));
-    let plan = plan(&layer_bytes, other_bytes, &nodes)?;
+    let mut fixed = vec![None];
+    for planned in &workers {
+        let info = &planned.worker.info;
+        nodes.push(NodeCapacity {
+            name: info.name.clone(),
+            memory_bytes: info.memory_bytes,
+            bytes_per_second: info.bytes_per_second,
+        });
+        fixed.push(planned.fixed_layers.clone());
+    }
+    let (plan, order) = plan_with_fixed(&layer_bytes, other_bytes, &nodes, &fixed)?;
+    let mut by_node: Vec<Option<Arc<RemoteWorker>>> =
+        std::iter::once(None).chain(workers.into_iter().map(|p| Some(Arc::new(p.worker)))).collect();
+    let stage_workers: Vec<Option<Arc<RemoteWorker>>> = order.iter().map(|&i| by_node[i].take()).collect();
+    if let Some(monitor) = monitor {
+        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        monitor.begin_run(&name, layer_bytes.len(), plan.clone(), stage_workers.clone());
+    }
     let dtype = options.dtype.map(dtype_name);
     let mut stages = Vec::new();
-    for (worker, stage) in workers.into_iter().zip(&plan.stages[1..]) {
+    for (worker, stage) in stage_workers.iter().zip(&plan.stages) {
+        let Some(worker) = worker else { continue };
         if stage.layers.is_empty() {
             continue;
         }
@@ -61,7 +94,7 @@ pub fn load_distributed(
             manifest.total_bytes()
         );
         stages.push(RemoteStage {
-            worker: Arc::new(worker),
+            worker: worker.clone(),
             layers: stage.layers.clone(),
         });
     }
@@ -72,45 +105,186 @@ pub fn load_distributed(
     };
     let decoder = checkpoint.load_decoder(Some(selection), options)?;
     let model = TextModel::assemble(&path, &checkpoint, decoder, stages)?;
+    if let Some(monitor) = monitor {
+        monitor.run_ready(model.local_nanos.clone());
+    }
     Ok((model, plan))
 }
 
 /// How a master finds and uses its workers.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterSettings {
-    pub key: super::secure_channel::ClusterKey,
-    /// Workers named explicitly (host:port); when empty, found over mDNS.
+    pub key: ClusterKey,
+    /// Workers named explicitly (host:port); when empty (and no topology), found over mDNS.
     pub workers: Vec<String>,
-    pub mdns: super::discovery::MdnsScope,
-    pub discovery_timeout: std::time::Duration,
+    /// A hand-written layout naming the workers and, optionally, their layers.
+    pub topology: Option<Topology>,
+    pub mdns: MdnsScope,
+    pub discovery_timeout: Duration,
     /// Bytes of weights this machine may hold (default: its available memory).
     pub master_memory: Option<u64>,
+    /// Where the cluster view reads what the master sees.
+    pub monitor: Arc<ClusterMonitor>,
+}
+
+impl std::fmt::Debug for ClusterSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSettings")
+            .field("key", &self.key.fingerprint())
+            .field("workers", &self.workers)
+            .field("topology", &self.topology)
+            .field("mdns", &self.mdns)
+            .field("discovery_timeout", &self.discovery_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A worker to try: its address and, from a topology file, name and layers.
+struct Candidate {
+    address: String,
+    name: Option<String>,
+    fixed_layers: Option<Range<usize>>,
+    /// Named by the user (topology or --worker): failing to use it is an
+    /// error; a discovered worker that fails is left out.
+    required: bool,
 }
 
 impl ClusterSettings {
+    /// Settings for `key` with discovery over `mdns` and nothing else set.
+    pub fn new(key: ClusterKey, mdns: MdnsScope, discovery_timeout: Duration) -> Self {
+        Self {
+            key,
+            workers: Vec::new(),
+            topology: None,
+            mdns,
+            discovery_timeout,
+            master_memory: None,
+            monitor: Arc::default(),
+        }
+    }
+
     /// The addresses of the workers to use now (discovering them if none were named).
     pub fn worker_addresses(&self) -> Result<Vec<String>> {
+        Ok(self.candidates()?.into_iter().map(|c| c.address).collect())
+    }
+
+    /// The workers to try: the topology's, the named ones, or those of
+    /// this cluster found over mDNS (the others are shown as rejected).
+    fn candidates(&self) -> Result<Vec<Candidate>> {
+        if let Some(topology) = &self.topology {
+            return Ok(topology
+                .nodes
+                .iter()
+                .map(|n| Candidate {
+                    address: n.host.clone(),
+                    name: Some(n.name.clone()),
+                    fixed_layers: n.layers.clone(),
+                    required: true,
+                })
+                .collect());
+        }
         if !self.workers.is_empty() {
-            return Ok(self.workers.clone());
+            return Ok(self
+                .workers
+                .iter()
+                .map(|a| Candidate {
+                    address: a.clone(),
+                    name: None,
+                    fixed_layers: None,
+                    required: true,
+                })
+                .collect());
         }
-        let found = super::discovery::discover(&self.key, self.discovery_timeout, &self.mdns)?;
-        for worker in &found {
-            eprintln!("found worker {}", worker.describe());
+        self.monitor.forget_machines();
+        let mut candidates = Vec::new();
+        for found in browse(&self.key, self.discovery_timeout, &self.mdns)? {
+            if found.same_cluster {
+                eprintln!("found worker {}", found.describe());
+                candidates.push(Candidate {
+                    address: found.address.to_string(),
+                    name: Some(found.name),
+                    fixed_layers: None,
+                    required: false,
+                });
+            } else {
+                self.monitor.machine_seen(MachineView {
+                    name: found.name,
+                    address: Some(found.address.to_string()),
+                    state: MachineState::Rejected,
+                    problem: Some("advertises a different cluster key".into()),
+                    info: None,
+                });
+            }
         }
-        Ok(found.iter().map(|w| w.address.to_string()).collect())
+        Ok(candidates)
+    }
+
+    /// Connects to every candidate worker, recording each outcome in the monitor.
+    fn connect_workers(&self, excluded: &[String]) -> Result<Vec<PlannedWorker>> {
+        let me = machine::describe("this machine", self.master_memory);
+        self.monitor.machine_seen(MachineView {
+            name: me.name.clone(),
+            address: None,
+            state: MachineState::ThisMachine,
+            problem: None,
+            info: Some(me),
+        });
+        let mut workers = Vec::new();
+        for candidate in self.candidates()? {
+            if excluded.contains(&candidate.address) {
+                continue;
+            }
+            let name = candidate.name.clone().unwrap_or_else(|| candidate.address.clone());
+            match RemoteWorker::connect(&candidate.address, &self.key) {
+                Ok(worker) => {
+                    self.monitor.machine_seen(MachineView {
+                        name: worker.info.name.clone(),
+                        address: Some(candidate.address.clone()),
+                        state: MachineState::Authenticated,
+                        problem: None,
+                        info: Some(worker.info.clone()),
+                    });
+                    workers.push(PlannedWorker {
+                        worker,
+                        fixed_layers: candidate.fixed_layers,
+                    });
+                }
+                Err(e) => {
+                    let problem = format!("{e:#}");
+                    eprintln!("leaving out {name} ({}): {problem}", candidate.address);
+                    let state = if problem.contains("cannot reach") { MachineState::Unreachable } else { MachineState::Rejected };
+                    self.monitor.machine_seen(MachineView {
+                        name: name.clone(),
+                        address: Some(candidate.address),
+                        state,
+                        problem: Some(problem),
+                        info: None,
+                    });
+                    if candidate.required {
+                        return Err(e.context(format!("cannot use worker {name}")));
+                    }
+                }
+            }
+        }
+        Ok(workers)
+    }
+
+    /// Looks for workers and tries each, recording the outcomes in the monitor.
+    pub fn survey(&self) -> Result<()> {
+        self.connect_workers(&[]).map(drop)
     }
 
     /// Loads `path` over this machine and the workers that answer; workers
     /// that cannot be reached are left out with a warning.
     pub fn load(&self, path: &Path, options: &LoadOptions) -> Result<TextModel> {
-        let mut workers = Vec::new();
-        for address in self.worker_addresses()? {
-            match RemoteWorker::connect(&address, &self.key) {
-                Ok(worker) => workers.push(worker),
-                Err(e) => eprintln!("leaving out {address}: {e:#}"),
-            }
-        }
-        let (model, plan) = load_distributed(path, options, workers, self.master_memory)?;
+        self.load_excluding(path, options, &[])
+    }
+
+    /// Like [`Self::load`], leaving out the workers at `excluded` addresses.
+    pub fn load_excluding(&self, path: &Path, options: &LoadOptions, excluded: &[String]) -> Result<TextModel> {
+        self.monitor.end_run();
+        let workers = self.connect_workers(excluded)?;
+        let (model, plan) = load_distributed(path, options, workers, self.master_memory, Some(&self.monitor))?;
         for stage in &plan.stages {
             eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

@@ -8,14 +8,18 @@
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`master`]: loading a model split over the master and its workers.
+//! - [`topology`]: a hand-written layout overriding the automatic one.
+//! - [`monitor`]: the master's live view of its cluster, for the UI.
 //! - [`weight_transfer`]: sending workers exactly the weights of their layers.
 
 pub mod assignment;
 pub mod discovery;
 pub mod machine;
 pub mod master;
+pub mod monitor;
 pub mod protocol;
 pub mod remote;
 pub mod secure_channel;
+pub mod topology;
 pub mod weight_transfer;
 pub mod worker;

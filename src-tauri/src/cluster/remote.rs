@@ -1,5 +1,7 @@
 //! The master's handle on one worker: a secure channel and the requests of
-//! [`super::protocol`], one at a time.
+//! [`super::protocol`], one at a time, with live counters for the cluster
+//! view and a heartbeat that keeps an idle connection alive (and notices a
+//! worker that vanished while nobody was asking it anything).
 
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
 use super::secure_channel::{ClusterKey, SecureChannel};
@@ -8,13 +10,17 @@ use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How long the master waits for any one answer (loading layers included).
 /// A worker that dies is noticed at once (its connection closes); this
 /// bounds the wait for one that hangs or vanishes from the network.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a connection may stay idle before the master sends a heartbeat.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 
 /// A worker stopped answering (it died, or the network between us broke).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -25,10 +31,42 @@ pub struct WorkerLost {
     pub reason: String,
 }
 
+/// Live counters of one worker connection (read by the cluster view while
+/// the engine uses the worker).
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    /// Time spent in `forward` round trips, in nanoseconds.
+    pub forward_nanos: AtomicU64,
+    pub forwards: AtomicU64,
+    /// Weight bytes sent so far for the current load, and how many it needs.
+    pub weights_sent: AtomicU64,
+    pub weights_to_send: AtomicU64,
+    /// Set once the connection failed; the reason is in `lost_reason`.
+    pub lost: AtomicBool,
+    pub lost_reason: Mutex<Option<String>>,
+}
+
 pub struct RemoteWorker {
     pub address: String,
     pub info: WorkerInfo,
-    channel: Mutex<SecureChannel<TcpStream>>,
+    pub stats: Arc<WorkerStats>,
+    channel: Arc<Mutex<Connection>>,
+    /// Tells the heartbeat thread to end when the worker is dropped.
+    closed: Arc<AtomicBool>,
+}
+
+/// The channel and when it was last used.
+struct Connection {
+    channel: SecureChannel<TcpStream>,
+    last_used: Instant,
+}
+
+impl Drop for RemoteWorker {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
 }
 
 impl RemoteWorker {
@@ -54,27 +92,68 @@ impl RemoteWorker {
                 memory_bytes: 0,
                 bytes_per_second: 0.0,
             },
-            channel: Mutex::new(channel),
+            stats: Arc::default(),
+            channel: Arc::new(Mutex::new(Connection {
+                channel,
+                last_used: Instant::now(),
+            })),
+            closed: Arc::default(),
         };
         match worker.ask(&Request::Info, &[])? {
             (Response::Info(info), _) => worker.info = info,
             (other, _) => bail!("worker {address} answered {other:?} to Info"),
         }
+        worker.start_heartbeat();
         Ok(worker)
+    }
+
+    /// Sends a heartbeat whenever the connection has been idle for
+    /// [`HEARTBEAT_INTERVAL`], until the worker is dropped or lost.
+    fn start_heartbeat(&self) {
+        let channel = self.channel.clone();
+        let stats = self.stats.clone();
+        let closed = self.closed.clone();
+        let name = self.info.name.clone();
+        let thread_name = format!("heartbeat-{name}");
+        let spawned = std::thread::Builder::new().name(thread_name).spawn(move || {
+            while !closed.load(Ordering::Relaxed) && !stats.lost.load(Ordering::Relaxed) {
+                std::thread::sleep(HEARTBEAT_INTERVAL / 4);
+                // A busy connection needs no heartbeat: skip it if in use.
+                let Ok(mut connection) = channel.try_lock() else { continue };
+                if connection.last_used.elapsed() < HEARTBEAT_INTERVAL || closed.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let answer = connection.round_trip(&encode(&Request::Heartbeat, &[]), &stats);
+                if let Err(e) = answer {
+                    mark_lost(&stats, format!("no answer to a heartbeat: {e:#}"));
+                    eprintln!("worker {name} stopped answering heartbeats: {e:#}");
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            eprintln!("worker {}: no heartbeat thread ({e}); an idle connection may time out", self.info.name);
+        }
+    }
+
+    /// Whether the connection has failed (and why).
+    pub fn lost_reason(&self) -> Option<String> {
+        self.stats.lost_reason.lock().expect("worker stats").clone()
     }
 
     /// Sends one request and waits for its answer; a worker's error is an
     /// error here, and a broken connection is a [`WorkerLost`].
     fn ask(&self, request: &Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
-        let mut channel = self.channel.lock().expect("worker channel");
-        let frame = channel
-            .send(&encode(request, payload))
-            .and_then(|()| channel.receive())
-            .map_err(|e| WorkerLost {
+        let mut connection = self.channel.lock().expect("worker channel");
+        let frame = connection.round_trip(&encode(request, payload), &self.stats).map_err(|e| {
+            let reason = format!("{e:#}");
+            mark_lost(&self.stats, reason.clone());
+            WorkerLost {
                 name: self.info.name.clone(),
                 address: self.address.clone(),
-                reason: format!("{e:#}"),
-            })?;
+                reason,
+            }
+        })?;
+        drop(connection);
         let (response, payload): (Response, &[u8]) = decode(&frame)?;
         if let Response::Error { message } = response {
             bail!("worker {} ({}): {message}", self.info.name, self.address);
@@ -99,6 +178,8 @@ impl RemoteWorker {
                 (Response::Loaded { .. }, _) => return Ok(sent),
                 (Response::NeedChunks { chunks }, _) => {
                     let total: u64 = chunks.iter().map(|c| c.len).sum();
+                    self.stats.weights_sent.store(0, Ordering::Relaxed);
+                    self.stats.weights_to_send.store(total, Ordering::Relaxed);
                     let mut done = 0u64;
                     let mut last_report = std::time::Instant::now();
                     for chunk in chunks {
@@ -111,6 +192,7 @@ impl RemoteWorker {
                         self.ask(&message, &packed)?;
                         done += chunk.len;
                         sent += chunk.len;
+                        self.stats.weights_sent.store(done, Ordering::Relaxed);
                         if done == total || last_report.elapsed().as_millis() >= 500 {
                             last_report = std::time::Instant::now();
                             eprintln!(
@@ -131,7 +213,11 @@ impl RemoteWorker {
     /// Runs the worker's layers on `hidden` within sequence `sequence`.
     pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
         let (shape, bytes) = tensor_to_bytes(hidden)?;
-        match self.ask(&Request::Forward { sequence, shape }, &bytes)? {
+        let started = Instant::now();
+        let answer = self.ask(&Request::Forward { sequence, shape }, &bytes)?;
+        self.stats.forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.stats.forwards.fetch_add(1, Ordering::Relaxed);
+        match answer {
             (Response::Hidden { shape }, payload) => {
                 tensor_from_bytes(&shape, &payload, hidden.device())?.to_dtype(hidden.dtype()).map_err(Into::into)
             }
@@ -141,12 +227,33 @@ impl RemoteWorker {
 
     /// Bytes sent to and received from the worker since connecting.
     pub fn traffic(&self) -> (u64, u64) {
-        let channel = self.channel.lock().expect("worker channel");
-        (channel.bytes_sent, channel.bytes_received)
+        (
+            self.stats.bytes_sent.load(Ordering::Relaxed),
+            self.stats.bytes_received.load(Ordering::Relaxed),
+        )
     }
 
     /// Frees the worker's cache of `sequence`.
     pub fn forget(&self, sequence: u64) -> Result<()> {
         self.ask(&Request::Forget { sequence }, &[]).map(|_| ())
     }
+}
+
+impl Connection {
+    /// Sends one frame, waits for the answer and updates the counters.
+    fn round_trip(&mut self, frame: &[u8], stats: &WorkerStats) -> Result<Vec<u8>> {
+        let answer = self.channel.send(frame).and_then(|()| self.channel.receive());
+        self.last_used = Instant::now();
+        stats.bytes_sent.store(self.channel.bytes_sent, Ordering::Relaxed);
+        stats.bytes_received.store(self.channel.bytes_received, Ordering::Relaxed);
+        answer
+    }
+}
+
+fn mark_lost(stats: &WorkerStats, reason: String) {
+    let mut slot = stats.lost_reason.lock().expect("worker stats");
+    if slot.is_none() {
+        *slot = Some(reason);
+    }
+    stats.lost.store(true, Ordering::Relaxed);
 }

@@ -3,6 +3,9 @@
 //!
 //! Each connection is one master's session with its own loaded stage and
 //! one KV cache per sequence, so a master that reconnects starts clean.
+//! [`start`] runs the worker in the background (the app's "Join as worker"
+//! switch) and reports what each master is doing; [`serve`] is the same,
+//! blocking (`cake worker`).
 
 use super::machine;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
@@ -13,12 +16,16 @@ use crate::models::loader::{parse_dtype, Checkpoint, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{Context, Result};
-use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long a master may stay silent before the worker drops it.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a master may stay silent before the worker drops it (masters
+/// send heartbeats far more often, see [`super::remote::HEARTBEAT_INTERVAL`]).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What a worker offers.
 #[derive(Debug, Clone)]
@@ -37,36 +44,163 @@ impl WorkerConfig {
     }
 }
 
+/// What one connected master is doing with this worker.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MasterSession {
+    pub address: String,
+    /// The layers it had this worker load, once loaded.
+    pub layers: Option<[usize; 2]>,
+    /// Weight bytes received for the current load, and how many it needs.
+    pub weights_received: u64,
+    pub weights_needed: u64,
+    /// Forward passes run for it.
+    pub forwards: u64,
+}
+
+/// Connected masters by session number, and their sockets (to close them on stop).
+#[derive(Default)]
+struct Sessions {
+    views: BTreeMap<u64, MasterSession>,
+    sockets: HashMap<u64, TcpStream>,
+}
+
+/// A worker serving in the background; stops when [`RunningWorker::stop`]
+/// is called or it is dropped.
+pub struct RunningWorker {
+    /// Where it listens.
+    pub address: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    sessions: Arc<Mutex<Sessions>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RunningWorker {
+    /// What each connected master is doing.
+    pub fn sessions(&self) -> Vec<MasterSession> {
+        self.sessions.lock().expect("worker sessions").views.values().cloned().collect()
+    }
+
+    /// Stops accepting masters and closes the open connections.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    /// Blocks until the worker stops (it does not on its own).
+    pub fn wait(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn shut_down(&mut self) {
+        let Some(thread) = self.thread.take() else { return };
+        self.stopping.store(true, Ordering::Relaxed);
+        // Wake the accept loop with a connection of our own.
+        let mut wake = self.address;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        for socket in self.sessions.lock().expect("worker sessions").sockets.values() {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        let _ = thread.join();
+    }
+}
+
+impl Drop for RunningWorker {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
 /// Serves masters on `listener` until the process ends, one thread each.
 pub fn serve(listener: TcpListener, config: WorkerConfig) -> Result<()> {
-    let info = config.info();
-    eprintln!(
-        "worker {} ready on {} ({:.2} GB for weights, ~{:.1} GB/s)",
-        info.name,
-        listener.local_addr()?,
-        info.memory_bytes as f64 / 1e9,
-        info.bytes_per_second / 1e9
-    );
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let config = config.clone();
-        let info = info.clone();
-        std::thread::spawn(move || {
-            let peer = stream.peer_addr().map_or_else(|_| "a master".to_string(), |a| format!("master {a}"));
-            if let Err(e) = session(stream, &config, info, &peer) {
-                eprintln!("worker {}: {peer}: {e:#}", config.name);
-            }
-        });
-    }
+    start(listener, config)?.wait();
     Ok(())
 }
 
+/// Serves masters on `listener` in the background, one thread each.
+pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorker> {
+    let info = config.info();
+    let address = listener.local_addr()?;
+    eprintln!(
+        "worker {} ready on {address} ({:.2} GB for weights, ~{:.1} GB/s)",
+        info.name,
+        info.memory_bytes as f64 / 1e9,
+        info.bytes_per_second / 1e9
+    );
+    let stopping = Arc::new(AtomicBool::new(false));
+    let sessions = Arc::new(Mutex::new(Sessions::default()));
+    let thread = {
+        let stopping = stopping.clone();
+        let sessions = sessions.clone();
+        std::thread::Builder::new().name("cake-worker".into()).spawn(move || {
+            let next_id = AtomicU64::new(0);
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let peer = stream.peer_addr().map_or_else(|_| "a master".to_string(), |a| format!("master {a}"));
+                {
+                    let mut all = sessions.lock().expect("worker sessions");
+                    if let Ok(socket) = stream.try_clone() {
+                        all.sockets.insert(id, socket);
+                    }
+                }
+                let config = config.clone();
+                let info = info.clone();
+                let sessions = sessions.clone();
+                std::thread::spawn(move || {
+                    let report = SessionReport { id, sessions: &sessions };
+                    if let Err(e) = session(stream, &config, info, &peer, &report) {
+                        eprintln!("worker {}: {peer}: {e:#}", config.name);
+                    }
+                    let mut all = sessions.lock().expect("worker sessions");
+                    all.views.remove(&id);
+                    all.sockets.remove(&id);
+                });
+            }
+        })?
+    };
+    Ok(RunningWorker {
+        address,
+        stopping,
+        sessions,
+        thread: Some(thread),
+    })
+}
+
+/// Where a session publishes what it is doing.
+struct SessionReport<'a> {
+    id: u64,
+    sessions: &'a Mutex<Sessions>,
+}
+
+impl SessionReport<'_> {
+    fn update(&self, change: impl FnOnce(&mut MasterSession)) {
+        if let Some(view) = self.sessions.lock().expect("worker sessions").views.get_mut(&self.id) {
+            change(view);
+        }
+    }
+}
+
 /// One master's connection, from handshake to hang-up.
-fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &str) -> Result<()> {
+fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &str, report: &SessionReport) -> Result<()> {
     stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
     stream.set_nodelay(true)?;
+    let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let mut channel = SecureChannel::accept(stream, &config.key, peer)?;
     eprintln!("worker {}: {peer} authenticated", config.name);
+    report.sessions.lock().expect("worker sessions").views.insert(
+        report.id,
+        MasterSession {
+            address,
+            ..Default::default()
+        },
+    );
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
     let weights = WeightCache::new(config.cache_dir.clone());
@@ -87,6 +221,7 @@ fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &st
             weights: &weights,
             manifest: &mut manifest,
             name: &config.name,
+            report,
         };
         let (response, out) = match state.handle(request, payload) {
             Ok(answer) => answer,
@@ -105,6 +240,7 @@ struct State<'a> {
     /// The manifest of the last Load, which chunks must belong to.
     manifest: &'a mut Option<ModelManifest>,
     name: &'a str,
+    report: &'a SessionReport<'a>,
 }
 
 impl State<'_> {
@@ -116,9 +252,14 @@ impl State<'_> {
                 manifest.validate()?;
                 *self.stage = None;
                 self.caches.clear();
+                self.report.update(|v| v.layers = None);
                 let missing = self.weights.missing(&manifest);
                 if !missing.is_empty() {
                     let bytes: u64 = missing.iter().map(|c| c.len).sum();
+                    self.report.update(|v| {
+                        v.weights_received = 0;
+                        v.weights_needed = bytes;
+                    });
                     eprintln!(
                         "worker {}: needs {} chunks ({:.1} MB) of weights for layers {start}..{end}",
                         self.name,
@@ -142,6 +283,7 @@ impl State<'_> {
                 };
                 *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
                 eprintln!("worker {}: loaded layers {start}..{end}", self.name);
+                self.report.update(|v| v.layers = Some([start, end]));
                 (Response::Loaded { start, end }, Vec::new())
             }
             Request::Chunk { manifest_key, chunk, sha256 } => {
@@ -151,6 +293,7 @@ impl State<'_> {
                     .filter(|m| m.key == manifest_key)
                     .context("a weight chunk arrived for a model this session is not loading")?;
                 self.weights.store(manifest, chunk, &sha256, payload)?;
+                self.report.update(|v| v.weights_received += chunk.len);
                 let left = self.weights.missing(manifest).len();
                 let received = manifest.chunks().len() - left;
                 if received == 1 || left % 32 == 0 || left < 2 {
@@ -166,6 +309,7 @@ impl State<'_> {
                 let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
                 let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
                 let out = decoder.forward_layers(&hidden, cache)?;
+                self.report.update(|v| v.forwards += 1);
                 let (shape, bytes) = tensor_to_bytes(&out)?;
                 (Response::Hidden { shape }, bytes)
             }

@@ -16,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Layers that run on another machine, after the local ones.
@@ -46,6 +47,8 @@ pub struct TextModel {
     /// Sampling settings used when a request chooses none (from
     /// `generation_config.json` where the model has one).
     pub sampling_defaults: SamplingParams,
+    /// Time spent in the local layers, in nanoseconds (for the cluster view).
+    pub local_nanos: Arc<AtomicU64>,
 }
 
 impl TextModel {
@@ -100,6 +103,7 @@ impl TextModel {
             chat_template_source,
             eos_token_ids: eos,
             sampling_defaults,
+            local_nanos: Arc::default(),
         })
     }
 
@@ -133,7 +137,9 @@ impl TextModel {
         if tokens.is_empty() {
             bail!("no tokens to run");
         }
+        let started = std::time::Instant::now();
         let mut hidden = self.decoder.forward_layers(&self.decoder.embed(tokens)?, &mut session.cache)?;
+        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         for stage in &self.remote_stages {
             hidden = stage.worker.forward(session.sequence, &hidden)?;
         }

@@ -1,0 +1,317 @@
+//! The app's side of the cluster: its settings, kept across restarts, and
+//! the role they give this machine.
+//!
+//! With no cluster key the app runs models alone. With a key it is a master
+//! (models it loads spread over the workers it finds), or, with "Join as
+//! worker" on, a worker serving other machines' masters. The key lives in
+//! the [`KeyStore`]; the other settings in `cluster.json` of the data folder.
+
+use super::key_store::{KeyStorage, KeyStore};
+use super::storage::write_json_atomically;
+use crate::cluster::discovery::{advertise, Advertisement, MdnsScope};
+use crate::cluster::master::ClusterSettings;
+use crate::cluster::monitor::ClusterMonitor;
+use crate::cluster::secure_channel::ClusterKey;
+use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The port a worker listens on unless told otherwise.
+pub const DEFAULT_WORKER_PORT: u16 = 10128;
+
+/// Cluster settings other than the key (which the key store keeps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterPreferences {
+    /// Serve other machines' masters instead of using workers.
+    pub join_as_worker: bool,
+    /// This machine's name as a worker.
+    pub worker_name: String,
+    /// The port the worker listens on (0 picks a free one).
+    pub worker_port: u16,
+    /// Interfaces mDNS may use (empty: all; `lo`: IPv4 loopback only).
+    pub mdns_interfaces: Vec<String>,
+    /// How long a master looks for workers before loading a model.
+    pub discovery_timeout_s: f64,
+}
+
+impl Default for ClusterPreferences {
+    fn default() -> Self {
+        Self {
+            join_as_worker: false,
+            worker_name: host_name(),
+            worker_port: DEFAULT_WORKER_PORT,
+            mdns_interfaces: Vec::new(),
+            discovery_timeout_s: 2.0,
+        }
+    }
+}
+
+/// A change of settings from the UI; absent fields stay as they are.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsUpdate {
+    /// The new key; an empty string forgets it.
+    pub key: Option<String>,
+    pub join_as_worker: Option<bool>,
+    pub worker_name: Option<String>,
+    pub worker_port: Option<u16>,
+    pub mdns_interfaces: Option<Vec<String>>,
+    pub discovery_timeout_s: Option<f64>,
+}
+
+/// A worker this app runs, with its mDNS advertisement.
+struct ServingWorker {
+    running: RunningWorker,
+    _advertisement: Option<Advertisement>,
+}
+
+struct ControlState {
+    prefs: ClusterPreferences,
+    key: Option<(String, KeyStorage)>,
+    /// Master settings from the command line, which win until the UI changes them.
+    from_command_line: Option<ClusterSettings>,
+    worker: Option<ServingWorker>,
+    /// Why the worker could not start.
+    worker_error: Option<String>,
+}
+
+/// Owns the cluster settings and the role they give this machine.
+pub struct ClusterControl {
+    prefs_path: PathBuf,
+    key_store: KeyStore,
+    worker_cache: PathBuf,
+    /// What the master sees (shared with the engine's loads).
+    monitor: Arc<ClusterMonitor>,
+    state: Mutex<ControlState>,
+}
+
+impl ClusterControl {
+    /// Reads the settings kept in `data_dir` and takes up the role they
+    /// give; `command_line` master settings win over stored ones.
+    pub fn open(data_dir: &Path, command_line: Option<ClusterSettings>) -> Self {
+        let prefs_path = data_dir.join("cluster.json");
+        let prefs = match read_preferences(&prefs_path) {
+            Ok(prefs) => prefs,
+            Err(e) => {
+                eprintln!("{e:#}; using default cluster settings");
+                ClusterPreferences::default()
+            }
+        };
+        let key_store = KeyStore::new(data_dir.join("cluster-key"));
+        let key = key_store.load().unwrap_or_else(|e| {
+            eprintln!("{e:#}");
+            None
+        });
+        let monitor = command_line.as_ref().map_or_else(Arc::default, |s| s.monitor.clone());
+        let control = Self {
+            prefs_path,
+            key_store,
+            worker_cache: data_dir.join("worker-cache"),
+            monitor,
+            state: Mutex::new(ControlState {
+                prefs,
+                key,
+                from_command_line: command_line,
+                worker: None,
+                worker_error: None,
+            }),
+        };
+        control.take_up_role(&mut control.state.lock().expect("cluster state"));
+        control
+    }
+
+    /// How models should be loaded now: over workers (as a master) or not.
+    pub fn master_settings(&self) -> Option<ClusterSettings> {
+        let state = self.state.lock().expect("cluster state");
+        self.master_settings_of(&state)
+    }
+
+    fn master_settings_of(&self, state: &ControlState) -> Option<ClusterSettings> {
+        if let Some(settings) = &state.from_command_line {
+            return Some(settings.clone());
+        }
+        if state.prefs.join_as_worker {
+            return None;
+        }
+        let (text, _) = state.key.as_ref()?;
+        let key = ClusterKey::from_passphrase(text).ok()?;
+        let mut settings = ClusterSettings::new(key, scope(&state.prefs), timeout(&state.prefs));
+        settings.monitor = self.monitor.clone();
+        Some(settings)
+    }
+
+    /// Applies a change from the UI, saves it and takes up the new role.
+    pub fn update(&self, update: SettingsUpdate) -> Result<()> {
+        let mut state = self.state.lock().expect("cluster state");
+        let mut prefs = state.prefs.clone();
+        if let Some(name) = update.worker_name {
+            let name = name.trim().to_string();
+            if name.is_empty() || name.len() > 64 {
+                bail!("the machine name must have 1 to 64 characters");
+            }
+            prefs.worker_name = name;
+        }
+        if let Some(port) = update.worker_port {
+            prefs.worker_port = port;
+        }
+        if let Some(interfaces) = update.mdns_interfaces {
+            prefs.mdns_interfaces = interfaces.into_iter().map(|i| i.trim().to_string()).filter(|i| !i.is_empty()).collect();
+        }
+        if let Some(seconds) = update.discovery_timeout_s {
+            if !(0.0..=60.0).contains(&seconds) {
+                bail!("the discovery time must be between 0 and 60 seconds");
+            }
+            prefs.discovery_timeout_s = seconds;
+        }
+        if let Some(join) = update.join_as_worker {
+            prefs.join_as_worker = join;
+        }
+        let key = match update.key.as_deref().map(str::trim) {
+            Some("") => {
+                self.key_store.clear()?;
+                None
+            }
+            Some(text) => {
+                // Refuse a key the cluster would refuse, before storing it.
+                ClusterKey::from_passphrase(text)?;
+                Some((text.to_string(), self.key_store.save(text)?))
+            }
+            None => state.key.clone(),
+        };
+        if prefs.join_as_worker && key.is_none() {
+            bail!("set a cluster key before joining as a worker");
+        }
+        write_json_atomically(&self.prefs_path, &prefs)?;
+        state.prefs = prefs;
+        state.key = key;
+        state.from_command_line = None;
+        self.take_up_role(&mut state);
+        Ok(())
+    }
+
+    /// Starts or stops the worker to match the settings.
+    fn take_up_role(&self, state: &mut ControlState) {
+        // Restart the worker so that a new key, name or port takes effect.
+        if let Some(worker) = state.worker.take() {
+            worker.running.stop();
+        }
+        state.worker_error = None;
+        if !state.prefs.join_as_worker || state.from_command_line.is_some() {
+            return;
+        }
+        let Some((text, _)) = &state.key else { return };
+        match self.start_worker(&state.prefs, text) {
+            Ok(worker) => state.worker = Some(worker),
+            Err(e) => {
+                eprintln!("cannot join as a worker: {e:#}");
+                state.worker_error = Some(format!("{e:#}"));
+            }
+        }
+    }
+
+    fn start_worker(&self, prefs: &ClusterPreferences, key_text: &str) -> Result<ServingWorker> {
+        let key = ClusterKey::from_passphrase(key_text)?;
+        let listener = TcpListener::bind(("0.0.0.0", prefs.worker_port))
+            .with_context(|| format!("cannot listen on port {}", prefs.worker_port))?;
+        let port = listener.local_addr()?.port();
+        let running = start(
+            listener,
+            WorkerConfig {
+                name: prefs.worker_name.clone(),
+                key: key.clone(),
+                cache_dir: self.worker_cache.clone(),
+                memory_bytes: None,
+            },
+        )?;
+        let advertisement = advertise(&prefs.worker_name, port, &key, &scope(prefs))?;
+        Ok(ServingWorker {
+            running,
+            _advertisement: Some(advertisement),
+        })
+    }
+
+    /// Looks for workers now and records what it finds (as a master).
+    pub fn scan(&self) -> Result<()> {
+        let settings = self.master_settings().context("set a cluster key (and leave worker mode) to look for workers")?;
+        settings.survey()
+    }
+
+    /// The `cluster_status` answer (see docs/api.md).
+    pub fn status(&self) -> Value {
+        let state = self.state.lock().expect("cluster state");
+        let role = if state.worker.is_some() || (state.prefs.join_as_worker && state.from_command_line.is_none()) {
+            "worker"
+        } else if self.master_settings_of(&state).is_some() {
+            "master"
+        } else {
+            "off"
+        };
+        let command_line_key = state.from_command_line.as_ref().map(|s| s.key.fingerprint());
+        let fingerprint = command_line_key.or_else(|| {
+            let (text, _) = state.key.as_ref()?;
+            ClusterKey::from_passphrase(text).ok().map(|k| k.fingerprint())
+        });
+        let mut status = json!({
+            "settings": {
+                "key_set": fingerprint.is_some(),
+                "key_fingerprint": fingerprint,
+                "key_storage": state.key.as_ref().map(|(_, storage)| storage),
+                "from_command_line": state.from_command_line.is_some(),
+                "join_as_worker": state.prefs.join_as_worker,
+                "worker_name": state.prefs.worker_name,
+                "worker_port": state.prefs.worker_port,
+                "mdns_interfaces": state.prefs.mdns_interfaces,
+                "discovery_timeout_s": state.prefs.discovery_timeout_s,
+            },
+            "role": role,
+            "worker": state.worker.as_ref().map(|w| json!({
+                "address": w.running.address.to_string(),
+                "masters": w.running.sessions(),
+            })),
+            "worker_error": state.worker_error,
+            "machines": [],
+            "run": null,
+        });
+        if role == "master" {
+            let seen = self.monitor.snapshot();
+            status["machines"] = seen["machines"].clone();
+            status["run"] = seen["run"].clone();
+        }
+        status
+    }
+}
+
+fn read_preferences(path: &Path) -> Result<ClusterPreferences> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable cluster settings", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ClusterPreferences::default()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn scope(prefs: &ClusterPreferences) -> MdnsScope {
+    MdnsScope {
+        interfaces: prefs.mdns_interfaces.clone(),
+    }
+}
+
+fn timeout(prefs: &ClusterPreferences) -> Duration {
+    Duration::from_secs_f64(prefs.discovery_timeout_s.clamp(0.0, 60.0))
+}
+
+/// This machine's host name (for the default worker name).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_else(|| "this-machine".into())
+}

@@ -1,0 +1,173 @@
+//! What a master knows about its cluster right now: the machines it has
+//! seen (and whether they proved the key) and, while a model runs over
+//! them, who holds which layers, why, and how busy each one is. The app's
+//! cluster view polls [`ClusterMonitor::snapshot`].
+
+use super::assignment::Plan;
+use super::protocol::WorkerInfo;
+use super::remote::RemoteWorker;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a machine stands with this master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MachineState {
+    /// The master itself.
+    ThisMachine,
+    /// Proved the cluster key; may get layers.
+    Authenticated,
+    /// Advertised with another key's fingerprint, or failed the handshake.
+    Rejected,
+    /// Advertised but could not be reached.
+    Unreachable,
+    /// Was in use and stopped answering.
+    Lost,
+}
+
+/// One machine as the cluster view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineView {
+    pub name: String,
+    /// host:port (none for the master itself).
+    pub address: Option<String>,
+    pub state: MachineState,
+    /// Why it was rejected, unreachable or lost.
+    pub problem: Option<String>,
+    /// What it reported about itself, once authenticated.
+    pub info: Option<WorkerInfo>,
+}
+
+/// A model running (or loading) over the cluster.
+struct Run {
+    model_name: String,
+    total_layers: usize,
+    plan: Plan,
+    /// One entry per plan stage: `None` for the master, else its worker.
+    workers: Vec<Option<Arc<RemoteWorker>>>,
+    /// The master's time in its own layers, once the model is loaded.
+    local_nanos: Option<Arc<AtomicU64>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By address, or by name for the master itself.
+    machines: BTreeMap<String, MachineView>,
+    run: Option<Run>,
+}
+
+/// The master's live view of its cluster; cheap to read while the engine works.
+#[derive(Default)]
+pub struct ClusterMonitor {
+    state: Mutex<State>,
+}
+
+impl ClusterMonitor {
+    /// Records (or updates) what is known about a machine.
+    pub fn machine_seen(&self, view: MachineView) {
+        let key = view.address.clone().unwrap_or_else(|| view.name.clone());
+        self.state.lock().expect("cluster monitor").machines.insert(key, view);
+    }
+
+    /// Forgets every machine except this one (before a new discovery round).
+    pub fn forget_machines(&self) {
+        let mut state = self.state.lock().expect("cluster monitor");
+        state.machines.retain(|_, m| m.state == MachineState::ThisMachine);
+    }
+
+    /// A model's layers were planned over `workers` (aligned with the plan's
+    /// stages, `None` for the master); weights may still be on their way.
+    pub fn begin_run(&self, model_name: &str, total_layers: usize, plan: Plan, workers: Vec<Option<Arc<RemoteWorker>>>) {
+        self.state.lock().expect("cluster monitor").run = Some(Run {
+            model_name: model_name.to_string(),
+            total_layers,
+            plan,
+            workers,
+            local_nanos: None,
+        });
+    }
+
+    /// The planned model is loaded; `local_nanos` counts the master's compute time.
+    pub fn run_ready(&self, local_nanos: Arc<AtomicU64>) {
+        if let Some(run) = self.state.lock().expect("cluster monitor").run.as_mut() {
+            run.local_nanos = Some(local_nanos);
+        }
+    }
+
+    /// No model runs over the cluster any more.
+    pub fn end_run(&self) {
+        self.state.lock().expect("cluster monitor").run = None;
+    }
+
+    /// Machines and the current run as JSON (the `machines` and `run` fields
+    /// of the `cluster_status` command, see docs/api.md).
+    pub fn snapshot(&self) -> Value {
+        let state = self.state.lock().expect("cluster monitor");
+        let mut machines: Vec<MachineView> = state.machines.values().cloned().collect();
+        // A worker in use that stopped answering shows as lost.
+        if let Some(run) = &state.run {
+            for worker in run.workers.iter().flatten() {
+                if let Some(reason) = worker.lost_reason() {
+                    if let Some(m) = machines.iter_mut().find(|m| m.address.as_deref() == Some(worker.address.as_str())) {
+                        m.state = MachineState::Lost;
+                        m.problem = Some(reason);
+                    }
+                }
+            }
+        }
+        machines.sort_by_key(|m| (m.state != MachineState::ThisMachine, m.name.clone()));
+        json!({
+            "machines": machines,
+            "run": state.run.as_ref().map(run_snapshot),
+        })
+    }
+}
+
+fn run_snapshot(run: &Run) -> Value {
+    let busy: Vec<u64> = run
+        .plan
+        .stages
+        .iter()
+        .zip(&run.workers)
+        .map(|(_, worker)| match worker {
+            Some(w) => w.stats.forward_nanos.load(Ordering::Relaxed),
+            None => run.local_nanos.as_ref().map_or(0, |n| n.load(Ordering::Relaxed)),
+        })
+        .collect();
+    let total_busy: u64 = busy.iter().sum();
+    let stages: Vec<Value> = run
+        .plan
+        .stages
+        .iter()
+        .zip(&run.workers)
+        .zip(&busy)
+        .map(|((stage, worker), busy)| {
+            let counter = |f: fn(&super::remote::WorkerStats) -> &AtomicU64| {
+                worker.as_ref().map_or(0, |w| f(&w.stats).load(Ordering::Relaxed))
+            };
+            json!({
+                "node": stage.node,
+                "address": worker.as_ref().map(|w| w.address.clone()),
+                "layers": [stage.layers.start, stage.layers.end],
+                "bytes": stage.bytes,
+                "seconds_per_token": stage.seconds_per_token,
+                "reason": stage.reason,
+                "compute_share": if total_busy == 0 { 0.0 } else { *busy as f64 / total_busy as f64 },
+                "bytes_sent": counter(|s| &s.bytes_sent),
+                "bytes_received": counter(|s| &s.bytes_received),
+                "weights_sent": counter(|s| &s.weights_sent),
+                "weights_to_send": counter(|s| &s.weights_to_send),
+                "lost": worker.as_ref().and_then(|w| w.lost_reason()),
+            })
+        })
+        .collect();
+    json!({
+        "model_name": run.model_name,
+        "total_layers": run.total_layers,
+        "ready": run.local_nanos.is_some(),
+        "stages": stages,
+    })
+}

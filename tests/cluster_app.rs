@@ -1,0 +1,152 @@
+//! The cluster from the app's side, through its HTTP API (the commands the
+//! desktop window and the browser UI call): one app joins as a worker from
+//! its settings, another finds it over mDNS as a master, rejects a worker
+//! of another cluster, spreads a model over both and reports who holds
+//! which layers. Settings and the key survive a restart; the key never
+//! leaves the key store. Runs in a network namespace of its own as root
+//! (mDNS restricted to loopback otherwise).
+
+mod common;
+
+use common::place::Place;
+use common::server::Server;
+use common::fixture;
+use serde_json::{json, Value};
+use std::process::{Child, Stdio};
+
+const KEY: &str = "app cluster key";
+
+fn call(server: &Server, command: &str, args: Value) -> Value {
+    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    assert_eq!(status, 200, "{command}: {body}");
+    body
+}
+
+fn call_error(server: &Server, command: &str, args: Value) -> String {
+    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    assert_eq!(status, 400, "{command} should fail: {body}");
+    body["error"]["message"].as_str().unwrap().to_string()
+}
+
+/// A `cake worker` of another cluster, advertised on loopback mDNS.
+struct Stranger(Child);
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
+    let place = Place::new("app");
+    let root = tempfile::tempdir().unwrap();
+    let (worker_data, master_data, hf) = (root.path().join("worker"), root.path().join("master"), root.path().join("hf"));
+    let start = |data: &std::path::Path| {
+        Server::start_command(place.command(env!("CARGO_BIN_EXE_cake")), data, &hf, &[], &[("CAKE_KEYRING", "off")])
+    };
+    let worker_app = start(&worker_data);
+    let master_app = start(&master_data);
+    let _stranger = Stranger(
+        place
+            .command(env!("CARGO_BIN_EXE_cake"))
+            .args(["worker", "--cluster-key", "another cluster", "--name", "stranger", "--port", "0", "--mdns-iface", "lo"])
+            .env("CAKE_DATA_DIR", root.path().join("stranger"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let model = fixture("tiny/llama_tied");
+
+    let master_app = place.run(|| {
+        // Without a key there is no cluster, and a worker needs one.
+        assert_eq!(call(&worker_app, "cluster_status", json!({}))["role"], "off");
+        let message = call_error(&worker_app, "set_cluster_settings", json!({"join_as_worker": true}));
+        assert!(message.contains("cluster key"), "{message}");
+
+        let status = call(
+            &worker_app,
+            "set_cluster_settings",
+            json!({"key": KEY, "join_as_worker": true, "worker_name": "app-worker", "worker_port": 0, "mdns_interfaces": ["lo"]}),
+        );
+        assert_eq!(status["role"], "worker", "{status}");
+        assert!(status["worker"]["address"].as_str().is_some(), "{status}");
+
+        let status = call(
+            &master_app,
+            "set_cluster_settings",
+            json!({"key": KEY, "mdns_interfaces": ["lo"], "discovery_timeout_s": 3}),
+        );
+        assert_eq!(status["role"], "master", "{status}");
+        let fingerprint = status["settings"]["key_fingerprint"].clone();
+        assert!(fingerprint.is_string());
+
+        let status = call(&master_app, "scan_cluster", json!({}));
+        let machines = status["machines"].as_array().unwrap();
+        let find = |name: &str| machines.iter().find(|m| m["name"] == name).unwrap_or_else(|| panic!("{name} not seen: {status}"));
+        assert_eq!(machines[0]["state"], "this_machine", "{status}");
+        assert_eq!(find("app-worker")["state"], "authenticated", "{status}");
+        assert!(find("app-worker")["info"]["memory_bytes"].as_u64().unwrap() > 0);
+        assert_eq!(find("stranger")["state"], "rejected", "{status}");
+        assert!(find("stranger")["problem"].as_str().unwrap().contains("different cluster key"));
+        fingerprint
+    });
+    let fingerprint = master_app;
+
+    // Settings and key survive a restart; the key is only in the private key file.
+    let master_app = start(&master_data);
+    let key_file = master_data.join("cluster-key");
+    let settings_text = std::fs::read_to_string(master_data.join("cluster.json")).unwrap();
+    assert!(!settings_text.contains(KEY), "the key must not be in cluster.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+
+    place.run(|| {
+        let status = call(&master_app, "cluster_status", json!({}));
+        assert_eq!(status["role"], "master", "{status}");
+        assert_eq!(status["settings"]["key_fingerprint"], fingerprint);
+        assert_eq!(status["settings"]["key_storage"], "file");
+        assert_eq!(status["settings"]["mdns_interfaces"], json!(["lo"]));
+        assert!(!status.to_string().contains(KEY), "the key is never sent back");
+
+        // Loading a model spreads it over both machines.
+        let entry = call(&master_app, "import_model", json!({"path": model}));
+        let (status_code, events) = master_app.stream("/api/load_model", &json!({"id": entry["id"]}), |_, _| true);
+        assert_eq!(status_code, 200);
+        assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
+        let status = call(&master_app, "cluster_status", json!({}));
+        let run = &status["run"];
+        assert_eq!(run["ready"], true, "{status}");
+        let stages = run["stages"].as_array().unwrap();
+        let total = run["total_layers"].as_u64().unwrap();
+        let covered: u64 = stages.iter().map(|s| s["layers"][1].as_u64().unwrap() - s["layers"][0].as_u64().unwrap()).sum();
+        assert_eq!(covered, total, "every layer is somewhere: {status}");
+        let on_worker = stages.iter().find(|s| s["node"] == "app-worker").expect("the worker has a stage");
+        assert!(on_worker["layers"][1].as_u64() > on_worker["layers"][0].as_u64(), "the worker holds layers: {status}");
+        assert!(on_worker["reason"].as_str().unwrap().contains("layers"), "{status}");
+        assert!(on_worker["weights_to_send"].as_u64().unwrap() > 0, "weights were streamed: {status}");
+
+        // A reply runs through the worker, which reports the master's session.
+        let (code, events) = master_app.stream(
+            "/api/chat",
+            &json!({"model_id": entry["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "sampling": {"temperature": 0}}),
+            |_, _| true,
+        );
+        assert_eq!(code, 200);
+        assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
+        let status = call(&master_app, "cluster_status", json!({}));
+        let on_worker = status["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "app-worker").unwrap().clone();
+        assert!(on_worker["bytes_sent"].as_u64().unwrap() > 0 && on_worker["compute_share"].as_f64().unwrap() > 0.0, "{status}");
+        let worker_status = call(&worker_app, "cluster_status", json!({}));
+        let masters = worker_status["worker"]["masters"].as_array().unwrap();
+        let serving = masters.iter().find(|m| !m["layers"].is_null()).unwrap_or_else(|| panic!("{worker_status}"));
+        assert!(serving["forwards"].as_u64().unwrap() > 0, "{worker_status}");
+
+        // Leaving worker mode stops serving.
+        let status = call(&worker_app, "set_cluster_settings", json!({"join_as_worker": false}));
+        assert_eq!(status["role"], "master", "{status}");
+        assert!(status["worker"].is_null());
+    });
+}
