@@ -5,6 +5,8 @@ import { vi } from "vitest";
 import type { Api } from "../src/api/commands";
 import type {
   ChatRequest,
+  ClusterSettingsUpdate,
+  ClusterStatus,
   Conversation,
   DownloadProgressEvent,
   LoadProgressEvent,
@@ -59,6 +61,33 @@ export const replyUntilStopped =
       signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
     });
 
+/** A cluster status with no key (role "off"); `settings` merges into its settings. */
+export function clusterStatus(
+  overrides: Partial<Omit<ClusterStatus, "settings">> & { settings?: Partial<ClusterStatus["settings"]> } = {},
+): ClusterStatus {
+  const { settings, ...rest } = overrides;
+  return {
+    settings: {
+      key_set: false,
+      key_fingerprint: null,
+      key_storage: null,
+      from_command_line: false,
+      join_as_worker: false,
+      worker_name: "this-machine",
+      worker_port: 0,
+      mdns_interfaces: [],
+      discovery_timeout_s: 3,
+      ...settings,
+    },
+    role: "off",
+    worker: null,
+    worker_error: null,
+    machines: [],
+    run: null,
+    ...rest,
+  };
+}
+
 export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: Conversation[] } = {}) {
   const server = {
     models: [...(initial.models ?? [])],
@@ -68,6 +97,7 @@ export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: 
     downloadScript: null as
       | null
       | ((onProgress: (p: DownloadProgressEvent) => void, signal?: AbortSignal) => Promise<ModelEntry>),
+    cluster: clusterStatus(),
     loadScript: async (id: string, onProgress: (p: LoadProgressEvent) => void) => {
       onProgress({ type: "progress", fraction: 0.5, message: "Reading weights" });
       return model(id);
@@ -120,6 +150,24 @@ export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: 
     deleteConversation: vi.fn(async (id: string) => {
       server.conversations.delete(id);
       return {};
+    }),
+    clusterStatus: vi.fn(async () => structuredClone(server.cluster)),
+    setClusterSettings: vi.fn(async (update: ClusterSettingsUpdate) => {
+      const { key, ...rest } = update;
+      const settings = { ...server.cluster.settings, ...rest, from_command_line: false };
+      if (key !== undefined) {
+        settings.key_set = key !== "";
+        settings.key_fingerprint = key === "" ? null : "ab12cd";
+        settings.key_storage = key === "" ? null : "keyring";
+      }
+      if (settings.join_as_worker && !settings.key_set) throw new Error("set a cluster key before joining as a worker");
+      const role = !settings.key_set ? "off" : settings.join_as_worker ? "worker" : "master";
+      server.cluster = { ...server.cluster, settings, role };
+      return structuredClone(server.cluster);
+    }),
+    scanCluster: vi.fn(async () => {
+      if (server.cluster.role !== "master") throw new Error("set a cluster key (and leave worker mode) to look for workers");
+      return structuredClone(server.cluster);
     }),
   };
 

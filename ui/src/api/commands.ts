@@ -7,6 +7,8 @@ import type {
   ChatDoneEvent,
   ChatEvent,
   ChatRequest,
+  ClusterSettingsUpdate,
+  ClusterStatus,
   Conversation,
   ConversationSummary,
   DownloadEvent,
@@ -84,6 +86,14 @@ export const api = {
     call<Record<string, never>>("save_conversation", { conversation }),
 
   deleteConversation: (id: string) => call<Record<string, never>>("delete_conversation", { id }),
+
+  clusterStatus: () => call<ClusterStatus>("cluster_status"),
+
+  /** Change only the fields present; resolves with the status after the change. */
+  setClusterSettings: (update: ClusterSettingsUpdate) => call<ClusterStatus>("set_cluster_settings", update),
+
+  /** Look for workers for `discovery_timeout_s` and try each (master only); takes a few seconds. */
+  scanCluster: () => call<ClusterStatus>("scan_cluster"),
 };
 
 /** The API's shape, so state code and tests can take a stand-in. */

@@ -125,3 +125,121 @@ export interface ChatRequest {
   sampling: Sampling;
   max_tokens: number;
 }
+
+// ---- Cluster ---------------------------------------------------------------
+
+/** `set_cluster_settings` args: every field optional, absent = unchanged. */
+export interface ClusterSettingsUpdate {
+  /** "" forgets the key. */
+  key?: string;
+  join_as_worker?: boolean;
+  worker_name?: string;
+  /** 0 = any free port. */
+  worker_port?: number;
+  /** [] = all interfaces; "lo" = IPv4 loopback only. */
+  mdns_interfaces?: string[];
+  /** 0..60 */
+  discovery_timeout_s?: number;
+}
+
+export type ClusterKeyStorage = "keyring" | "file";
+
+export interface ClusterSettings {
+  key_set: boolean;
+  /** Short hash of the key, safe to show. */
+  key_fingerprint: string | null;
+  key_storage: ClusterKeyStorage | null;
+  /** `cake serve --cluster-key/--worker/--topology` in effect. */
+  from_command_line: boolean;
+  join_as_worker: boolean;
+  worker_name: string;
+  worker_port: number;
+  mdns_interfaces: string[];
+  discovery_timeout_s: number;
+}
+
+export type ClusterRole = "off" | "master" | "worker";
+
+/** A master this machine serves as a worker. */
+export interface MasterSession {
+  address: string;
+  /** Start (inclusive), end (exclusive). */
+  layers: [number, number] | null;
+  weights_received: number;
+  weights_needed: number;
+  forwards: number;
+}
+
+/** Role "worker": what this machine serves. */
+export interface WorkerService {
+  /** Where it listens. */
+  address: string;
+  masters: MasterSession[];
+}
+
+export type MachineState = "this_machine" | "authenticated" | "rejected" | "unreachable" | "lost";
+
+export interface MachineInfo {
+  name: string;
+  os: string;
+  cpu: string;
+  devices: string[];
+  memory_bytes: number;
+  bytes_per_second: number;
+}
+
+export interface Machine {
+  name: string;
+  /** Null for this machine. */
+  address: string | null;
+  state: MachineState;
+  /** Why it is rejected / unreachable / lost. */
+  problem: string | null;
+  info: MachineInfo | null;
+}
+
+/** One stage of the pipeline: the layers one machine runs. */
+export interface ClusterStage {
+  node: string;
+  /** Null for this machine. */
+  address: string | null;
+  /** Start (inclusive), end (exclusive); may be empty. */
+  layers: [number, number];
+  /** Weight bytes it holds. */
+  bytes: number;
+  /** The planner's estimate. */
+  seconds_per_token: number;
+  /** Why it got these layers. */
+  reason: string;
+  /** 0..1, its share of the time spent in layers so far. */
+  compute_share: number;
+  /** Traffic with this worker. */
+  bytes_sent: number;
+  bytes_received: number;
+  /** Weight transfer of the current load. */
+  weights_sent: number;
+  weights_to_send: number;
+  /** Set when the worker stopped answering. */
+  lost: string | null;
+}
+
+/** Role "master": the model spread over the machines. */
+export interface ClusterRun {
+  model_name: string;
+  total_layers: number;
+  /** False while weights are still being sent. */
+  ready: boolean;
+  /** Pipeline order; this machine first. */
+  stages: ClusterStage[];
+}
+
+export interface ClusterStatus {
+  settings: ClusterSettings;
+  role: ClusterRole;
+  worker: WorkerService | null;
+  /** Why joining as worker failed. */
+  worker_error: string | null;
+  /** Role "master": this machine first, then the workers seen. */
+  machines: Machine[];
+  run: ClusterRun | null;
+}

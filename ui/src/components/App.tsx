@@ -1,10 +1,11 @@
-// The app's frame: sidebar, the chat or Models screen, error toasts, and
+// The app's frame: sidebar, the chat, Models or Cluster screen, error toasts, and
 // the app-wide keys and file drops (Escape stops a reply; files dropped on
 // the desktop window are imported).
 
 import { useEffect, useState } from "preact/hooks";
 import { nativeFiles } from "../transport";
 import { ChatView } from "./ChatView";
+import { ClusterPanel } from "./ClusterPanel";
 import { useAppState, useCake } from "./context";
 import { ModelsPanel } from "./ModelsPanel";
 import { Notices } from "./Notices";
@@ -18,7 +19,9 @@ export function App() {
   return (
     <div class="app">
       <Sidebar />
-      <main class="main">{state.view === "models" ? <ModelsPanel /> : <ChatView />}</main>
+      <main class="main">
+        {state.view === "models" ? <ModelsPanel /> : state.view === "cluster" ? <ClusterPanel /> : <ChatView />}
+      </main>
       <Notices />
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">

@@ -1,12 +1,13 @@
 // The sidebar: new conversation, the conversation list (open, delete with
-// confirmation) and the button to the Models screen.
+// confirmation) and the buttons to the Models and Cluster screens.
 
 import { useState } from "preact/hooks";
+import type { ClusterStatus } from "../api/types";
 import { UNTITLED, displayTitle } from "../lib/conversation";
 import { isSaved } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
-import { CubeIcon, PlusIcon, TrashIcon } from "./icons";
+import { CubeIcon, NetworkIcon, PlusIcon, TrashIcon } from "./icons";
 
 interface Item {
   id: string;
@@ -92,6 +93,19 @@ export function Sidebar() {
           <span class="muted small">{loaded ? loaded.name : "none loaded"}</span>
         </span>
       </button>
+      <button
+        type="button"
+        class={`models-button${state.view === "cluster" ? " active" : ""}`}
+        data-testid="cluster-button"
+        aria-pressed={state.view === "cluster"}
+        onClick={() => cake.showView(state.view === "cluster" ? "chat" : "cluster")}
+      >
+        <NetworkIcon />
+        <span class="models-button-text">
+          <span>Cluster</span>
+          <span class="muted small">{clusterSummary(state.cluster)}</span>
+        </span>
+      </button>
       {deleting ? (
         <ConfirmDialog
           title="Delete this conversation?"
@@ -106,4 +120,13 @@ export function Sidebar() {
       ) : null}
     </nav>
   );
+}
+
+/** The Cluster button's second line: this machine's role, as last seen. */
+function clusterSummary(status: ClusterStatus | null): string {
+  if (!status) return "machines on your network";
+  if (status.role === "worker") return "worker";
+  if (status.role === "off") return "off";
+  const workers = status.machines.filter((m) => m.state === "authenticated").length;
+  return `master · ${workers} ${workers === 1 ? "worker" : "workers"}`;
 }

@@ -3,6 +3,7 @@
 
 import type {
   AppInfo,
+  ClusterStatus,
   Conversation,
   ConversationSummary,
   DownloadProgressEvent,
@@ -10,7 +11,7 @@ import type {
 } from "../api/types";
 import type { Prefs } from "./prefs";
 
-export type View = "chat" | "models";
+export type View = "chat" | "models" | "cluster";
 
 export interface Notice {
   id: number;
@@ -49,6 +50,12 @@ export interface AppState {
   generatingId: string | null;
   notices: Notice[];
   prefs: Prefs;
+  /** The last `cluster_status` answer (polled while the Cluster screen is open). */
+  cluster: ClusterStatus | null;
+  /** A `set_cluster_settings` call is running. */
+  clusterSaving: boolean;
+  /** A `scan_cluster` call is running. */
+  clusterScanning: boolean;
 }
 
 export function initialState(prefs: Prefs): AppState {
@@ -67,6 +74,9 @@ export function initialState(prefs: Prefs): AppState {
     generatingId: null,
     notices: [],
     prefs,
+    cluster: null,
+    clusterSaving: false,
+    clusterScanning: false,
   };
 }
 

@@ -8,6 +8,7 @@ import { createNotices } from "./notices";
 import { createModelActions } from "./models";
 import { createConversationActions } from "./conversations";
 import { createChatActions } from "./chat";
+import { createClusterActions } from "./cluster";
 import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
 
 export function createCake(api: Api, storage: KeyValueStorage | null) {
@@ -16,6 +17,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null) {
   const models = createModelActions(store, api, notices);
   const conversations = createConversationActions(store, api, notices, storage);
   const chat = createChatActions(store, api, notices, conversations);
+  const cluster = createClusterActions(store, api, notices);
 
   return {
     store,
@@ -23,6 +25,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null) {
     models,
     conversations,
     chat,
+    cluster,
 
     /** Fetch everything the first screen needs. */
     async start(): Promise<void> {
@@ -30,7 +33,8 @@ export function createCake(api: Api, storage: KeyValueStorage | null) {
         (info) => store.update({ info }),
         (error) => notices.report(error),
       );
-      await Promise.all([info, models.refresh(), conversations.restore()]);
+      // The cluster status only labels the sidebar button here: no error toast.
+      await Promise.all([info, models.refresh(), conversations.restore(), cluster.refresh(true)]);
     },
 
     showView(view: View): void {

@@ -1,0 +1,191 @@
+// The cluster settings: key, worker mode, machine name and port, mDNS
+// interfaces and discovery time. Fields the user has not touched follow the
+// polled settings; Save sends only the fields that changed.
+
+import { useState } from "preact/hooks";
+import type { ClusterSettings } from "../api/types";
+import {
+  MAX_DISCOVERY_SECONDS,
+  formFromSettings,
+  isEmptyUpdate,
+  keyDescription,
+  settingsChanges,
+  type ClusterForm,
+} from "../lib/cluster";
+import { ConfirmDialog } from "./ConfirmDialog";
+import { useCake } from "./context";
+
+interface Props {
+  settings: ClusterSettings;
+  saving: boolean;
+}
+
+export function ClusterSettingsForm({ settings, saving }: Props) {
+  const cake = useCake();
+  const [edits, setEdits] = useState<Partial<ClusterForm>>({});
+  const [forgetting, setForgetting] = useState(false);
+
+  const form: ClusterForm = { ...formFromSettings(settings), ...edits };
+  const { update, problem } = settingsChanges(settings, form);
+  const unchanged = isEmptyUpdate(update) && problem === null;
+  const keyState = keyDescription(settings);
+  const edit = (change: Partial<ClusterForm>) => setEdits((current) => ({ ...current, ...change }));
+
+  const submit = async () => {
+    if (problem !== null) {
+      cake.notices.report(new Error(problem));
+      return;
+    }
+    if (await cake.cluster.save(update)) setEdits({});
+  };
+
+  return (
+    <form
+      class="cluster-settings"
+      data-testid="cluster-settings"
+      aria-labelledby="cluster-settings-title"
+      noValidate // settingsChanges checks the numbers and says what is wrong
+      onSubmit={(event) => {
+        event.preventDefault();
+        void submit();
+      }}
+    >
+      <h2 id="cluster-settings-title" class="section-title">
+        Settings
+      </h2>
+      {settings.from_command_line ? (
+        <p class="cluster-note" data-testid="cluster-command-line">
+          Cluster flags from the command line (<code>--cluster-key</code>, <code>--worker</code>,{" "}
+          <code>--topology</code>) are in effect until you save these settings.
+        </p>
+      ) : null}
+
+      <label class="field">
+        <span class="field-label">Cluster key</span>
+        <input
+          type="password"
+          data-testid="cluster-key"
+          value={form.key}
+          autocomplete="new-password"
+          spellcheck={false}
+          placeholder={settings.key_set ? "Keep the stored key" : "A passphrase shared by your machines"}
+          onInput={(event) => edit({ key: event.currentTarget.value })}
+        />
+        <span class="field-hint">
+          {settings.key_set
+            ? "Leave empty to keep the stored key; type a new one to replace it."
+            : "Type the same key on every machine of the cluster. It is never shown again."}
+        </span>
+      </label>
+      {keyState ? (
+        <div class="cluster-key-state">
+          <span class="small" data-testid="cluster-key-state">
+            {keyState}
+          </span>
+          <button
+            type="button"
+            class="danger-outline small"
+            data-testid="cluster-forget-key"
+            disabled={saving}
+            onClick={() => setForgetting(true)}
+          >
+            Forget key
+          </button>
+        </div>
+      ) : null}
+
+      <label class="field-check cluster-check">
+        <input
+          type="checkbox"
+          data-testid="cluster-join-worker"
+          checked={form.join_as_worker}
+          onChange={(event) => edit({ join_as_worker: event.currentTarget.checked })}
+        />
+        <span>
+          <span class="cluster-check-label">Join as worker</span>
+          <span class="field-hint"> serve layers of other machines' models instead of using workers</span>
+        </span>
+      </label>
+
+      <div class="cluster-fields">
+        <label class="field">
+          <span class="field-label">Machine name</span>
+          <input
+            type="text"
+            data-testid="cluster-worker-name"
+            value={form.worker_name}
+            maxLength={64}
+            spellcheck={false}
+            autocomplete="off"
+            onInput={(event) => edit({ worker_name: event.currentTarget.value })}
+          />
+          <span class="field-hint">shown to masters</span>
+        </label>
+        <label class="field">
+          <span class="field-label">Port</span>
+          <input
+            type="number"
+            data-testid="cluster-worker-port"
+            value={form.worker_port}
+            min={0}
+            max={65535}
+            step={1}
+            onInput={(event) => edit({ worker_port: event.currentTarget.value })}
+          />
+          <span class="field-hint">where the worker listens; 0 = any free port</span>
+        </label>
+      </div>
+
+      <label class="field">
+        <span class="field-label">mDNS interfaces</span>
+        <input
+          type="text"
+          data-testid="cluster-mdns"
+          value={form.mdns_interfaces}
+          placeholder="all interfaces"
+          spellcheck={false}
+          autocomplete="off"
+          onInput={(event) => edit({ mdns_interfaces: event.currentTarget.value })}
+        />
+        <span class="field-hint">
+          Network interfaces to find machines on, comma-separated (e.g. <code>eth0, wlan0</code>). Empty = all
+          interfaces; <code>lo</code> = this machine only.
+        </span>
+      </label>
+
+      <label class="field">
+        <span class="field-label">Discovery time (seconds)</span>
+        <input
+          type="number"
+          data-testid="cluster-discovery-timeout"
+          value={form.discovery_timeout_s}
+          min={0}
+          max={MAX_DISCOVERY_SECONDS}
+          step="any"
+          onInput={(event) => edit({ discovery_timeout_s: event.currentTarget.value })}
+        />
+        <span class="field-hint">how long to listen for workers, 0 to {MAX_DISCOVERY_SECONDS}</span>
+      </label>
+
+      <div class="cluster-save">
+        <button type="submit" class="primary" data-testid="cluster-save" disabled={saving || unchanged}>
+          {saving ? "Saving…" : "Save"}
+        </button>
+        {!unchanged && !saving ? <span class="muted small">Unsaved changes</span> : null}
+      </div>
+
+      {forgetting ? (
+        <ConfirmDialog
+          title="Forget the cluster key?"
+          message="This machine leaves the cluster: it stops serving as a worker and stops using workers. To rejoin, type the key again."
+          confirmLabel="Forget key"
+          onCancel={() => setForgetting(false)}
+          onConfirm={() => {
+            setForgetting(false);
+            void cake.cluster.forgetKey();
+          }}
+        />
+      ) : null}
+    </form>
+  );
+}
