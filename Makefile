@@ -55,7 +55,7 @@ e2e-openai:
 
 e2e-desktop: $(TOOLS)/bin/tauri-driver
 	$(CARGO) build
-	$(PYTHON) tests/e2e/desktop.py target/debug/cake $(TOOLS)/bin/tauri-driver
+	bash scripts/in_netns.sh $(PYTHON) tests/e2e/desktop.py target/debug/cake $(TOOLS)/bin/tauri-driver
 
 $(TOOLS)/bin/tauri-driver:
 	$(CARGO) install --locked --root $(TOOLS) tauri-driver

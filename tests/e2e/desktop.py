@@ -5,8 +5,13 @@ Starts Xvfb (unless a display is set), `tauri-driver` (which drives the app
 through Debian's WebKitWebDriver), opens the `cake` binary's window with a
 private data folder holding the default model, checks the window shows the
 UI, calls the app through Tauri IPC, sends one chat message through the UI
-and waits for the streamed reply, and writes screenshots of the window and
-of the whole screen to target/e2e/.
+and waits for the streamed reply. Then two `cake worker` processes join
+(mDNS on IPv4 loopback only): the test sets the cluster key in the Cluster
+screen, looks for workers, reloads the model and checks that the layer bar
+is split over three machines and that a reply comes through them.
+Screenshots of the window and of the whole screen go to target/e2e/.
+Run it inside a network namespace of its own where possible
+(scripts/in_netns.sh): mDNS then never reaches a real interface.
 
 Usage: python tests/e2e/desktop.py path/to/cake path/to/tauri-driver
 Standard library only.
@@ -106,6 +111,99 @@ def wait_for_port(port: int, timeout=30):
     raise SystemExit(f"nothing listens on port {port}")
 
 
+CLUSTER_KEY = "desktop cluster test key"
+
+
+def start_worker(cake: Path, name: str, data: Path, env: dict) -> subprocess.Popen:
+    """A `cake worker` advertised over loopback mDNS; returns once it listens."""
+    proc = subprocess.Popen(
+        [str(cake), "worker", "--name", name, "--port", "0", "--host", "127.0.0.1", "--mdns-iface", "lo"],
+        env=dict(env, CAKE_DATA_DIR=str(data), CAKE_CLUSTER_KEY=CLUSTER_KEY, RAYON_NUM_THREADS="1"),
+        stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if " ready on " in line:
+            # Keep draining its log so it never blocks on a full pipe.
+            import threading
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc
+    raise SystemExit(f"worker {name} did not start")
+
+
+def click(driver: "WebDriver", css: str, timeout=60):
+    element = driver.find(css, timeout)
+    driver.request("POST", driver.s(f"/element/{element}/click"), {})
+
+
+def set_field(driver: "WebDriver", css: str, value: str):
+    """Sets an input's value the way typing would (Preact listens to `input`)."""
+    driver.find(css)
+    driver.run(
+        "const el = document.querySelector(arguments[0]);"
+        "const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;"
+        "setter.call(el, arguments[1]); el.dispatchEvent(new Event('input', {bubbles: true}));"
+        "el.dispatchEvent(new Event('change', {bubbles: true}));",
+        css, value)
+
+
+def wait_for(driver: "WebDriver", script: str, what: str, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = driver.run(script)
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, processes: list, screen):
+    """Two workers join; the cluster view shows the layers over three machines."""
+    for name in ("worker-a", "worker-b"):
+        processes.append(start_worker(cake, name, tmp / name, env))
+    click(driver, '[data-testid="cluster-button"]')
+    driver.find('[data-testid="cluster-view"]')
+    set_field(driver, '[data-testid="cluster-key"]', CLUSTER_KEY)
+    set_field(driver, '[data-testid="cluster-mdns"]', "lo")
+    set_field(driver, '[data-testid="cluster-discovery-timeout"]', "3")
+    click(driver, '[data-testid="cluster-save"]')
+    wait_for(driver, "return document.querySelector('[data-testid=\"cluster-scan\"]') !== null",
+             "the master role")
+    click(driver, '[data-testid="cluster-scan"]')
+    wait_for(driver,
+             "return document.querySelectorAll('[data-testid=\"cluster-machine\"][data-state=\"authenticated\"]').length >= 2",
+             "two authenticated workers", timeout=60)
+    print("two workers found and authenticated")
+    # Reload the model so that it spreads over the cluster.
+    row = '[data-testid="model-row"][data-model-id="default"]'
+    click(driver, '[data-testid="models-button"]')
+    click(driver, f'{row} [data-testid="model-unload"]')
+    click(driver, f'{row} [data-testid="model-load"]')
+    driver.find('[data-testid="model-loaded"]', timeout=180)
+    click(driver, '[data-testid="cluster-button"]')
+    nodes = wait_for(driver,
+                     "const s = [...document.querySelectorAll('[data-testid=\"layer-segment\"]')];"
+                     "return s.length === 3 ? s.map(e => e.dataset.node + ' ' + e.dataset.layers) : null;",
+                     "the layer bar split over three machines")
+    print(f"layer bar: {nodes}")
+    driver.screenshot(OUT / "desktop-cluster.png")
+    screen("desktop-cluster-screen.png")
+    # A reply now runs through both workers.
+    driver.run(
+        "const s = document.querySelector('[data-testid=\"new-conversation\"]'); s && s.click();")
+    driver.run(
+        "const s = document.querySelector('[data-testid=\"model-select\"]');"
+        "s.value = 'default'; s.dispatchEvent(new Event('change', {bubbles: true}));")
+    box = driver.find('[data-testid="chat-input"]')
+    driver.type_into(box, "Name a colour.\ue007")
+    driver.find('[data-testid="reply-stats"]', timeout=180)
+    status = driver.run_async(
+        "const done = arguments[arguments.length - 1];"
+        "window.__TAURI__.core.invoke('app_call', {command: 'cluster_status', args: {}}).then(done, e => done({error: String(e)}));")
+    stages = status["run"]["stages"]
+    busy = [s["node"] for s in stages if s["address"] and s["bytes_sent"] > 0]
+    assert len(busy) == 2, f"both workers took part: {stages}"
+    print("a reply ran through both workers")
+
+
 def main() -> int:
     cake, tauri_driver = Path(sys.argv[1]).resolve(), sys.argv[2]
     OUT.mkdir(parents=True, exist_ok=True)
@@ -154,9 +252,13 @@ def main() -> int:
             assert reply.strip(), "the reply is empty"
             print(f"reply through Tauri IPC: {reply.strip()[:80]!r}")
             driver.screenshot(OUT / "desktop-window.png")
-            if shutil.which("import") and Path("/usr/bin/import").exists():
-                subprocess.run(["/usr/bin/import", "-window", "root", str(OUT / "desktop-screen.png")],
-                               env=env, check=False)
+
+            def screen(name: str):
+                if Path("/usr/bin/import").exists():
+                    subprocess.run(["/usr/bin/import", "-window", "root", str(OUT / name)], env=env, check=False)
+
+            screen("desktop-screen.png")
+            cluster_check(driver, cake, tmp, env, processes, screen)
             print(f"screenshots in {OUT}")
         finally:
             driver.quit()

@@ -227,6 +227,7 @@ impl ClusterControl {
                 key: key.clone(),
                 cache_dir: self.worker_cache.clone(),
                 memory_bytes: None,
+                idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
             },
         )?;
         let advertisement = advertise(&prefs.worker_name, port, &key, &scope(prefs))?;

@@ -58,6 +58,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             key,
             cache_dir: crate::library::paths::data_dir().join("worker-cache"),
             memory_bytes: args.max_memory,
+            idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
         },
     )
 }

@@ -221,7 +221,7 @@ impl ClusterSettings {
 
     /// Connects to every candidate worker, recording each outcome in the monitor.
     fn connect_workers(&self, excluded: &[String]) -> Result<Vec<PlannedWorker>> {
-        let me = machine::describe("this machine", self.master_memory);
+        let me = machine::describe("master", self.master_memory);
         self.monitor.machine_seen(MachineView {
             name: me.name.clone(),
             address: None,

@@ -135,6 +135,11 @@ impl RemoteWorker {
         }
     }
 
+    /// Checks that the worker answers.
+    pub fn ping(&self) -> Result<()> {
+        self.ask(&Request::Heartbeat, &[]).map(drop)
+    }
+
     /// Whether the connection has failed (and why).
     pub fn lost_reason(&self) -> Option<String> {
         self.stats.lost_reason.lock().expect("worker stats").clone()

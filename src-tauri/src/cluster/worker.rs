@@ -36,6 +36,8 @@ pub struct WorkerConfig {
     pub cache_dir: std::path::PathBuf,
     /// Bytes of weights it will hold (default: the machine's available memory).
     pub memory_bytes: Option<u64>,
+    /// How long a master may stay silent before it is dropped.
+    pub idle_timeout: Duration,
 }
 
 impl WorkerConfig {
@@ -189,7 +191,7 @@ impl SessionReport<'_> {
 
 /// One master's connection, from handshake to hang-up.
 fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &str, report: &SessionReport) -> Result<()> {
-    stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
+    stream.set_read_timeout(Some(config.idle_timeout))?;
     stream.set_nodelay(true)?;
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let mut channel = SecureChannel::accept(stream, &config.key, peer)?;
@@ -318,5 +320,43 @@ impl State<'_> {
                 (Response::Done, Vec::new())
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::remote::RemoteWorker;
+
+    #[test]
+    fn heartbeats_keep_an_idle_master_connected_and_silent_ones_are_dropped() {
+        let key = ClusterKey::from_passphrase("heartbeat test key").unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let worker = start(
+            listener,
+            WorkerConfig {
+                name: "hb".into(),
+                key: key.clone(),
+                cache_dir: cache.path().to_path_buf(),
+                memory_bytes: Some(1 << 20),
+                idle_timeout: Duration::from_secs(5),
+            },
+        )
+        .unwrap();
+        let address = worker.address.to_string();
+        let master = RemoteWorker::connect(&address, &key).unwrap();
+        // A master that only authenticates and then says nothing.
+        let silent = TcpStream::connect(&address).unwrap();
+        silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut silent = SecureChannel::connect(silent, &key, "worker").unwrap();
+        std::thread::sleep(Duration::from_secs(8));
+        master.ping().expect("heartbeats kept the idle connection open");
+        assert!(master.lost_reason().is_none());
+        assert!(silent.receive().is_err(), "the silent master was dropped");
+        assert_eq!(worker.sessions().len(), 1, "{:?}", worker.sessions());
+        worker.stop();
+        assert!(master.ping().is_err(), "a stopped worker closes its connections");
+        assert!(TcpStream::connect(&address).is_err(), "a stopped worker no longer listens");
     }
 }
