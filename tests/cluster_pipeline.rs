@@ -297,3 +297,53 @@ fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
     let err = common::cake_error(&args);
     assert!(err.contains("do not exist"), "{err}");
 }
+
+#[test]
+fn the_app_continues_a_reply_when_a_worker_dies() {
+    use std::time::{Duration, Instant};
+    let model = common::server::default_model_file();
+    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
+    let third: u64 = layers.iter().take(layers.len() / 3).sum();
+    let steady = Worker::start("steady", None);
+    let mut doomed = Worker::start("doomed", None);
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let memory = (other + third).to_string();
+    let server = common::server::Server::start_with_env(
+        &data,
+        &root.path().join("hf"),
+        &["--worker", &steady.address, "--worker", &doomed.address, "--max-memory", &memory],
+        &[("CAKE_CLUSTER_KEY", KEY)],
+    );
+    let request = serde_json::json!({
+        "model_id": "default", "max_tokens": 48, "sampling": {"temperature": 0},
+        "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}],
+    });
+    let mut killed_at = None;
+    let mut noticed_at = None;
+    let (status, events) = server.stream("/api/chat", &request, |index, payload| {
+        if index == 8 {
+            doomed.child.kill().unwrap(); // SIGKILL
+            let _ = doomed.child.wait();
+            killed_at = Some(Instant::now());
+        }
+        if payload.contains("\"notice\"") && noticed_at.is_none() {
+            noticed_at = Some(Instant::now());
+        }
+        true
+    });
+    assert_eq!(status, 200);
+    let notice = events.iter().find(|e| e.contains("\"notice\"")).unwrap_or_else(|| panic!("no notice: {events:#?}"));
+    assert!(notice.contains("lost worker doomed"), "{notice}");
+    let delay = noticed_at.unwrap().saturating_duration_since(killed_at.unwrap());
+    assert!(delay < Duration::from_secs(5), "noticed after {delay:?}");
+    let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(done["type"], "done", "{events:#?}");
+    let tokens_streamed = events.iter().filter(|e| e.contains("\"token\"")).count();
+    assert!(tokens_streamed > 9, "the reply went on after the loss: {events:#?}");
+    // The cluster view names the lost machine; the next reply re-plans without it.
+    let (_, status) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let stages = status["run"]["stages"].as_array().unwrap();
+    assert!(stages.iter().all(|s| s["node"] != "doomed"), "re-planned without the lost worker: {status}");
+    assert!(stages.iter().any(|s| s["node"] == "steady"), "{status}");
+}

@@ -10,7 +10,8 @@ use crate::cluster::master::ClusterSettings;
 use crate::cluster::remote::WorkerLost;
 use crate::library::catalog::ModelEntry;
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::{generate, GenerationRequest};
+use crate::cluster::recovery::generate_recovering;
+use crate::text::generation::GenerationRequest;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::SamplingOverrides;
 use serde_json::{json, Value};
@@ -197,8 +198,28 @@ impl Worker {
         Ok(())
     }
 
-    fn reply(&self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
-        let (_, model) = self.model.as_ref().expect("ensure_loaded succeeded");
+    /// Generates a reply; a worker lost on the way is reported as a
+    /// `notice` event and the reply continues over the machines left.
+    fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
+        let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
+        let mut slot = Some(model);
+        let result = self.reply_with(&entry, &mut slot, job, sink, cancel);
+        match slot {
+            Some(model) => self.model = Some((entry, model)),
+            None => self.set_model(None),
+        }
+        result
+    }
+
+    fn reply_with(
+        &self,
+        entry: &ModelEntry,
+        slot: &mut Option<TextModel>,
+        job: &ChatJob,
+        sink: &mut EventSink,
+        cancel: &CancelFlag,
+    ) -> anyhow::Result<Value> {
+        let model = slot.as_ref().expect("a loaded model");
         let prompt = model.chat_template()?.render(&job.messages, true)?;
         let prompt_tokens = model.tokenizer()?.encode(&prompt, false)?;
         let mut request = GenerationRequest::new(prompt_tokens);
@@ -206,8 +227,17 @@ impl Worker {
         request.stop_strings = job.stop.clone();
         request.sampling = job.sampling.apply_to(&model.sampling_defaults);
         let prompt_len = request.prompt_tokens.len();
-        let generation = generate(model, &request, |event| {
-            let listening = event.text.is_empty() || sink(json!({"type": "token", "text": event.text}));
+        let sink = std::cell::RefCell::new(sink);
+        let mut reload = |lost: &[String]| match &self.cluster {
+            Some(cluster) => cluster.load_excluding(&entry.path, &self.options, lost),
+            None => TextModel::load(&entry.path, &self.options),
+        };
+        let mut on_lost = |lost: &WorkerLost| {
+            let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
+            (sink.borrow_mut())(json!({"type": "notice", "message": message}));
+        };
+        let reply = generate_recovering(slot, &request, &mut reload, &mut on_lost, |event| {
+            let listening = event.text.is_empty() || (sink.borrow_mut())(json!({"type": "token", "text": event.text}));
             if listening && !cancel.load(Ordering::Relaxed) {
                 ControlFlow::Continue(())
             } else {
@@ -216,13 +246,13 @@ impl Worker {
         })?;
         Ok(json!({
             "type": "done",
-            "text": generation.text,
+            "text": reply.text,
             "stats": {
                 "prompt_tokens": prompt_len,
-                "completion_tokens": generation.tokens.len(),
-                "ttft_s": generation.timings.ttft_s,
-                "decode_tok_s": generation.timings.decode_tok_s,
-                "finish_reason": generation.finish_reason,
+                "completion_tokens": reply.tokens.len(),
+                "ttft_s": reply.last.timings.ttft_s,
+                "decode_tok_s": reply.last.timings.decode_tok_s,
+                "finish_reason": reply.last.finish_reason,
             },
         }))
     }

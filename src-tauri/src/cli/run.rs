@@ -2,8 +2,8 @@
 
 use super::{parse_token_list, ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::{generate, GenerationRequest};
-use crate::cluster::remote::WorkerLost;
+use crate::text::generation::GenerationRequest;
+use crate::cluster::recovery::generate_recovering;
 use crate::text::model::TextModel;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -46,7 +46,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let (mut model, load_s) = args.model.load_model()?;
+    let (model, load_s) = args.model.load_model()?;
 
     let prompt_tokens = prompt_tokens(&model, &args)?;
     let mut request = GenerationRequest::new(prompt_tokens.clone());
@@ -57,49 +57,27 @@ pub fn run(args: RunArgs) -> Result<()> {
     request.sampling = args.sampling.resolve(&model);
 
     let mut stdout = std::io::stdout().lock();
-    // Tokens and text of attempts that a lost worker cut short.
-    let mut earlier_tokens: Vec<u32> = Vec::new();
-    let mut earlier_text = String::new();
-    let mut lost_workers: Vec<String> = Vec::new();
-    let generation = loop {
-        let mut attempt = request.clone();
-        attempt.prompt_tokens = [prompt_tokens.as_slice(), &earlier_tokens].concat();
-        attempt.max_new_tokens = request.max_new_tokens - earlier_tokens.len();
-        let mut attempt_tokens = Vec::new();
-        let mut attempt_text = String::new();
-        let result = generate(&model, &attempt, |event| {
-            attempt_tokens.extend(event.id);
-            attempt_text.push_str(event.text);
+    let mut slot = Some(model);
+    let reply = generate_recovering(
+        &mut slot,
+        &request,
+        &mut |lost| Ok(args.model.load_model_excluding(lost)?.0),
+        &mut |lost| eprintln!("\n{lost}; re-planning over the remaining machines"),
+        |event| {
             if !args.json {
                 let _ = stdout.write_all(event.text.as_bytes());
                 let _ = stdout.flush();
             }
             ControlFlow::Continue(())
-        });
-        match result {
-            Ok(generation) => break generation,
-            Err(error) => {
-                let Some(lost) = error.downcast_ref::<WorkerLost>() else {
-                    return Err(error);
-                };
-                // Re-plan over the machines that are left and continue from
-                // the prompt plus what was generated so far.
-                eprintln!("\n{lost}; re-planning over the remaining machines");
-                lost_workers.push(lost.address.clone());
-                earlier_tokens.extend(attempt_tokens);
-                earlier_text.push_str(&attempt_text);
-                drop(model);
-                model = args.model.load_model_excluding(&lost_workers)?.0;
-            }
-        }
-    };
+        },
+    )?;
+    let model = slot.expect("a model after a successful reply");
+    let generation = reply.last;
     if args.json {
-        let tokens = [earlier_tokens.as_slice(), &generation.tokens].concat();
-        let text = earlier_text + &generation.text;
         let out = serde_json::json!({
             "prompt_tokens": prompt_tokens,
-            "tokens": tokens,
-            "text": text,
+            "tokens": reply.tokens,
+            "text": reply.text,
             "finish_reason": generation.finish_reason,
             "network_bytes": model.network_bytes(),
             "timings": {

@@ -9,6 +9,7 @@
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`master`]: loading a model split over the master and its workers.
 //! - [`topology`]: a hand-written layout overriding the automatic one.
+//! - [`recovery`]: finishing a reply after losing a worker.
 //! - [`monitor`]: the master's live view of its cluster, for the UI.
 //! - [`weight_transfer`]: sending workers exactly the weights of their layers.
 
@@ -18,6 +19,7 @@ pub mod machine;
 pub mod master;
 pub mod monitor;
 pub mod protocol;
+pub mod recovery;
 pub mod remote;
 pub mod secure_channel;
 pub mod topology;

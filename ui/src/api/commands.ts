@@ -66,12 +66,18 @@ export const api = {
   },
 
   /** Generate a reply token by token; resolves with its stats. */
-  async chat(request: ChatRequest, onToken: (text: string) => void, signal?: AbortSignal) {
+  async chat(
+    request: ChatRequest,
+    onToken: (text: string) => void,
+    signal?: AbortSignal,
+    onNotice?: (message: string) => void,
+  ) {
     const done = await stream<ChatEvent>(
       "chat",
       request,
       (event) => {
         if (event.type === "token") onToken(event.text);
+        else if (event.type === "notice") onNotice?.(event.message);
       },
       signal,
     );

@@ -110,6 +110,12 @@ export interface TokenEvent {
   text: string;
 }
 
+/** Something the person should know mid-reply (e.g. a worker was lost and the reply continues). */
+export interface NoticeEvent {
+  type: "notice";
+  message: string;
+}
+
 export interface ChatDoneEvent {
   type: "done";
   stats: ReplyStats;
@@ -117,7 +123,7 @@ export interface ChatDoneEvent {
 
 export type DownloadEvent = DownloadProgressEvent | ModelDoneEvent | ErrorEvent;
 export type LoadEvent = LoadProgressEvent | ModelDoneEvent | ErrorEvent;
-export type ChatEvent = TokenEvent | ChatDoneEvent | ErrorEvent;
+export type ChatEvent = TokenEvent | NoticeEvent | ChatDoneEvent | ErrorEvent;
 
 export interface ChatRequest {
   model_id: string;

@@ -70,6 +70,7 @@ export function createChatActions(
           show();
         },
         controller.signal,
+        (message) => notices.report(new Error(message)),
       );
       reply = { ...reply, stats };
       store.update({ loadedModelId: modelId }); // `chat` loads the model it needs
