@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--cake", default="target/release/cake")
     parser.add_argument("--model", type=Path, default=default_model())
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--worker-threads", type=int, default=None, help="threads per worker (default: --threads)")
     parser.add_argument("--decode", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
@@ -59,10 +60,11 @@ def main():
     # a third of the file per node is a fair approximation for this model.
     size = args.model.stat().st_size
     third = size // 3
+    worker_threads = args.worker_threads or args.threads
     scratch = tempfile.TemporaryDirectory(prefix="cake-bench-")
     workers = [
-        start_worker(args.cake, "a", third, args.threads, os.path.join(scratch.name, "a")),
-        start_worker(args.cake, "b", None, args.threads, os.path.join(scratch.name, "b")),
+        start_worker(args.cake, "a", third, worker_threads, os.path.join(scratch.name, "a")),
+        start_worker(args.cake, "b", None, worker_threads, os.path.join(scratch.name, "b")),
     ]
     try:
         prompt = ",".join(str(1000 + i % 500) for i in range(16))
@@ -78,7 +80,7 @@ def main():
         single_tps = statistics.median(r["timings"]["decode_tok_s"] for r in single)
         cluster_tps = statistics.median(r["timings"]["decode_tok_s"] for r in cluster)
         per_token = (cluster[0]["network_bytes"] - one_token["network_bytes"]) / args.decode
-        print(f"model: {args.model.name}, {args.threads} threads per process, decode {args.decode} tokens, median of {args.reps}")
+        print(f"model: {args.model.name}, {args.threads} threads on the master, {worker_threads} per worker, decode {args.decode} tokens, median of {args.reps}")
         print(f"weights streamed to the workers on the first run: {(first['network_bytes'] - one_token['network_bytes']) / 1e6:.1f} MB")
         print()
         print("| setup | decode tok/s | bytes per token |")
@@ -86,6 +88,19 @@ def main():
         print(f"| one process | {single_tps:.1f} | 0 |")
         print(f"| master + 2 workers (loopback) | {cluster_tps:.1f} | {per_token:.0f} |")
         print(f"| ratio | {cluster_tps / single_tps:.2f}x | |")
+        # Where a cluster token's time goes (the last run; prefill included).
+        last = cluster[-1]
+        steps = args.decode + 1
+        print()
+        print("| stage | layers ms/step | round trip ms/step | transport ms/step |")
+        print("|---|---|---|---|")
+        for stage in last["stages"]:
+            layers_ms = stage["layers_s"] * 1e3 / steps
+            if "round_trips_s" in stage:
+                trip_ms = stage["round_trips_s"] * 1e3 / steps
+                print(f"| {stage['node']} | {layers_ms:.2f} | {trip_ms:.2f} | {trip_ms - layers_ms:.2f} |")
+            else:
+                print(f"| {stage['node']} (master) | {layers_ms:.2f} | | |")
     finally:
         for proc, _ in workers:
             proc.kill()

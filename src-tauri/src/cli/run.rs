@@ -80,6 +80,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "text": reply.text,
             "finish_reason": generation.finish_reason,
             "network_bytes": model.network_bytes(),
+            "stages": stage_timings(&model),
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,
@@ -113,4 +114,25 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
         bail!("the prompt is empty: give at least one token");
     }
     Ok(tokens)
+}
+
+/// Where the time of the layers went: this machine's, and each worker's
+/// round trips with the part of them its layers took.
+fn stage_timings(model: &TextModel) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let seconds = |nanos: u64| nanos as f64 / 1e9;
+    let mut stages = vec![serde_json::json!({
+        "node": "master",
+        "layers_s": seconds(model.local_nanos.load(Relaxed)),
+    })];
+    for stage in &model.remote_stages {
+        let stats = &stage.worker.stats;
+        stages.push(serde_json::json!({
+            "node": stage.worker.info.name,
+            "forwards": stats.forwards.load(Relaxed),
+            "round_trips_s": seconds(stats.forward_nanos.load(Relaxed)),
+            "layers_s": seconds(stats.compute_nanos.load(Relaxed)),
+        }));
+    }
+    serde_json::Value::Array(stages)
 }

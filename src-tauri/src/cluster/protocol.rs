@@ -60,8 +60,13 @@ pub enum Response {
     Loaded { start: usize, end: usize },
     /// The chunks of the manifest the worker does not have yet.
     NeedChunks { chunks: Vec<ChunkRef> },
-    /// Hidden states (payload, f32) of `shape`.
-    Hidden { shape: Vec<usize> },
+    /// Hidden states (payload, f32) of `shape`, and how long the worker's
+    /// layers took (nanoseconds; the rest of a round trip is transport).
+    Hidden {
+        shape: Vec<usize>,
+        #[serde(default)]
+        compute_nanos: u64,
+    },
     Done,
     Error { message: String },
 }

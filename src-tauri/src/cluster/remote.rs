@@ -39,6 +39,8 @@ pub struct WorkerStats {
     pub bytes_received: AtomicU64,
     /// Time spent in `forward` round trips, in nanoseconds.
     pub forward_nanos: AtomicU64,
+    /// The part of it the worker spent in its layers.
+    pub compute_nanos: AtomicU64,
     pub forwards: AtomicU64,
     /// Weight bytes sent so far for the current load, and how many it needs.
     pub weights_sent: AtomicU64,
@@ -223,7 +225,8 @@ impl RemoteWorker {
         self.stats.forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.stats.forwards.fetch_add(1, Ordering::Relaxed);
         match answer {
-            (Response::Hidden { shape }, payload) => {
+            (Response::Hidden { shape, compute_nanos }, payload) => {
+                self.stats.compute_nanos.fetch_add(compute_nanos, Ordering::Relaxed);
                 tensor_from_bytes(&shape, &payload, hidden.device())?.to_dtype(hidden.dtype()).map_err(Into::into)
             }
             (other, _) => bail!("worker {} answered {other:?} to Forward", self.address),

@@ -308,12 +308,14 @@ impl State<'_> {
             }
             Request::Forward { sequence, shape } => {
                 let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
+                let started = std::time::Instant::now();
                 let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
                 let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
                 let out = decoder.forward_layers(&hidden, cache)?;
                 self.report.update(|v| v.forwards += 1);
                 let (shape, bytes) = tensor_to_bytes(&out)?;
-                (Response::Hidden { shape }, bytes)
+                let compute_nanos = started.elapsed().as_nanos() as u64;
+                (Response::Hidden { shape, compute_nanos }, bytes)
             }
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
