@@ -116,6 +116,10 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         let (status_code, events) = master_app.stream("/api/load_model", &json!({"id": entry["id"]}), |_, _| true);
         assert_eq!(status_code, 200);
         assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
+        assert!(
+            events.iter().any(|e| e.contains("sending app-worker the weights of layers")),
+            "weight transfer progress is reported: {events:?}"
+        );
         let status = call(&master_app, "cluster_status", json!({}));
         let run = &status["run"];
         assert_eq!(run["ready"], true, "{status}");

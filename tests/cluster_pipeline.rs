@@ -344,8 +344,10 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     });
     let mut killed_at = None;
     let mut noticed_at = None;
-    let (status, events) = server.stream("/api/chat", &request, |index, payload| {
-        if index == 8 {
+    let mut tokens = 0;
+    let (status, events) = server.stream("/api/chat", &request, |_, payload| {
+        tokens += usize::from(payload.contains("\"token\""));
+        if tokens == 8 && killed_at.is_none() {
             doomed.child.kill().unwrap(); // SIGKILL
             let _ = doomed.child.wait();
             killed_at = Some(Instant::now());

@@ -179,16 +179,14 @@ impl Worker {
         // Free the old model first: two models at once may not fit.
         self.set_model(None);
         let name = entry.name.clone();
-        let mut on_layer = |done: usize, total: usize| {
-            sink(json!({
-                "type": event_type,
-                "fraction": done as f64 / total.max(1) as f64,
-                "message": format!("loading {name}: layer {done} of {total}"),
-            }));
+        let mut on_progress = |fraction: f64, message: &str| {
+            sink(json!({"type": event_type, "fraction": fraction, "message": format!("{name}: {message}")}));
         };
         let loaded = match &self.cluster {
-            Some(cluster) => cluster.load(&entry.path, &self.options),
-            None => TextModel::load_with_progress(&entry.path, &self.options, &mut on_layer),
+            Some(cluster) => cluster.load(&entry.path, &self.options, &[], &mut on_progress),
+            None => TextModel::load_with_progress(&entry.path, &self.options, &mut |done, total| {
+                on_progress(done as f64 / total.max(1) as f64, &format!("layer {done} of {total}"))
+            }),
         };
         let model = loaded.map_err(|e| format!("cannot load {}: {e:#}", entry.name))?;
         if model.tokenizer.is_none() {
@@ -229,7 +227,7 @@ impl Worker {
         let prompt_len = request.prompt_tokens.len();
         let sink = std::cell::RefCell::new(sink);
         let mut reload = |lost: &[String]| match &self.cluster {
-            Some(cluster) => cluster.load_excluding(&entry.path, &self.options, lost),
+            Some(cluster) => cluster.load(&entry.path, &self.options, lost, &mut |_, _| {}),
             None => TextModel::load(&entry.path, &self.options),
         };
         let mut on_lost = |lost: &WorkerLost| {

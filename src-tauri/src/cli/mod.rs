@@ -149,10 +149,21 @@ impl ModelArgs {
         };
         let start = std::time::Instant::now();
         let model = match self.cluster.settings()? {
-            Some(cluster) => cluster.load_excluding(&path, &options, excluded)?,
+            Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,
             None => TextModel::load(&path, &options)?,
         };
         Ok((model, start.elapsed().as_secs_f64()))
+    }
+}
+
+/// Prints loading progress to stderr, at most twice a second.
+fn progress_printer() -> impl FnMut(f64, &str) {
+    let mut last: Option<std::time::Instant> = None;
+    move |fraction: f64, message: &str| {
+        if last.is_none_or(|t| t.elapsed().as_millis() >= 500) || fraction >= 1.0 {
+            last = Some(std::time::Instant::now());
+            eprintln!("[{:>3.0}%] {message}", fraction * 100.0);
+        }
     }
 }
 

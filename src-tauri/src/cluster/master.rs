@@ -34,6 +34,9 @@ impl From<RemoteWorker> for PlannedWorker {
     }
 }
 
+/// Reports loading progress: the fraction done (0..1) and what is happening.
+pub type LoadProgress<'a> = &'a mut dyn FnMut(f64, &str);
+
 /// Loads `path` over this machine (allowed `master_memory` bytes, default
 /// all available) and `workers`; returns the model and the plan used. The
 /// plan is published to `monitor` before weights are sent.
@@ -43,6 +46,7 @@ pub fn load_distributed(
     workers: Vec<PlannedWorker>,
     master_memory: Option<u64>,
     monitor: Option<&ClusterMonitor>,
+    on_progress: LoadProgress,
 ) -> Result<(TextModel, Plan)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
     let checkpoint = Checkpoint::open(&path)?;
@@ -73,19 +77,29 @@ pub fn load_distributed(
     }
     let dtype = options.dtype.map(dtype_name);
     let mut stages = Vec::new();
+    // Progress: each worker that gets layers is one part, local loading the last.
+    let parts = 1 + stage_workers.iter().zip(&plan.stages).filter(|(w, s)| w.is_some() && !s.layers.is_empty()).count();
     for (worker, stage) in stage_workers.iter().zip(&plan.stages) {
         let Some(worker) = worker else { continue };
         if stage.layers.is_empty() {
             continue;
         }
+        let part = stages.len() as f64;
         let selection = TensorSelection {
             layers: stage.layers.clone(),
             embedding: false,
             head: false,
         };
         let manifest = ModelManifest::for_selection(&path, &selection, checkpoint.config().tie_word_embeddings)?;
+        let name = &worker.info.name;
+        let layers = stage.layers.clone();
+        on_progress(part / parts as f64, &format!("{name} loads layers {}–{}", layers.start, layers.end - 1));
+        let mut on_sent = |sent: u64, total: u64| {
+            let message = format!("sending {name} the weights of layers {}–{}: {:.1} of {:.1} MB", layers.start, layers.end - 1, sent as f64 / 1e6, total as f64 / 1e6);
+            on_progress((part + sent as f64 / total.max(1) as f64) / parts as f64, &message);
+        };
         let sent = worker
-            .load(&path, &manifest, stage.layers.start, stage.layers.end, dtype)
+            .load(&path, &manifest, stage.layers.clone(), dtype, &mut on_sent)
             .with_context(|| format!("worker {} could not load layers {:?}", worker.info.name, stage.layers))?;
         eprintln!(
             "worker {}: layers {:?} ready ({sent} bytes of weights sent, {} needed)",
@@ -103,7 +117,12 @@ pub fn load_distributed(
         embedding: true,
         head: true,
     };
-    let decoder = checkpoint.load_decoder(Some(selection), options)?;
+    let local_part = (parts - 1) as f64;
+    let mut on_layer = |done: usize, total: usize| {
+        let message = format!("loading layers here: {done} of {total}");
+        on_progress((local_part + done as f64 / total.max(1) as f64) / parts as f64, &message);
+    };
+    let decoder = checkpoint.load_decoder_with_progress(Some(selection), options, &mut on_layer)?;
     let model = TextModel::assemble(&path, &checkpoint, decoder, stages)?;
     if let Some(monitor) = monitor {
         monitor.run_ready(model.local_nanos.clone());
@@ -274,17 +293,14 @@ impl ClusterSettings {
         self.connect_workers(&[]).map(drop)
     }
 
-    /// Loads `path` over this machine and the workers that answer; workers
-    /// that cannot be reached are left out with a warning.
-    pub fn load(&self, path: &Path, options: &LoadOptions) -> Result<TextModel> {
-        self.load_excluding(path, options, &[])
-    }
-
-    /// Like [`Self::load`], leaving out the workers at `excluded` addresses.
-    pub fn load_excluding(&self, path: &Path, options: &LoadOptions, excluded: &[String]) -> Result<TextModel> {
+    /// Loads `path` over this machine and the workers that answer, leaving
+    /// out those at `excluded` addresses (and, with a warning, discovered
+    /// ones that cannot be used).
+    pub fn load(&self, path: &Path, options: &LoadOptions, excluded: &[String], on_progress: LoadProgress) -> Result<TextModel> {
         self.monitor.end_run();
+        on_progress(0.0, "looking for workers");
         let workers = self.connect_workers(excluded)?;
-        let (model, plan) = load_distributed(path, options, workers, self.master_memory, Some(&self.monitor))?;
+        let (model, plan) = load_distributed(path, options, workers, self.master_memory, Some(&self.monitor), on_progress)?;
         for stage in &plan.stages {
             eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

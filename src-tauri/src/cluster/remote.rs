@@ -169,13 +169,20 @@ impl RemoteWorker {
     }
 
     /// Has the worker load layers `start..end` of the model at `model`,
-    /// first sending it whatever bytes of them it lacks. Returns the weight
-    /// bytes sent.
-    pub fn load(&self, model: &Path, manifest: &ModelManifest, start: usize, end: usize, dtype: Option<&str>) -> Result<u64> {
+    /// first sending it whatever bytes of them it lacks, calling
+    /// `on_sent(sent, to_send)` as chunks go. Returns the weight bytes sent.
+    pub fn load(
+        &self,
+        model: &Path,
+        manifest: &ModelManifest,
+        layers: std::ops::Range<usize>,
+        dtype: Option<&str>,
+        on_sent: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64> {
         let request = Request::Load {
             manifest: manifest.clone(),
-            start,
-            end,
+            start: layers.start,
+            end: layers.end,
             dtype: dtype.map(str::to_string),
         };
         let mut sent = 0u64;
@@ -188,7 +195,6 @@ impl RemoteWorker {
                     self.stats.weights_sent.store(0, Ordering::Relaxed);
                     self.stats.weights_to_send.store(total, Ordering::Relaxed);
                     let mut done = 0u64;
-                    let mut last_report = std::time::Instant::now();
                     for chunk in chunks {
                         let (sha256, packed) = read_chunk(model, manifest, chunk)?;
                         let message = Request::Chunk {
@@ -200,15 +206,7 @@ impl RemoteWorker {
                         done += chunk.len;
                         sent += chunk.len;
                         self.stats.weights_sent.store(done, Ordering::Relaxed);
-                        if done == total || last_report.elapsed().as_millis() >= 500 {
-                            last_report = std::time::Instant::now();
-                            eprintln!(
-                                "sending weights to {}: {:.1} / {:.1} MB",
-                                self.info.name,
-                                done as f64 / 1e6,
-                                total as f64 / 1e6
-                            );
-                        }
+                        on_sent(done, total);
                     }
                 }
                 (other, _) => bail!("worker {} answered {other:?} to Load", self.address),
