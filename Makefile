@@ -9,7 +9,7 @@ PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: run test model deps ui build engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures bench
+.PHONY: run test model deps ui build engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench
 
 run: deps model ui
 	$(CARGO) build --release
@@ -66,6 +66,16 @@ fixtures: model
 	.venv-ref/bin/pip install --quiet torch transformers accelerate gguf tokenizers
 	.venv-ref/bin/python tests/fixtures/generate_tiny_models.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_smollm2_reference.py
+
+## Regenerate the tiny VibeVoice fixture with Microsoft's package (see docs/vibevoice.md).
+fixtures-vibevoice:
+	$(PYTHON) -m venv .venv-vibevoice
+	.venv-vibevoice/bin/pip install --quiet torch==2.7.1 transformers==4.51.3 accelerate==1.6.0 \
+		diffusers==0.39.0 tokenizers==0.21.4 numpy safetensors
+	.venv-vibevoice/bin/pip install --quiet --no-deps vibevoice==0.0.1
+	OMP_NUM_THREADS=1 .venv-vibevoice/bin/python tests/fixtures/generate_tiny_vibevoice.py \
+		--seed $${SEED:-0} --out tests/fixtures/tiny/vibevoice
+	OMP_NUM_THREADS=1 .venv-vibevoice/bin/python tests/fixtures/check_tiny_vibevoice.py tests/fixtures/tiny/vibevoice
 
 ## Cake vs llama.cpp (llama-cpp-python built from source) on the default model.
 bench: deps model
