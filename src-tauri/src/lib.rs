@@ -6,11 +6,13 @@
 //! - [`library`]: where models live on disk, and the model list.
 //! - [`app`]: what the desktop window and `cake serve` share: commands, engine thread, conversations.
 //! - [`server`]: `cake serve`, the HTTP transport and the OpenAI-compatible API.
-//! - [`cluster`]: running a model across machines (so far: the secure channel).
+//! - [`cluster`]: running a model across the machines of a LAN.
+//! - [`audio`]: reading, resampling and writing WAV audio (voice prompts, speech).
 //! - [`cli`]: the `cake` command line.
 //! - `desktop` (feature `gui`): the Tauri window.
 
 pub mod app;
+pub mod audio;
 pub mod cli;
 pub mod cluster;
 #[cfg(feature = "gui")]
