@@ -7,6 +7,7 @@
 //! - [`app`]: what the desktop window and `cake serve` share: commands, engine thread, conversations.
 //! - [`server`]: `cake serve`, the HTTP transport and the OpenAI-compatible API.
 //! - [`cluster`]: running a model across the machines of a LAN.
+//! - [`speech`]: text to speech (VibeVoice).
 //! - [`audio`]: reading, resampling and writing WAV audio (voice prompts, speech).
 //! - [`cli`]: the `cake` command line.
 //! - `desktop` (feature `gui`): the Tauri window.
@@ -21,4 +22,5 @@ pub mod formats;
 pub mod library;
 pub mod models;
 pub mod server;
+pub mod speech;
 pub mod text;

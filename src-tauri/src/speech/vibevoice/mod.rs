@@ -1,0 +1,15 @@
+//! VibeVoice, as docs/vibevoice.md describes Microsoft's reference.
+//!
+//! - [`config`]: the checkpoint's `config.json`.
+//! - [`scheduler`]: the DPM-Solver++ sampler that turns noise into a latent.
+//! - [`diffusion_head`]: the network the sampler asks for each step's velocity.
+//! - [`connector`]: speech features into the language model's embedding space.
+//! - [`causal_conv`]: the causal (streamable) convolutions of the speech tokenizers.
+//! - [`speech_tokenizer`]: the acoustic encoder/decoder and the semantic encoder.
+
+pub mod causal_conv;
+pub mod config;
+pub mod connector;
+pub mod diffusion_head;
+pub mod scheduler;
+pub mod speech_tokenizer;
