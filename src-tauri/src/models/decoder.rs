@@ -186,15 +186,23 @@ impl Decoder {
 
     /// Final norm and LM head: f32 logits `(positions, vocab)`.
     pub fn logits(&self, hidden: &Tensor, which: LogitsFor) -> Result<Tensor> {
-        let norm = self.norm.as_ref().context("this stage holds no LM head")?;
-        let head = self.lm_head.as_ref().context("this stage holds no LM head")?;
         let t = hidden.dim(1)?;
         let hidden = match which {
             LogitsFor::Last => hidden.narrow(1, t - 1, 1)?,
             LogitsFor::All => hidden.clone(),
         };
-        let logits = head.forward(&norm.forward(&hidden)?)?;
-        Ok(logits.squeeze(0)?.to_dtype(DType::F32)?)
+        self.head_logits(&self.final_norm(&hidden)?)
+    }
+
+    /// The final norm: the language model's output hidden states.
+    pub fn final_norm(&self, hidden: &Tensor) -> Result<Tensor> {
+        self.norm.as_ref().context("this stage holds no final norm")?.forward(hidden)
+    }
+
+    /// The LM head on normed hidden states `(1, t, hidden)`: f32 logits `(t, vocab)`.
+    pub fn head_logits(&self, normed: &Tensor) -> Result<Tensor> {
+        let head = self.lm_head.as_ref().context("this stage holds no LM head")?;
+        Ok(head.forward(normed)?.squeeze(0)?.to_dtype(DType::F32)?)
     }
 
     /// Embedding, all layers and head in one call (a whole model).

@@ -2,4 +2,5 @@
 
 pub mod folder;
 pub mod gguf;
+pub mod renamed;
 pub mod selection;

@@ -6,10 +6,17 @@
 //! - [`connector`]: speech features into the language model's embedding space.
 //! - [`causal_conv`]: the causal (streamable) convolutions of the speech tokenizers.
 //! - [`speech_tokenizer`]: the acoustic encoder/decoder and the semantic encoder.
+//! - [`processor`]: scripts and voice prompts into the model's prompt.
+//! - [`noise`]: the sampler's random numbers (seeded, or a recorded tape).
+//! - [`model`]: a loaded checkpoint; [`generate`]: speaking a prompt.
 
 pub mod causal_conv;
 pub mod config;
 pub mod connector;
 pub mod diffusion_head;
+pub mod generate;
+pub mod model;
+pub mod noise;
+pub mod processor;
 pub mod scheduler;
 pub mod speech_tokenizer;

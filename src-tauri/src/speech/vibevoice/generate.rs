@@ -1,0 +1,238 @@
+//! Speaking a prompt (docs/vibevoice.md §11–12). The language model reads
+//! the prompt and, step by step, chooses among four tokens: speech start,
+//! speech end, "one frame of speech" and end of text. For each frame the
+//! diffusion head, guided by a second pass that sees no text (the negative
+//! branch), samples a latent; the streaming decoder turns it into audio,
+//! and the latent plus the new audio's semantic features become the
+//! language model's next input.
+
+use super::model::VibeVoice;
+use super::noise::NoiseSource;
+use super::processor::SpeechPrompt;
+use super::scheduler::DpmSolver;
+use super::speech_tokenizer::StreamState;
+use crate::models::nn::kv_cache::KvCache;
+use anyhow::{bail, Result};
+use candle_core::{Tensor, D};
+use std::ops::ControlFlow;
+
+/// How to speak.
+#[derive(Debug, Clone)]
+pub struct SpeechSettings {
+    /// Classifier-free guidance scale (1.3 in the reference demo).
+    pub cfg_scale: f64,
+    /// Diffusion steps per frame (10 in the reference demo).
+    pub steps: usize,
+    /// Stop after this many frames at most (the model's own cap is twice the prompt).
+    pub max_frames: Option<usize>,
+}
+
+impl Default for SpeechSettings {
+    fn default() -> Self {
+        Self {
+            cfg_scale: 1.3,
+            steps: 10,
+            max_frames: None,
+        }
+    }
+}
+
+/// What the generation loop reports, and where a caller may steer it.
+pub trait SpeechObserver {
+    /// The token to take at `step`, given the raw logits and the greedy
+    /// choice among the allowed tokens (which it returns by default).
+    fn choose(&mut self, _step: usize, _logits: &Tensor, greedy: u32) -> u32 {
+        greedy
+    }
+
+    /// A frame of audio was made (`frame` counts from 0). Break to stop.
+    fn on_frame(&mut self, _frame: usize, _latent: &Tensor, _audio: &[f32]) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
+
+/// An observer that takes the defaults.
+pub struct Quiet;
+impl SpeechObserver for Quiet {}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeechEnd {
+    /// The model said it was done.
+    EndOfText,
+    /// The step or frame limit was reached.
+    Length,
+    /// The observer asked to stop.
+    Stopped,
+}
+
+/// The spoken result.
+#[derive(Debug, Clone)]
+pub struct SpeechOutput {
+    /// 24 kHz mono samples.
+    pub audio: Vec<f32>,
+    /// Every token the model chose, in order.
+    pub tokens: Vec<u32>,
+    pub frames: usize,
+    pub end: SpeechEnd,
+}
+
+/// The text-free branch that guidance contrasts with.
+struct NegativeBranch {
+    cache: KvCache,
+    /// Whether it has run at all (its very first input is the speech-start token).
+    started: bool,
+}
+
+impl VibeVoice {
+    /// Speaks `prompt`, drawing noise from `noise`.
+    pub fn generate(
+        &self,
+        prompt: &SpeechPrompt,
+        settings: &SpeechSettings,
+        noise: &mut dyn NoiseSource,
+        observer: &mut dyn SpeechObserver,
+    ) -> Result<SpeechOutput> {
+        let lm = &self.language_model;
+        let tokens = self.tokens;
+        let allowed = [tokens.start, tokens.end, tokens.diffusion, tokens.eos];
+        let solver = DpmSolver::new(settings.steps)?;
+        let prompt_len = prompt.input_ids.len();
+        let context = lm.config.max_position_embeddings;
+        if prompt_len >= context {
+            bail!("the prompt has {prompt_len} tokens but the model's context length is {context}");
+        }
+        let max_steps = (context - prompt_len).min(2 * prompt_len);
+
+        // Prefill: the prompt's embeddings with the voice frames put in their slots.
+        let mut embeds = lm.embed(&prompt.input_ids)?.squeeze(0)?;
+        if !prompt.voices.is_empty() {
+            let voice = self.voice_embeddings(&prompt.voices, &prompt.voice_frames, noise)?.to_dtype(embeds.dtype())?;
+            embeds = put_rows(&embeds, &prompt.speech_positions, &voice)?;
+        }
+        let mut input = embeds.unsqueeze(0)?;
+        let mut positive = lm.new_cache();
+        let mut negative = NegativeBranch { cache: lm.new_cache(), started: false };
+        let mut decoder_state = StreamState::default();
+        let mut semantic_state = StreamState::default();
+        let mut audio = Vec::new();
+        let mut chosen = Vec::new();
+        let mut frames = 0;
+        let mut end = SpeechEnd::Length;
+
+        for step in 0..max_steps {
+            let hidden = lm.final_norm(&lm.forward_layers(&input, &mut positive)?)?;
+            let last = hidden.narrow(1, hidden.dim(1)? - 1, 1)?;
+            let logits = lm.head_logits(&last)?.squeeze(0)?;
+            let greedy = greedy_among(&logits, &allowed)?;
+            let token = observer.choose(step, &logits, greedy);
+            if !allowed.contains(&token) {
+                bail!("token {token} is not one VibeVoice can produce");
+            }
+            chosen.push(token);
+            if token == tokens.eos {
+                end = SpeechEnd::EndOfText;
+                break;
+            }
+            if token == tokens.end {
+                decoder_state.reset();
+                semantic_state.reset();
+            }
+            if token == tokens.start {
+                // The negative branch forgets its history (and restarts at position 0).
+                negative.cache = lm.new_cache();
+            }
+            let mut next = lm.embed(&[token])?;
+            if token == tokens.diffusion {
+                // It sees what the positive pass saw this step, without the text before.
+                let negative_input = if negative.started { last_row(&input)? } else { lm.embed(&[tokens.start])? };
+                let negative_hidden = lm.final_norm(&lm.forward_layers(&negative_input, &mut negative.cache)?)?;
+                negative.started = true;
+                let conditions = Tensor::cat(&[last.squeeze(0)?, last_row(&negative_hidden)?.squeeze(0)?], 0)?;
+                let latent = self.sample_latent(&solver, &conditions, settings.cfg_scale, noise)?;
+                // Audio for the frame, then its semantic features.
+                let raw = self.to_latents(&latent)?.unsqueeze(2)?;
+                let chunk = self.acoustic_decoder.decode_stream(&raw, &mut decoder_state)?;
+                let semantic = self.semantic_encoder.encode_stream(&chunk, &mut semantic_state)?;
+                let samples: Vec<f32> = chunk.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+                let acoustic_in = latent.unsqueeze(0)?;
+                next = (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
+                let flow = observer.on_frame(frames, &latent, &samples);
+                audio.extend_from_slice(&samples);
+                frames += 1;
+                if flow.is_break() {
+                    end = SpeechEnd::Stopped;
+                    break;
+                }
+                if settings.max_frames.is_some_and(|m| frames >= m) {
+                    break;
+                }
+            }
+            input = next;
+        }
+        Ok(SpeechOutput {
+            audio,
+            tokens: chosen,
+            frames,
+            end,
+        })
+    }
+
+    /// One frame's latent `[1, latent]` (normalised space) from the positive
+    /// and negative conditions `[2, hidden]` under guidance.
+    pub fn sample_latent(&self, solver: &DpmSolver, conditions: &Tensor, cfg_scale: f64, noise: &mut dyn NoiseSource) -> Result<Tensor> {
+        let dims = self.config.diffusion_head.latent_size;
+        // The reference draws noise for both rows but only the first one matters.
+        let start = noise.normal(&[2, dims], self.device())?.to_dtype(conditions.dtype())?.narrow(0, 0, 1)?;
+        solver.sample(
+            &start,
+            |x, t| {
+                let v = self.head.forward(&Tensor::cat(&[x, x], 0)?, t as f32, conditions)?;
+                let (positive, negative) = (v.narrow(0, 0, 1)?, v.narrow(0, 1, 1)?);
+                Ok((&negative + ((positive - &negative)? * cfg_scale)?)?)
+            },
+            |_, _, _| {},
+        )
+    }
+}
+
+/// The allowed token with the highest logit.
+fn greedy_among(logits: &Tensor, allowed: &[u32]) -> Result<u32> {
+    let values: Vec<f32> = logits.to_vec1()?;
+    allowed
+        .iter()
+        .copied()
+        .filter(|&t| (t as usize) < values.len())
+        .max_by(|a, b| values[*a as usize].total_cmp(&values[*b as usize]))
+        .ok_or_else(|| anyhow::anyhow!("the model's vocabulary lacks the speech tokens"))
+}
+
+/// The last position of `[1, t, hidden]` as `[1, 1, hidden]`.
+fn last_row(x: &Tensor) -> Result<Tensor> {
+    let t = x.dim(1)?;
+    Ok(x.narrow(1, t - 1, 1)?)
+}
+
+/// `base [n, h]` with `rows [k, h]` written at `positions` (k of them).
+fn put_rows(base: &Tensor, positions: &[usize], rows: &Tensor) -> Result<Tensor> {
+    if positions.len() != rows.dim(0)? {
+        bail!("{} voice frames for {} slots in the prompt", rows.dim(0)?, positions.len());
+    }
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (i, &p) in positions.iter().enumerate() {
+        if p < at || p >= base.dim(0)? {
+            bail!("voice slot {p} is out of order or outside the prompt");
+        }
+        if p > at {
+            pieces.push(base.narrow(0, at, p - at)?);
+        }
+        pieces.push(rows.narrow(0, i, 1)?);
+        at = p + 1;
+    }
+    if at < base.dim(0)? {
+        pieces.push(base.narrow(0, at, base.dim(0)? - at)?);
+    }
+    Ok(Tensor::cat(&pieces, D::Minus2)?)
+}

@@ -1,0 +1,142 @@
+//! A loaded VibeVoice checkpoint: the Qwen2 language model, the speech
+//! tokenizers, the connectors and the diffusion head, with the two scalars
+//! that map acoustic latents to the normalised space the head works in.
+
+use super::config::VibeVoiceConfig;
+use super::connector::SpeechConnector;
+use super::diffusion_head::DiffusionHead;
+use super::noise::NoiseSource;
+use super::processor::SpeechTokens;
+use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
+use crate::models::config::HfConfig;
+use crate::models::decoder::Decoder;
+use crate::models::sources::folder::SafetensorsFolder;
+use crate::models::sources::renamed::RenamedStore;
+use crate::models::sources::selection::TensorSelection;
+use crate::models::weights::{LoadPolicy, Weights};
+use crate::text::tokenizer::TextTokenizer;
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use std::path::{Path, PathBuf};
+
+pub struct VibeVoice {
+    pub dir: PathBuf,
+    pub config: VibeVoiceConfig,
+    pub tokenizer: TextTokenizer,
+    pub tokens: SpeechTokens,
+    pub language_model: Decoder,
+    pub acoustic_encoder: Encoder,
+    pub acoustic_decoder: AudioDecoder,
+    pub semantic_encoder: Encoder,
+    pub acoustic_connector: SpeechConnector,
+    pub semantic_connector: SpeechConnector,
+    pub head: DiffusionHead,
+    /// `feature = (latent + bias) · scale`.
+    pub scaling: f64,
+    pub bias: f64,
+}
+
+impl VibeVoice {
+    /// Loads the checkpoint in `dir` (microsoft/VibeVoice-1.5B layout) with
+    /// its tokenizer; computes in `dtype`.
+    pub fn load(dir: &Path, dtype: DType) -> Result<Self> {
+        let config = VibeVoiceConfig::from_dir(dir)?;
+        if !dir.join("tokenizer.json").exists() {
+            bail!(
+                "{}: VibeVoice checkpoints ship no tokenizer; add Qwen2.5's tokenizer.json (from Qwen/Qwen2.5-1.5B) to the folder",
+                dir.display()
+            );
+        }
+        let tokenizer = TextTokenizer::from_folder(dir)?;
+        let tokens = SpeechTokens::from_tokenizer(&tokenizer)?;
+        let policy = LoadPolicy {
+            dtype,
+            keep_quantized: false,
+        };
+        let device = Device::Cpu;
+        let weights = Weights::new(Box::new(SafetensorsFolder::open(dir, |_| true)?), policy, device.clone());
+        // The language model's tensors are nested under `model.language_model.`.
+        let lm_store = RenamedStore::new(SafetensorsFolder::open(dir, |n| n.starts_with("model.language_model."))?, "model.", "model.language_model.");
+        let lm_weights = Weights::new(Box::new(lm_store), policy, device);
+        let lm_text = serde_json::to_string(&config.language_model)?;
+        let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
+            .context("decoder_config: the language model")?;
+        let hidden = lm_config.hidden_size;
+        if config.diffusion_head.hidden_size != hidden {
+            bail!("the diffusion head's hidden_size differs from the language model's ({hidden})");
+        }
+        let layers = lm_config.num_hidden_layers();
+        let language_model = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
+            .context("loading the language model")?;
+        let scalar = |name: &str| -> Result<f64> {
+            let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
+            if !value.is_finite() {
+                bail!("{}: `{name}` is not a finite number (an untrained checkpoint?)", dir.display());
+            }
+            Ok(value)
+        };
+        Ok(Self {
+            acoustic_encoder: Encoder::load(&weights, "model.acoustic_tokenizer.encoder", &config.acoustic)?,
+            acoustic_decoder: AudioDecoder::load(&weights, "model.acoustic_tokenizer.decoder", &config.acoustic)?,
+            semantic_encoder: Encoder::load(&weights, "model.semantic_tokenizer.encoder", &config.semantic)?,
+            acoustic_connector: SpeechConnector::load(&weights, "model.acoustic_connector", config.acoustic.vae_dim, hidden)?,
+            semantic_connector: SpeechConnector::load(&weights, "model.semantic_connector", config.semantic.vae_dim, hidden)?,
+            head: DiffusionHead::load(&weights, "model.prediction_head", &config.diffusion_head)?,
+            scaling: scalar("model.speech_scaling_factor")?,
+            bias: scalar("model.speech_bias_factor")?,
+            dir: dir.to_path_buf(),
+            config,
+            tokenizer,
+            tokens,
+            language_model,
+        })
+    }
+
+    /// Audio samples per latent frame.
+    pub fn hop(&self) -> usize {
+        self.config.acoustic.hop()
+    }
+
+    pub fn device(&self) -> &Device {
+        self.language_model.device()
+    }
+
+    /// Embeddings of the voice prompts' frames, voice after voice:
+    /// `[Σ frames, hidden]`. Draws the acoustic posterior's noise (two draws).
+    pub fn voice_embeddings(&self, voices: &[Vec<f32>], frames: &[usize], noise: &mut dyn NoiseSource) -> Result<Tensor> {
+        let longest = voices.iter().map(Vec::len).max().unwrap_or(0);
+        let padded: Vec<f32> = voices
+            .iter()
+            .flat_map(|v| v.iter().copied().chain(std::iter::repeat_n(0.0, longest - v.len())))
+            .collect();
+        let dtype = self.language_model.dtype();
+        let audio = Tensor::from_vec(padded, (voices.len(), 1, longest), self.device())?.to_dtype(dtype)?;
+        let mean = self.acoustic_encoder.encode(&audio)?;
+        // The acoustic posterior: one std scale per voice, then per-element noise.
+        let spread = noise.normal(&[voices.len()], self.device())?.to_dtype(dtype)? * (self.config.acoustic.fix_std / 0.8);
+        let per_element = noise.normal(mean.dims(), self.device())?.to_dtype(dtype)?;
+        let latent = if self.config.acoustic.gaussian {
+            (&mean + per_element.broadcast_mul(&spread?.reshape((voices.len(), 1, 1))?)?)?
+        } else {
+            mean
+        };
+        let features = self.to_features(&latent)?;
+        let embedded = self.acoustic_connector.forward(&features)?;
+        let rows: Vec<Tensor> = frames
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| embedded.get(k)?.narrow(0, 0, n))
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Tensor::cat(&rows, 0)?)
+    }
+
+    /// Raw acoustic latents → the normalised space.
+    pub fn to_features(&self, latent: &Tensor) -> Result<Tensor> {
+        Ok(((latent + self.bias)? * self.scaling)?)
+    }
+
+    /// Normalised features → raw acoustic latents.
+    pub fn to_latents(&self, features: &Tensor) -> Result<Tensor> {
+        Ok(((features / self.scaling)? - self.bias)?)
+    }
+}

@@ -1,0 +1,102 @@
+//! VibeVoice end to end against Microsoft's package on the tiny random
+//! checkpoint: the prompt built from the script and the voice WAVs, then
+//! generation fed the reference run's recorded noise, compared at every
+//! step (logits, latents, audio frames) and on the final waveform.
+
+mod common;
+
+use cake::audio::wav;
+use cake::formats::safetensors::SafetensorsFile;
+use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
+use cake::speech::vibevoice::model::VibeVoice;
+use cake::speech::vibevoice::noise::NoiseTape;
+use cake::speech::vibevoice::processor::{build_prompt, parse_script};
+use candle_core::{DType, Device, Tensor};
+use serde_json::Value;
+use std::ops::ControlFlow;
+
+fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
+    let a = a.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
+    let b = b.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
+    assert_eq!(a.dims(), b.dims(), "shapes differ");
+    let diff = (&a - &b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    let scale = b.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    diff / scale.max(1e-12)
+}
+
+struct Checker {
+    reference: SafetensorsFile,
+    forced: Vec<u32>,
+    unforced: Vec<u32>,
+    worst: f32,
+}
+
+impl Checker {
+    fn get(&self, name: &str) -> Tensor {
+        self.reference.load(name, &Device::Cpu).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+    }
+
+    fn check(&mut self, what: &str, got: &Tensor, name: &str) {
+        let want = self.get(name);
+        self.check_against(what, got, &want);
+    }
+
+    fn check_against(&mut self, what: &str, got: &Tensor, want: &Tensor) {
+        let error = relative_error(got, want);
+        assert!(error <= 1e-4, "{what}: relative error {error:e}");
+        self.worst = self.worst.max(error);
+    }
+}
+
+impl SpeechObserver for Checker {
+    fn choose(&mut self, step: usize, logits: &Tensor, greedy: u32) -> u32 {
+        self.check(&format!("step {step} logits"), logits, &format!("step{step}.logits"));
+        assert_eq!(greedy, self.unforced[step], "step {step}: the greedy choice");
+        // The random model never ends speech by itself: take the reference's script.
+        self.forced[step]
+    }
+
+    fn on_frame(&mut self, frame: usize, latent: &Tensor, audio: &[f32]) -> ControlFlow<()> {
+        self.check(&format!("frame {frame} latent"), latent, &format!("frame{frame}.latent"));
+        let audio = Tensor::new(audio, &Device::Cpu).unwrap();
+        self.check(&format!("frame {frame} audio"), &audio, &format!("frame{frame}.acoustic_decoder.out"));
+        ControlFlow::Continue(())
+    }
+}
+
+#[test]
+fn speech_matches_the_reference_package_step_by_step() {
+    let dir = common::fixture("tiny/vibevoice");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let ids = |key: &str| -> Vec<u32> { meta[key].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect() };
+    let model = VibeVoice::load(&dir, DType::F32).unwrap();
+
+    let voices: Vec<Vec<f32>> = ["voice0.wav", "voice1.wav"]
+        .iter()
+        .map(|f| wav::read(&dir.join(f), 60.0).unwrap().audio.samples)
+        .collect();
+    let lines = parse_script(meta["script"].as_str().unwrap()).unwrap();
+    let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop()).unwrap();
+    assert_eq!(prompt.input_ids, ids("input_ids"));
+    let positions: Vec<usize> = meta["speech_input_positions"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    assert_eq!(prompt.speech_positions, positions);
+
+    let reference = SafetensorsFile::open(&dir.join("reference.safetensors")).unwrap();
+    let tape: Vec<Tensor> = (0..meta["noise_tape"].as_array().unwrap().len())
+        .map(|i| reference.load(&format!("tape.{i}"), &Device::Cpu).unwrap())
+        .collect();
+    let mut checker = Checker { reference, forced: ids("token_script_ids"), unforced: ids("unforced_argmax"), worst: 0.0 };
+    // The normalised voices are the reference's speech tensors (before padding).
+    for (k, voice) in prompt.voices.iter().enumerate() {
+        let row = checker.get("proc.speech_tensors").get(k).unwrap().narrow(0, 0, voice.len()).unwrap();
+        checker.check_against(&format!("voice {k}"), &Tensor::new(voice.as_slice(), &Device::Cpu).unwrap(), &row);
+    }
+    let settings = SpeechSettings { cfg_scale: meta["cfg_scale"].as_f64().unwrap(), steps: meta["diffusion_steps"].as_u64().unwrap() as usize, max_frames: None };
+    let output = model.generate(&prompt, &settings, &mut NoiseTape::new(tape), &mut checker).unwrap();
+    assert_eq!(output.tokens, ids("generated"));
+    assert_eq!(output.end, SpeechEnd::EndOfText);
+    assert_eq!(output.frames, meta["n_frames"].as_u64().unwrap() as usize);
+    let waveform = Tensor::new(output.audio.as_slice(), &Device::Cpu).unwrap();
+    checker.check("final waveform", &waveform, "final.waveform");
+    eprintln!("worst relative error over all checks: {:e}", checker.worst);
+}
