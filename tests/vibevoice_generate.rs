@@ -100,3 +100,35 @@ fn speech_matches_the_reference_package_step_by_step() {
     checker.check("final waveform", &waveform, "final.waveform");
     eprintln!("worst relative error over all checks: {:e}", checker.worst);
 }
+
+#[test]
+fn cake_tts_reads_voices_and_reports_problems_clearly() {
+    let dir = common::fixture("tiny/vibevoice");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("speech.wav");
+    let voice0 = dir.join("voice0.wav");
+    let voice1 = dir.join("voice1.wav");
+    let (m, v0, v1, o) = (dir.to_str().unwrap(), voice0.to_str().unwrap(), voice1.to_str().unwrap(), out.to_str().unwrap());
+
+    // The random model ends at once (its greedy choice is the end of text): said plainly.
+    let err = common::cake_error(&["tts", "--model", m, "--voice", v0, "--voice", v1, "--text", "Speaker 1: Hi.\nSpeaker 2: Hello.", "--out", o, "--seed", "3"]);
+    assert!(err.contains("produced no speech"), "{err}");
+    assert!(!out.exists(), "no file is written when there is no speech");
+
+    let err = common::cake_error(&["tts", "--model", m, "--voice", v0, "--text", "Speaker 1: Hi.\nSpeaker 2: Hello.", "--out", o]);
+    assert!(err.contains("2 speakers but 1 voice"), "{err}");
+
+    let not_wav = tmp.path().join("voice.wav");
+    std::fs::write(&not_wav, b"definitely not audio").unwrap();
+    let err = common::cake_error(&["tts", "--model", m, "--voice", not_wav.to_str().unwrap(), "--text", "Hi.", "--out", o]);
+    assert!(err.contains("voice.wav") && err.contains("not a valid WAV file"), "{err}");
+
+    // A checkpoint without its tokenizer says which file to add.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(dir.join(file), bare.join(file)).unwrap();
+    }
+    let err = common::cake_error(&["tts", "--model", bare.to_str().unwrap(), "--voice", v0, "--text", "Hi.", "--out", o]);
+    assert!(err.contains("tokenizer.json") && err.contains("Qwen2.5"), "{err}");
+}

@@ -6,6 +6,7 @@ mod library;
 mod perplexity;
 mod run;
 mod serve;
+mod tts;
 
 use crate::cluster::discovery::scope_from;
 use crate::cluster::master::ClusterSettings;
@@ -44,6 +45,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Score a text: per-token negative log-likelihood and perplexity.
     Perplexity(perplexity::PerplexityArgs),
+    /// Speak a text or script in the voices of WAV files (VibeVoice).
+    Tts(tts::TtsArgs),
 }
 
 /// Options every command that loads a model shares.
@@ -251,5 +254,6 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Pull(args) => library::pull(args),
         Command::List(args) => library::list(args),
         Command::Rm(args) => library::rm(args),
+        Command::Tts(args) => tts::run(args),
     }
 }
