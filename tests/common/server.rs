@@ -103,6 +103,21 @@ impl Server {
         self.post_raw(path, &body.to_string())
     }
 
+    /// POSTs JSON and returns the status, content type and raw body bytes.
+    pub fn post_bytes(&self, path: &str, body: &Value) -> (u16, String, Vec<u8>) {
+        let response = any_status(
+            self.agent
+                .post(&format!("{}{path}", self.base))
+                .set("content-type", "application/json")
+                .send_string(&body.to_string()),
+        );
+        let status = response.status();
+        let content_type = response.content_type().to_string();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut response.into_reader(), &mut bytes).unwrap();
+        (status, content_type, bytes)
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
         let response = any_status(self.agent.get(&format!("{}{path}", self.base)).call());
         let status = response.status();

@@ -5,10 +5,11 @@
 //! as JSON and are checked here, so a malformed request is a clear
 //! `BadRequest` whichever transport carried it.
 
-use super::engine::{CancelFlag, ChatJob, EventSink};
+use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, SpeakJob};
 use super::error::ApiError;
 use super::App;
-use crate::library::catalog::{Catalog, ModelEntry, ModelStatus};
+use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
+use crate::speech::vibevoice::generate::SpeechSettings;
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::library::hf_cache;
 use crate::text::chat_template::ChatMessage;
@@ -47,6 +48,31 @@ struct ConversationArgs {
 #[derive(Deserialize)]
 struct StreamIdArgs {
     stream_id: String,
+}
+
+#[derive(Deserialize)]
+struct AddVoiceArgs {
+    name: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    wav_base64: Option<String>,
+}
+
+/// Arguments of `speak`.
+#[derive(Deserialize)]
+pub struct SpeakArgs {
+    pub model_id: String,
+    pub script: String,
+    pub voice_ids: Vec<String>,
+    #[serde(default)]
+    pub cfg_scale: Option<f64>,
+    #[serde(default)]
+    pub steps: Option<usize>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub max_seconds: Option<f64>,
 }
 
 /// Arguments of `chat`.
@@ -114,6 +140,40 @@ impl App {
                 self.conversations.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
                 Ok(json!({}))
             }
+            "list_voices" => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
+            "add_voice" => {
+                let a: AddVoiceArgs = args(command, value)?;
+                let voice = match (a.path, a.wav_base64) {
+                    (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
+                    (None, Some(data)) => {
+                        let bytes = base64_decode(&data).map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
+                        self.speech.add_voice_bytes(&a.name, &a.name, &bytes)
+                    }
+                    _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
+                };
+                Ok(serde_json::to_value(voice.map_err(ApiError::bad)?).expect("voices serialize"))
+            }
+            "delete_voice" => {
+                let a: IdArgs = args(command, value)?;
+                self.speech.delete_voice(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({}))
+            }
+            "voice_audio" => {
+                let a: IdArgs = args(command, value)?;
+                let bytes = self.speech.voice_wav(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({"wav_base64": base64_encode(&bytes)}))
+            }
+            "list_clips" => Ok(json!({"clips": self.speech.clips().map_err(ApiError::server)?})),
+            "clip_audio" => {
+                let a: IdArgs = args(command, value)?;
+                let bytes = self.speech.clip_wav(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({"wav_base64": base64_encode(&bytes)}))
+            }
+            "delete_clip" => {
+                let a: IdArgs = args(command, value)?;
+                self.speech.delete_clip(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                Ok(json!({}))
+            }
             "cluster_status" => Ok(self.cluster.status()),
             "set_cluster_settings" => {
                 let update: super::cluster::SettingsUpdate = args(command, value)?;
@@ -153,6 +213,11 @@ impl App {
             "chat" => {
                 let job = self.chat_job(args(command, value)?)?;
                 self.engine.chat(job, sink, cancel);
+                Ok(())
+            }
+            "speak" => {
+                let job = self.speak_job(args(command, value)?, true)?;
+                self.engine.speak(job, sink, cancel);
                 Ok(())
             }
             "download_model" => {
@@ -198,7 +263,7 @@ impl App {
         if a.max_tokens == 0 {
             return Err(ApiError::BadRequest("chat: `max_tokens` must be at least 1".into()));
         }
-        let model = self.usable_model(&a.model_id)?;
+        let model = self.usable_model_of_kind(&a.model_id, ModelKind::Text)?;
         let sampling = a.sampling;
         if let Err(e) = sampling.apply_to(&Default::default()).validate() {
             return Err(ApiError::bad(e));
@@ -210,6 +275,55 @@ impl App {
             max_tokens: a.max_tokens,
             stop: a.stop,
         })
+    }
+
+    /// Checks a speech request and gathers its model and voices.
+    pub fn speak_job(&self, a: SpeakArgs, keep_clip: bool) -> Result<SpeakJob, ApiError> {
+        if a.script.trim().is_empty() {
+            return Err(ApiError::BadRequest("speak: the script is empty".into()));
+        }
+        let model = self.usable_model_of_kind(&a.model_id, ModelKind::Speech)?;
+        let voices = a
+            .voice_ids
+            .iter()
+            .map(|id| self.speech.voice_samples(id).map_err(|e| ApiError::NotFound(format!("voice `{id}`: {e:#}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let steps = a.steps.unwrap_or(10);
+        if !(1..=100).contains(&steps) {
+            return Err(ApiError::BadRequest("speak: `steps` must be between 1 and 100".into()));
+        }
+        let cfg_scale = a.cfg_scale.unwrap_or(1.3);
+        if !(0.0..=10.0).contains(&cfg_scale) {
+            return Err(ApiError::BadRequest("speak: `cfg_scale` must be between 0 and 10".into()));
+        }
+        let max_frames = match a.max_seconds {
+            Some(s) if !(s > 0.0) => return Err(ApiError::BadRequest("speak: `max_seconds` must be positive".into())),
+            Some(s) => Some((s * 7.5).ceil() as usize),
+            None => None,
+        };
+        Ok(SpeakJob {
+            model,
+            script: a.script,
+            voice_ids: a.voice_ids,
+            voices,
+            settings: SpeechSettings { cfg_scale, steps, max_frames },
+            seed: a.seed.unwrap_or_else(rand::random),
+            keep_clip,
+            library: self.speech.clone(),
+        })
+    }
+
+    /// Like [`Self::usable_model`], also checking what the model does.
+    pub fn usable_model_of_kind(&self, id: &str, kind: ModelKind) -> Result<ModelEntry, ApiError> {
+        let entry = self.usable_model(id)?;
+        if entry.kind != kind {
+            let wanted = match kind {
+                ModelKind::Text => "a text model (for chat)",
+                ModelKind::Speech => "a speech model",
+            };
+            return Err(ApiError::BadRequest(format!("{} is not {wanted}", entry.name)));
+        }
+        Ok(entry)
     }
 
     /// The library entry `id`, if it exists and is complete.
@@ -244,6 +358,12 @@ fn download(downloader: Downloader, catalog: Catalog, repo_id: String, mut sink:
     sink(event);
 }
 
-fn is_stream_command(command: &str) -> bool {
-    matches!(command, "load_model" | "chat" | "download_model")
+/// Whether `command` answers with a stream of events.
+pub fn is_stream_command(command: &str) -> bool {
+    matches!(command, "load_model" | "chat" | "download_model" | "speak")
+}
+
+fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text.trim())
 }

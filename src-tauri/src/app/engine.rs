@@ -10,7 +10,14 @@ use crate::cluster::master::ClusterSettings;
 use crate::cluster::remote::WorkerLost;
 use crate::library::catalog::ModelEntry;
 use crate::text::chat_template::ChatMessage;
+use super::speech_library::{Clip, SpeechLibrary};
+use crate::audio::{wav, Audio};
 use crate::cluster::recovery::generate_recovering;
+use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
+use crate::speech::vibevoice::model::VibeVoice;
+use crate::speech::vibevoice::noise::SeededNoise;
+use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
+use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::generation::GenerationRequest;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::SamplingOverrides;
@@ -35,6 +42,20 @@ pub struct ChatJob {
     pub stop: Vec<String>,
 }
 
+/// Speech to generate.
+pub struct SpeakJob {
+    pub model: ModelEntry,
+    pub script: String,
+    pub voice_ids: Vec<String>,
+    /// The voices' 24 kHz samples, in speaker order.
+    pub voices: Vec<Vec<f32>>,
+    pub settings: SpeechSettings,
+    pub seed: u64,
+    /// Keep the result as a clip (the app) or hand back the WAV (the HTTP API).
+    pub keep_clip: bool,
+    pub library: SpeechLibrary,
+}
+
 enum Job {
     Load {
         model: ModelEntry,
@@ -49,6 +70,11 @@ enum Job {
     Unload,
     /// Use these cluster settings for the next loads.
     Configure(Option<ClusterSettings>),
+    Speak {
+        job: Box<SpeakJob>,
+        sink: EventSink,
+        cancel: CancelFlag,
+    },
 }
 
 /// Handle to the engine thread.
@@ -62,6 +88,8 @@ struct Worker {
     /// Run models over these workers too, when set.
     cluster: Option<ClusterSettings>,
     model: Option<(ModelEntry, TextModel)>,
+    /// The speech model in memory (beside the text model).
+    speech: Option<(ModelEntry, VibeVoice)>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
 }
 
@@ -74,6 +102,7 @@ impl Engine {
             options,
             cluster,
             model: None,
+            speech: None,
             loaded: loaded.clone(),
         };
         std::thread::Builder::new()
@@ -114,6 +143,16 @@ impl Engine {
     /// Queues freeing the loaded model.
     pub fn unload(&self) {
         self.send(Job::Unload);
+    }
+
+    /// Queues speech; events: `loading` … (if the model must be loaded),
+    /// `progress` …, then `done` or `error`.
+    pub fn speak(&self, job: SpeakJob, sink: EventSink, cancel: CancelFlag) {
+        self.send(Job::Speak {
+            job: Box::new(job),
+            sink,
+            cancel,
+        });
     }
 
     /// Queues a change of cluster settings, used from the next load on.
@@ -162,6 +201,16 @@ impl Worker {
             }
             Job::Unload => self.set_model(None),
             Job::Configure(cluster) => self.cluster = cluster,
+            Job::Speak { job, mut sink, cancel } => {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                let event = match self.speak(&job, &mut sink, &cancel) {
+                    Ok(done) => done,
+                    Err(error) => json!({"type": "error", "message": format!("{error:#}")}),
+                };
+                sink(event);
+            }
         }
     }
 
@@ -254,4 +303,69 @@ impl Worker {
             },
         }))
     }
+
+    /// Generates speech, loading the speech model first if needed.
+    fn speak(&mut self, job: &SpeakJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
+        if !self.speech.as_ref().is_some_and(|(e, _)| e.id == job.model.id) {
+            self.speech = None;
+            sink(json!({"type": "loading", "fraction": 0.0, "message": format!("loading {}", job.model.name)}));
+            let model = VibeVoice::load(&job.model.path, candle_core::DType::F32)
+                .map_err(|e| anyhow::anyhow!("cannot load {}: {e:#}", job.model.name))?;
+            sink(json!({"type": "loading", "fraction": 1.0, "message": format!("{} loaded", job.model.name)}));
+            self.speech = Some((job.model.clone(), model));
+        }
+        let (_, model) = self.speech.as_ref().expect("just loaded");
+        let lines = parse_script(&as_script(&job.script))?;
+        let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &job.voices, model.hop())?;
+        let mut observer = SpeakProgress { sink, cancel, hop: model.hop() };
+        let output = model.generate(&prompt, &job.settings, &mut SeededNoise::new(job.seed), &mut observer)?;
+        if output.audio.is_empty() {
+            anyhow::bail!("the model produced no speech (it chose to end after {} token(s))", output.tokens.len());
+        }
+        let audio = Audio { samples: output.audio, sample_rate: SAMPLE_RATE };
+        if !job.keep_clip {
+            return Ok(json!({"type": "done", "wav_base64": base64_encode(&wav::encode(&audio)?)}));
+        }
+        let clip = Clip {
+            id: String::new(),
+            script: job.script.clone(),
+            voice_ids: job.voice_ids.clone(),
+            model_id: job.model.id.clone(),
+            duration_s: audio.duration_s(),
+            frames: output.frames,
+            seed: job.seed,
+            cfg_scale: job.settings.cfg_scale,
+            steps: job.settings.steps,
+            end: serde_json::to_value(output.end)?.as_str().unwrap_or("length").to_string(),
+            created_at: String::new(),
+        };
+        let clip = job.library.add_clip(clip, &audio)?;
+        Ok(json!({"type": "done", "clip": clip}))
+    }
+}
+
+/// Reports frames as they are made; stops when the listener has gone.
+struct SpeakProgress<'a> {
+    sink: &'a mut EventSink,
+    cancel: &'a CancelFlag,
+    hop: usize,
+}
+
+impl SpeechObserver for SpeakProgress<'_> {
+    fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, _audio: &[f32]) -> ControlFlow<()> {
+        let frames = frame + 1;
+        let seconds = frames as f64 * self.hop as f64 / SAMPLE_RATE as f64;
+        let listening = (self.sink)(json!({"type": "progress", "frames": frames, "seconds": seconds}));
+        if listening && !self.cancel.load(Ordering::Relaxed) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    }
+}
+
+/// Standard base64 (for WAV bytes in JSON).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

@@ -39,6 +39,11 @@ impl ApiError {
     }
 
     /// A bad request from any error, keeping its whole context chain.
+    /// A failure on the serving side, with its causes.
+    pub fn server(error: anyhow::Error) -> Self {
+        Self::Server(format!("{error:#}"))
+    }
+
     pub fn bad(error: impl std::fmt::Display) -> Self {
         Self::BadRequest(format!("{error:#}"))
     }

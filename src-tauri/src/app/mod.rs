@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod engine;
 pub mod error;
 pub mod key_store;
+pub mod speech_library;
 pub mod storage;
 
 use crate::cluster::master::ClusterSettings;
@@ -16,6 +17,7 @@ use crate::library::catalog::Catalog;
 use crate::text::model::LoadOptions;
 use cluster::ClusterControl;
 use conversations::ConversationStore;
+use speech_library::SpeechLibrary;
 use engine::{CancelFlag, Engine};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,8 @@ pub struct App {
     pub conversations: ConversationStore,
     /// Cluster settings and this machine's role in the cluster.
     pub cluster: ClusterControl,
+    /// Stored voice prompts and speech clips.
+    pub speech: SpeechLibrary,
     /// Cancel flags of running streams, by the id the UI gave them.
     streams: Arc<Mutex<HashMap<String, CancelFlag>>>,
 }
@@ -42,9 +46,11 @@ impl App {
     pub fn with_cluster(catalog: Catalog, options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         let cluster = ClusterControl::open(catalog.data_dir(), cluster);
+        let speech = SpeechLibrary::new(catalog.data_dir());
         Self {
             catalog,
             engine: Engine::start(options, cluster.master_settings()),
+            speech,
             conversations,
             cluster,
             streams: Arc::new(Mutex::new(HashMap::new())),

@@ -4,7 +4,7 @@ use crate::audio::{wav, Audio};
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
 use crate::speech::vibevoice::model::VibeVoice;
 use crate::speech::vibevoice::noise::SeededNoise;
-use crate::speech::vibevoice::processor::{build_prompt, parse_script};
+use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Tensor};
@@ -68,13 +68,7 @@ pub fn run(args: TtsArgs) -> Result<()> {
         (None, Some(path)) => std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the script", path.display()))?,
         _ => bail!("give the words to speak with --text or --script"),
     };
-    // Plain text is one speaker's.
-    let script = if script.lines().any(|l| l.trim_start().to_ascii_lowercase().starts_with("speaker")) {
-        script
-    } else {
-        format!("Speaker 1: {}", script.replace('\n', " "))
-    };
-    let lines = parse_script(&script)?;
+    let lines = parse_script(&as_script(&script))?;
     let mut voices = Vec::new();
     for path in &args.voices {
         let prompt = VoicePrompt::load(path)?;

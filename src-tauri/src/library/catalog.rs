@@ -12,6 +12,7 @@ use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::HfConfig;
 use crate::models::families;
+use crate::speech::vibevoice::config::VibeVoiceConfig;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -41,6 +42,8 @@ pub struct ModelEntry {
     pub name: String,
     pub source: ModelSource,
     pub path: PathBuf,
+    /// What the model does.
+    pub kind: ModelKind,
     pub architecture: Option<String>,
     pub parameters: Option<u64>,
     pub dtype: Option<String>,
@@ -50,8 +53,19 @@ pub struct ModelEntry {
     pub problem: Option<String>,
 }
 
+/// What a model does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Chat and completion.
+    Text,
+    /// Text to speech.
+    Speech,
+}
+
 /// What inspecting a model's files found.
 struct Inspection {
+    kind: ModelKind,
     architecture: Option<String>,
     parameters: Option<u64>,
     dtype: Option<String>,
@@ -62,6 +76,7 @@ struct Inspection {
 impl Inspection {
     fn not_a_model(problem: String) -> Self {
         Self {
+            kind: ModelKind::Text,
             architecture: None,
             parameters: None,
             dtype: None,
@@ -249,6 +264,7 @@ impl Candidate {
             name: self.name,
             source: self.source,
             path: self.path,
+            kind: inspection.kind,
             architecture: inspection.architecture,
             parameters: inspection.parameters,
             dtype: inspection.dtype,
@@ -295,6 +311,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
         *by_dtype.entry(format!("{:?}", info.ggml_dtype)).or_default() += n;
     }
     Ok(Inspection {
+        kind: ModelKind::Text,
         architecture: Some(config.architecture.model_type().into()),
         parameters: Some(parameters),
         dtype: most_common(by_dtype),
@@ -309,9 +326,17 @@ fn inspect_folder(dir: &Path) -> Result<Inspection> {
         bail!("no config.json in {}", dir.display());
     }
     let text = std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
-    let config = families::from_hf(&HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?)?;
+    let speech = is_vibevoice(&text);
+    let architecture = if speech {
+        VibeVoiceConfig::parse(&text).with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
+        "vibevoice".to_string()
+    } else {
+        let config = families::from_hf(&HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?)?;
+        config.architecture.model_type().to_string()
+    };
     let mut inspection = Inspection {
-        architecture: Some(config.architecture.model_type().into()),
+        kind: if speech { ModelKind::Speech } else { ModelKind::Text },
+        architecture: Some(architecture),
         parameters: None,
         dtype: None,
         status: ModelStatus::Complete,
@@ -347,9 +372,18 @@ fn inspect_folder(dir: &Path) -> Result<Inspection> {
     inspection.dtype = most_common(by_dtype);
     if !dir.join("tokenizer.json").exists() {
         inspection.status = ModelStatus::Incomplete;
-        inspection.problem = Some("no tokenizer.json in the model folder".into());
+        inspection.problem = Some(if speech {
+            "VibeVoice checkpoints ship no tokenizer: add Qwen2.5's tokenizer.json (from Qwen/Qwen2.5-1.5B) to the folder".into()
+        } else {
+            "no tokenizer.json in the model folder".into()
+        });
     }
     Ok(inspection)
+}
+
+/// Whether a `config.json` describes a VibeVoice checkpoint.
+fn is_vibevoice(config_text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(config_text).is_ok_and(|v| v["model_type"] == "vibevoice")
 }
 
 /// The safetensors files a folder's weights live in; an error names a missing shard.

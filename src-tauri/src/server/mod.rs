@@ -7,6 +7,7 @@
 //! - `/v1/…`: see [`openai`].
 
 pub mod openai;
+pub mod openai_speech;
 mod ui_assets;
 
 use crate::app::engine::EventSink;
@@ -32,6 +33,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/audio/speech", post(openai_speech::speech))
         .fallback(get(ui_assets::serve_asset))
         .with_state(app)
 }
@@ -73,7 +75,7 @@ async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, b
         Ok(args) => args,
         Err(e) => return e.into_response(),
     };
-    if matches!(command.as_str(), "load_model" | "chat" | "download_model") {
+    if crate::app::commands::is_stream_command(&command) {
         let (sink, rx) = channel_sink();
         let started = {
             let app = app.clone();

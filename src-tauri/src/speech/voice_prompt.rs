@@ -23,9 +23,17 @@ pub struct VoicePrompt {
 impl VoicePrompt {
     /// Reads `path` (any WAV the audio module reads), resampled to 24 kHz.
     pub fn load(path: &Path) -> Result<Self> {
-        let input = wav::read(path, MAX_PROMPT_SECONDS)?;
+        Self::from_input(wav::read(path, MAX_PROMPT_SECONDS)?, &path.display().to_string())
+    }
+
+    /// Reads WAV bytes (an upload), named `origin` in messages.
+    pub fn from_wav_bytes(bytes: &[u8], origin: &str) -> Result<Self> {
+        Self::from_input(wav::read_from(std::io::Cursor::new(bytes), origin, MAX_PROMPT_SECONDS)?, origin)
+    }
+
+    fn from_input(input: wav::WavInput, origin: &str) -> Result<Self> {
         let notice = input.truncated_from_s.map(|length| {
-            format!("{}: the voice prompt is {length:.1} s long; only its first {MAX_PROMPT_SECONDS:.0} s are used", path.display())
+            format!("{origin}: the voice prompt is {length:.1} s long; only its first {MAX_PROMPT_SECONDS:.0} s are used")
         });
         Ok(Self {
             samples: input.audio.resampled(SAMPLE_RATE)?.samples,

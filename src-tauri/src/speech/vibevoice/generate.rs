@@ -197,15 +197,19 @@ impl VibeVoice {
     }
 }
 
-/// The allowed token with the highest logit.
+/// The allowed token with the highest logit; on a tie the lowest id (as
+/// the reference's argmax over the masked vocabulary picks).
 fn greedy_among(logits: &Tensor, allowed: &[u32]) -> Result<u32> {
     let values: Vec<f32> = logits.to_vec1()?;
-    allowed
-        .iter()
-        .copied()
-        .filter(|&t| (t as usize) < values.len())
-        .max_by(|a, b| values[*a as usize].total_cmp(&values[*b as usize]))
-        .ok_or_else(|| anyhow::anyhow!("the model's vocabulary lacks the speech tokens"))
+    let mut candidates: Vec<u32> = allowed.iter().copied().filter(|&t| (t as usize) < values.len()).collect();
+    candidates.sort_unstable();
+    let mut best: Option<u32> = None;
+    for t in candidates {
+        if best.is_none_or(|b| values[t as usize] > values[b as usize]) {
+            best = Some(t);
+        }
+    }
+    best.ok_or_else(|| anyhow::anyhow!("the model's vocabulary lacks the speech tokens"))
 }
 
 /// The last position of `[1, t, hidden]` as `[1, 1, hidden]`.

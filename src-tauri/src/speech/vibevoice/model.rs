@@ -56,7 +56,8 @@ impl VibeVoice {
         let device = Device::Cpu;
         let weights = Weights::new(Box::new(SafetensorsFolder::open(dir, |_| true)?), policy, device.clone());
         // The language model's tensors are nested under `model.language_model.`.
-        let lm_store = RenamedStore::new(SafetensorsFolder::open(dir, |n| n.starts_with("model.language_model."))?, "model.", "model.language_model.");
+        let lm_tensors = |n: &str| n.starts_with("model.language_model.") || n == "lm_head.weight";
+        let lm_store = RenamedStore::new(SafetensorsFolder::open(dir, lm_tensors)?, "model.", "model.language_model.");
         let lm_weights = Weights::new(Box::new(lm_store), policy, device);
         let lm_text = serde_json::to_string(&config.language_model)?;
         let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)

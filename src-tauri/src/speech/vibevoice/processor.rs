@@ -85,6 +85,16 @@ pub fn parse_script(script: &str) -> Result<Vec<ScriptLine>> {
     Ok(lines)
 }
 
+/// `text` as a script: unchanged if it has `Speaker N:` lines, else one
+/// speaker saying all of it.
+pub fn as_script(text: &str) -> String {
+    if text.lines().any(|l| l.trim_start().to_ascii_lowercase().starts_with("speaker")) {
+        text.to_string()
+    } else {
+        format!("Speaker 1: {}", text.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
+}
+
 /// How many distinct speakers a parsed script has.
 pub fn speaker_count(lines: &[ScriptLine]) -> usize {
     let mut speakers: Vec<usize> = lines.iter().map(|l| l.speaker).collect();

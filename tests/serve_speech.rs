@@ -1,0 +1,127 @@
+//! Speech through the app's API on a real `cake serve`: voice prompts
+//! stored from files and uploads (bad files refused with the reason),
+//! speaking with progress into clips that survive a restart, and OpenAI's
+//! `/v1/audio/speech`. The model is the tiny VibeVoice checkpoint made
+//! talkative (tests/fixtures/make_talkative_vibevoice.py).
+
+mod common;
+
+use common::server::Server;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+fn talkative_model(root: &Path) -> PathBuf {
+    let dir = root.join("talkative-vibevoice");
+    let status = std::process::Command::new("python3")
+        .arg(common::fixture("make_talkative_vibevoice.py"))
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("python3 runs");
+    assert!(status.success());
+    dir
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn unbase64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+}
+
+fn call(server: &Server, command: &str, args: Value) -> Value {
+    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    assert_eq!(status, 200, "{command}: {body}");
+    body
+}
+
+/// (sample rate, channels, bits, samples) of a WAV file.
+fn wav_facts(bytes: &[u8]) -> (u32, u16, u16, usize) {
+    let reader = hound::WavReader::new(std::io::Cursor::new(bytes)).unwrap();
+    let spec = reader.spec();
+    (spec.sample_rate, spec.channels, spec.bits_per_sample, reader.len() as usize)
+}
+
+#[test]
+fn voices_clips_and_the_openai_speech_route() {
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let model_dir = talkative_model(root.path());
+    let hf = root.path().join("hf");
+    let server = Server::start(&data, &hf, &[]);
+
+    let entry = call(&server, "import_model", json!({"path": model_dir}));
+    assert_eq!(entry["kind"], "speech");
+    assert_eq!(entry["architecture"], "vibevoice");
+    let model_id = entry["id"].as_str().unwrap().to_string();
+    let models = call(&server, "list_models", json!({}));
+    assert!(models["models"].as_array().unwrap().iter().any(|m| m["id"] == "default" && m["kind"] == "text"));
+
+    // Voices from a path and from an upload; a bad upload is refused with its name and the reason.
+    let alice = call(&server, "add_voice", json!({"name": "Alice", "path": model_dir.join("voice0.wav")}));
+    assert!((alice["duration_s"].as_f64().unwrap() - 0.5).abs() < 0.01, "{alice}");
+    let upload = std::fs::read(model_dir.join("voice1.wav")).unwrap();
+    let bob = call(&server, "add_voice", json!({"name": "Bob", "wav_base64": base64(&upload)}));
+    let (status, error) = server.post("/api/add_voice", &json!({"name": "noise.wav", "wav_base64": base64(b"RIFF....WAVEjunk")}));
+    assert_eq!(status, 400);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("noise.wav") && message.contains("not a valid WAV file"), "{message}");
+    assert_eq!(call(&server, "list_voices", json!({}))["voices"].as_array().unwrap().len(), 2);
+    let prompt = unbase64(call(&server, "voice_audio", json!({"id": alice["id"]}))["wav_base64"].as_str().unwrap());
+    assert_eq!(wav_facts(&prompt), (24_000, 1, 16, 12_000));
+
+    // The wrong kind of model is refused either way.
+    let (status, error) = server.post("/api/speak", &json!({"model_id": "default", "script": "Hi", "voice_ids": [alice["id"]]}));
+    assert_eq!(status, 400, "{error}");
+    let (status, _) = server.stream("/api/chat", &json!({"model_id": model_id, "messages": [{"role": "user", "content": "hi"}]}), |_, _| true);
+    assert_eq!(status, 400);
+
+    // Speaking a two-speaker script reports progress and keeps a clip.
+    let request = json!({"model_id": model_id, "script": "Speaker 1: Hello.\nSpeaker 2: Hi there.", "voice_ids": [alice["id"], bob["id"]], "seed": 7, "max_seconds": 1.0});
+    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
+    assert_eq!(status, 200, "{:?}", server.post("/api/speak", &request));
+    let progress: Vec<Value> = events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "progress").collect();
+    assert_eq!(progress.len(), 8, "{events:?}");
+    assert_eq!(progress.last().unwrap()["frames"], 8);
+    let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(done["type"], "done", "{events:?}");
+    let clip = done["clip"].clone();
+    assert_eq!(clip["frames"], 8);
+    assert_eq!(clip["end"], "length");
+    let audio = unbase64(call(&server, "clip_audio", json!({"id": clip["id"]}))["wav_base64"].as_str().unwrap());
+    assert_eq!(wav_facts(&audio), (24_000, 1, 16, 8 * 3200));
+
+    // A script with more speakers than voices is refused before any work.
+    let (status, events) = server.stream("/api/speak", &json!({"model_id": model_id, "script": "Speaker 1: a\nSpeaker 2: b", "voice_ids": [alice["id"]]}), |_, _| true);
+    assert_eq!(status, 200);
+    assert!(events.last().unwrap().contains("2 speakers but 1 voice"), "{events:?}");
+    drop(server);
+
+    // Voices and clips survive a restart.
+    let server = Server::start(&data, &hf, &[]);
+    assert_eq!(call(&server, "list_voices", json!({}))["voices"].as_array().unwrap().len(), 2);
+    let clips = call(&server, "list_clips", json!({}));
+    assert_eq!(clips["clips"].as_array().unwrap().len(), 1);
+    assert_eq!(clips["clips"][0]["id"], clip["id"]);
+
+    // OpenAI's speech route: a voice by name, WAV back.
+    let (status, content_type, body) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Bob"}));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(content_type, "audio/wav");
+    let (rate, channels, bits, samples) = wav_facts(&body);
+    assert_eq!((rate, channels, bits), (24_000, 1, 16));
+    assert!(samples > 0 && samples % 3200 == 0, "{samples}");
+    let (status, _, body) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Nobody"}));
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
+    let (status, _, _) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Bob", "response_format": "mp3"}));
+    assert_eq!(status, 400);
+
+    // Deleting.
+    call(&server, "delete_clip", json!({"id": clip["id"]}));
+    call(&server, "delete_voice", json!({"id": bob["id"]}));
+    assert!(call(&server, "list_clips", json!({}))["clips"].as_array().unwrap().is_empty());
+    assert_eq!(call(&server, "list_voices", json!({}))["voices"].as_array().unwrap().len(), 1);
+}
