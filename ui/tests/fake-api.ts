@@ -1,10 +1,11 @@
 // An in-memory stand-in for the Api, for tests of the state logic. Streams
-// are driven by the test through `chatScript`, `loadScript`, … hooks.
+// are driven by the test through `chatScript`, `loadScript`, `speakScript`, … hooks.
 
 import { vi } from "vitest";
 import type { Api } from "../src/api/commands";
 import type {
   ChatRequest,
+  Clip,
   ClusterSettingsUpdate,
   ClusterStatus,
   Conversation,
@@ -12,7 +13,14 @@ import type {
   LoadProgressEvent,
   ModelEntry,
   ReplyStats,
+  SpeakLoadingEvent,
+  SpeakProgressEvent,
+  SpeakRequest,
+  Voice,
+  VoiceSource,
 } from "../src/api/types";
+import { base64ToBytes, bytesToBase64 } from "../src/lib/base64";
+import { buildWav } from "./wav-builder";
 
 export function model(id: string, overrides: Partial<ModelEntry> = {}): ModelEntry {
   return {
@@ -61,6 +69,62 @@ export const replyUntilStopped =
       signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
     });
 
+export function voice(id: string, overrides: Partial<Voice> = {}): Voice {
+  return {
+    id,
+    name: id,
+    duration_s: 5,
+    sample_rate: 24000,
+    created_at: "2024-05-01T12:00:00Z",
+    notice: null,
+    ...overrides,
+  };
+}
+
+export function clip(id: string, overrides: Partial<Clip> = {}): Clip {
+  return {
+    id,
+    script: "Speaker 1: Hello.",
+    voice_ids: ["v1"],
+    model_id: "vv",
+    duration_s: 2,
+    frames: 15,
+    seed: 42,
+    cfg_scale: 1.3,
+    steps: 10,
+    end: "end_of_text",
+    created_at: "2024-05-01T12:30:05Z",
+    ...overrides,
+  };
+}
+
+/** How a fake speak stream behaves: events to send, then a clip or a failure. */
+export type SpeakScript = (
+  request: SpeakRequest,
+  onProgress: (event: SpeakLoadingEvent | SpeakProgressEvent) => void,
+  signal: AbortSignal | undefined,
+) => Promise<Clip>;
+
+/** Loads, reports two steps of audio, and answers a clip of the request. */
+export const speakAndFinish: SpeakScript = async (request, onProgress) => {
+  onProgress({ type: "loading", fraction: 0.5, message: "Reading weights" });
+  onProgress({ type: "progress", frames: 8, seconds: 1.07 });
+  onProgress({ type: "progress", frames: 15, seconds: 2 });
+  return clip("c-new", {
+    script: request.script,
+    voice_ids: request.voice_ids,
+    model_id: request.model_id,
+    seed: request.seed ?? 7,
+  });
+};
+
+/** Reports some audio, then waits until aborted. */
+export const speakUntilStopped: SpeakScript = (_request, onProgress, signal) =>
+  new Promise((_, reject) => {
+    onProgress({ type: "progress", frames: 4, seconds: 0.53 });
+    signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
+  });
+
 /** A cluster status with no key (role "off"); `settings` merges into its settings. */
 export function clusterStatus(
   overrides: Partial<Omit<ClusterStatus, "settings">> & { settings?: Partial<ClusterStatus["settings"]> } = {},
@@ -88,7 +152,9 @@ export function clusterStatus(
   };
 }
 
-export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: Conversation[] } = {}) {
+export function createFakeApi(
+  initial: { models?: ModelEntry[]; conversations?: Conversation[]; voices?: Voice[]; clips?: Clip[] } = {},
+) {
   const server = {
     models: [...(initial.models ?? [])],
     loaded: null as string | null,
@@ -102,7 +168,33 @@ export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: 
       onProgress({ type: "progress", fraction: 0.5, message: "Reading weights" });
       return model(id);
     },
+    voices: [...(initial.voices ?? [])],
+    clips: [...(initial.clips ?? [])],
+    /** The WAV of every voice and clip, by id (a short tone unless set). */
+    audio: new Map<string, Uint8Array>(),
+    /** The notice the next added voice gets (e.g. it was cut at 60 s). */
+    nextVoiceNotice: null as string | null,
+    speakScript: speakAndFinish as SpeakScript,
   };
+  let voiceCount = 0;
+
+  /** Checks an added voice like the backend: a WAV file, named in any refusal. */
+  function acceptVoice(source: VoiceSource): Voice {
+    const file = "path" in source ? source.path : `${source.name}.wav`;
+    const bytes = "path" in source ? (source.path.endsWith(".wav") ? buildWav([0, 0.5, -0.5]) : null) : base64ToBytes(source.wav_base64);
+    const header = bytes ? String.fromCharCode(...bytes.subarray(0, 4)) : "";
+    if (!bytes || header !== "RIFF") throw new Error(`${file}: not a WAV file (no RIFF header)`);
+    const entry = voice(`v-added-${++voiceCount}`, { name: source.name, notice: server.nextVoiceNotice });
+    server.nextVoiceNotice = null;
+    server.audio.set(entry.id, bytes);
+    server.voices.unshift(entry);
+    return entry;
+  }
+
+  function audioOf(id: string, known: boolean) {
+    if (!known) throw new Error(`no such item ${id}`);
+    return { wav_base64: bytesToBase64(server.audio.get(id) ?? buildWav([0, 0.25, -0.25, 0.75, -1, 0.5])) };
+  }
 
   const api: Api = {
     appInfo: vi.fn(async () => ({ version: "0.1.0", data_dir: "/data", default_model_id: null })),
@@ -168,6 +260,27 @@ export function createFakeApi(initial: { models?: ModelEntry[]; conversations?: 
     scanCluster: vi.fn(async () => {
       if (server.cluster.role !== "master") throw new Error("set a cluster key (and leave worker mode) to look for workers");
       return structuredClone(server.cluster);
+    }),
+    listVoices: vi.fn(async () => ({ voices: structuredClone(server.voices) })),
+    addVoice: vi.fn(async (source: VoiceSource) => structuredClone(acceptVoice(source))),
+    deleteVoice: vi.fn(async (id: string) => {
+      if (!server.voices.some((v) => v.id === id)) throw new Error(`no voice ${id}`);
+      server.voices = server.voices.filter((v) => v.id !== id);
+      return {};
+    }),
+    voiceAudio: vi.fn(async (id: string) => audioOf(id, server.voices.some((v) => v.id === id))),
+    speak: vi.fn(async (request: SpeakRequest, onProgress, signal) => {
+      const made = await server.speakScript(request, onProgress, signal);
+      server.clips.unshift(made);
+      server.loaded = request.model_id;
+      return structuredClone(made);
+    }),
+    listClips: vi.fn(async () => ({ clips: structuredClone(server.clips) })),
+    clipAudio: vi.fn(async (id: string) => audioOf(id, server.clips.some((c) => c.id === id))),
+    deleteClip: vi.fn(async (id: string) => {
+      if (!server.clips.some((c) => c.id === id)) throw new Error(`no clip ${id}`);
+      server.clips = server.clips.filter((c) => c.id !== id);
+      return {};
     }),
   };
 

@@ -228,7 +228,14 @@ impl Worker {
         // Free the old model first: two models at once may not fit.
         self.set_model(None);
         let name = entry.name.clone();
+        // At most about ten events a second: a weight transfer reports every
+        // chunk, and a flood of events would only burden the UI.
+        let mut last_sent: Option<std::time::Instant> = None;
         let mut on_progress = |fraction: f64, message: &str| {
+            if last_sent.is_some_and(|t| t.elapsed().as_millis() < 100) && fraction < 1.0 {
+                return;
+            }
+            last_sent = Some(std::time::Instant::now());
             sink(json!({"type": event_type, "fraction": fraction, "message": format!("{name}: {message}")}));
         };
         let loaded = match &self.cluster {

@@ -7,6 +7,7 @@ import type {
   ChatDoneEvent,
   ChatEvent,
   ChatRequest,
+  Clip,
   ClusterSettingsUpdate,
   ClusterStatus,
   Conversation,
@@ -18,6 +19,14 @@ import type {
   ModelDoneEvent,
   ModelEntry,
   ModelList,
+  SpeakDoneEvent,
+  SpeakEvent,
+  SpeakLoadingEvent,
+  SpeakProgressEvent,
+  SpeakRequest,
+  Voice,
+  VoiceSource,
+  WavAudio,
 } from "./types";
 
 export const api = {
@@ -100,6 +109,48 @@ export const api = {
 
   /** Look for workers for `discovery_timeout_s` and try each (master only); takes a few seconds. */
   scanCluster: () => call<ClusterStatus>("scan_cluster"),
+
+  /** The stored voice prompts, newest first. */
+  listVoices: () => call<{ voices: Voice[] }>("list_voices"),
+
+  /**
+   * Store a voice prompt from a file on the serving machine (`path`) or an
+   * uploaded WAV (`wav_base64`). A bad file rejects with a message naming it.
+   */
+  addVoice: (source: VoiceSource) => call<Voice>("add_voice", source),
+
+  deleteVoice: (id: string) => call<Record<string, never>>("delete_voice", { id }),
+
+  /** The stored 24 kHz prompt as a WAV file. */
+  voiceAudio: (id: string) => call<WavAudio>("voice_audio", { id }),
+
+  /**
+   * Speak a script in the given voices: `onProgress` sees the model loading
+   * (if it must) and then the audio made so far; resolves with the stored clip.
+   */
+  async speak(
+    request: SpeakRequest,
+    onProgress: (event: SpeakLoadingEvent | SpeakProgressEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<Clip> {
+    const done = await stream<SpeakEvent>(
+      "speak",
+      request,
+      (event) => {
+        if (event.type === "loading" || event.type === "progress") onProgress(event);
+      },
+      signal,
+    );
+    return (done as SpeakDoneEvent).clip;
+  },
+
+  /** The stored clips, newest first. */
+  listClips: () => call<{ clips: Clip[] }>("list_clips"),
+
+  /** A clip as a 16-bit PCM mono 24 kHz WAV file. */
+  clipAudio: (id: string) => call<WavAudio>("clip_audio", { id }),
+
+  deleteClip: (id: string) => call<Record<string, never>>("delete_clip", { id }),
 };
 
 /** The API's shape, so state code and tests can take a stand-in. */

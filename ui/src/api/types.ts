@@ -3,6 +3,8 @@
 
 export type ModelSource = "default" | "hf-cache" | "imported";
 export type ModelStatus = "complete" | "incomplete" | "not-a-model";
+/** What a model makes: chat replies ("text") or audio from a script ("speech"). */
+export type ModelKind = "text" | "speech";
 
 export interface ModelEntry {
   /** Stable id: "default", "hf:org/name", "file:/abs/path". */
@@ -18,6 +20,8 @@ export interface ModelEntry {
   status: ModelStatus;
   /** Why the model is incomplete / not a model. */
   problem: string | null;
+  /** Absent from older backends: read it with `modelKind()` (state/app-state.ts), which treats it as "text". */
+  kind?: ModelKind;
 }
 
 export interface Sampling {
@@ -249,3 +253,80 @@ export interface ClusterStatus {
   machines: Machine[];
   run: ClusterRun | null;
 }
+
+// ---- Speech ------------------------------------------------------------------
+
+/** A stored voice prompt (24 kHz mono), spoken in by a speaker of a script. */
+export interface Voice {
+  id: string;
+  name: string;
+  duration_s: number;
+  /** Always 24000. */
+  sample_rate: number;
+  /** RFC 3339 */
+  created_at: string;
+  /** Set when the file was cut to the 60 s prompt limit. */
+  notice: string | null;
+}
+
+/** Why a clip ended. */
+export type ClipEnd = "end_of_text" | "length" | "stopped";
+
+/** A stored piece of generated speech. */
+export interface Clip {
+  id: string;
+  script: string;
+  voice_ids: string[];
+  model_id: string;
+  duration_s: number;
+  frames: number;
+  seed: number;
+  cfg_scale: number;
+  steps: number;
+  end: ClipEnd;
+  /** RFC 3339 */
+  created_at: string;
+}
+
+/** `add_voice` args: a file on the serving machine (desktop) or an upload (browser). */
+export type VoiceSource = { name: string; path: string } | { name: string; wav_base64: string };
+
+/** `voice_audio` / `clip_audio`: a 16-bit PCM mono WAV file, base64-encoded. */
+export interface WavAudio {
+  wav_base64: string;
+}
+
+export interface SpeakRequest {
+  model_id: string;
+  script: string;
+  /** The voice of each speaker, in order of their numbers. */
+  voice_ids: string[];
+  /** Default 1.3. */
+  cfg_scale?: number;
+  /** Diffusion steps per frame; default 10. */
+  steps?: number;
+  /** Absent = a random seed (the clip records the one used). */
+  seed?: number;
+  max_seconds?: number;
+}
+
+/** The speech model is being loaded before speaking. */
+export interface SpeakLoadingEvent {
+  type: "loading";
+  fraction: number;
+  message: string;
+}
+
+/** Audio made so far. */
+export interface SpeakProgressEvent {
+  type: "progress";
+  frames: number;
+  seconds: number;
+}
+
+export interface SpeakDoneEvent {
+  type: "done";
+  clip: Clip;
+}
+
+export type SpeakEvent = SpeakLoadingEvent | SpeakProgressEvent | SpeakDoneEvent | ErrorEvent;

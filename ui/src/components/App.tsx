@@ -1,6 +1,7 @@
-// The app's frame: sidebar, the chat, Models or Cluster screen, error toasts, and
-// the app-wide keys and file drops (Escape stops a reply; files dropped on
-// the desktop window are imported).
+// The app's frame: sidebar, the chat, Models, Speech or Cluster screen, error
+// toasts, and the app-wide keys and file drops (Escape stops a reply or the
+// speech being made; files dropped on the desktop window are imported as
+// models, or added as voices while the Speech screen is open).
 
 import { useEffect, useState } from "preact/hooks";
 import { nativeFiles } from "../transport";
@@ -10,6 +11,7 @@ import { useAppState, useCake } from "./context";
 import { ModelsPanel } from "./ModelsPanel";
 import { Notices } from "./Notices";
 import { Sidebar } from "./Sidebar";
+import { SpeechPanel } from "./SpeechPanel";
 
 export function App() {
   const state = useAppState();
@@ -20,28 +22,42 @@ export function App() {
     <div class="app">
       <Sidebar />
       <main class="main">
-        {state.view === "models" ? <ModelsPanel /> : state.view === "cluster" ? <ClusterPanel /> : <ChatView />}
+        {state.view === "models" ? (
+          <ModelsPanel />
+        ) : state.view === "cluster" ? (
+          <ClusterPanel />
+        ) : state.view === "speech" ? (
+          <SpeechPanel />
+        ) : (
+          <ChatView />
+        )}
       </main>
       <Notices />
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">
-          <div class="drop-message">Drop to import the model</div>
+          <div class="drop-message">
+            {state.view === "speech" ? "Drop WAV files to add voices" : "Drop to import the model"}
+          </div>
         </div>
       ) : null}
     </div>
   );
 }
 
-/** Escape stops the reply being generated (unless a dialog is open). */
+/** Escape stops the reply being generated, else the speech being made (unless a dialog is open). */
 function useEscapeStops() {
   const cake = useCake();
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       if (event.key !== "Escape" || event.defaultPrevented) return;
       if (document.querySelector("dialog[open]")) return;
-      if (cake.store.get().generatingId !== null) {
+      const state = cake.store.get();
+      if (state.generatingId !== null) {
         event.preventDefault();
         cake.chat.stop();
+      } else if (state.speaking !== null) {
+        event.preventDefault();
+        cake.speech.stop();
       }
     };
     window.addEventListener("keydown", onKey);
@@ -49,7 +65,10 @@ function useEscapeStops() {
   }, [cake]);
 }
 
-/** In the desktop window, import files dropped on it; returns whether files hover. */
+/**
+ * In the desktop window, take files dropped on it: voices on the Speech
+ * screen, models anywhere else. Returns whether files hover.
+ */
 function useFileDrops(): boolean {
   const cake = useCake();
   const [hovering, setHovering] = useState(false);
@@ -61,6 +80,10 @@ function useFileDrops(): boolean {
       .watchDrops({
         hovering: setHovering,
         dropped: async (paths) => {
+          if (cake.store.get().view === "speech") {
+            await cake.speech.addVoicePaths(paths);
+            return;
+          }
           cake.showView("models");
           for (const path of paths) await cake.models.importPath(path);
         },

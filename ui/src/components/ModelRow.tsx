@@ -3,6 +3,7 @@
 import { useState } from "preact/hooks";
 import type { ModelEntry } from "../api/types";
 import { formatBytes, formatParameters } from "../lib/format";
+import { modelKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { ProgressBar } from "./ProgressBar";
@@ -29,6 +30,11 @@ export function ModelRow({ model }: { model: ModelEntry }) {
           <span class={`badge status-${model.status}`} data-testid="model-status">
             {STATUS_LABELS[model.status]}
           </span>
+          {modelKind(model) === "speech" ? (
+            <span class="badge kind-badge" data-testid="model-kind">
+              Speech
+            </span>
+          ) : null}
           {loaded ? (
             <span class="badge loaded-badge" data-testid="model-loaded">
               Loaded

@@ -1,5 +1,5 @@
 // The sidebar: new conversation, the conversation list (open, delete with
-// confirmation) and the buttons to the Models and Cluster screens.
+// confirmation) and the buttons to the Models, Speech and Cluster screens.
 
 import { useState } from "preact/hooks";
 import type { ClusterStatus } from "../api/types";
@@ -7,7 +7,7 @@ import { UNTITLED, displayTitle } from "../lib/conversation";
 import { isSaved } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
-import { CubeIcon, NetworkIcon, PlusIcon, TrashIcon } from "./icons";
+import { CubeIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
 
 interface Item {
   id: string;
@@ -91,6 +91,19 @@ export function Sidebar() {
         <span class="models-button-text">
           <span>Models</span>
           <span class="muted small">{loaded ? loaded.name : "none loaded"}</span>
+        </span>
+      </button>
+      <button
+        type="button"
+        class={`models-button${state.view === "speech" ? " active" : ""}`}
+        data-testid="speech-button"
+        aria-pressed={state.view === "speech"}
+        onClick={() => cake.showView(state.view === "speech" ? "chat" : "speech")}
+      >
+        <SpeakerIcon />
+        <span class="models-button-text">
+          <span>Speech</span>
+          <span class="muted small">{state.speaking ? "generating…" : "scripts in your voices"}</span>
         </span>
       </button>
       <button

@@ -20,7 +20,7 @@ export function StarterCard({ showProgress }: { showProgress: boolean }) {
       <p>
         Cake runs language models on your own machine: nothing you type leaves it.
         {hasModels && completeModels(state).length === 0
-          ? " None of the models in your library is complete yet."
+          ? " None of the chat models in your library is complete yet."
           : " Your model library is empty, so let's get you a first model."}
       </p>
       <div class="starter-actions">

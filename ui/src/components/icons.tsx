@@ -71,3 +71,27 @@ export const NetworkIcon = () => (
     <path d="M12 8v4M6 16v-4h12v4" />
   </Icon>
 );
+
+export const SpeakerIcon = () => (
+  <Icon>
+    <path d="M4 10v4M8 7v10M12 4v16M16 8v8M20 11v2" />
+  </Icon>
+);
+
+export const PlayIcon = () => (
+  <Icon>
+    <path d="M7 5l12 7-12 7V5z" />
+  </Icon>
+);
+
+export const PauseIcon = () => (
+  <Icon>
+    <path d="M8 5v14M16 5v14" />
+  </Icon>
+);
+
+export const SaveIcon = () => (
+  <Icon>
+    <path d="M12 4v11M7 10l5 5 5-5M5 20h14" />
+  </Icon>
+);

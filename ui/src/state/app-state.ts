@@ -3,19 +3,25 @@
 
 import type {
   AppInfo,
+  Clip,
   ClusterStatus,
   Conversation,
   ConversationSummary,
   DownloadProgressEvent,
   ModelEntry,
+  ModelKind,
+  Voice,
 } from "../api/types";
+import { DEFAULT_SPEECH_SETTINGS, type SpeechSettingsForm } from "../lib/speech";
 import type { Prefs } from "./prefs";
 
-export type View = "chat" | "models" | "cluster";
+export type View = "chat" | "models" | "cluster" | "speech";
 
 export interface Notice {
   id: number;
   message: string;
+  /** "error" (the default) or "info": something to know that is not a failure. */
+  tone?: "error" | "info";
 }
 
 /** A `load_model` stream in progress. */
@@ -29,6 +35,24 @@ export interface LoadState {
 export interface DownloadState {
   repoId: string;
   progress: DownloadProgressEvent | null;
+}
+
+/** What the Speech screen's form holds (kept while other screens are open). */
+export interface SpeechForm extends SpeechSettingsForm {
+  /** The speech model picked; null or a model no longer usable means the first usable one. */
+  modelId: string | null;
+  script: string;
+  /** The voice chosen for each speaker slot, in order of the speakers' numbers ("" = none). */
+  voiceIds: string[];
+}
+
+/** A `speak` stream in progress. */
+export interface SpeakState {
+  /** The model is loading first (null once audio is being made). */
+  loading: { fraction: number; message: string } | null;
+  /** Audio made so far. */
+  frames: number;
+  seconds: number;
 }
 
 export interface AppState {
@@ -56,6 +80,20 @@ export interface AppState {
   clusterSaving: boolean;
   /** A `scan_cluster` call is running. */
   clusterScanning: boolean;
+  /** Stored voice prompts, newest first. */
+  voices: Voice[];
+  /** True once `list_voices` answered at least once. */
+  voicesReady: boolean;
+  /** How many `add_voice` calls are running. */
+  addingVoices: number;
+  /** Stored clips, newest first. */
+  clips: Clip[];
+  /** True once `list_clips` answered at least once. */
+  clipsReady: boolean;
+  /** The clip made last in this session (the Speech screen's result). */
+  latestClipId: string | null;
+  speaking: SpeakState | null;
+  speechForm: SpeechForm;
 }
 
 export function initialState(prefs: Prefs): AppState {
@@ -77,13 +115,27 @@ export function initialState(prefs: Prefs): AppState {
     cluster: null,
     clusterSaving: false,
     clusterScanning: false,
+    voices: [],
+    voicesReady: false,
+    addingVoices: 0,
+    clips: [],
+    clipsReady: false,
+    latestClipId: null,
+    speaking: null,
+    speechForm: { modelId: null, script: "", voiceIds: [], ...DEFAULT_SPEECH_SETTINGS },
   };
 }
 
 // ---- Selectors ------------------------------------------------------------
 
-export function completeModels(state: AppState): ModelEntry[] {
-  return state.models.filter((model) => model.status === "complete");
+/** A model's kind; a missing `kind` (an older backend) means a text model. */
+export function modelKind(model: Pick<ModelEntry, "kind">): ModelKind {
+  return model.kind === "speech" ? "speech" : "text";
+}
+
+/** The complete models of one kind: text models chat, speech models speak. */
+export function completeModels(state: AppState, kind: ModelKind = "text"): ModelEntry[] {
+  return state.models.filter((model) => model.status === "complete" && modelKind(model) === kind);
 }
 
 export function selectedConversation(state: AppState): Conversation | null {
@@ -92,8 +144,8 @@ export function selectedConversation(state: AppState): Conversation | null {
 
 /**
  * The model a conversation chats with: its own `model_id` while that model
- * is complete in the library, else the loaded model, the default model or
- * the first complete one.
+ * is a complete text model in the library, else the loaded model, the
+ * default model or the first complete text model.
  */
 export function effectiveModelId(state: AppState, conversation: Conversation | null): string | null {
   const usable = new Set(completeModels(state).map((model) => model.id));
@@ -109,4 +161,14 @@ export function effectiveModelId(state: AppState, conversation: Conversation | n
 /** Whether a conversation exists on the server (it appears in the sidebar list). */
 export function isSaved(state: AppState, id: string): boolean {
   return state.summaries.some((summary) => summary.id === id);
+}
+
+/**
+ * The model the Speech screen speaks with: the one picked while it is a
+ * complete speech model, else the loaded model if it is one, else the first.
+ */
+export function speechModelId(state: AppState): string | null {
+  const usable = new Set(completeModels(state, "speech").map((model) => model.id));
+  const candidates = [state.speechForm.modelId, state.loadedModelId, ...usable];
+  return candidates.find((id): id is string => id !== null && usable.has(id)) ?? null;
 }

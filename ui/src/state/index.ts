@@ -9,6 +9,7 @@ import { createModelActions } from "./models";
 import { createConversationActions } from "./conversations";
 import { createChatActions } from "./chat";
 import { createClusterActions } from "./cluster";
+import { createSpeechActions } from "./speech";
 import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
 
 export function createCake(api: Api, storage: KeyValueStorage | null) {
@@ -18,6 +19,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null) {
   const conversations = createConversationActions(store, api, notices, storage);
   const chat = createChatActions(store, api, notices, conversations);
   const cluster = createClusterActions(store, api, notices);
+  const speech = createSpeechActions(store, api, notices);
 
   return {
     store,
@@ -26,6 +28,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null) {
     conversations,
     chat,
     cluster,
+    speech,
 
     /** Fetch everything the first screen needs. */
     async start(): Promise<void> {

@@ -1,9 +1,10 @@
 // Error messages shown to the user as toasts. Any action that fails reports
-// here instead of throwing, so the app stays usable.
+// here instead of throwing, so the app stays usable. Notices that are not
+// failures (`inform`) use the same toasts in a calmer colour.
 
 import { isAbortError } from "../transport";
 import type { Store } from "./store";
-import type { AppState } from "./app-state";
+import type { AppState, Notice } from "./app-state";
 
 /** At most this many notices are kept; older ones drop off. */
 const MAX_NOTICES = 4;
@@ -22,12 +23,20 @@ export function createNotices(store: Store<AppState>) {
   function report(error: unknown): void {
     if (isAbortError(error)) return;
     const message = error instanceof Error ? error.message : String(error);
-    const notice = { id: nextId++, message: message || "Something went wrong." };
+    show({ id: nextId++, message: message || "Something went wrong." });
+  }
+
+  /** Show something to know that is not a failure (e.g. a voice prompt was cut). */
+  function inform(message: string): void {
+    show({ id: nextId++, message, tone: "info" });
+  }
+
+  function show(notice: Notice): void {
     store.update((state) => ({ notices: [...state.notices, notice].slice(-MAX_NOTICES) }));
     setTimeout(() => dismiss(notice.id), NOTICE_LIFETIME_MS);
   }
 
-  return { report, dismiss };
+  return { report, inform, dismiss };
 }
 
 export type Notices = ReturnType<typeof createNotices>;

@@ -1,0 +1,113 @@
+// Where voices are added: WAV files dropped here or chosen with the file
+// input are uploaded (`add_voice {name, wav_base64}`). In the desktop window
+// files dropped anywhere arrive as paths instead (see App's file drops).
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { nativeFiles } from "../transport";
+import { useAppState, useCake } from "./context";
+import { PlusIcon } from "./icons";
+
+export function VoiceDrop() {
+  const state = useAppState();
+  const cake = useCake();
+  const input = useRef<HTMLInputElement>(null);
+  const depth = useRef(0);
+  const [over, setOver] = useState(false);
+  useNoStrayDrops();
+
+  async function upload(files: readonly File[]) {
+    for (const file of files) {
+      let bytes: Uint8Array;
+      try {
+        bytes = new Uint8Array(await file.arrayBuffer());
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        cake.notices.report(new Error(`Cannot read ${file.name}: ${reason}`));
+        continue;
+      }
+      await cake.speech.addVoiceUpload(file.name, bytes);
+    }
+  }
+
+  const carriesFiles = (event: DragEvent) => event.dataTransfer?.types.includes("Files") ?? false;
+
+  return (
+    <div
+      class={`voice-drop${over ? " over" : ""}`}
+      data-testid="voice-drop"
+      onDragEnter={(event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        depth.current += 1;
+        setOver(true);
+      }}
+      onDragOver={(event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
+      }}
+      onDragLeave={() => {
+        depth.current = Math.max(0, depth.current - 1);
+        if (depth.current === 0) setOver(false);
+      }}
+      onDrop={(event) => {
+        event.preventDefault();
+        depth.current = 0;
+        setOver(false);
+        const files = Array.from(event.dataTransfer?.files ?? []);
+        if (files.length > 0) void upload(files);
+      }}
+    >
+      <p class="voice-drop-title">
+        <strong>Drop WAV files here</strong> to add voices
+      </p>
+      <p class="muted small">
+        A few seconds to a minute of one person speaking clearly; longer recordings are cut at 60 s.
+        {nativeFiles ? " You can also drop files anywhere on this window." : ""}
+      </p>
+      <div class="form-row">
+        <button type="button" onClick={() => input.current?.click()} disabled={state.addingVoices > 0}>
+          <PlusIcon /> Choose WAV files…
+        </button>
+        {state.addingVoices > 0 ? (
+          <span class="muted small" aria-live="polite">
+            Adding…
+          </span>
+        ) : null}
+      </div>
+      <input
+        ref={input}
+        type="file"
+        accept=".wav,audio/wav"
+        multiple
+        tabIndex={-1}
+        class="visually-hidden"
+        data-testid="voice-file-input"
+        onChange={(event) => {
+          const files = Array.from(event.currentTarget.files ?? []);
+          event.currentTarget.value = ""; // choosing the same file again still fires
+          void upload(files);
+        }}
+      />
+    </div>
+  );
+}
+
+/**
+ * In a browser, a file dropped just beside the drop zone would make the tab
+ * open it and leave the app: while the zone is shown, such drops do nothing.
+ */
+function useNoStrayDrops() {
+  useEffect(() => {
+    if (nativeFiles) return; // the desktop window handles drops itself
+    const ignore = (event: DragEvent) => {
+      if (event.dataTransfer?.types.includes("Files")) event.preventDefault();
+    };
+    window.addEventListener("dragover", ignore);
+    window.addEventListener("drop", ignore);
+    return () => {
+      window.removeEventListener("dragover", ignore);
+      window.removeEventListener("drop", ignore);
+    };
+  }, []);
+}

@@ -1,0 +1,246 @@
+// Speech: the stored voice prompts (list, add from a path or an upload,
+// delete), speaking a script with a cancellable progress stream, the
+// stored clips, and the audio of voices and clips (fetched once, kept for
+// a while, and reduced to waveform peaks).
+
+import type { Api } from "../api/commands";
+import type { Clip, Voice, VoiceSource } from "../api/types";
+import { base64ToBytes, bytesToBase64 } from "../lib/base64";
+import { fileStem, planSpeech } from "../lib/speech";
+import { parseWav } from "../lib/wav";
+import { waveformPeaks, type Peak } from "../lib/waveform";
+import type { Store } from "./store";
+import { speechModelId, type AppState, type SpeechForm } from "./app-state";
+import type { Notices } from "./notices";
+
+export type AudioKind = "voice" | "clip";
+
+/** Audio files kept in memory (the most recently used ones). */
+const AUDIO_CACHE_SIZE = 8;
+
+export function createSpeechActions(store: Store<AppState>, api: Api, notices: Notices) {
+  let speakAbort: AbortController | null = null;
+  const audioCache = new Map<string, Promise<Uint8Array<ArrayBuffer>>>();
+  const peaksCache = new Map<string, Peak[]>();
+
+  async function refreshVoices(): Promise<void> {
+    try {
+      const { voices } = await api.listVoices();
+      store.update({ voices, voicesReady: true });
+    } catch (error) {
+      store.update({ voicesReady: true });
+      notices.report(error);
+    }
+  }
+
+  async function refreshClips(): Promise<void> {
+    try {
+      const { clips } = await api.listClips();
+      store.update({ clips, clipsReady: true });
+    } catch (error) {
+      store.update({ clipsReady: true });
+      notices.report(error);
+    }
+  }
+
+  /** Fetch the voices and the clips. */
+  async function refresh(): Promise<void> {
+    await Promise.all([refreshVoices(), refreshClips()]);
+  }
+
+  /**
+   * Store a voice prompt. A refused file is reported (the backend's message
+   * names it and says why) and nothing is added; a prompt cut to the limit
+   * is added and its notice shown. Resolves with the voice, or null.
+   */
+  async function addVoice(source: VoiceSource): Promise<Voice | null> {
+    store.update((state) => ({ addingVoices: state.addingVoices + 1 }));
+    try {
+      const voice = await api.addVoice(source);
+      store.update((state) => ({ voices: [voice, ...state.voices.filter((v) => v.id !== voice.id)] }));
+      if (voice.notice) notices.inform(voice.notice);
+      return voice;
+    } catch (error) {
+      notices.report(error);
+      return null;
+    } finally {
+      store.update((state) => ({ addingVoices: state.addingVoices - 1 }));
+    }
+  }
+
+  /** Add files of the serving machine (the desktop window's drops), one after another. */
+  async function addVoicePaths(paths: readonly string[]): Promise<void> {
+    for (const path of paths) await addVoice({ name: fileStem(path), path });
+  }
+
+  /** Add an uploaded file (the browser's drops and file input). */
+  function addVoiceUpload(fileName: string, bytes: Uint8Array): Promise<Voice | null> {
+    return addVoice({ name: fileStem(fileName), wav_base64: bytesToBase64(bytes) });
+  }
+
+  async function deleteVoice(id: string): Promise<void> {
+    try {
+      await api.deleteVoice(id);
+    } catch (error) {
+      notices.report(error);
+      return;
+    }
+    forget("voice", id);
+    store.update((state) => ({
+      voices: state.voices.filter((voice) => voice.id !== id),
+      speechForm: {
+        ...state.speechForm,
+        voiceIds: state.speechForm.voiceIds.map((voiceId) => (voiceId === id ? "" : voiceId)),
+      },
+    }));
+  }
+
+  async function deleteClip(id: string): Promise<void> {
+    try {
+      await api.deleteClip(id);
+    } catch (error) {
+      notices.report(error);
+      return;
+    }
+    forget("clip", id);
+    store.update((state) => ({
+      clips: state.clips.filter((clip) => clip.id !== id),
+      latestClipId: state.latestClipId === id ? null : state.latestClipId,
+    }));
+  }
+
+  /** Change the Speech form. */
+  function edit(change: Partial<SpeechForm>): void {
+    store.update((state) => ({ speechForm: { ...state.speechForm, ...change } }));
+  }
+
+  /** Choose the voice of the speaker in `slot` ("" clears it). */
+  function chooseVoice(slot: number, voiceId: string): void {
+    const voiceIds = [...store.get().speechForm.voiceIds];
+    while (voiceIds.length <= slot) voiceIds.push("");
+    voiceIds[slot] = voiceId;
+    edit({ voiceIds });
+  }
+
+  /** Why the form cannot be spoken yet, or null when it can. */
+  function problem(state: AppState = store.get()): string | null {
+    return plan(state).problem;
+  }
+
+  function plan(state: AppState) {
+    const form = state.speechForm;
+    return planSpeech({
+      modelId: speechModelId(state),
+      script: form.script,
+      voiceIds: form.voiceIds,
+      voices: state.voices,
+      settings: form,
+    });
+  }
+
+  /**
+   * Speak the form's script. Progress goes to `speaking`; the new clip joins
+   * the list and becomes the latest. Resolves with it, or null when the
+   * form is not ready, the stream failed (reported) or was stopped.
+   */
+  async function speak(): Promise<Clip | null> {
+    const state = store.get();
+    if (state.speaking) return null;
+    const { request, problem } = plan(state);
+    if (request === null) {
+      notices.report(new Error(problem ?? "Cannot speak this yet."));
+      return null;
+    }
+    const controller = new AbortController();
+    speakAbort = controller;
+    store.update({ speaking: { loading: null, frames: 0, seconds: 0 } });
+    try {
+      const clip = await api.speak(
+        request,
+        (event) => {
+          if (event.type === "loading") {
+            const { fraction, message } = event;
+            store.update((s) => ({ speaking: { frames: 0, seconds: 0, ...s.speaking, loading: { fraction, message } } }));
+          } else {
+            store.update({ speaking: { loading: null, frames: event.frames, seconds: event.seconds } });
+          }
+        },
+        controller.signal,
+      );
+      store.update((s) => ({
+        clips: [clip, ...s.clips.filter((c) => c.id !== clip.id)],
+        latestClipId: clip.id,
+        loadedModelId: request.model_id, // `speak` loads the model it needs
+      }));
+      return clip;
+    } catch (error) {
+      notices.report(error); // a stop is not reported
+      return null;
+    } finally {
+      speakAbort = null;
+      store.update({ speaking: null });
+    }
+  }
+
+  /** Stop speaking; nothing is kept of a stopped clip. */
+  function stop(): void {
+    speakAbort?.abort();
+  }
+
+  /** The WAV file of a voice or clip; fetched once and kept while used recently. */
+  function audio(kind: AudioKind, id: string): Promise<Uint8Array<ArrayBuffer>> {
+    const key = `${kind}:${id}`;
+    const cached = audioCache.get(key);
+    if (cached) {
+      audioCache.delete(key); // most recently used last
+      audioCache.set(key, cached);
+      return cached;
+    }
+    const request = kind === "voice" ? api.voiceAudio(id) : api.clipAudio(id);
+    const bytes = request.then(({ wav_base64 }) => base64ToBytes(wav_base64));
+    bytes.catch(() => {
+      if (audioCache.get(key) === bytes) audioCache.delete(key); // a failure is tried again next time
+    });
+    audioCache.set(key, bytes);
+    for (const oldest of audioCache.keys()) {
+      if (audioCache.size <= AUDIO_CACHE_SIZE) break;
+      audioCache.delete(oldest);
+    }
+    return bytes;
+  }
+
+  /** `bins` min/max pairs of a voice's or clip's samples, for its waveform. */
+  async function peaks(kind: AudioKind, id: string, bins: number): Promise<Peak[]> {
+    const key = `${kind}:${id}:${bins}`;
+    const cached = peaksCache.get(key);
+    if (cached) return cached;
+    const result = waveformPeaks(parseWav(await audio(kind, id)).samples, bins);
+    peaksCache.set(key, result);
+    return result;
+  }
+
+  function forget(kind: AudioKind, id: string): void {
+    audioCache.delete(`${kind}:${id}`);
+    for (const key of peaksCache.keys()) if (key.startsWith(`${kind}:${id}:`)) peaksCache.delete(key);
+  }
+
+  return {
+    refresh,
+    refreshVoices,
+    refreshClips,
+    addVoice,
+    addVoicePaths,
+    addVoiceUpload,
+    deleteVoice,
+    deleteClip,
+    edit,
+    chooseVoice,
+    problem,
+    speak,
+    stop,
+    audio,
+    peaks,
+  };
+}
+
+export type SpeechActions = ReturnType<typeof createSpeechActions>;

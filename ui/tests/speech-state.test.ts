@@ -1,0 +1,270 @@
+// Tests for the speech actions against a fake Api: voices (list, add from
+// an upload or a path, refusals, notices, delete), speaking (progress, the
+// new clip, stop, failures), clips, audio and waveforms, and which models
+// the chat and the Speech screen offer.
+
+import { describe, expect, it, vi } from "vitest";
+import { createCake } from "../src/state";
+import { completeModels, effectiveModelId, selectedConversation, speechModelId, type SpeakState } from "../src/state/app-state";
+import { bytesToBase64 } from "../src/lib/base64";
+import { clip, createFakeApi, memoryStorage, model, speakUntilStopped, voice } from "./fake-api";
+import { buildWav } from "./wav-builder";
+
+const TWO_SPEAKERS = "Speaker 1: Welcome back.\nSpeaker 2: Thanks for having me.";
+
+async function started(setup: Parameters<typeof createFakeApi>[0] = {}) {
+  const { api, server } = createFakeApi({
+    models: [model("m1"), model("vv", { kind: "speech", architecture: "vibevoice" })],
+    voices: [voice("v2", { name: "Bob" }), voice("v1", { name: "Alice" })],
+    clips: [clip("c-old")],
+    ...setup,
+  });
+  const cake = createCake(api, memoryStorage());
+  await cake.start();
+  await cake.speech.refresh();
+  return { cake, api, server, state: () => cake.store.get() };
+}
+
+describe("voices", () => {
+  it("lists the stored voices and clips", async () => {
+    const { state } = await started();
+    expect(state().voicesReady).toBe(true);
+    expect(state().voices.map((v) => v.name)).toEqual(["Bob", "Alice"]);
+    expect(state().clipsReady).toBe(true);
+    expect(state().clips.map((c) => c.id)).toEqual(["c-old"]);
+  });
+
+  it("adds an uploaded WAV named after its file", async () => {
+    const { cake, api, state } = await started();
+    const bytes = buildWav([0, 0.5, -0.5]);
+    const added = await cake.speech.addVoiceUpload("Carol.wav", bytes);
+
+    expect(api.addVoice).toHaveBeenCalledWith({ name: "Carol", wav_base64: bytesToBase64(bytes) });
+    expect(added?.name).toBe("Carol");
+    expect(state().voices.map((v) => v.name)).toEqual(["Carol", "Bob", "Alice"]);
+    expect(state().addingVoices).toBe(0);
+    expect(state().notices).toEqual([]);
+  });
+
+  it("adds files of the serving machine by path", async () => {
+    const { cake, api, state } = await started({ voices: [] });
+    await cake.speech.addVoicePaths(["/rec/dave.wav", "C:\\rec\\Eve.wav"]);
+    expect(api.addVoice).toHaveBeenNthCalledWith(1, { name: "dave", path: "/rec/dave.wav" });
+    expect(api.addVoice).toHaveBeenNthCalledWith(2, { name: "Eve", path: "C:\\rec\\Eve.wav" });
+    expect(state().voices.map((v) => v.name)).toEqual(["Eve", "dave"]);
+  });
+
+  it("shows the backend's refusal and adds nothing", async () => {
+    const { cake, state } = await started();
+    const before = state().voices;
+    expect(await cake.speech.addVoiceUpload("notes.txt", new TextEncoder().encode("hello"))).toBeNull();
+    expect(await cake.speech.addVoice({ name: "song", path: "/music/song.mp3" })).toBeNull();
+
+    expect(state().voices).toEqual(before);
+    expect(state().notices.map((n) => n.message)).toEqual([
+      "notes.wav: not a WAV file (no RIFF header)",
+      "/music/song.mp3: not a WAV file (no RIFF header)",
+    ]);
+    expect(state().notices.every((n) => (n.tone ?? "error") === "error")).toBe(true);
+    expect(state().addingVoices).toBe(0);
+  });
+
+  it("shows a voice's notice (a prompt cut at 60 s) without an error", async () => {
+    const { cake, server, state } = await started();
+    server.nextVoiceNotice = "long.wav was 95 s long: only the first 60 s are kept";
+    const added = await cake.speech.addVoice({ name: "long", path: "/rec/long.wav" });
+    expect(added?.notice).toMatch(/60 s/);
+    expect(state().voices[0].name).toBe("long");
+    expect(state().notices).toEqual([
+      expect.objectContaining({ message: "long.wav was 95 s long: only the first 60 s are kept", tone: "info" }),
+    ]);
+  });
+
+  it("counts the adds in progress", async () => {
+    const { cake, api, state } = await started();
+    let release = () => {};
+    vi.mocked(api.addVoice).mockImplementationOnce(
+      () => new Promise((resolve) => (release = () => resolve(voice("slow")))),
+    );
+    const adding = cake.speech.addVoice({ name: "slow", path: "/rec/slow.wav" });
+    expect(state().addingVoices).toBe(1);
+    release();
+    await adding;
+    expect(state().addingVoices).toBe(0);
+  });
+
+  it("deletes a voice and clears the speaker slots that used it", async () => {
+    const { cake, server, state } = await started();
+    cake.speech.edit({ script: TWO_SPEAKERS });
+    cake.speech.chooseVoice(0, "v1");
+    cake.speech.chooseVoice(1, "v2");
+    await cake.speech.deleteVoice("v1");
+    expect(state().voices.map((v) => v.id)).toEqual(["v2"]);
+    expect(server.voices.map((v) => v.id)).toEqual(["v2"]);
+    expect(state().speechForm.voiceIds).toEqual(["", "v2"]);
+    expect(cake.speech.problem()).toBe("Choose a voice for Speaker 1.");
+  });
+
+  it("keeps a voice the backend would not delete", async () => {
+    const { cake, state } = await started();
+    await cake.speech.deleteVoice("nope");
+    expect(state().voices).toHaveLength(2);
+    expect(state().notices.map((n) => n.message)).toEqual(["no voice nope"]);
+  });
+});
+
+describe("speak", () => {
+  async function ready(setup: Parameters<typeof createFakeApi>[0] = {}) {
+    const setupDone = await started(setup);
+    setupDone.cake.speech.edit({ script: TWO_SPEAKERS });
+    setupDone.cake.speech.chooseVoice(0, "v1");
+    setupDone.cake.speech.chooseVoice(1, "v2");
+    return setupDone;
+  }
+
+  it("streams progress, then the clip joins the list as the latest", async () => {
+    const { cake, api, server, state } = await ready();
+    const seen: SpeakState[] = [];
+    cake.store.subscribe(() => {
+      const speaking = state().speaking;
+      if (speaking && seen[seen.length - 1] !== speaking) seen.push(speaking);
+    });
+    expect(cake.speech.problem()).toBeNull();
+
+    const made = await cake.speech.speak();
+
+    expect(made?.id).toBe("c-new");
+    expect(seen[0]).toEqual({ loading: null, frames: 0, seconds: 0 });
+    expect(seen).toContainEqual({ loading: { fraction: 0.5, message: "Reading weights" }, frames: 0, seconds: 0 });
+    expect(seen).toContainEqual({ loading: null, frames: 8, seconds: 1.07 });
+    expect(seen[seen.length - 1]).toEqual({ loading: null, frames: 15, seconds: 2 });
+    expect(state().speaking).toBeNull();
+    expect(state().clips.map((c) => c.id)).toEqual(["c-new", "c-old"]);
+    expect(state().latestClipId).toBe("c-new");
+    expect(state().loadedModelId).toBe("vv");
+
+    const request = vi.mocked(api.speak).mock.calls[0][0];
+    expect(request).toEqual({
+      model_id: "vv",
+      script: TWO_SPEAKERS,
+      voice_ids: ["v1", "v2"],
+      cfg_scale: 1.3,
+      steps: 10,
+    });
+    // The clip is kept by the backend: a fresh list (as after a restart) has it too.
+    expect(server.clips.map((c) => c.id)).toEqual(["c-new", "c-old"]);
+    await cake.speech.refreshClips();
+    expect(state().clips.map((c) => c.id)).toEqual(["c-new", "c-old"]);
+  });
+
+  it("sends the settings typed", async () => {
+    const { cake, api } = await ready();
+    cake.speech.edit({ cfgScale: "2", steps: "25", seed: "1234", maxSeconds: "30" });
+    await cake.speech.speak();
+    expect(vi.mocked(api.speak).mock.calls[0][0]).toMatchObject({ cfg_scale: 2, steps: 25, seed: 1234, max_seconds: 30 });
+  });
+
+  it("stops: no clip, no error, ready again", async () => {
+    const { cake, server, state } = await ready();
+    server.speakScript = speakUntilStopped;
+    const speaking = cake.speech.speak();
+    await vi.waitFor(() => expect(state().speaking?.frames).toBe(4));
+    expect(await cake.speech.speak()).toBeNull(); // one at a time
+
+    cake.speech.stop();
+    expect(await speaking).toBeNull();
+    expect(state().speaking).toBeNull();
+    expect(state().clips.map((c) => c.id)).toEqual(["c-old"]);
+    expect(state().latestClipId).toBeNull();
+    expect(state().notices).toEqual([]);
+    expect(cake.speech.problem()).toBeNull();
+  });
+
+  it("reports a failure", async () => {
+    const { cake, server, state } = await ready();
+    server.speakScript = async (_request, onProgress) => {
+      onProgress({ type: "progress", frames: 2, seconds: 0.27 });
+      throw new Error("the speech model ran out of memory");
+    };
+    expect(await cake.speech.speak()).toBeNull();
+    expect(state().speaking).toBeNull();
+    expect(state().notices.map((n) => n.message)).toEqual(["the speech model ran out of memory"]);
+  });
+
+  it("does not start before the form is ready, and says why", async () => {
+    const { cake, api, state } = await started();
+    cake.speech.edit({ script: TWO_SPEAKERS });
+    cake.speech.chooseVoice(0, "v1");
+    expect(await cake.speech.speak()).toBeNull();
+    expect(api.speak).not.toHaveBeenCalled();
+    expect(state().notices.map((n) => n.message)).toEqual(["Choose a voice for Speaker 2."]);
+  });
+
+  it("needs a speech model", async () => {
+    const { cake, state } = await ready({ models: [model("m1")] });
+    expect(speechModelId(state())).toBeNull();
+    expect(cake.speech.problem()).toBe("Choose a speech model.");
+  });
+});
+
+describe("clips and audio", () => {
+  it("deletes a clip, also the latest", async () => {
+    const { cake, state } = await started();
+    cake.speech.edit({ script: "Hello.", voiceIds: ["v1"] });
+    await cake.speech.speak();
+    await cake.speech.deleteClip("c-new");
+    expect(state().clips.map((c) => c.id)).toEqual(["c-old"]);
+    expect(state().latestClipId).toBeNull();
+  });
+
+  it("fetches audio once for playback and waveforms of any width", async () => {
+    const { cake, api, server } = await started();
+    server.audio.set("v1", buildWav([0, 1, -1, 0.5, -0.5, 0.25]));
+    const bytes = await cake.speech.audio("voice", "v1");
+    expect(new TextDecoder().decode(bytes.subarray(0, 4))).toBe("RIFF");
+
+    expect(await cake.speech.peaks("voice", "v1", 3)).toEqual([
+      { min: 0, max: expect.closeTo(1, 3) },
+      { min: -1, max: 0.5 },
+      { min: -0.5, max: expect.closeTo(0.25, 3) },
+    ]);
+    expect(await cake.speech.peaks("voice", "v1", 2)).toHaveLength(2);
+    expect(api.voiceAudio).toHaveBeenCalledTimes(1);
+
+    await cake.speech.peaks("clip", "c-old", 10);
+    expect(api.clipAudio).toHaveBeenCalledWith("c-old");
+  });
+
+  it("tries a failed fetch again", async () => {
+    const { cake, api } = await started();
+    await expect(cake.speech.audio("voice", "missing")).rejects.toThrow(/no such item/);
+    await expect(cake.speech.audio("voice", "missing")).rejects.toThrow(/no such item/);
+    expect(api.voiceAudio).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe("model kinds", () => {
+  it("offers text models to the chat and speech models to the Speech screen", async () => {
+    const { cake, state } = await started({
+      models: [model("vv", { kind: "speech" }), model("old"), model("m1", { kind: "text" })],
+    });
+    expect(completeModels(state()).map((m) => m.id)).toEqual(["old", "m1"]);
+    expect(completeModels(state(), "speech").map((m) => m.id)).toEqual(["vv"]);
+    expect(speechModelId(state())).toBe("vv");
+    // A loaded speech model is not a chat model.
+    cake.store.update({ loadedModelId: "vv" });
+    expect(effectiveModelId(state(), selectedConversation(state()))).toBe("old");
+    await cake.chat.send("Hi");
+    expect(selectedConversation(state())?.model_id).toBe("old");
+  });
+
+  it("keeps the picked speech model while it is usable", async () => {
+    const { cake, state } = await started({
+      models: [model("vv", { kind: "speech" }), model("vv2", { kind: "speech" }), model("broken", { kind: "speech", status: "incomplete" })],
+    });
+    cake.speech.edit({ modelId: "vv2" });
+    expect(speechModelId(state())).toBe("vv2");
+    cake.speech.edit({ modelId: "broken" });
+    expect(speechModelId(state())).toBe("vv");
+  });
+});
