@@ -40,6 +40,21 @@ pub trait WeightStore: Send + Sync {
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor>;
 }
 
+impl<T: WeightStore + ?Sized> WeightStore for Box<T> {
+    fn origin(&self) -> String {
+        (**self).origin()
+    }
+    fn contains(&self, name: &str) -> bool {
+        (**self).contains(name)
+    }
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        (**self).shape(name)
+    }
+    fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
+        (**self).load(name, device)
+    }
+}
+
 /// How tensors are converted as they are loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadPolicy {

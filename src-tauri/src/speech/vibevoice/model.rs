@@ -13,7 +13,7 @@ use crate::models::decoder::Decoder;
 use crate::models::sources::folder::SafetensorsFolder;
 use crate::models::sources::renamed::RenamedStore;
 use crate::models::sources::selection::TensorSelection;
-use crate::models::weights::{LoadPolicy, Weights};
+use crate::models::weights::{LoadPolicy, WeightStore, Weights};
 use crate::text::tokenizer::TextTokenizer;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -48,17 +48,33 @@ impl VibeVoice {
             );
         }
         let tokenizer = TextTokenizer::from_folder(dir)?;
+        let store = SafetensorsFolder::open(dir, |_| true)?;
+        let lm_tensors = |n: &str| n.starts_with("model.language_model.") || n == "lm_head.weight";
+        let lm_store = SafetensorsFolder::open(dir, lm_tensors)?;
+        let mut model = Self::load_from(config, tokenizer, Box::new(store), Box::new(lm_store), dtype)?;
+        model.dir = dir.to_path_buf();
+        Ok(model)
+    }
+
+    /// Builds the model from `store` (every tensor, checkpoint names) and
+    /// `lm_store` (the language model's tensors, which may be the same store).
+    pub fn load_from(
+        config: VibeVoiceConfig,
+        tokenizer: TextTokenizer,
+        store: Box<dyn WeightStore>,
+        lm_store: Box<dyn WeightStore>,
+        dtype: DType,
+    ) -> Result<Self> {
+        let origin = store.origin();
         let tokens = SpeechTokens::from_tokenizer(&tokenizer)?;
         let policy = LoadPolicy {
             dtype,
             keep_quantized: false,
         };
         let device = Device::Cpu;
-        let weights = Weights::new(Box::new(SafetensorsFolder::open(dir, |_| true)?), policy, device.clone());
+        let weights = Weights::new(store, policy, device.clone());
         // The language model's tensors are nested under `model.language_model.`.
-        let lm_tensors = |n: &str| n.starts_with("model.language_model.") || n == "lm_head.weight";
-        let lm_store = RenamedStore::new(SafetensorsFolder::open(dir, lm_tensors)?, "model.", "model.language_model.");
-        let lm_weights = Weights::new(Box::new(lm_store), policy, device);
+        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, "model.", "model.language_model.")), policy, device);
         let lm_text = serde_json::to_string(&config.language_model)?;
         let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
             .context("decoder_config: the language model")?;
@@ -72,7 +88,7 @@ impl VibeVoice {
         let scalar = |name: &str| -> Result<f64> {
             let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
             if !value.is_finite() {
-                bail!("{}: `{name}` is not a finite number (an untrained checkpoint?)", dir.display());
+                bail!("{origin}: `{name}` is not a finite number (an untrained checkpoint?)");
             }
             Ok(value)
         };
@@ -85,7 +101,7 @@ impl VibeVoice {
             head: DiffusionHead::load(&weights, "model.prediction_head", &config.diffusion_head)?,
             scaling: scalar("model.speech_scaling_factor")?,
             bias: scalar("model.speech_bias_factor")?,
-            dir: dir.to_path_buf(),
+            dir: PathBuf::from(origin),
             config,
             tokenizer,
             tokens,
