@@ -1,7 +1,10 @@
 // The web UI in a real browser (Debian's Chromium, driven by playwright-core)
 // against a real `cake serve` with the default model: pick the model, chat
 // and watch the reply grow, stop a reply, reload and find the conversation,
-// and see a broken model fail to load without breaking the app.
+// see a broken model fail to load without breaking the app, and speak:
+// drop a voice WAV on the Speech screen, generate with the tiny VibeVoice
+// checkpoint (made talkative), watch progress and the waveform, download the
+// WAV, and see a dropped non-WAV file refused with the reason.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -14,6 +17,7 @@ import { tmpdir, homedir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
+import { execFileSync } from "node:child_process";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const cakeBin = path.resolve(process.env.CAKE_BIN ?? path.join(here, "../../target/debug/cake"));
@@ -186,5 +190,90 @@ test("a broken model shows the engine's error and chat with another model still 
   await send(page, "Say hello.");
   const reply = await watchReply(page);
   assert.ok(reply.lengths.at(-1) > 0, "the default model still answers");
+  await page.close();
+});
+
+/** A real drop of files onto `selector`, as a person dragging them from a file manager does. */
+async function dropFiles(page, selector, files) {
+  const dataTransfer = await page.evaluateHandle((items) => {
+    const transfer = new DataTransfer();
+    for (const { name, bytes, type } of items) transfer.items.add(new File([new Uint8Array(bytes)], name, { type }));
+    return transfer;
+  }, files.map(({ name, bytes, type }) => ({ name, bytes: Array.from(bytes), type })));
+  for (const kind of ["dragenter", "dragover", "drop"]) {
+    await page.dispatchEvent(selector, kind, { dataTransfer });
+  }
+}
+
+test("speech: drop a voice, generate with progress and a waveform, download the WAV", async () => {
+  const model = path.join(workDir, "talkative-vibevoice");
+  execFileSync("python3", [path.join(here, "../fixtures/make_talkative_vibevoice.py"), model]);
+  const page = await browser.newPage({ acceptDownloads: true });
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="models-button"]').click();
+  await page.locator('[data-testid="import-path"]').fill(model);
+  await page.locator('[data-testid="import-button"]').click();
+  await page.locator(`[data-testid="model-row"][data-model-id="file:${model}"]`).waitFor();
+
+  await page.locator('[data-testid="speech-button"]').click();
+  await page.locator('[data-testid="speech-view"]').waitFor();
+  await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
+
+  // A file that is not audio is refused with its name and the reason; nothing is added.
+  await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "notes.wav", bytes: Buffer.from("not audio at all"), type: "audio/wav" }]);
+  const refusal = page.locator('[data-testid="error-message"]', { hasText: "notes.wav" });
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /not a valid WAV file/);
+  assert.equal(await page.locator('[data-testid="voice-item"]').count(), 0);
+
+  // A real WAV dropped on the zone becomes a voice with its duration and waveform.
+  const voice = readFileSync(path.join(model, "voice0.wav"));
+  await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "alice.wav", bytes: voice, type: "audio/wav" }]);
+  const item = page.locator('[data-testid="voice-item"]').first();
+  await item.waitFor();
+  assert.match(await item.locator('[data-testid="voice-duration"]').innerText(), /^0:01$|0\.5/);
+  await item.locator('[data-testid="voice-waveform"]').waitFor();
+
+  await page.locator('[data-testid="speech-script"]').fill("Speaker 1: Hello there, how are you?");
+  const slot = page.locator('[data-testid="speech-voice-slot"]').first();
+  const voiceId = await item.getAttribute("data-voice-id");
+  await slot.locator('[data-testid="speech-voice-select"]').selectOption(voiceId);
+  const settings = page.locator('[data-testid="speech-settings"]');
+  if (!(await settings.evaluate((el) => el.open))) await settings.locator("summary").click();
+  await page.locator('[data-testid="speech-max-seconds"]').fill("2");
+  await page.locator('[data-testid="speech-seed"]').fill("5");
+  await page.locator('[data-testid="speech-generate"]').click();
+
+  // Progress: frames and seconds of audio so far.
+  const progress = page.locator('[data-testid="speech-progress"]');
+  await progress.waitFor();
+  const seen = new Set();
+  while ((await page.locator('[data-testid="clip-result"]').count()) === 0) {
+    const text = await progress.innerText().catch(() => "");
+    if (text) seen.add(text);
+    await page.waitForTimeout(20);
+  }
+  assert.ok([...seen].some((t) => /frame/i.test(t)), `progress mentions frames: ${[...seen]}`);
+  const waveform = page.locator('[data-testid="clip-result"] [data-testid="clip-waveform"]');
+  await waveform.waitFor();
+  assert.ok(Number(await waveform.getAttribute("data-bins")) > 0);
+  await page.screenshot({ path: path.join(outDir, "browser-speech.png") });
+
+  // Save downloads a 24 kHz 16-bit mono WAV of 2 s (15 frames of 3200 samples).
+  const [download] = await Promise.all([page.waitForEvent("download"), page.locator('[data-testid="clip-save"]').click()]);
+  const saved = path.join(outDir, "browser-speech.wav");
+  await download.saveAs(saved);
+  const wav = readFileSync(saved);
+  assert.equal(wav.toString("ascii", 0, 4), "RIFF");
+  assert.equal(wav.readUInt32LE(24), 24000, "sample rate");
+  assert.equal(wav.readUInt16LE(22), 1, "mono");
+  assert.equal(wav.readUInt16LE(34), 16, "16-bit");
+  assert.equal(wav.readUInt32LE(40), 15 * 3200 * 2, "data bytes");
+
+  // The clip is listed and survives a reload.
+  await page.reload();
+  await page.locator('[data-testid="speech-button"]').click();
+  await page.locator('[data-testid="clip-item"]').first().waitFor();
   await page.close();
 });

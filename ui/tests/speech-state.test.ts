@@ -39,7 +39,7 @@ describe("voices", () => {
     const bytes = buildWav([0, 0.5, -0.5]);
     const added = await cake.speech.addVoiceUpload("Carol.wav", bytes);
 
-    expect(api.addVoice).toHaveBeenCalledWith({ name: "Carol", wav_base64: bytesToBase64(bytes) });
+    expect(api.addVoice).toHaveBeenCalledWith({ name: "Carol", wav_base64: bytesToBase64(bytes), file_name: "Carol.wav" });
     expect(added?.name).toBe("Carol");
     expect(state().voices.map((v) => v.name)).toEqual(["Carol", "Bob", "Alice"]);
     expect(state().addingVoices).toBe(0);

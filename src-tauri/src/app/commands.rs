@@ -57,6 +57,9 @@ struct AddVoiceArgs {
     path: Option<String>,
     #[serde(default)]
     wav_base64: Option<String>,
+    /// The uploaded file's name, for messages (default: `name`).
+    #[serde(default)]
+    file_name: Option<String>,
 }
 
 /// Arguments of `speak`.
@@ -147,7 +150,7 @@ impl App {
                     (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
                     (None, Some(data)) => {
                         let bytes = base64_decode(&data).map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
-                        self.speech.add_voice_bytes(&a.name, &a.name, &bytes)
+                        self.speech.add_voice_bytes(&a.name, a.file_name.as_deref().unwrap_or(&a.name), &bytes)
                     }
                     _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
                 };

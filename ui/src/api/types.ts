@@ -289,7 +289,7 @@ export interface Clip {
 }
 
 /** `add_voice` args: a file on the serving machine (desktop) or an upload (browser). */
-export type VoiceSource = { name: string; path: string } | { name: string; wav_base64: string };
+export type VoiceSource = { name: string; path: string } | { name: string; wav_base64: string; file_name?: string };
 
 /** `voice_audio` / `clip_audio`: a 16-bit PCM mono WAV file, base64-encoded. */
 export interface WavAudio {

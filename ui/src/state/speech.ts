@@ -75,7 +75,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
 
   /** Add an uploaded file (the browser's drops and file input). */
   function addVoiceUpload(fileName: string, bytes: Uint8Array): Promise<Voice | null> {
-    return addVoice({ name: fileStem(fileName), wav_base64: bytesToBase64(bytes) });
+    return addVoice({ name: fileStem(fileName), wav_base64: bytesToBase64(bytes), file_name: fileName });
   }
 
   async function deleteVoice(id: string): Promise<void> {
