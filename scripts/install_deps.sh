@@ -19,7 +19,7 @@ need_cmd node nodejs
 need_cmd npm npm
 if command -v dpkg-query >/dev/null; then
   for p in libwebkit2gtk-4.1-dev libsoup-3.0-dev libjavascriptcoregtk-4.1-dev libgtk-3-dev \
-           librsvg2-dev libayatana-appindicator3-dev libssl-dev libdbus-1-dev; do
+           librsvg2-dev libayatana-appindicator3-dev libssl-dev libdbus-1-dev libasound2-dev; do
     need_pkg "$p"
   done
 fi

@@ -125,3 +125,23 @@ fn voices_clips_and_the_openai_speech_route() {
     assert!(call(&server, "list_clips", json!({}))["clips"].as_array().unwrap().is_empty());
     assert_eq!(call(&server, "list_voices", json!({}))["voices"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn cake_tts_writes_speech_and_playback_without_a_device_is_only_a_notice() {
+    let root = tempfile::tempdir().unwrap();
+    let model = talkative_model(root.path());
+    let out = root.path().join("speech.wav");
+    let voice = model.join("voice0.wav");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+        .args(["tts", "--model", model.to_str().unwrap(), "--voice", voice.to_str().unwrap()])
+        .args(["--text", "Hello there.", "--out", out.to_str().unwrap(), "--seed", "1", "--max-seconds", "0.5", "--play"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(wav_facts(&std::fs::read(&out).unwrap()), (24_000, 1, 16, 4 * 3200));
+    let has_device = std::path::Path::new("/dev/snd").exists();
+    if !has_device {
+        assert!(stderr.contains("playback is unavailable") && stderr.contains("speech.wav"), "{stderr}");
+    }
+}

@@ -4,7 +4,9 @@
 //!
 //! - [`wav`]: reading (with every check a hostile file needs) and writing.
 //! - [`resample`]: band-limited sample-rate conversion.
+//! - [`playback`]: playing audio on the default output device.
 
+pub mod playback;
 pub mod resample;
 pub mod wav;
 

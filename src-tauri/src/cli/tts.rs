@@ -42,6 +42,9 @@ pub struct TtsArgs {
     /// Stop after this many seconds of audio.
     #[arg(long)]
     pub max_seconds: Option<f64>,
+    /// Also play the speech on this machine's audio output.
+    #[arg(long)]
+    pub play: bool,
 }
 
 /// Prints progress to stderr about twice a second.
@@ -110,5 +113,11 @@ pub fn run(args: TtsArgs) -> Result<()> {
         output.end,
         progress.started.elapsed().as_secs_f64()
     );
+    if args.play {
+        // No audio device is not a failure: the file is there.
+        if let Err(e) = crate::audio::playback::play(&audio) {
+            eprintln!("{e:#}; the speech is in {}", args.out.display());
+        }
+    }
     Ok(())
 }
