@@ -178,3 +178,33 @@ fn cake_pull_list_and_rm() {
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
     assert!(!root.path().join("hf/models--tiny-org--tiny-qwen2").exists());
 }
+
+#[test]
+fn a_vibevoice_download_fetches_the_tokenizer_it_lacks_from_its_language_model() {
+    let fixture = common::fixture("tiny/vibevoice");
+    let tokenizer_files: &[&str] = &["tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "added_tokens.json"];
+    let hub = common::fake_hub::FakeHub::start_repos(
+        &[("microsoft/VibeVoice-1.5B", &fixture, tokenizer_files), ("Qwen/Qwen2.5-1.5B", &fixture, &[])],
+        Behaviour::default(),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let snapshot = downloader.download("microsoft/VibeVoice-1.5B", &mut |_| true).unwrap();
+    assert!(!snapshot.join("tokenizer.json").exists(), "the checkpoint itself ships no tokenizer");
+    assert!(snapshot.join("preprocessor_config.json").exists());
+    // Only the tokenizer of the language model was fetched, into the shared cache.
+    let qwen = cache.path().join(format!("models--Qwen--Qwen2.5-1.5B/snapshots/{COMMIT}"));
+    assert!(qwen.join("tokenizer.json").exists());
+    assert!(!qwen.join("model.safetensors").exists(), "not the language model's weights");
+
+    let catalog = Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    let entry = catalog.find("hf:microsoft/VibeVoice-1.5B").unwrap();
+    assert_eq!(entry.status, ModelStatus::Complete, "{:?}", entry.problem);
+    assert_eq!(entry.architecture.as_deref(), Some("vibevoice"));
+    assert_eq!(entry.kind, cake::library::catalog::ModelKind::Speech);
+    // Without that tokenizer in the cache the model is incomplete, and says what to add.
+    std::fs::remove_dir_all(cache.path().join("models--Qwen--Qwen2.5-1.5B")).unwrap();
+    let entry = catalog.find("hf:microsoft/VibeVoice-1.5B").unwrap();
+    assert_eq!(entry.status, ModelStatus::Incomplete);
+    assert!(entry.problem.as_deref().unwrap().contains("Qwen/Qwen2.5-1.5B's tokenizer.json"), "{:?}", entry.problem);
+}

@@ -31,7 +31,8 @@ pub struct Behaviour {
 }
 
 struct Hub {
-    files: BTreeMap<String, Vec<u8>>,
+    /// Files by repo id (`*`: every repo asked for).
+    repos: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     behaviour: Mutex<Behaviour>,
     /// `(path, range header)` of every GET.
     log: Mutex<Vec<(String, Option<String>)>>,
@@ -52,18 +53,27 @@ fn small_etag(bytes: &[u8]) -> String {
 }
 
 impl FakeHub {
-    /// Serves every file of `folder` as the model repo `org/name`.
+    /// Serves every file of `folder` as any model repo `org/name`.
     pub fn start(folder: &std::path::Path, behaviour: Behaviour) -> Self {
-        let mut files = BTreeMap::new();
-        for entry in std::fs::read_dir(folder).unwrap() {
-            let entry = entry.unwrap();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name != "reference.json" {
-                files.insert(name, std::fs::read(entry.path()).unwrap());
+        Self::start_repos(&[("*", folder, &[])], behaviour)
+    }
+
+    /// Serves several repos: `(repo id, folder, files of the folder left out)`.
+    pub fn start_repos(repos: &[(&str, &std::path::Path, &[&str])], behaviour: Behaviour) -> Self {
+        let mut served = BTreeMap::new();
+        for (repo, folder, left_out) in repos {
+            let mut files = BTreeMap::new();
+            for entry in std::fs::read_dir(folder).unwrap() {
+                let entry = entry.unwrap();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !name.starts_with("reference.") && !left_out.contains(&name.as_str()) {
+                    files.insert(name, std::fs::read(entry.path()).unwrap());
+                }
             }
+            served.insert(repo.to_string(), files);
         }
         let hub = Arc::new(Hub {
-            files,
+            repos: served,
             behaviour: Mutex::new(behaviour),
             log: Mutex::new(Vec::new()),
         });
@@ -95,7 +105,13 @@ impl FakeHub {
     }
 
     pub fn weights_len(&self) -> usize {
-        self.hub.files[WEIGHTS].len()
+        self.hub.repos["*"][WEIGHTS].len()
+    }
+}
+
+impl Hub {
+    fn files(&self, org: &str, name: &str) -> Option<&BTreeMap<String, Vec<u8>>> {
+        self.repos.get(&format!("{org}/{name}")).or_else(|| self.repos.get("*"))
     }
 }
 
@@ -109,20 +125,23 @@ async fn repo_info(State(hub): State<Arc<Hub>>, Path((org, name)): Path<(String,
     if let Some(r) = refused(&hub) {
         return r;
     }
-    let siblings: Vec<_> = hub.files.keys().map(|f| serde_json::json!({"rfilename": f})).collect();
+    let Some(files) = hub.files(&org, &name) else {
+        return (StatusCode::NOT_FOUND, "Repository not found").into_response();
+    };
+    let siblings: Vec<_> = files.keys().map(|f| serde_json::json!({"rfilename": f})).collect();
     axum::Json(serde_json::json!({"id": format!("{org}/{name}"), "sha": COMMIT, "siblings": siblings})).into_response()
 }
 
 async fn resolve(
     State(hub): State<Arc<Hub>>,
     method: Method,
-    Path((_org, _name, file)): Path<(String, String, String)>,
+    Path((org, name, file)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
     if let Some(r) = refused(&hub) {
         return r;
     }
-    let Some(bytes) = hub.files.get(&file) else {
+    let Some(bytes) = hub.files(&org, &name).and_then(|f| f.get(&file)) else {
         return (StatusCode::NOT_FOUND, "Entry not found").into_response();
     };
     if file == WEIGHTS {
@@ -153,10 +172,10 @@ fn range_of(headers: &HeaderMap) -> Option<String> {
 }
 
 async fn cdn(State(hub): State<Arc<Hub>>, Path(sha): Path<String>, headers: HeaderMap) -> Response {
-    let mut bytes = hub.files[WEIGHTS].clone();
-    if sha != sha256_hex(&bytes) {
+    let found = hub.repos.values().filter_map(|f| f.get(WEIGHTS)).find(|b| sha256_hex(b) == sha);
+    let Some(mut bytes) = found.cloned() else {
         return (StatusCode::NOT_FOUND, "no such object").into_response();
-    }
+    };
     let range = range_of(&headers);
     hub.log.lock().unwrap().push((format!("/cdn/{sha}"), range.clone()));
     let behaviour = std::mem::take(&mut hub.behaviour.lock().unwrap().cut_weights_after);

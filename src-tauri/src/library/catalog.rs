@@ -13,6 +13,7 @@ use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::HfConfig;
 use crate::models::families;
 use crate::speech::vibevoice::config::VibeVoiceConfig;
+use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -121,7 +122,7 @@ impl Catalog {
 
     /// Every model the app knows of, default first.
     pub fn list(&self) -> Result<Vec<ModelEntry>> {
-        Ok(self.candidates()?.into_iter().map(Candidate::inspect).collect())
+        Ok(self.candidates()?.into_iter().map(|c| c.inspect(&self.hf_cache)).collect())
     }
 
     /// The entry with `id` (only that model's files are inspected).
@@ -129,7 +130,7 @@ impl Catalog {
         self.candidates()?
             .into_iter()
             .find(|c| c.id == id)
-            .map(Candidate::inspect)
+            .map(|c| c.inspect(&self.hf_cache))
             .with_context(|| format!("no model with id `{id}` in the library"))
     }
 
@@ -201,7 +202,7 @@ impl Catalog {
     /// Adds a GGUF file or model folder to the list; refuses what is not a model.
     pub fn import(&self, path: &Path) -> Result<ModelEntry> {
         let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such file or folder", path.display()))?;
-        let inspection = inspect(&path);
+        let inspection = inspect(&path, &self.hf_cache);
         if inspection.status == ModelStatus::NotAModel {
             bail!(
                 "{} is not a model: {}",
@@ -252,8 +253,8 @@ struct Candidate {
 
 impl Candidate {
     /// Reads the model's headers to fill in its row.
-    fn inspect(self) -> ModelEntry {
-        let mut inspection = inspect(&self.path);
+    fn inspect(self, hf_cache: &Path) -> ModelEntry {
+        let mut inspection = inspect(&self.path, hf_cache);
         if self.partial_download && inspection.status == ModelStatus::Complete {
             inspection.status = ModelStatus::Incomplete;
             inspection.problem = Some("a download of this model did not finish".into());
@@ -295,8 +296,9 @@ fn disk_size(path: &Path) -> u64 {
 }
 
 /// Reads headers only to describe the model at `path`.
-fn inspect(path: &Path) -> Inspection {
-    let result = if path.is_dir() { inspect_folder(path) } else { inspect_gguf(path) };
+/// What the model at `path` is (`hf_cache`: where a VibeVoice model's tokenizer may be).
+fn inspect(path: &Path, hf_cache: &Path) -> Inspection {
+    let result = if path.is_dir() { inspect_folder(path, hf_cache) } else { inspect_gguf(path) };
     result.unwrap_or_else(|e| Inspection::not_a_model(format!("{e:#}")))
 }
 
@@ -320,7 +322,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     })
 }
 
-fn inspect_folder(dir: &Path) -> Result<Inspection> {
+fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     let config_path = dir.join("config.json");
     if !config_path.exists() {
         bail!("no config.json in {}", dir.display());
@@ -370,13 +372,14 @@ fn inspect_folder(dir: &Path) -> Result<Inspection> {
     }
     inspection.parameters = Some(parameters);
     inspection.dtype = most_common(by_dtype);
-    if !dir.join("tokenizer.json").exists() {
+    if speech {
+        if let Err(e) = tokenizer_dir(dir, hf_cache) {
+            inspection.status = ModelStatus::Incomplete;
+            inspection.problem = Some(format!("{e:#}"));
+        }
+    } else if !dir.join("tokenizer.json").exists() {
         inspection.status = ModelStatus::Incomplete;
-        inspection.problem = Some(if speech {
-            "VibeVoice checkpoints ship no tokenizer: add Qwen2.5's tokenizer.json (from Qwen/Qwen2.5-1.5B) to the folder".into()
-        } else {
-            "no tokenizer.json in the model folder".into()
-        });
+        inspection.problem = Some("no tokenizer.json in the model folder".into());
     }
     Ok(inspection)
 }

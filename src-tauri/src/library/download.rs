@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Files besides the weights that a text model needs.
-const TEXT_FILES: [&str; 6] = [
+const TEXT_FILES: [&str; 7] = [
     "config.json",
+    "preprocessor_config.json",
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
@@ -100,11 +101,39 @@ impl Downloader {
         }
     }
 
-    /// Downloads what a text model needs from `repo_id`; returns its snapshot
-    /// folder. `on_progress` returning `false` cancels.
+    /// Downloads what a model needs from `repo_id` (for a VibeVoice model,
+    /// also the tokenizer it lacks); returns its snapshot folder.
+    /// `on_progress` returning `false` cancels.
     pub fn download(
         &self,
         repo_id: &str,
+        on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
+    ) -> Result<PathBuf, DownloadError> {
+        let snapshot = self.download_files(repo_id, &|available, url| self.files_to_fetch(repo_id, available, url), on_progress)?;
+        let is_vibevoice = std::fs::read(snapshot.join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|c| c["model_type"] == "vibevoice");
+        if is_vibevoice && !snapshot.join("tokenizer.json").exists() {
+            // VibeVoice ships no tokenizer: fetch its language model's (only the tokenizer files).
+            let tokenizer_repo = crate::speech::vibevoice::tokenizer_source::tokenizer_repo(&snapshot);
+            let choose = |available: &[String], _: &dyn Fn(&str) -> String| -> Result<Vec<String>> {
+                if !available.iter().any(|a| a == "tokenizer.json") {
+                    bail!("{tokenizer_repo} has no tokenizer.json, which {repo_id} needs");
+                }
+                Ok(["tokenizer.json", "tokenizer_config.json"].iter().filter(|n| available.iter().any(|a| a == *n)).map(|n| n.to_string()).collect())
+            };
+            self.download_files(&tokenizer_repo, &choose, on_progress)?;
+        }
+        Ok(snapshot)
+    }
+
+    /// Downloads the files `choose(available, url_of)` picks from `repo_id`
+    /// into the cache and records the snapshot; returns its folder.
+    fn download_files(
+        &self,
+        repo_id: &str,
+        choose: &dyn Fn(&[String], &dyn Fn(&str) -> String) -> Result<Vec<String>>,
         on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
     ) -> Result<PathBuf, DownloadError> {
         if !hf_cache::looks_like_repo_id(repo_id) {
@@ -119,7 +148,7 @@ impl Downloader {
         let repo = api.repo(Repo::new(repo_id.to_string(), RepoType::Model));
         let info = repo.info().map_err(|e| hub_error(repo_id, e))?;
         let available: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
-        let names = self.files_to_fetch(repo_id, &available, |name| repo.url(name))?;
+        let names = choose(&available, &|name| repo.url(name))?;
         let files = names
             .iter()
             .map(|name| self.describe(repo_id, name, &repo.url(name)))
@@ -150,7 +179,7 @@ impl Downloader {
 
     /// The repo's files a text model needs: config and tokenizer files, and
     /// the safetensors weights (the single file, or the index and its shards).
-    fn files_to_fetch(&self, repo_id: &str, available: &[String], url: impl Fn(&str) -> String) -> Result<Vec<String>> {
+    fn files_to_fetch(&self, repo_id: &str, available: &[String], url: &dyn Fn(&str) -> String) -> Result<Vec<String>> {
         let has = |name: &str| available.iter().any(|a| a == name);
         if !has("config.json") {
             bail!("{repo_id} has no config.json: it is not a transformers model Cake can download");

@@ -6,6 +6,7 @@
 //! - [`connector`]: speech features into the language model's embedding space.
 //! - [`causal_conv`]: the causal (streamable) convolutions of the speech tokenizers.
 //! - [`speech_tokenizer`]: the acoustic encoder/decoder and the semantic encoder.
+//! - [`tokenizer_source`]: where the (unshipped) text tokenizer is found.
 //! - [`processor`]: scripts and voice prompts into the model's prompt.
 //! - [`noise`]: the sampler's random numbers (seeded, or a recorded tape).
 //! - [`model`]: a loaded checkpoint; [`generate`]: speaking a prompt.
@@ -20,3 +21,4 @@ pub mod noise;
 pub mod processor;
 pub mod scheduler;
 pub mod speech_tokenizer;
+pub mod tokenizer_source;

@@ -7,6 +7,7 @@ use super::connector::SpeechConnector;
 use super::diffusion_head::DiffusionHead;
 use super::noise::NoiseSource;
 use super::processor::SpeechTokens;
+use super::tokenizer_source::tokenizer_dir;
 use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
 use crate::models::config::HfConfig;
 use crate::models::decoder::Decoder;
@@ -41,13 +42,7 @@ impl VibeVoice {
     /// its tokenizer; computes in `dtype`.
     pub fn load(dir: &Path, dtype: DType) -> Result<Self> {
         let config = VibeVoiceConfig::from_dir(dir)?;
-        if !dir.join("tokenizer.json").exists() {
-            bail!(
-                "{}: VibeVoice checkpoints ship no tokenizer; add Qwen2.5's tokenizer.json (from Qwen/Qwen2.5-1.5B) to the folder",
-                dir.display()
-            );
-        }
-        let tokenizer = TextTokenizer::from_folder(dir)?;
+        let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::library::hf_cache::cache_dir())?)?;
         let store = SafetensorsFolder::open(dir, |_| true)?;
         let lm_tensors = |n: &str| n.starts_with("model.language_model.") || n == "lm_head.weight";
         let lm_store = SafetensorsFolder::open(dir, lm_tensors)?;
