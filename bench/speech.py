@@ -113,39 +113,16 @@ from vibevoice.modular.modular_vibevoice_text_tokenizer import VibeVoiceTextToke
 from vibevoice.processor.vibevoice_processor import VibeVoiceProcessor  # noqa: E402
 from vibevoice.processor.vibevoice_tokenizer_processor import VibeVoiceTokenizerProcessor  # noqa: E402
 
+# The fixture generator's model helpers (it sets one torch thread on import: reset after).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
+from generate_tiny_vibevoice import reinit_weights, tokenizer_config  # noqa: E402
+
 torch.set_num_threads(ARGS.threads)
 hf_logging.set_verbosity_error()
 
 
 # --------------------------------------------------------------------------------------
 # model
-
-
-def speech_tokenizer_config(vae_dim, gaussian, filters, depths, with_decoder):
-    cfg = dict(
-        channels=1,
-        corpus_normalize=0.0,
-        causal=True,
-        vae_dim=vae_dim,
-        fix_std=0.5 if gaussian else 0,
-        std_dist_type="gaussian" if gaussian else "none",
-        mixer_layer="depthwise_conv",
-        conv_norm="none",
-        pad_mode="constant",
-        disable_last_norm=True,
-        layernorm="RMSNorm",
-        layernorm_eps=1e-5,
-        layernorm_elementwise_affine=True,
-        conv_bias=True,
-        layer_scale_init_value=1e-6,
-        weight_init_value=1e-2,
-        encoder_n_filters=filters,
-        encoder_ratios=RATIOS,
-        encoder_depths=depths,
-    )
-    if with_decoder:
-        cfg.update(decoder_n_filters=filters, decoder_ratios=RATIOS, decoder_depths=None)
-    return cfg
 
 
 def build_config(args, vocab_size, eos_id):
@@ -192,8 +169,8 @@ def build_config(args, vocab_size, eos_id):
         ddpm_batch_mul=4,
     )
     config = VibeVoiceConfig(
-        acoustic_tokenizer_config=speech_tokenizer_config(64, True, args.filters, args.depths, True),
-        semantic_tokenizer_config=speech_tokenizer_config(128, False, args.filters, args.depths, False),
+        acoustic_tokenizer_config=tokenizer_config(64, True, args.filters, args.depths, RATIOS),
+        semantic_tokenizer_config=tokenizer_config(128, False, args.filters, args.depths, RATIOS),
         decoder_config=decoder,
         diffusion_head_config=head,
         torch_dtype="float32",
@@ -203,30 +180,9 @@ def build_config(args, vocab_size, eos_id):
 
 
 def redraw_weights(model, seed):
-    """The package's init zeroes the adaLN modulations and the head's last layer and sets
-    1e-6 layer scales, which would make most of the network a no-op. Redraw every parameter
-    with scales that keep activations O(1)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            shape = tuple(p.shape)
-            if name.endswith("gamma"):  # Block1D layer scales
-                v = 0.1 + 0.3 * torch.rand(shape, generator=g)
-            elif p.ndim == 1 and "norm" in name and name.endswith("weight"):
-                v = 1.0 + 0.1 * torch.randn(shape, generator=g)
-            elif name.endswith("bias"):
-                v = 0.05 * torch.randn(shape, generator=g)
-            elif "embed_tokens" in name:
-                v = torch.randn(shape, generator=g)
-            elif ".convtr." in name and p.ndim == 3:  # ConvTranspose1d [in, out, k]
-                v = torch.randn(shape, generator=g) / math.sqrt(2 * shape[0])
-            elif p.ndim == 3:  # Conv1d [out, in / groups, k]
-                v = torch.randn(shape, generator=g) / math.sqrt(shape[1] * shape[2])
-            elif p.ndim == 2:  # Linear [out, in]
-                v = torch.randn(shape, generator=g) / math.sqrt(shape[1])
-            else:
-                raise RuntimeError(f"no rule for parameter {name} {shape}")
-            p.copy_(v.to(p.dtype))
+    """The package's init makes most of the network a no-op (zeroed adaLN, 1e-6 layer
+    scales); redraw every parameter as the fixture generator does."""
+    reinit_weights(model, seed)
 
 
 def make_talkative(model, frame_token):
