@@ -133,19 +133,23 @@ fn a_master_with_the_wrong_key_is_refused() {
 #[test]
 fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     let place = Place::new("discovery");
-    let a = Worker::advertised(&place, "disc-a", None, DISCOVERY_KEY);
-    let b = Worker::advertised(&place, "disc-b", None, DISCOVERY_KEY);
     let stranger = Worker::advertised(&place, "stranger", None, "some other cluster");
-    let discovered_run = |model: &Path, master_memory: u64, prompt: &[&str]| {
+    // Each model gets its own pair of workers, with memory caps that leave the
+    // planner one choice: a third of the layers on each process (measured
+    // speeds vary too much on a busy machine to rely on them).
+    let discovered_run = |model: &Path, caps: [u64; 3], prompt: &[&str]| {
+        let a = Worker::advertised(&place, "disc-a", Some(caps[1]), DISCOVERY_KEY);
+        let b = Worker::advertised(&place, "disc-b", Some(caps[2]), DISCOVERY_KEY);
         let out = place
             .command(env!("CARGO_BIN_EXE_cake"))
             .args(["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"])
             .args(prompt)
             .args(["--cluster-key", DISCOVERY_KEY, "--mdns-iface", "lo", "--discovery-timeout", "3"])
-            .args(["--max-memory", &master_memory.to_string()])
+            .args(["--max-memory", &caps[0].to_string()])
             .env("RAYON_NUM_THREADS", "2")
             .output()
             .unwrap();
+        drop((a, b));
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{err}");
         assert!(err.contains("found worker disc-a") && err.contains("found worker disc-b"), "{err}");
@@ -159,14 +163,14 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
 
-    // The tiny fixtures: the master keeps only the embedding and head.
+    // The tiny fixtures (two layers): the master keeps only the embedding and head.
     for family in ["llama3_rope_scaling", "llama_tied", "qwen2", "qwen3", "mistral_window"] {
         let dir = fixture(&format!("tiny/{family}"));
-        let (_, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
+        let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         let ids = join_ids(&prompt);
-        let result = discovered_run(&dir, other, &["--prompt-tokens", &ids, "--max-tokens", "16"]);
+        let result = discovered_run(&dir, [other, layers[0], layers[1]], &["--prompt-tokens", &ids, "--max-tokens", "16"]);
         assert_eq!(result["tokens"], reference["greedy_tokens"], "{family}");
     }
 
@@ -174,13 +178,14 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let third: u64 = layers.iter().take(layers.len() / 3).sum();
+    let rest = layers.iter().sum::<u64>() - 2 * third;
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
-    let split = discovered_run(&model, other + third, &prompt);
+    let split = discovered_run(&model, [other + third, third, rest], &prompt);
     let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
     let single = cake_json(&single_args);
     assert_eq!(split["tokens"], single["tokens"]);
-    drop((a, b, stranger));
+    drop(stranger);
 }
 
 #[test]
