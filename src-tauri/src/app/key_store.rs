@@ -31,7 +31,7 @@ const ACCOUNT: &str = "cluster-key";
 impl KeyStore {
     /// A store whose fallback file is `file`.
     pub fn new(file: PathBuf) -> Self {
-        let use_keyring = cfg!(feature = "gui") && std::env::var("CAKE_KEYRING").map_or(true, |v| v != "off");
+        let use_keyring = cfg!(feature = "gui") && std::env::var("CAKE_KEYRING").map_or(true, |v| v != "off") && keyring_reachable();
         Self { file, use_keyring }
     }
 
@@ -76,6 +76,18 @@ impl KeyStore {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Whether an OS keyring can be reached without side effects. On Linux the
+/// Secret Service lives on the session bus: without one configured
+/// (`DBUS_SESSION_BUS_ADDRESS`), libdbus would try to autolaunch a bus for
+/// the X display, which disturbed the desktop window's WebKit; use the file.
+fn keyring_reachable() -> bool {
+    if cfg!(target_os = "linux") {
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+    } else {
+        true
     }
 }
 
