@@ -91,7 +91,7 @@ fn speech_matches_the_reference_package_step_by_step() {
         let row = checker.get("proc.speech_tensors").get(k).unwrap().narrow(0, 0, voice.len()).unwrap();
         checker.check_against(&format!("voice {k}"), &Tensor::new(voice.as_slice(), &Device::Cpu).unwrap(), &row);
     }
-    let settings = SpeechSettings { cfg_scale: meta["cfg_scale"].as_f64().unwrap(), steps: meta["diffusion_steps"].as_u64().unwrap() as usize, max_frames: None };
+    let settings = SpeechSettings { cfg_scale: meta["cfg_scale"].as_f64().unwrap(), steps: meta["diffusion_steps"].as_u64().unwrap() as usize, max_seconds: None };
     let output = model.generate(&prompt, &settings, &mut NoiseTape::new(tape), &mut checker).unwrap();
     assert_eq!(output.tokens, ids("generated"));
     assert_eq!(output.end, SpeechEnd::EndOfText);

@@ -103,14 +103,19 @@ impl Server {
         self.post_raw(path, &body.to_string())
     }
 
-    /// POSTs JSON and returns the status, content type and raw body bytes.
-    pub fn post_bytes(&self, path: &str, body: &Value) -> (u16, String, Vec<u8>) {
-        let response = any_status(
+    /// POSTs `body` as JSON; the response whatever its status.
+    fn post_json(&self, path: &str, body: &Value) -> ureq::Response {
+        any_status(
             self.agent
                 .post(&format!("{}{path}", self.base))
                 .set("content-type", "application/json")
                 .send_string(&body.to_string()),
-        );
+        )
+    }
+
+    /// POSTs JSON and returns the status, content type and raw body bytes.
+    pub fn post_bytes(&self, path: &str, body: &Value) -> (u16, String, Vec<u8>) {
+        let response = self.post_json(path, body);
         let status = response.status();
         let content_type = response.content_type().to_string();
         let mut bytes = Vec::new();
@@ -128,12 +133,7 @@ impl Server {
     /// `keep_going(index, payload)` after each; reading stops (and the
     /// connection closes) when it returns false.
     pub fn stream(&self, path: &str, body: &Value, mut keep_going: impl FnMut(usize, &str) -> bool) -> (u16, Vec<String>) {
-        let response = any_status(
-            self.agent
-                .post(&format!("{}{path}", self.base))
-                .set("content-type", "application/json")
-                .send_string(&body.to_string()),
-        );
+        let response = self.post_json(path, body);
         let status = response.status();
         let mut payloads = Vec::new();
         let mut reader = BufReader::new(response.into_reader());

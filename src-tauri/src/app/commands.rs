@@ -299,17 +299,15 @@ impl App {
         if !(0.0..=10.0).contains(&cfg_scale) {
             return Err(ApiError::BadRequest("speak: `cfg_scale` must be between 0 and 10".into()));
         }
-        let max_frames = match a.max_seconds {
-            Some(s) if !(s > 0.0) => return Err(ApiError::BadRequest("speak: `max_seconds` must be positive".into())),
-            Some(s) => Some((s * 7.5).ceil() as usize),
-            None => None,
-        };
+        if a.max_seconds.is_some_and(|s| !(s > 0.0)) {
+            return Err(ApiError::BadRequest("speak: `max_seconds` must be positive".into()));
+        }
         Ok(SpeakJob {
             model,
             script: a.script,
             voice_ids: a.voice_ids,
             voices,
-            settings: SpeechSettings { cfg_scale, steps, max_frames },
+            settings: SpeechSettings { cfg_scale, steps, max_seconds: a.max_seconds },
             seed: a.seed.unwrap_or_else(rand::random),
             keep_clip,
             library: self.speech.clone(),

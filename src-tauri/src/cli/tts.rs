@@ -88,7 +88,7 @@ pub fn run(args: TtsArgs) -> Result<()> {
     let settings = SpeechSettings {
         cfg_scale: args.cfg_scale,
         steps: args.steps,
-        max_frames: args.max_seconds.map(|s| (s * SAMPLE_RATE as f64 / model.hop() as f64).ceil().max(1.0) as usize),
+        max_seconds: args.max_seconds,
     };
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut progress = Progress {

@@ -23,8 +23,9 @@ pub struct SpeechSettings {
     pub cfg_scale: f64,
     /// Diffusion steps per frame (10 in the reference demo).
     pub steps: usize,
-    /// Stop after this many frames at most (the model's own cap is twice the prompt).
-    pub max_frames: Option<usize>,
+    /// Stop after about this many seconds of audio (whole frames, at least
+    /// one); the model's own cap is twice the prompt's length in steps.
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for SpeechSettings {
@@ -32,7 +33,7 @@ impl Default for SpeechSettings {
         Self {
             cfg_scale: 1.3,
             steps: 10,
-            max_frames: None,
+            max_seconds: None,
         }
     }
 }
@@ -104,6 +105,9 @@ impl VibeVoice {
             bail!("the prompt has {prompt_len} tokens but the model's context length is {context}");
         }
         let max_steps = (context - prompt_len).min(2 * prompt_len);
+        let max_frames = settings
+            .max_seconds
+            .map(|s| (s * crate::speech::voice_prompt::SAMPLE_RATE as f64 / self.hop() as f64).ceil().max(1.0) as usize);
 
         // Prefill: the prompt's embeddings with the voice frames put in their slots.
         let mut embeds = lm.embed(&prompt.input_ids)?.squeeze(0)?;
@@ -165,7 +169,7 @@ impl VibeVoice {
                     end = SpeechEnd::Stopped;
                     break;
                 }
-                if settings.max_frames.is_some_and(|m| frames >= m) {
+                if max_frames.is_some_and(|m| frames >= m) {
                     break;
                 }
             }
