@@ -8,69 +8,15 @@ mod common;
 
 use cake::models::loader::Checkpoint;
 use common::place::Place;
+use common::worker::Worker;
 use common::{cake_json, fixture, join_ids};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
-
-/// A `cake worker` process on a free loopback port.
-struct Worker {
-    child: Child,
-    address: String,
-    /// The worker's own data folder (its weight cache).
-    data: tempfile::TempDir,
-}
-
-impl Worker {
-    fn start(name: &str, max_memory: Option<u64>) -> Self {
-        Self::start_with_key(name, max_memory, KEY)
-    }
-
-    /// A worker named explicitly by the master: no mDNS at all.
-    fn start_with_key(name: &str, max_memory: Option<u64>, key: &str) -> Self {
-        Self::spawn(Command::new(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &["--no-mdns"])
-    }
-
-    /// A worker that advertises itself over mDNS on IPv4 loopback, inside `place`.
-    fn advertised(place: &Place, name: &str, max_memory: Option<u64>, key: &str) -> Self {
-        Self::spawn(place.command(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &["--mdns-iface", "lo"])
-    }
-
-    fn spawn(mut command: Command, name: &str, max_memory: Option<u64>, key: &str, extra: &[&str]) -> Self {
-        let data = tempfile::tempdir().unwrap();
-        command
-            .env("CAKE_DATA_DIR", data.path())
-            .args(["worker", "--name", name, "--host", "127.0.0.1", "--port", "0"])
-            .args(extra)
-            .env("CAKE_CLUSTER_KEY", key)
-            .env("RAYON_NUM_THREADS", "1")
-            .stderr(Stdio::piped());
-        if let Some(bytes) = max_memory {
-            command.args(["--max-memory", &bytes.to_string()]);
-        }
-        let mut child = command.spawn().expect("cake worker starts");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let address = loop {
-            let line = lines.next().expect("the worker reports its address").unwrap();
-            if let Some(rest) = line.split(" ready on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, address, data }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {
@@ -91,8 +37,8 @@ fn tiny_models_split_over_three_processes_match_transformers() {
         let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
         assert_eq!(layers.len(), 2);
         // The master keeps only the embedding and head; each worker fits one layer.
-        let a = Worker::start("a", Some(layers[0]));
-        let b = Worker::start("b", Some(layers[1]));
+        let a = Worker::start(KEY, "a", Some(layers[0]));
+        let b = Worker::start(KEY, "b", Some(layers[1]));
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         let out = distributed_tokens(&dir, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16"], &[&a, &b], other);
@@ -105,8 +51,8 @@ fn default_model_split_over_three_processes_matches_one_process() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let a = Worker::start("a", Some(third));
-    let b = Worker::start("b", None);
+    let a = Worker::start(KEY, "a", Some(third));
+    let b = Worker::start(KEY, "b", None);
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
     let split = distributed_tokens(&model, &prompt, &[&a, &b], other + third);
     let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
@@ -118,7 +64,7 @@ fn default_model_split_over_three_processes_matches_one_process() {
 
 #[test]
 fn a_master_with_the_wrong_key_is_refused() {
-    let a = Worker::start("a", None);
+    let a = Worker::start(KEY, "a", None);
     let model = fixture("tiny/qwen2");
     let out = common::cake(&[
         "run", "--model", model.to_str().unwrap(), "--prompt-tokens", "5,6,7", "--max-tokens", "2",
@@ -133,13 +79,13 @@ fn a_master_with_the_wrong_key_is_refused() {
 #[test]
 fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     let place = Place::new("discovery");
-    let stranger = Worker::advertised(&place, "stranger", None, "some other cluster");
+    let stranger = Worker::advertised(&place, "some other cluster", "stranger", None);
     // Each model gets its own pair of workers, with memory caps that leave the
     // planner one choice: a third of the layers on each process (measured
     // speeds vary too much on a busy machine to rely on them).
     let discovered_run = |model: &Path, caps: [u64; 3], prompt: &[&str]| {
-        let a = Worker::advertised(&place, "disc-a", Some(caps[1]), DISCOVERY_KEY);
-        let b = Worker::advertised(&place, "disc-b", Some(caps[2]), DISCOVERY_KEY);
+        let a = Worker::advertised(&place, DISCOVERY_KEY, "disc-a", Some(caps[1]));
+        let b = Worker::advertised(&place, DISCOVERY_KEY, "disc-b", Some(caps[2]));
         let out = place
             .command(env!("CARGO_BIN_EXE_cake"))
             .args(["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"])
@@ -197,8 +143,8 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let a = Worker::start("steady", None);
-    let mut doomed = Worker::start("doomed", None);
+    let a = Worker::start(KEY, "steady", None);
+    let mut doomed = Worker::start(KEY, "doomed", None);
     let prompt = ["--prompt", "Once upon a time, in a small village by the sea,", "--max-tokens", "64"];
 
     let mut master = Command::new(env!("CARGO_BIN_EXE_cake"));
@@ -260,7 +206,7 @@ fn cake_serve_answers_through_the_cluster() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let half: u64 = layers.iter().take(layers.len() / 2).sum();
-    let worker = Worker::start("serve-helper", None);
+    let worker = Worker::start(KEY, "serve-helper", None);
     let root = tempfile::tempdir().unwrap();
     let data = common::server::data_dir_with_default_model(root.path());
     let memory = (other + half).to_string();
@@ -290,8 +236,8 @@ fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let n = layers.len();
-    let fixed = Worker::start("fixed", None);
-    let free = Worker::start("free", None);
+    let fixed = Worker::start(KEY, "fixed", None);
+    let free = Worker::start(KEY, "free", None);
     let dir = tempfile::tempdir().unwrap();
     let topology = dir.path().join("topology.yaml");
     std::fs::write(
@@ -332,8 +278,8 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     let model = common::server::default_model_file();
     let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let steady = Worker::start("steady", None);
-    let mut doomed = Worker::start("doomed", None);
+    let steady = Worker::start(KEY, "steady", None);
+    let mut doomed = Worker::start(KEY, "doomed", None);
     let root = tempfile::tempdir().unwrap();
     let data = common::server::data_dir_with_default_model(root.path());
     let memory = (other + third).to_string();

@@ -140,7 +140,7 @@ fn half_precision_checkpoint_stays_in_its_dtype_unless_overridden() {
     candle_core::safetensors::save(&bf16, dir.path().join("model.safetensors")).unwrap();
 
     let model = TextModel::load(dir.path(), &LoadOptions::default()).unwrap();
-    assert_eq!(model.decoder.dtype(), DType::BF16);
+    assert_eq!(model.decoder().dtype(), DType::BF16);
     let (tokens, theirs) = reference("llama_tied");
     // bf16 weights and activations: close to the f32 reference, not equal.
     let ours = perplexity(&model, &tokens).unwrap().nll;
@@ -148,5 +148,5 @@ fn half_precision_checkpoint_stays_in_its_dtype_unless_overridden() {
     assert!(mean_error < 0.1, "bf16 mean NLL error {mean_error}");
 
     let forced = TextModel::load(dir.path(), &LoadOptions { dtype: Some(DType::F32), ..Default::default() }).unwrap();
-    assert_eq!(forced.decoder.dtype(), DType::F32);
+    assert_eq!(forced.decoder().dtype(), DType::F32);
 }

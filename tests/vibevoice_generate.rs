@@ -1,11 +1,16 @@
 //! VibeVoice end to end against Microsoft's package on the tiny random
 //! checkpoint: the prompt built from the script and the voice WAVs, then
 //! generation fed the reference run's recorded noise, compared at every
-//! step (logits, latents, audio frames) and on the final waveform.
+//! step (logits, latents, audio frames) and on the final waveform; on one
+//! machine, and with the language model's layers on two worker processes.
 
 mod common;
 
 use cake::audio::wav;
+use cake::cluster::discovery::MdnsScope;
+use cake::cluster::master::ClusterSettings;
+use cake::cluster::secure_channel::ClusterKey;
+use cake::models::loader::Checkpoint;
 use cake::formats::safetensors::SafetensorsFile;
 use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
 use cake::speech::vibevoice::model::VibeVoice;
@@ -14,6 +19,8 @@ use cake::speech::vibevoice::processor::{build_prompt, parse_script};
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 use std::ops::ControlFlow;
+use std::time::Duration;
+use common::worker::Worker;
 
 fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
@@ -64,12 +71,12 @@ impl SpeechObserver for Checker {
     }
 }
 
-#[test]
-fn speech_matches_the_reference_package_step_by_step() {
+/// Speaks the reference run's script with `model` (the tiny checkpoint)
+/// fed the recorded noise, checking every step against the reference.
+fn speak_like_the_reference(model: &VibeVoice) {
     let dir = common::fixture("tiny/vibevoice");
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
     let ids = |key: &str| -> Vec<u32> { meta[key].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect() };
-    let model = VibeVoice::load(&dir, DType::F32).unwrap();
 
     let voices: Vec<Vec<f32>> = ["voice0.wav", "voice1.wav"]
         .iter()
@@ -99,6 +106,34 @@ fn speech_matches_the_reference_package_step_by_step() {
     let waveform = Tensor::new(output.audio.as_slice(), &Device::Cpu).unwrap();
     checker.check("final waveform", &waveform, "final.waveform");
     eprintln!("worst relative error over all checks: {:e}", checker.worst);
+}
+
+#[test]
+fn speech_matches_the_reference_package_step_by_step() {
+    speak_like_the_reference(&VibeVoice::load(&common::fixture("tiny/vibevoice"), DType::F32).unwrap());
+}
+
+#[test]
+fn the_language_model_split_over_two_worker_processes_still_matches_the_reference() {
+    const KEY: &str = "speech cluster key";
+    let dir = common::fixture("tiny/vibevoice");
+    let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
+    assert_eq!(layers.len(), 2);
+    // The master keeps the speech parts, embedding and head; each worker fits one layer.
+    let a = Worker::start(KEY, "speech-a", Some(layers[0]));
+    let b = Worker::start(KEY, "speech-b", Some(layers[1]));
+    let scope = MdnsScope { interfaces: vec!["lo".into()] };
+    let mut cluster = ClusterSettings::new(ClusterKey::from_passphrase(KEY).unwrap(), scope, Duration::ZERO);
+    cluster.workers = vec![a.address.clone(), b.address.clone()];
+    cluster.master_memory = Some(other);
+    let mut progress = Vec::new();
+    let model = VibeVoice::load_over(&cluster, &dir, DType::F32, &mut |_, message| progress.push(message.to_string())).unwrap();
+    let stages: Vec<_> = model.language_model.remote_stages.iter().map(|s| (s.worker.info.name.clone(), s.layers.clone())).collect();
+    assert_eq!(stages, [("speech-a".to_string(), 0..1), ("speech-b".to_string(), 1..2)]);
+    assert!(progress.iter().any(|m| m.starts_with("sending speech-a the weights of layers 0–0")), "{progress:?}");
+    speak_like_the_reference(&model);
+    let (sent, received) = model.language_model.remote_stages[1].worker.traffic();
+    assert!(sent > 0 && received > 0, "the last worker took part");
 }
 
 #[test]

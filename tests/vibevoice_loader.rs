@@ -54,7 +54,7 @@ fn the_loader_reads_every_tensor_of_the_real_1_5b_layout_with_its_shape() {
     // The real checkpoints ship no tokenizer; any with the speech tokens serves here.
     let tokenizer = TextTokenizer::from_folder(&common::fixture("tiny/vibevoice")).unwrap();
     let model = VibeVoice::load_from(config, tokenizer, Box::new(store.clone()), Box::new(store.clone()), DType::F32).unwrap();
-    assert_eq!(model.language_model.config.num_hidden_layers(), 28);
+    assert_eq!(model.language_model.decoder.config.num_hidden_layers(), 28);
     let loaded = store.loaded.lock().unwrap().clone();
     let missing: Vec<&String> = reference.keys().filter(|k| !loaded.contains_key(*k)).collect();
     assert!(missing.is_empty(), "tensors of the checkpoint the loader never reads: {missing:?}");

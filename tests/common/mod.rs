@@ -6,6 +6,7 @@
 pub mod fake_hub;
 pub mod place;
 pub mod server;
+pub mod worker;
 
 use serde_json::Value;
 use std::path::PathBuf;

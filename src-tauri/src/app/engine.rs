@@ -227,17 +227,7 @@ impl Worker {
         }
         // Free the old model first: two models at once may not fit.
         self.set_model(None);
-        let name = entry.name.clone();
-        // At most about ten events a second: a weight transfer reports every
-        // chunk, and a flood of events would only burden the UI.
-        let mut last_sent: Option<std::time::Instant> = None;
-        let mut on_progress = |fraction: f64, message: &str| {
-            if last_sent.is_some_and(|t| t.elapsed().as_millis() < 100) && fraction < 1.0 {
-                return;
-            }
-            last_sent = Some(std::time::Instant::now());
-            sink(json!({"type": event_type, "fraction": fraction, "message": format!("{name}: {message}")}));
-        };
+        let mut on_progress = throttled_progress(sink, event_type, &entry.name);
         let loaded = match &self.cluster {
             Some(cluster) => cluster.load(&entry.path, &self.options, &[], &mut on_progress),
             None => TextModel::load_with_progress(&entry.path, &self.options, &mut |done, total| {
@@ -315,17 +305,31 @@ impl Worker {
     fn speak(&mut self, job: &SpeakJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
         if !self.speech.as_ref().is_some_and(|(e, _)| e.id == job.model.id) {
             self.speech = None;
-            sink(json!({"type": "loading", "fraction": 0.0, "message": format!("loading {}", job.model.name)}));
-            let model = VibeVoice::load(&job.model.path, candle_core::DType::F32)
-                .map_err(|e| anyhow::anyhow!("cannot load {}: {e:#}", job.model.name))?;
-            sink(json!({"type": "loading", "fraction": 1.0, "message": format!("{} loaded", job.model.name)}));
+            let mut on_progress = throttled_progress(sink, "loading", &job.model.name);
+            on_progress(0.0, "loading");
+            let dtype = candle_core::DType::F32;
+            let model = match &self.cluster {
+                Some(cluster) => VibeVoice::load_over(cluster, &job.model.path, dtype, &mut on_progress),
+                None => VibeVoice::load(&job.model.path, dtype),
+            }
+            .map_err(|e| anyhow::anyhow!("cannot load {}: {e:#}", job.model.name))?;
+            on_progress(1.0, "loaded");
             self.speech = Some((job.model.clone(), model));
         }
         let (_, model) = self.speech.as_ref().expect("just loaded");
         let lines = parse_script(&as_script(&job.script))?;
         let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &job.voices, model.hop())?;
         let mut observer = SpeakProgress { sink, cancel, hop: model.hop() };
-        let output = model.generate(&prompt, &job.settings, &mut SeededNoise::new(job.seed), &mut observer)?;
+        let output = match model.generate(&prompt, &job.settings, &mut SeededNoise::new(job.seed), &mut observer) {
+            Ok(output) => output,
+            Err(e) => {
+                if e.downcast_ref::<WorkerLost>().is_some() {
+                    // The next clip loads the model again, over the machines left.
+                    self.speech = None;
+                }
+                return Err(e);
+            }
+        };
         if output.audio.is_empty() {
             anyhow::bail!("the model produced no speech (it chose to end after {} token(s))", output.tokens.len());
         }
@@ -348,6 +352,22 @@ impl Worker {
         };
         let clip = job.library.add_clip(clip, &audio)?;
         Ok(json!({"type": "done", "clip": clip}))
+    }
+}
+
+/// Forwards loading progress to `sink` as `{type: event_type, fraction,
+/// message}`, at most about ten events a second (the last always goes): a
+/// weight transfer reports every chunk, and a flood of events would only
+/// burden the UI.
+fn throttled_progress<'a>(sink: &'a mut EventSink, event_type: &'a str, model_name: &str) -> impl FnMut(f64, &str) + 'a {
+    let name = model_name.to_string();
+    let mut last_sent: Option<std::time::Instant> = None;
+    move |fraction: f64, message: &str| {
+        if last_sent.is_some_and(|t| t.elapsed().as_millis() < 100) && fraction < 1.0 {
+            return;
+        }
+        last_sent = Some(std::time::Instant::now());
+        sink(json!({"type": event_type, "fraction": fraction, "message": format!("{name}: {message}")}));
     }
 }
 

@@ -160,7 +160,7 @@ impl ModelArgs {
 }
 
 /// Prints loading progress to stderr, at most twice a second.
-fn progress_printer() -> impl FnMut(f64, &str) {
+pub fn progress_printer() -> impl FnMut(f64, &str) {
     let mut last: Option<std::time::Instant> = None;
     move |fraction: f64, message: &str| {
         if last.is_none_or(|t| t.elapsed().as_millis() >= 500) || fraction >= 1.0 {

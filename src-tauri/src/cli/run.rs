@@ -79,7 +79,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "tokens": reply.tokens,
             "text": reply.text,
             "finish_reason": generation.finish_reason,
-            "network_bytes": model.network_bytes(),
+            "network_bytes": model.pipeline.network_bytes(),
             "stages": stage_timings(&model),
             "timings": {
                 "load_s": load_s,
@@ -123,9 +123,9 @@ fn stage_timings(model: &TextModel) -> serde_json::Value {
     let seconds = |nanos: u64| nanos as f64 / 1e9;
     let mut stages = vec![serde_json::json!({
         "node": "master",
-        "layers_s": seconds(model.local_nanos.load(Relaxed)),
+        "layers_s": seconds(model.pipeline.local_nanos.load(Relaxed)),
     })];
-    for stage in &model.remote_stages {
+    for stage in &model.pipeline.remote_stages {
         let stats = &stage.worker.stats;
         stages.push(serde_json::json!({
             "node": stage.worker.info.name,

@@ -45,6 +45,9 @@ pub struct TtsArgs {
     /// Also play the speech on this machine's audio output.
     #[arg(long)]
     pub play: bool,
+    /// Run the language model's layers over workers too.
+    #[command(flatten)]
+    pub cluster: super::ClusterArgs,
 }
 
 /// Prints progress to stderr about twice a second.
@@ -82,7 +85,10 @@ pub fn run(args: TtsArgs) -> Result<()> {
     }
     let dir = crate::library::resolve_model(Some(&args.model))?;
     let started = Instant::now();
-    let model = VibeVoice::load(&dir, DType::F32)?;
+    let model = match args.cluster.settings()? {
+        Some(cluster) => VibeVoice::load_over(&cluster, &dir, DType::F32, &mut super::progress_printer())?,
+        None => VibeVoice::load(&dir, DType::F32)?,
+    };
     eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
     let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop())?;
     let settings = SpeechSettings {

@@ -20,6 +20,7 @@ use crate::text::model::{RemoteStage, TextModel};
 use anyhow::{Context, Result};
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,17 +39,31 @@ impl From<RemoteWorker> for PlannedWorker {
 /// Reports loading progress: the fraction done (0..1) and what is happening.
 pub type LoadProgress<'a> = &'a mut dyn FnMut(f64, &str);
 
-/// Loads `path` over this machine (`me`, as [`machine::describe`] found
-/// it) and `workers`; returns the model and the plan used. The plan is
-/// published to `monitor` before weights are sent.
-pub fn load_distributed(
+/// What [`load_distributed`] hands the code that loads this machine's part.
+pub struct LocalPart<'a> {
+    pub checkpoint: &'a Checkpoint,
+    /// The tensors to load here: the first layers, the embedding and the head.
+    pub selection: TensorSelection,
+    /// The layers already loaded on workers, in pipeline order.
+    pub remote_stages: Vec<RemoteStage>,
+    /// Reports `(done, total)` layers loaded here.
+    pub on_layer: &'a mut dyn FnMut(usize, usize),
+}
+
+/// Loads the decoder of the checkpoint at `path` over this machine (`me`,
+/// as [`machine::describe`] found it) and `workers`: plans the layers, has
+/// each worker load its range, then calls `load_local` for this machine's
+/// part, which returns the assembled model with its local layer counter.
+/// The plan is published to `monitor` before weights are sent.
+pub fn load_distributed<M>(
     path: &Path,
     options: &LoadOptions,
     workers: Vec<PlannedWorker>,
     me: &WorkerInfo,
     monitor: Option<&ClusterMonitor>,
     on_progress: LoadProgress,
-) -> Result<(TextModel, Plan)> {
+    load_local: impl FnOnce(LocalPart) -> Result<(M, Arc<AtomicU64>)>,
+) -> Result<(M, Plan)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
     let checkpoint = Checkpoint::open(&path)?;
     let (layer_bytes, other_bytes) = checkpoint.layer_bytes()?;
@@ -90,7 +105,7 @@ pub fn load_distributed(
             embedding: false,
             head: false,
         };
-        let manifest = ModelManifest::for_selection(&path, &selection, checkpoint.config().tie_word_embeddings)?;
+        let manifest = ModelManifest::for_selection(&path, &selection, checkpoint.config().tie_word_embeddings, checkpoint.layout())?;
         let name = &worker.info.name;
         let layers = stage.layers.clone();
         on_progress(part / parts as f64, &format!("{name} loads layers {}–{}", layers.start, layers.end - 1));
@@ -112,20 +127,23 @@ pub fn load_distributed(
             layers: stage.layers.clone(),
         });
     }
-    let selection = TensorSelection {
-        layers: plan.stages[0].layers.clone(),
-        embedding: true,
-        head: true,
-    };
     let local_part = (parts - 1) as f64;
     let mut on_layer = |done: usize, total: usize| {
         let message = format!("loading layers here: {done} of {total}");
         on_progress((local_part + done as f64 / total.max(1) as f64) / parts as f64, &message);
     };
-    let decoder = checkpoint.load_decoder_with_progress(Some(selection), options, &mut on_layer)?;
-    let model = TextModel::assemble(&path, &checkpoint, decoder, stages)?;
+    let (model, local_nanos) = load_local(LocalPart {
+        checkpoint: &checkpoint,
+        selection: TensorSelection {
+            layers: plan.stages[0].layers.clone(),
+            embedding: true,
+            head: true,
+        },
+        remote_stages: stages,
+        on_layer: &mut on_layer,
+    })?;
     if let Some(monitor) = monitor {
-        monitor.run_ready(model.local_nanos.clone());
+        monitor.run_ready(local_nanos);
     }
     Ok((model, plan))
 }
@@ -293,16 +311,34 @@ impl ClusterSettings {
         self.connect_workers(&machine::describe("master", self.master_memory), &[]).map(drop)
     }
 
-    /// Loads `path` over this machine and the workers that answer, leaving
-    /// out those at `excluded` addresses (and, with a warning, discovered
-    /// ones that cannot be used).
+    /// Loads the text model at `path` over this machine and the workers
+    /// that answer, leaving out those at `excluded` addresses (and, with a
+    /// warning, discovered ones that cannot be used).
     pub fn load(&self, path: &Path, options: &LoadOptions, excluded: &[String], on_progress: LoadProgress) -> Result<TextModel> {
+        self.load_with(path, options, excluded, on_progress, |part| {
+            let decoder = part.checkpoint.load_decoder_with_progress(Some(part.selection), options, part.on_layer)?;
+            let model = TextModel::assemble(path, part.checkpoint, decoder, part.remote_stages)?;
+            let local_nanos = model.pipeline.local_nanos.clone();
+            Ok((model, local_nanos))
+        })
+    }
+
+    /// Like [`Self::load`] for any model built on a decoder: `load_local`
+    /// loads this machine's part (see [`load_distributed`]).
+    pub fn load_with<M>(
+        &self,
+        path: &Path,
+        options: &LoadOptions,
+        excluded: &[String],
+        on_progress: LoadProgress,
+        load_local: impl FnOnce(LocalPart) -> Result<(M, Arc<AtomicU64>)>,
+    ) -> Result<M> {
         self.monitor.end_run();
         on_progress(0.0, "looking for workers");
         // Measured once: describing this machine times a 16 MiB pass over memory.
         let me = machine::describe("master", self.master_memory);
         let workers = self.connect_workers(&me, excluded)?;
-        let (model, plan) = load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress)?;
+        let (model, plan) = load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
         for stage in &plan.stages {
             eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

@@ -34,7 +34,7 @@ pub fn generate_recovering(
     let mut tokens: Vec<u32> = Vec::new();
     let mut text = String::new();
     let mut lost: Vec<String> = Vec::new();
-    let mut recoveries_left = slot.as_ref().map_or(0, |m| m.remote_stages.len());
+    let mut recoveries_left = slot.as_ref().map_or(0, |m| m.pipeline.remote_stages.len());
     loop {
         let Some(model) = slot.as_ref() else {
             anyhow::bail!("no model loaded");

@@ -12,6 +12,7 @@
 
 use crate::formats::gguf::{byte_size, GgufFile};
 use crate::formats::safetensors::SafetensorsHeader;
+use crate::models::loader::TensorLayout;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -59,8 +60,9 @@ pub struct ChunkRef {
 }
 
 impl ModelManifest {
-    /// The manifest of the tensors `selection` names in the checkpoint at `path`.
-    pub fn for_selection(path: &Path, selection: &TensorSelection, tied_embeddings: bool) -> Result<Self> {
+    /// The manifest of the tensors `selection` names in the checkpoint at
+    /// `path` (a model folder keeps them as `layout` says).
+    pub fn for_selection(path: &Path, selection: &TensorSelection, tied_embeddings: bool, layout: TensorLayout) -> Result<Self> {
         let mut hasher = Sha256::new();
         let mut files = Vec::new();
         let gguf = path.is_file();
@@ -104,7 +106,7 @@ impl ModelManifest {
                 let len = std::fs::metadata(&p)?.len();
                 let mut pieces = Vec::new();
                 for (name, entry) in &header.tensors {
-                    if selection.wants(name, tied_embeddings) {
+                    if layout.wants(name, selection, tied_embeddings) {
                         pieces.push(Piece { offset: header.data_start + entry.begin, len: entry.byte_size() });
                         hasher.update(name.as_bytes());
                     }

@@ -6,6 +6,7 @@ use super::decoder::Decoder;
 use super::families;
 use super::sources::folder::SafetensorsFolder;
 use super::sources::gguf::GgufStore;
+use super::sources::renamed::RenamedStore;
 use super::sources::selection::TensorSelection;
 use super::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
 use crate::formats::gguf::GgufFile;
@@ -51,9 +52,66 @@ pub fn dtype_name(dtype: DType) -> &'static str {
     }
 }
 
+/// Where a model folder keeps its decoder's tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorLayout {
+    /// Hugging Face's decoder names: `model.layers.N.…`, `model.embed_tokens…`.
+    Plain,
+    /// A language model nested in a larger model (VibeVoice) under
+    /// `model.language_model.`; the LM head stays `lm_head.weight`, and the
+    /// other tensors (speech tokenizers, connectors…) are not the decoder's.
+    NestedLanguageModel,
+}
+
+impl TensorLayout {
+    const NESTED_PREFIX: &'static str = "model.language_model.";
+
+    /// The decoder's name for a stored tensor (as [`Decoder`] and
+    /// [`TensorSelection`] spell it), or `None` when the tensor is not part
+    /// of the decoder.
+    pub fn decoder_name<'a>(self, stored: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        match self {
+            Self::Plain => Some(stored.into()),
+            Self::NestedLanguageModel => match stored.strip_prefix(Self::NESTED_PREFIX) {
+                Some(rest) => Some(format!("model.{rest}").into()),
+                None if stored == "lm_head.weight" => Some(stored.into()),
+                None => None,
+            },
+        }
+    }
+
+    /// Whether the stored tensor `name` is one `selection` needs (with
+    /// `tied_embeddings`, the head reuses the embedding matrix).
+    pub fn wants(self, name: &str, selection: &TensorSelection, tied_embeddings: bool) -> bool {
+        self.decoder_name(name).is_some_and(|n| selection.wants(&n, tied_embeddings))
+    }
+
+    /// `store`, read under the decoder's names.
+    fn view(self, store: SafetensorsFolder) -> Box<dyn WeightStore> {
+        match self {
+            Self::Plain => Box::new(store),
+            Self::NestedLanguageModel => Box::new(RenamedStore::new(store, "model.", Self::NESTED_PREFIX)),
+        }
+    }
+}
+
+/// The decoder config of a folder's `config.json` and where its tensors are.
+fn folder_decoder_config(text: &str) -> Result<(ModelConfig, TensorLayout)> {
+    let json: serde_json::Value = serde_json::from_str(text)?;
+    if json.get("model_type").and_then(|t| t.as_str()) == Some("vibevoice") {
+        // The speech model's Qwen2 language model is an ordinary decoder.
+        let decoder = json.get("decoder_config").context("a VibeVoice config without `decoder_config`")?;
+        let hf: HfConfig = serde_json::from_value(decoder.clone()).context("`decoder_config`")?;
+        let config = families::from_hf(&hf).context("`decoder_config`")?;
+        return Ok((config, TensorLayout::NestedLanguageModel));
+    }
+    let hf: HfConfig = serde_json::from_value(json)?;
+    Ok((families::from_hf(&hf)?, TensorLayout::Plain))
+}
+
 /// A checkpoint opened far enough to know its architecture, before weights load.
 pub enum Checkpoint {
-    Folder { dir: std::path::PathBuf, config: ModelConfig },
+    Folder { dir: std::path::PathBuf, config: ModelConfig, layout: TensorLayout },
     Gguf { file: Arc<GgufFile>, config: ModelConfig, row_order: Option<super::sources::gguf::RotaryRowOrder> },
 }
 
@@ -64,11 +122,11 @@ impl Checkpoint {
             let config_path = path.join("config.json");
             let text = std::fs::read_to_string(&config_path)
                 .with_context(|| format!("{}: cannot read config.json", path.display()))?;
-            let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid config.json", config_path.display()))?;
-            let config = families::from_hf(&hf).with_context(|| format!("{}", config_path.display()))?;
+            let (config, layout) = folder_decoder_config(&text).with_context(|| format!("{}", config_path.display()))?;
             Ok(Self::Folder {
                 dir: path.to_path_buf(),
                 config,
+                layout,
             })
         } else if path.is_file() {
             let file = Arc::new(GgufFile::open(path)?);
@@ -89,6 +147,14 @@ impl Checkpoint {
         }
     }
 
+    /// Where the decoder's tensors are (GGUF files use their own names).
+    pub fn layout(&self) -> TensorLayout {
+        match self {
+            Self::Folder { layout, .. } => *layout,
+            Self::Gguf { .. } => TensorLayout::Plain,
+        }
+    }
+
     /// Stored bytes of each layer, and of everything outside the layers
     /// (embedding, final norm, LM head), from headers only.
     pub fn layer_bytes(&self) -> Result<(Vec<u64>, u64)> {
@@ -99,9 +165,10 @@ impl Checkpoint {
             _ => other += bytes,
         };
         match self {
-            Self::Folder { dir, .. } => {
+            Self::Folder { dir, layout, .. } => {
                 for (name, bytes) in super::sources::folder::tensor_sizes(dir)? {
-                    add(super::sources::selection::layer_index(&name), bytes);
+                    let layer = layout.decoder_name(&name).and_then(|n| super::sources::selection::layer_index(&n));
+                    add(layer, bytes);
                 }
             }
             Self::Gguf { file, .. } => {
@@ -129,18 +196,17 @@ impl Checkpoint {
         let config = self.config().clone();
         let selection = selection.unwrap_or_else(|| TensorSelection::all(config.num_hidden_layers()));
         let weights = match self {
-            Self::Folder { dir, .. } => {
-                let tied = config.tie_word_embeddings;
-                let store = SafetensorsFolder::open(dir, |name| selection.wants(name, tied))?;
+            Self::Folder { dir, layout, .. } => {
+                let store = layout.view(SafetensorsFolder::open(dir, |name| layout.wants(name, &selection, config.tie_word_embeddings))?);
                 let dtype = match options.dtype {
                     Some(d) => d,
-                    None => stored_float_dtype(&store)?,
+                    None => stored_float_dtype(store.as_ref())?,
                 };
                 let policy = LoadPolicy {
                     dtype,
                     keep_quantized: false,
                 };
-                Weights::new(Box::new(store), policy, options.device.clone())
+                Weights::new(store, policy, options.device.clone())
             }
             Self::Gguf { file, row_order, .. } => {
                 let policy = match options.dtype {
@@ -162,7 +228,7 @@ impl Checkpoint {
 
 /// The float dtype the checkpoint stores its tensors in, when candle can
 /// compute in it; otherwise f32.
-fn stored_float_dtype(store: &SafetensorsFolder) -> Result<DType> {
+fn stored_float_dtype(store: &dyn WeightStore) -> Result<DType> {
     let probe = ["model.embed_tokens.weight", "model.norm.weight"]
         .into_iter()
         .chain(std::iter::once("model.layers.0.input_layernorm.weight"))

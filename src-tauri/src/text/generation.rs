@@ -95,7 +95,7 @@ pub fn generate(
     if prompt.is_empty() {
         bail!("the prompt is empty: give at least one token");
     }
-    let context = model.decoder.config.max_position_embeddings;
+    let context = model.decoder().config.max_position_embeddings;
     if prompt.len() >= context {
         bail!(
             "the prompt has {} tokens but the model's context length is {context}",

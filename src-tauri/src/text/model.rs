@@ -7,38 +7,18 @@
 use super::chat_template::ChatTemplate;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
-use crate::cluster::remote::RemoteWorker;
+pub use crate::cluster::pipeline::{LayerPipeline, RemoteStage, Session};
 use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
-use crate::models::nn::kv_cache::KvCache;
 pub use crate::models::loader::LoadOptions;
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-/// Layers that run on another machine, after the local ones.
-pub struct RemoteStage {
-    pub worker: Arc<RemoteWorker>,
-    pub layers: Range<usize>,
-}
-
-/// One sequence being processed: the local KV cache, and the id under which
-/// workers keep theirs.
-pub struct Session {
-    pub cache: KvCache,
-    pub sequence: u64,
-}
 
 pub struct TextModel {
     pub path: PathBuf,
-    /// The local part: embedding, the first layers (all of them on a single
-    /// machine), final norm and LM head.
-    pub decoder: Decoder,
-    /// Later layers on workers, in pipeline order (empty on a single machine).
-    pub remote_stages: Vec<RemoteStage>,
+    /// The decoder: here, or split over this machine and workers.
+    pub pipeline: LayerPipeline,
     pub tokenizer: Option<TextTokenizer>,
     /// Raw Jinja source of the model's chat template, if it has one.
     pub chat_template_source: Option<String>,
@@ -47,8 +27,6 @@ pub struct TextModel {
     /// Sampling settings used when a request chooses none (from
     /// `generation_config.json` where the model has one).
     pub sampling_defaults: SamplingParams,
-    /// Time spent in the local layers, in nanoseconds (for the cluster view).
-    pub local_nanos: Arc<AtomicU64>,
 }
 
 impl TextModel {
@@ -97,38 +75,27 @@ impl TextModel {
         eos.dedup();
         Ok(Self {
             path: path.to_path_buf(),
-            decoder,
-            remote_stages,
+            pipeline: LayerPipeline::new(decoder, remote_stages),
             tokenizer,
             chat_template_source,
             eos_token_ids: eos,
             sampling_defaults,
-            local_nanos: Arc::default(),
         })
     }
 
-    /// Bytes exchanged with workers so far (0 on a single machine).
-    pub fn network_bytes(&self) -> u64 {
-        self.remote_stages.iter().map(|s| {
-            let (sent, received) = s.worker.traffic();
-            sent + received
-        }).sum()
+    /// The local part of the decoder (embedding, first layers, head).
+    pub fn decoder(&self) -> &Decoder {
+        &self.pipeline.decoder
     }
 
     /// A new sequence with empty caches.
     pub fn new_session(&self) -> Session {
-        Session {
-            cache: self.decoder.new_cache(),
-            sequence: rand::random(),
-        }
+        self.pipeline.new_session()
     }
 
     /// Frees the workers' caches of a finished sequence.
     pub fn end_session(&self, session: Session) {
-        for stage in &self.remote_stages {
-            // A worker that is gone has nothing left to free.
-            let _ = stage.worker.forget(session.sequence);
-        }
+        self.pipeline.end_session(session)
     }
 
     /// Hidden states after every layer, local and remote, for `tokens`
@@ -137,19 +104,13 @@ impl TextModel {
         if tokens.is_empty() {
             bail!("no tokens to run");
         }
-        let started = std::time::Instant::now();
-        let mut hidden = self.decoder.forward_layers(&self.decoder.embed(tokens)?, &mut session.cache)?;
-        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        for stage in &self.remote_stages {
-            hidden = stage.worker.forward(session.sequence, &hidden)?;
-        }
-        Ok(hidden)
+        self.pipeline.run_layers(&self.decoder().embed(tokens)?, session)
     }
 
     /// f32 logits for `tokens` appended to the session.
     pub fn forward(&self, tokens: &[u32], session: &mut Session, which: LogitsFor) -> Result<Tensor> {
         let hidden = self.hidden_states(tokens, session)?;
-        self.decoder.logits(&hidden, which)
+        self.decoder().logits(&hidden, which)
     }
 
     /// The tokenizer, or an error saying the model has none.

@@ -23,14 +23,14 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
     if tokens.len() < 2 {
         bail!("perplexity needs at least two tokens, got {}", tokens.len());
     }
-    let context = model.decoder.config.max_position_embeddings;
+    let context = model.decoder().config.max_position_embeddings;
     if tokens.len() > context {
         bail!(
             "the text has {} tokens but the model's context length is {context}",
             tokens.len()
         );
     }
-    let decoder = &model.decoder;
+    let decoder = model.decoder();
     let mut session = model.new_session();
     let hidden = model.hidden_states(tokens, &mut session);
     model.end_session(session);

@@ -11,7 +11,7 @@ use super::noise::NoiseSource;
 use super::processor::SpeechPrompt;
 use super::scheduler::DpmSolver;
 use super::speech_tokenizer::StreamState;
-use crate::models::nn::kv_cache::KvCache;
+use crate::cluster::pipeline::Session;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, D};
 use std::ops::ControlFlow;
@@ -81,7 +81,7 @@ pub struct SpeechOutput {
 
 /// The text-free branch that guidance contrasts with.
 struct NegativeBranch {
-    cache: KvCache,
+    session: Session,
     /// Whether it has run at all (its very first input is the speech-start token).
     started: bool,
 }
@@ -95,7 +95,27 @@ impl VibeVoice {
         noise: &mut dyn NoiseSource,
         observer: &mut dyn SpeechObserver,
     ) -> Result<SpeechOutput> {
-        let lm = &self.language_model;
+        let pipeline = &self.language_model;
+        let mut positive = pipeline.new_session();
+        let mut negative = NegativeBranch { session: pipeline.new_session(), started: false };
+        let result = self.generate_with(prompt, settings, noise, observer, &mut positive, &mut negative);
+        // Workers free both branches' caches, whatever happened.
+        pipeline.end_session(positive);
+        pipeline.end_session(negative.session);
+        result
+    }
+
+    fn generate_with(
+        &self,
+        prompt: &SpeechPrompt,
+        settings: &SpeechSettings,
+        noise: &mut dyn NoiseSource,
+        observer: &mut dyn SpeechObserver,
+        positive: &mut Session,
+        negative: &mut NegativeBranch,
+    ) -> Result<SpeechOutput> {
+        let pipeline = &self.language_model;
+        let lm = &pipeline.decoder;
         let tokens = self.tokens;
         let allowed = [tokens.start, tokens.end, tokens.diffusion, tokens.eos];
         let solver = DpmSolver::new(settings.steps)?;
@@ -116,8 +136,6 @@ impl VibeVoice {
             embeds = put_rows(&embeds, &prompt.speech_positions, &voice)?;
         }
         let mut input = embeds.unsqueeze(0)?;
-        let mut positive = lm.new_cache();
-        let mut negative = NegativeBranch { cache: lm.new_cache(), started: false };
         let mut decoder_state = StreamState::default();
         let mut semantic_state = StreamState::default();
         let mut audio = Vec::new();
@@ -126,7 +144,7 @@ impl VibeVoice {
         let mut end = SpeechEnd::Length;
 
         for step in 0..max_steps {
-            let hidden = lm.final_norm(&lm.forward_layers(&input, &mut positive)?)?;
+            let hidden = lm.final_norm(&pipeline.run_layers(&input, positive)?)?;
             let last = hidden.narrow(1, hidden.dim(1)? - 1, 1)?;
             let logits = lm.head_logits(&last)?.squeeze(0)?;
             let greedy = greedy_among(&logits, &allowed)?;
@@ -145,13 +163,13 @@ impl VibeVoice {
             }
             if token == tokens.start {
                 // The negative branch forgets its history (and restarts at position 0).
-                negative.cache = lm.new_cache();
+                pipeline.end_session(std::mem::replace(&mut negative.session, pipeline.new_session()));
             }
             let mut next = lm.embed(&[token])?;
             if token == tokens.diffusion {
                 // It sees what the positive pass saw this step, without the text before.
                 let negative_input = if negative.started { last_row(&input)? } else { lm.embed(&[tokens.start])? };
-                let negative_hidden = lm.final_norm(&lm.forward_layers(&negative_input, &mut negative.cache)?)?;
+                let negative_hidden = lm.final_norm(&pipeline.run_layers(&negative_input, &mut negative.session)?)?;
                 negative.started = true;
                 let conditions = Tensor::cat(&[last.squeeze(0)?, last_row(&negative_hidden)?.squeeze(0)?], 0)?;
                 let latent = self.sample_latent(&solver, &conditions, settings.cfg_scale, noise)?;

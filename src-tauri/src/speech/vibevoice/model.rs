@@ -9,8 +9,11 @@ use super::noise::NoiseSource;
 use super::processor::SpeechTokens;
 use super::tokenizer_source::tokenizer_dir;
 use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
+use crate::cluster::master::{ClusterSettings, LoadProgress};
+use crate::cluster::pipeline::{LayerPipeline, RemoteStage};
 use crate::models::config::HfConfig;
 use crate::models::decoder::Decoder;
+use crate::models::loader::{Checkpoint, LoadOptions};
 use crate::models::sources::folder::SafetensorsFolder;
 use crate::models::sources::renamed::RenamedStore;
 use crate::models::sources::selection::TensorSelection;
@@ -25,7 +28,8 @@ pub struct VibeVoice {
     pub config: VibeVoiceConfig,
     pub tokenizer: TextTokenizer,
     pub tokens: SpeechTokens,
-    pub language_model: Decoder,
+    /// The Qwen2 language model: here, or split over this machine and workers.
+    pub language_model: LayerPipeline,
     pub acoustic_encoder: Encoder,
     pub acoustic_decoder: AudioDecoder,
     pub semantic_encoder: Encoder,
@@ -41,14 +45,51 @@ impl VibeVoice {
     /// Loads the checkpoint in `dir` (microsoft/VibeVoice-1.5B layout) with
     /// its tokenizer; computes in `dtype`.
     pub fn load(dir: &Path, dtype: DType) -> Result<Self> {
+        let checkpoint = Checkpoint::open(dir)?;
+        let everything = TensorSelection::all(checkpoint.config().num_hidden_layers());
+        Self::load_part(dir, &checkpoint, dtype, everything, Vec::new(), &mut |_, _| {})
+    }
+
+    /// Loads the checkpoint in `dir` with only the language model's
+    /// `selection` on this machine and its later layers on `remote_stages`
+    /// (already loaded there); the speech parts all load here.
+    pub fn load_part(
+        dir: &Path,
+        checkpoint: &Checkpoint,
+        dtype: DType,
+        selection: TensorSelection,
+        remote_stages: Vec<RemoteStage>,
+        on_layer: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let config = VibeVoiceConfig::from_dir(dir)?;
         let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::library::hf_cache::cache_dir())?)?;
-        let store = SafetensorsFolder::open(dir, |_| true)?;
-        let lm_tensors = |n: &str| n.starts_with("model.language_model.") || n == "lm_head.weight";
-        let lm_store = SafetensorsFolder::open(dir, lm_tensors)?;
-        let mut model = Self::load_from(config, tokenizer, Box::new(store), Box::new(lm_store), dtype)?;
+        let options = LoadOptions {
+            dtype: Some(dtype),
+            device: Device::Cpu,
+        };
+        let decoder = checkpoint
+            .load_decoder_with_progress(Some(selection), &options, on_layer)
+            .context("loading the language model")?;
+        let layout = checkpoint.layout();
+        let speech_parts = SafetensorsFolder::open(dir, |name| layout.decoder_name(name).is_none())?;
+        let language_model = LayerPipeline::new(decoder, remote_stages);
+        let mut model = Self::assemble(config, tokenizer, Box::new(speech_parts), language_model, dtype)?;
         model.dir = dir.to_path_buf();
         Ok(model)
+    }
+
+    /// Loads the checkpoint in `dir` with the language model's layers spread
+    /// over this machine and `cluster`'s workers (as a text model's are).
+    pub fn load_over(cluster: &ClusterSettings, dir: &Path, dtype: DType, on_progress: LoadProgress) -> Result<Self> {
+        let options = LoadOptions {
+            dtype: Some(dtype),
+            device: Device::Cpu,
+        };
+        cluster.load_with(dir, &options, &[], on_progress, |part| {
+            let model = Self::load_part(dir, part.checkpoint, dtype, part.selection, part.remote_stages, part.on_layer)?;
+            let local_nanos = model.language_model.local_nanos.clone();
+            Ok((model, local_nanos))
+        })
     }
 
     /// Builds the model from `store` (every tensor, checkpoint names) and
@@ -60,26 +101,41 @@ impl VibeVoice {
         lm_store: Box<dyn WeightStore>,
         dtype: DType,
     ) -> Result<Self> {
+        let policy = LoadPolicy {
+            dtype,
+            keep_quantized: false,
+        };
+        let lm_text = serde_json::to_string(&config.language_model)?;
+        let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
+            .context("decoder_config: the language model")?;
+        // The language model's tensors are nested under `model.language_model.`.
+        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, "model.", "model.language_model.")), policy, Device::Cpu);
+        let layers = lm_config.num_hidden_layers();
+        let decoder = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
+            .context("loading the language model")?;
+        Self::assemble(config, tokenizer, store, LayerPipeline::local(decoder), dtype)
+    }
+
+    /// The model around a loaded language model; the speech parts come from
+    /// `store` (checkpoint names).
+    fn assemble(
+        config: VibeVoiceConfig,
+        tokenizer: TextTokenizer,
+        store: Box<dyn WeightStore>,
+        language_model: LayerPipeline,
+        dtype: DType,
+    ) -> Result<Self> {
         let origin = store.origin();
         let tokens = SpeechTokens::from_tokenizer(&tokenizer)?;
         let policy = LoadPolicy {
             dtype,
             keep_quantized: false,
         };
-        let device = Device::Cpu;
-        let weights = Weights::new(store, policy, device.clone());
-        // The language model's tensors are nested under `model.language_model.`.
-        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, "model.", "model.language_model.")), policy, device);
-        let lm_text = serde_json::to_string(&config.language_model)?;
-        let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
-            .context("decoder_config: the language model")?;
-        let hidden = lm_config.hidden_size;
+        let weights = Weights::new(store, policy, Device::Cpu);
+        let hidden = language_model.decoder.config.hidden_size;
         if config.diffusion_head.hidden_size != hidden {
             bail!("the diffusion head's hidden_size differs from the language model's ({hidden})");
         }
-        let layers = lm_config.num_hidden_layers();
-        let language_model = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
-            .context("loading the language model")?;
         let scalar = |name: &str| -> Result<f64> {
             let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
             if !value.is_finite() {
@@ -110,7 +166,7 @@ impl VibeVoice {
     }
 
     pub fn device(&self) -> &Device {
-        self.language_model.device()
+        self.language_model.decoder.device()
     }
 
     /// Embeddings of the voice prompts' frames, voice after voice:
@@ -121,7 +177,7 @@ impl VibeVoice {
             .iter()
             .flat_map(|v| v.iter().copied().chain(std::iter::repeat_n(0.0, longest - v.len())))
             .collect();
-        let dtype = self.language_model.dtype();
+        let dtype = self.language_model.decoder.dtype();
         let audio = Tensor::from_vec(padded, (voices.len(), 1, longest), self.device())?.to_dtype(dtype)?;
         let mean = self.acoustic_encoder.encode(&audio)?;
         // The acoustic posterior: one std scale per voice, then per-element noise.

@@ -1,0 +1,91 @@
+//! A decoder's layers as one pipeline: the local part (embedding, the first
+//! layers, final norm and head) and, after it, the layer ranges that run on
+//! workers. Text models and the speech model's language model both run
+//! through it; on a single machine it is just the local decoder.
+
+use super::remote::RemoteWorker;
+use crate::models::decoder::Decoder;
+use crate::models::nn::kv_cache::KvCache;
+use anyhow::Result;
+use candle_core::Tensor;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Layers that run on another machine, after the local ones.
+pub struct RemoteStage {
+    pub worker: Arc<RemoteWorker>,
+    pub layers: Range<usize>,
+}
+
+/// One sequence being processed: the local KV cache, and the id under which
+/// workers keep theirs.
+pub struct Session {
+    pub cache: KvCache,
+    pub sequence: u64,
+}
+
+pub struct LayerPipeline {
+    /// The local part: embedding, the first layers (all of them on a single
+    /// machine), final norm and LM head.
+    pub decoder: Decoder,
+    /// Later layers on workers, in pipeline order (empty on a single machine).
+    pub remote_stages: Vec<RemoteStage>,
+    /// Time spent in the local layers, in nanoseconds (for the cluster view).
+    pub local_nanos: Arc<AtomicU64>,
+}
+
+impl LayerPipeline {
+    /// Every layer on this machine.
+    pub fn local(decoder: Decoder) -> Self {
+        Self::new(decoder, Vec::new())
+    }
+
+    pub fn new(decoder: Decoder, remote_stages: Vec<RemoteStage>) -> Self {
+        Self {
+            decoder,
+            remote_stages,
+            local_nanos: Arc::default(),
+        }
+    }
+
+    /// A new sequence with empty caches.
+    pub fn new_session(&self) -> Session {
+        Session {
+            cache: self.decoder.new_cache(),
+            sequence: rand::random(),
+        }
+    }
+
+    /// Frees the workers' caches of a finished sequence.
+    pub fn end_session(&self, session: Session) {
+        for stage in &self.remote_stages {
+            // A worker that is gone has nothing left to free.
+            let _ = stage.worker.forget(session.sequence);
+        }
+    }
+
+    /// Hidden states `(1, t, hidden)` after every layer, local and remote,
+    /// for the embedded positions `embedded` appended to the session.
+    pub fn run_layers(&self, embedded: &Tensor, session: &mut Session) -> Result<Tensor> {
+        let started = Instant::now();
+        let mut hidden = self.decoder.forward_layers(embedded, &mut session.cache)?;
+        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        for stage in &self.remote_stages {
+            hidden = stage.worker.forward(session.sequence, &hidden)?;
+        }
+        Ok(hidden)
+    }
+
+    /// Bytes exchanged with workers so far (0 on a single machine).
+    pub fn network_bytes(&self) -> u64 {
+        self.remote_stages
+            .iter()
+            .map(|s| {
+                let (sent, received) = s.worker.traffic();
+                sent + received
+            })
+            .sum()
+    }
+}
