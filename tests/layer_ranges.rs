@@ -105,7 +105,7 @@ fn a_stage_opens_only_the_shards_it_needs() {
 
 #[test]
 fn two_stages_chained_equal_the_whole_model() {
-    for family in ["qwen2", "llama_tied", "mistral_window"] {
+    for family in ["qwen2", "llama_tied", "mistral_window", "olmo2"] {
         let dir = tempfile::tempdir().unwrap();
         sharded_copy(family, dir.path());
         let checkpoint = Checkpoint::open(dir.path()).unwrap();

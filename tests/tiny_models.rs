@@ -115,4 +115,5 @@ family_tests! {
     qwen2 => "qwen2",
     qwen3 => "qwen3",
     mistral_window => "mistral_window",
+    olmo2 => "olmo2",
 }

@@ -15,11 +15,12 @@ pub enum Architecture {
     Qwen2,
     Qwen3,
     Mistral,
+    Olmo2,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 4] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral];
+    pub const ALL: [Architecture; 5] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2];
 
     /// The `model_type` spelling used by Hugging Face configs.
     pub fn model_type(self) -> &'static str {
@@ -28,6 +29,7 @@ impl Architecture {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Mistral => "mistral",
+            Self::Olmo2 => "olmo2",
         }
     }
 
@@ -37,6 +39,7 @@ impl Architecture {
             "Qwen2ForCausalLM" => Self::Qwen2,
             "Qwen3ForCausalLM" => Self::Qwen3,
             "MistralForCausalLM" => Self::Mistral,
+            "Olmo2ForCausalLM" => Self::Olmo2,
             _ => return None,
         })
     }
@@ -88,6 +91,25 @@ pub enum RopeScaling {
         high_freq_factor: f64,
         original_max_position_embeddings: f64,
     },
+}
+
+/// Which RMSNorm, if any, q and k get before rotary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// One norm of `head_dim` applied to each head (Qwen3).
+    PerHead,
+    /// One norm over the whole projection, all heads at once (OLMo 2).
+    Whole,
+}
+
+/// Where a block normalises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormPlacement {
+    /// `x + attn(norm(x))`, then `x + mlp(norm(x))` (Llama and most others).
+    Pre,
+    /// `x + norm(attn(x))`, then `x + norm(mlp(x))` (OLMo 2).
+    Post,
 }
 
 /// Rotary embedding parameters of one attention layer.
@@ -159,8 +181,11 @@ pub struct ModelConfig {
     pub o_bias: bool,
     /// Bias on the MLP projections.
     pub mlp_bias: bool,
-    /// RMSNorm over each head of q and k before rotary (Qwen3).
-    pub qk_norm: bool,
+    /// RMSNorm of q and k before rotary (Qwen3: per head; OLMo 2: over the
+    /// whole projection).
+    pub qk_norm: QkNorm,
+    /// Where each block's norms sit.
+    pub norm_placement: NormPlacement,
     /// One entry per layer.
     pub layers: Vec<LayerAttention>,
     pub bos_token_id: Option<u32>,

@@ -6,7 +6,7 @@
 //! and the head only if it is the last, and hidden states travel between
 //! stages through [`Decoder::forward_layers`].
 
-use super::config::ModelConfig;
+use super::config::{ModelConfig, NormPlacement};
 use super::nn::attention::Attention;
 use super::nn::kv_cache::{KvCache, LayerCache};
 use super::nn::linear::Linear;
@@ -19,10 +19,17 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
+/// One transformer block. Pre-norm blocks normalise each sub-layer's input
+/// (`input_layernorm`, `post_attention_layernorm`); post-norm blocks (OLMo 2)
+/// normalise each sub-layer's output (`post_attention_layernorm`,
+/// `post_feedforward_layernorm`) before the residual add.
 struct DecoderLayer {
-    input_layernorm: RmsNorm,
+    placement: NormPlacement,
+    /// Pre-norm: before attention. Post-norm: after attention.
+    attention_norm: RmsNorm,
     self_attn: Attention,
-    post_attention_layernorm: RmsNorm,
+    /// Pre-norm: before the MLP. Post-norm: after the MLP.
+    mlp_norm: RmsNorm,
     mlp: GatedMlp,
 }
 
@@ -30,24 +37,33 @@ impl DecoderLayer {
     fn load(weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
         let prefix = format!("model.layers.{index}");
         let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps);
+        let norm = |name: &str| RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), h, eps);
+        let (attention_norm, mlp_norm) = match cfg.norm_placement {
+            NormPlacement::Pre => (norm("input_layernorm")?, norm("post_attention_layernorm")?),
+            NormPlacement::Post => (norm("post_attention_layernorm")?, norm("post_feedforward_layernorm")?),
+        };
         Ok(Self {
-            input_layernorm: RmsNorm::load(weights, &format!("{prefix}.input_layernorm.weight"), h, eps)?,
+            placement: cfg.norm_placement,
+            attention_norm,
             self_attn: Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[index])?,
-            post_attention_layernorm: RmsNorm::load(
-                weights,
-                &format!("{prefix}.post_attention_layernorm.weight"),
-                h,
-                eps,
-            )?,
+            mlp_norm,
             mlp: GatedMlp::load(weights, &format!("{prefix}.mlp"), cfg)?,
         })
     }
 
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        let attn = self.self_attn.forward(&self.input_layernorm.forward(x)?, cache)?;
-        let x = (x + attn)?;
-        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(&x)?)?;
-        Ok((x + mlp)?)
+        Ok(match self.placement {
+            NormPlacement::Pre => {
+                let x = (x + self.self_attn.forward(&self.attention_norm.forward(x)?, cache)?)?;
+                let mlp = self.mlp.forward(&self.mlp_norm.forward(&x)?)?;
+                (x + mlp)?
+            }
+            NormPlacement::Post => {
+                let x = (x + self.attention_norm.forward(&self.self_attn.forward(x, cache)?)?)?;
+                let mlp = self.mlp_norm.forward(&self.mlp.forward(&x)?)?;
+                (x + mlp)?
+            }
+        })
     }
 }
 

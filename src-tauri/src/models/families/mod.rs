@@ -1,16 +1,18 @@
 //! Per-family mapping from a checkpoint's configuration to [`ModelConfig`].
 //!
-//! The four families here share one decoder (see `models::decoder`); they
-//! differ only in biases, q/k norms and which layers use a sliding window.
+//! The families here share one decoder (see `models::decoder`); they
+//! differ only in biases, q/k norms, norm placement and which layers use a
+//! sliding window.
 //! Each family module states exactly those differences.
 
 mod llama;
 mod mistral;
+mod olmo2;
 mod qwen2;
 mod qwen3;
 
 use crate::formats::gguf::GgufFile;
-use crate::models::config::{token_ids, Architecture, HfConfig, LayerAttention, ModelConfig};
+use crate::models::config::{token_ids, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm};
 use crate::models::sources::gguf::RotaryRowOrder;
 use anyhow::{bail, Context, Result};
 
@@ -24,6 +26,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Qwen2 => qwen2::adjust(cfg, &mut config)?,
         Architecture::Qwen3 => qwen3::adjust(cfg, &mut config)?,
         Architecture::Mistral => mistral::adjust(cfg, &mut config)?,
+        Architecture::Olmo2 => olmo2::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -55,7 +58,8 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         qkv_bias: attention_bias,
         o_bias: attention_bias,
         mlp_bias: cfg.mlp_bias.unwrap_or(false),
-        qk_norm: false,
+        qk_norm: QkNorm::None,
+        norm_placement: NormPlacement::Pre,
         layers: vec![
             LayerAttention {
                 sliding_window: None,
@@ -110,6 +114,12 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Architecture::supported_list()
         )
     })?;
+    if architecture == Architecture::Olmo2 {
+        bail!(
+            "{}: OLMo 2 GGUF files are not supported yet (their post-norm blocks need their own tensor names); use the Hugging Face model folder",
+            file.path.display()
+        );
+    }
     let key = |k: &str| format!("{arch_name}.{k}");
     let hidden_size = file.require_usize(&key("embedding_length"))?;
     let num_attention_heads = file.require_usize(&key("attention.head_count"))?;
@@ -169,7 +179,8 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         qkv_bias: has("blk.0.attn_q.bias"),
         o_bias: has("blk.0.attn_output.bias"),
         mlp_bias: has("blk.0.ffn_up.bias"),
-        qk_norm: has("blk.0.attn_q_norm.weight"),
+        qk_norm: if has("blk.0.attn_q_norm.weight") { QkNorm::PerHead } else { QkNorm::None },
+        norm_placement: NormPlacement::Pre,
         layers: vec![
             LayerAttention {
                 sliding_window,
@@ -256,7 +267,7 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.eos_token_ids, vec![7, 9]);
         assert_eq!(cfg.head_dim, 32);
-        assert!(cfg.qk_norm);
+        assert_eq!(cfg.qk_norm, QkNorm::PerHead);
     }
 
     #[test]

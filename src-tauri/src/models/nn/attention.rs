@@ -1,11 +1,12 @@
 //! Causal self-attention with grouped-query heads, rotary positions, optional
-//! per-head q/k RMSNorm and an optional sliding window.
+//! optional q/k RMSNorm (per head or over the projection) and an optional
+//! sliding window.
 
 use super::kv_cache::LayerCache;
 use super::linear::Linear;
 use super::norm::RmsNorm;
 use super::rotary::RotaryEmbedding;
-use crate::models::config::{LayerAttention, ModelConfig};
+use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
@@ -17,6 +18,8 @@ pub struct Attention {
     o_proj: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
+    /// Whether `q_norm`/`k_norm` span the whole projection rather than one head.
+    norm_whole: bool,
     rotary: RotaryEmbedding,
     num_heads: usize,
     num_kv_heads: usize,
@@ -29,19 +32,22 @@ impl Attention {
         let (h, d) = (cfg.hidden_size, cfg.head_dim);
         let q_dim = cfg.num_attention_heads * d;
         let kv_dim = cfg.num_key_value_heads * d;
-        let qk_norm = |name: &str| -> Result<Option<RmsNorm>> {
-            if !cfg.qk_norm {
-                return Ok(None);
-            }
-            Ok(Some(RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), d, cfg.rms_norm_eps)?))
+        let qk_norm = |name: &str, projection: usize| -> Result<Option<RmsNorm>> {
+            let dim = match cfg.qk_norm {
+                QkNorm::None => return Ok(None),
+                QkNorm::PerHead => d,
+                QkNorm::Whole => projection,
+            };
+            Ok(Some(RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), dim, cfg.rms_norm_eps)?))
         };
         Ok(Self {
             q_proj: Linear::load(weights, &format!("{prefix}.q_proj"), h, q_dim, cfg.qkv_bias)?,
             k_proj: Linear::load(weights, &format!("{prefix}.k_proj"), h, kv_dim, cfg.qkv_bias)?,
             v_proj: Linear::load(weights, &format!("{prefix}.v_proj"), h, kv_dim, cfg.qkv_bias)?,
             o_proj: Linear::load(weights, &format!("{prefix}.o_proj"), q_dim, h, cfg.o_bias)?,
-            q_norm: qk_norm("q_norm")?,
-            k_norm: qk_norm("k_norm")?,
+            q_norm: qk_norm("q_norm", q_dim)?,
+            k_norm: qk_norm("k_norm", kv_dim)?,
+            norm_whole: cfg.qk_norm == QkNorm::Whole,
             rotary: RotaryEmbedding::new(&layer.rope, d),
             num_heads: cfg.num_attention_heads,
             num_kv_heads: cfg.num_key_value_heads,
@@ -50,13 +56,14 @@ impl Attention {
         })
     }
 
-    /// Splits `(b, t, heads * d)` into `(b, heads, t, d)`, normalising each head if configured.
+    /// Splits `(b, t, heads * d)` into `(b, heads, t, d)`, normalising the
+    /// projection or each head if configured.
     fn heads(&self, x: &Tensor, heads: usize, norm: Option<&RmsNorm>) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
-        let x = x.reshape((b, t, heads, self.head_dim))?;
         let x = match norm {
-            Some(n) => n.forward(&x)?,
-            None => x,
+            Some(n) if self.norm_whole => n.forward(x)?.reshape((b, t, heads, self.head_dim))?,
+            Some(n) => n.forward(&x.reshape((b, t, heads, self.head_dim))?)?,
+            None => x.reshape((b, t, heads, self.head_dim))?,
         };
         Ok(x.transpose(1, 2)?.contiguous()?)
     }
