@@ -22,11 +22,7 @@ fn assert_mentions(err: &str, needles: &[&str]) {
 /// A copy of the tiny Llama fixture folder whose `model.safetensors` the test may break.
 fn tiny_model_copy() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let src = fixture("tiny/llama_tied");
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
+    copy_dir(&fixture("tiny/llama_tied"), dir.path());
     let weights = dir.path().join("model.safetensors");
     (dir, weights)
 }
@@ -142,6 +138,42 @@ fn unknown_architecture_lists_supported_ones() {
     .unwrap();
     let err = run_error(dir.path());
     assert_mentions(&err, &["config.json", "FooForCausalLM", "llama, qwen2, qwen3, mistral"]);
+}
+
+#[test]
+fn quantized_checkpoints_are_refused_with_their_method_and_listed_as_unsupported() {
+    let (dir, _) = tiny_model_copy();
+    let config_path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["quantization_config"] = serde_json::json!({"quant_method": "awq", "bits": 4, "group_size": 128});
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let err = run_error(dir.path());
+    assert_mentions(&err, &["config.json", "`awq`", "quantization_config.quant_method"]);
+
+    // In the Hugging Face cache (put there by another tool) it is listed, with why it cannot load.
+    let cache = tempfile::tempdir().unwrap();
+    let snapshot = cache.path().join("models--someone--tiny-awq/snapshots/abc");
+    std::fs::create_dir_all(snapshot.parent().unwrap()).unwrap();
+    copy_dir(dir.path(), &snapshot);
+    std::fs::create_dir_all(cache.path().join("models--someone--tiny-awq/refs")).unwrap();
+    std::fs::write(cache.path().join("models--someone--tiny-awq/refs/main"), "abc").unwrap();
+    let catalog = cake::library::catalog::Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    let entry = catalog.find("hf:someone/tiny-awq").unwrap();
+    assert_eq!(entry.status, cake::library::catalog::ModelStatus::Unsupported);
+    assert_eq!(entry.quantization.as_deref(), Some("awq"));
+    assert_eq!(entry.architecture.as_deref(), Some("llama"));
+    assert!(entry.problem.unwrap().contains("`awq`"));
+    // Importing it is refused with the same reason.
+    let err = format!("{:#}", catalog.import(dir.path()).unwrap_err());
+    assert_mentions(&err, &["cannot run here", "`awq`"]);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
 }
 
 /// A GGUF v3 file with the given string metadata and no tensors.

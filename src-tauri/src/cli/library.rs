@@ -63,7 +63,7 @@ pub fn list(args: ListArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&models)?);
         return Ok(());
     }
-    println!("{:<48} {:<10} {:>8} {:<6} {:>10}  STATUS", "ID", "ARCH", "PARAMS", "DTYPE", "SIZE");
+    println!("{:<48} {:<10} {:>8} {:<6} {:<8} {:>10}  STATUS", "ID", "ARCH", "PARAMS", "DTYPE", "QUANT", "SIZE");
     for m in models {
         let params = m.parameters.map_or("-".into(), |p| format!("{:.0}M", p as f64 / 1e6));
         let status = match &m.problem {
@@ -71,11 +71,12 @@ pub fn list(args: ListArgs) -> Result<()> {
             None => format!("{:?}", m.status),
         };
         println!(
-            "{:<48} {:<10} {:>8} {:<6} {:>8.1}MB  {status}",
+            "{:<48} {:<10} {:>8} {:<6} {:<8} {:>8.1}MB  {status}",
             m.id,
             m.architecture.as_deref().unwrap_or("-"),
             params,
             m.dtype.as_deref().unwrap_or("-"),
+            m.quantization.as_deref().unwrap_or("-"),
             m.size_bytes as f64 / 1e6
         );
     }

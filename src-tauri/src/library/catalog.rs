@@ -10,7 +10,7 @@ use super::hf_cache;
 use super::paths;
 use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
-use crate::models::config::HfConfig;
+use crate::models::config::{Architecture, HfConfig};
 use crate::models::families;
 use crate::speech::vibevoice::config::VibeVoiceConfig;
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
@@ -33,6 +33,8 @@ pub enum ModelStatus {
     Complete,
     Incomplete,
     NotAModel,
+    /// A model in a form the engine cannot run (e.g. a quantization method).
+    Unsupported,
 }
 
 /// One row of the model list.
@@ -48,6 +50,10 @@ pub struct ModelEntry {
     pub architecture: Option<String>,
     pub parameters: Option<u64>,
     pub dtype: Option<String>,
+    /// How the weights are quantized: a GGUF type ("Q4_1") or a
+    /// safetensors method ("fp8", "gptq"); `None` for plain floats.
+    #[serde(default)]
+    pub quantization: Option<String>,
     pub size_bytes: u64,
     pub status: ModelStatus,
     /// Why the model is incomplete or not a model.
@@ -70,6 +76,7 @@ struct Inspection {
     architecture: Option<String>,
     parameters: Option<u64>,
     dtype: Option<String>,
+    quantization: Option<String>,
     status: ModelStatus,
     problem: Option<String>,
 }
@@ -81,6 +88,7 @@ impl Inspection {
             architecture: None,
             parameters: None,
             dtype: None,
+            quantization: None,
             status: ModelStatus::NotAModel,
             problem: Some(problem),
         }
@@ -199,16 +207,15 @@ impl Catalog {
         crate::app::storage::write_json_atomically(&self.imports_file(), &imports)
     }
 
-    /// Adds a GGUF file or model folder to the list; refuses what is not a model.
+    /// Adds a GGUF file or model folder to the list; refuses what is not a
+    /// model or cannot run (e.g. an unsupported quantization).
     pub fn import(&self, path: &Path) -> Result<ModelEntry> {
         let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such file or folder", path.display()))?;
         let inspection = inspect(&path, &self.hf_cache);
-        if inspection.status == ModelStatus::NotAModel {
-            bail!(
-                "{} is not a model: {}",
-                path.display(),
-                inspection.problem.unwrap_or_default()
-            );
+        match inspection.status {
+            ModelStatus::NotAModel => bail!("{} is not a model: {}", path.display(), inspection.problem.unwrap_or_default()),
+            ModelStatus::Unsupported => bail!("{} cannot run here: {}", path.display(), inspection.problem.unwrap_or_default()),
+            ModelStatus::Complete | ModelStatus::Incomplete => {}
         }
         let mut imports = self.imports()?;
         if !imports.contains(&path) {
@@ -269,6 +276,7 @@ impl Candidate {
             architecture: inspection.architecture,
             parameters: inspection.parameters,
             dtype: inspection.dtype,
+            quantization: inspection.quantization,
             status: inspection.status,
             problem: inspection.problem,
         }
@@ -312,11 +320,14 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
         parameters += n;
         *by_dtype.entry(format!("{:?}", info.ggml_dtype)).or_default() += n;
     }
+    let dtype = most_common(by_dtype);
+    let quantization = dtype.clone().filter(|d| !matches!(d.as_str(), "F32" | "F16" | "BF16"));
     Ok(Inspection {
         kind: ModelKind::Text,
         architecture: Some(config.architecture.model_type().into()),
         parameters: Some(parameters),
-        dtype: most_common(by_dtype),
+        dtype,
+        quantization,
         status: ModelStatus::Complete,
         problem: None,
     })
@@ -329,18 +340,29 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     }
     let text = std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
     let speech = is_vibevoice(&text);
+    let mut quantization = None;
+    let mut refusal = None;
     let architecture = if speech {
         VibeVoiceConfig::parse(&text).with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
         "vibevoice".to_string()
     } else {
-        let config = families::from_hf(&HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?)?;
-        config.architecture.model_type().to_string()
+        let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?;
+        quantization = hf.quantization_method();
+        match &quantization {
+            // Still listed, with what it is and why it cannot load.
+            Some(method) => {
+                refusal = Some(crate::models::config::quantization_refusal(method));
+                Architecture::detect(&hf.architectures, hf.model_type.as_deref())?.model_type().to_string()
+            }
+            None => families::from_hf(&hf)?.architecture.model_type().to_string(),
+        }
     };
     let mut inspection = Inspection {
         kind: if speech { ModelKind::Speech } else { ModelKind::Text },
         architecture: Some(architecture),
         parameters: None,
         dtype: None,
+        quantization,
         status: ModelStatus::Complete,
         problem: None,
     };
@@ -372,6 +394,11 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     }
     inspection.parameters = Some(parameters);
     inspection.dtype = most_common(by_dtype);
+    if let Some(refusal) = refusal {
+        inspection.status = ModelStatus::Unsupported;
+        inspection.problem = Some(refusal);
+        return Ok(inspection);
+    }
     if speech {
         if let Err(e) = tokenizer_dir(dir, hf_cache) {
             inspection.status = ModelStatus::Incomplete;

@@ -281,6 +281,25 @@ impl HfConfig {
         }
     }
 
+    /// How the weights are quantized (`quantization_config.quant_method`,
+    /// lowercase: "fp8", "gptq", "awq", "bitsandbytes", …), if they are.
+    pub fn quantization_method(&self) -> Option<String> {
+        let config = self.quantization_config.as_ref().filter(|c| !c.is_null())?;
+        Some(match config.get("quant_method").and_then(Value::as_str) {
+            Some(method) => method.to_lowercase(),
+            None => "unnamed".to_string(),
+        })
+    }
+
+    /// Refuses a checkpoint whose weights are quantized in a way the engine
+    /// cannot run, naming the method, before any weight is read.
+    pub fn require_runnable_quantization(&self) -> Result<()> {
+        match self.quantization_method() {
+            None => Ok(()),
+            Some(method) => bail!("{}", quantization_refusal(&method)),
+        }
+    }
+
     /// The checkpoint's activation must be SiLU for the gated MLP we build.
     pub fn require_silu(&self) -> Result<()> {
         match self.hidden_act.as_deref() {
@@ -288,6 +307,14 @@ impl HfConfig {
             Some(other) => bail!("config.json: activation `{other}` is not supported for this family (expected silu)"),
         }
     }
+}
+
+/// Why a checkpoint quantized with `method` cannot load.
+pub fn quantization_refusal(method: &str) -> String {
+    format!(
+        "config.json: the weights are quantized with `{method}` (quantization_config.quant_method), which Cake cannot run; \
+         use an unquantized copy (f32, f16 or bf16 safetensors) or a GGUF file"
+    )
 }
 
 /// Reads a token id or list of ids (`eos_token_id` may be either).

@@ -2,7 +2,7 @@
 // Keep this file in step with that document: it is the UI/backend contract.
 
 export type ModelSource = "default" | "hf-cache" | "imported";
-export type ModelStatus = "complete" | "incomplete" | "not-a-model";
+export type ModelStatus = "complete" | "incomplete" | "not-a-model" | "unsupported";
 /** What a model makes: chat replies ("text") or audio from a script ("speech"). */
 export type ModelKind = "text" | "speech";
 
@@ -16,6 +16,8 @@ export interface ModelEntry {
   architecture: string | null;
   parameters: number | null;
   dtype: string | null;
+  /** How the weights are quantized ("Q4_1", "fp8", "gptq"); absent or null for plain floats. */
+  quantization?: string | null;
   size_bytes: number;
   status: ModelStatus;
   /** Why the model is incomplete / not a model. */

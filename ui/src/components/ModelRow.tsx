@@ -12,6 +12,7 @@ const STATUS_LABELS: Record<ModelEntry["status"], string> = {
   complete: "Complete",
   incomplete: "Incomplete",
   "not-a-model": "Not a model",
+  unsupported: "Unsupported",
 };
 
 export function ModelRow({ model }: { model: ModelEntry }) {
@@ -79,6 +80,10 @@ export function ModelRow({ model }: { model: ModelEntry }) {
           <div>
             <dt>Type</dt>
             <dd>{model.dtype ?? "—"}</dd>
+          </div>
+          <div>
+            <dt>Quantization</dt>
+            <dd data-testid="model-quantization">{model.quantization ?? "none"}</dd>
           </div>
           <div>
             <dt>Size</dt>

@@ -19,6 +19,7 @@ use anyhow::{bail, Context, Result};
 /// Builds the model description from a parsed `config.json`.
 pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
     let architecture = Architecture::detect(&cfg.architectures, cfg.model_type.as_deref())?;
+    cfg.require_runnable_quantization()?;
     cfg.require_silu()?;
     let mut config = common_hf(cfg, architecture)?;
     match architecture {
@@ -268,6 +269,19 @@ mod tests {
         assert_eq!(cfg.eos_token_ids, vec![7, 9]);
         assert_eq!(cfg.head_dim, 32);
         assert_eq!(cfg.qk_norm, QkNorm::PerHead);
+    }
+
+    #[test]
+    fn quantized_checkpoints_are_refused_with_their_method() {
+        for (config, method) in [
+            (r#"{"quant_method": "gptq", "bits": 4}"#, "`gptq`"),
+            (r#"{"quant_method": "FP8", "weight_block_size": [128, 128]}"#, "`fp8`"),
+            (r#"{"load_in_4bit": true}"#, "`unnamed`"),
+        ] {
+            let err = parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {config}}}"#)).unwrap_err();
+            assert!(format!("{err:#}").contains(method), "{err:#}");
+        }
+        assert!(parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": null}}"#)).is_ok());
     }
 
     #[test]
