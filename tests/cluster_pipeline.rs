@@ -18,6 +18,10 @@ use std::path::Path;
 const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
 
+/// The tiny fixtures of tests/fixtures/tiny, two layers each.
+const TINY_FAMILIES: [&str; 8] =
+    ["llama3_rope_scaling", "llama_tied", "qwen2", "qwen3", "mistral_window", "olmo2", "falcon3", "deepseek_r1_distill_qwen"];
+
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {
     let mut args = vec!["run", "--model", model.to_str().unwrap()];
@@ -32,7 +36,7 @@ fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], m
 
 #[test]
 fn tiny_models_split_over_three_processes_match_transformers() {
-    for family in ["llama3_rope_scaling", "llama_tied", "qwen2", "qwen3", "mistral_window", "olmo2"] {
+    for family in TINY_FAMILIES {
         let dir = fixture(&format!("tiny/{family}"));
         let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
         assert_eq!(layers.len(), 2);
@@ -110,7 +114,7 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     };
 
     // The tiny fixtures (two layers): the master keeps only the embedding and head.
-    for family in ["llama3_rope_scaling", "llama_tied", "qwen2", "qwen3", "mistral_window", "olmo2"] {
+    for family in TINY_FAMILIES {
         let dir = fixture(&format!("tiny/{family}"));
         let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();

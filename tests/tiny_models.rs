@@ -116,4 +116,6 @@ family_tests! {
     qwen3 => "qwen3",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
+    falcon3 => "falcon3",
+    deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
 }
