@@ -19,8 +19,18 @@ const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
 
 /// The tiny fixtures of tests/fixtures/tiny, two layers each.
-const TINY_FAMILIES: [&str; 8] =
-    ["llama3_rope_scaling", "llama_tied", "qwen2", "qwen3", "mistral_window", "olmo2", "falcon3", "deepseek_r1_distill_qwen"];
+const TINY_FAMILIES: [&str; 10] = [
+    "llama3_rope_scaling",
+    "llama_tied",
+    "qwen2",
+    "qwen3",
+    "mistral_window",
+    "olmo2",
+    "phi4_mini_longrope",
+    "phi3_window",
+    "falcon3",
+    "deepseek_r1_distill_qwen",
+];
 
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {

@@ -116,6 +116,8 @@ family_tests! {
     qwen3 => "qwen3",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
+    phi4_mini_longrope => "phi4_mini_longrope",
+    phi3_window => "phi3_window",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
 }

@@ -16,11 +16,12 @@ pub enum Architecture {
     Qwen3,
     Mistral,
     Olmo2,
+    Phi3,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 5] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2];
+    pub const ALL: [Architecture; 6] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3];
 
     /// The `model_type` spelling used by Hugging Face configs.
     pub fn model_type(self) -> &'static str {
@@ -30,6 +31,7 @@ impl Architecture {
             Self::Qwen3 => "qwen3",
             Self::Mistral => "mistral",
             Self::Olmo2 => "olmo2",
+            Self::Phi3 => "phi3",
         }
     }
 
@@ -40,6 +42,7 @@ impl Architecture {
             "Qwen3ForCausalLM" => Self::Qwen3,
             "MistralForCausalLM" => Self::Mistral,
             "Olmo2ForCausalLM" => Self::Olmo2,
+            "Phi3ForCausalLM" => Self::Phi3,
             _ => return None,
         })
     }
@@ -91,6 +94,15 @@ pub enum RopeScaling {
         high_freq_factor: f64,
         original_max_position_embeddings: f64,
     },
+    /// LongRoPE (Phi-3/4): per-frequency divisors, the long set once a
+    /// sequence grows past `original_max_position_embeddings`, and cos/sin
+    /// multiplied by `attention_factor`.
+    LongRope {
+        short_factor: Vec<f64>,
+        long_factor: Vec<f64>,
+        original_max_position_embeddings: usize,
+        attention_factor: f64,
+    },
 }
 
 /// Which RMSNorm, if any, q and k get before rotary.
@@ -117,16 +129,28 @@ pub enum NormPlacement {
 pub struct RopeConfig {
     pub theta: f64,
     pub scaling: RopeScaling,
+    /// The share of each head's dimensions that rotates (the first ones);
+    /// the rest pass through unchanged.
+    pub partial_rotary_factor: f64,
+}
+
+/// Values outside a rope parameter object that it may fall back on.
+#[derive(Debug, Clone, Copy)]
+pub struct RopeContext {
+    pub theta: Option<f64>,
+    pub partial_rotary_factor: Option<f64>,
+    pub original_max_position_embeddings: Option<usize>,
+    pub max_position_embeddings: Option<usize>,
 }
 
 impl RopeConfig {
     /// Reads one rope parameter object: either the transformers ≥ 5
     /// `rope_parameters` shape (`rope_type`, `rope_theta`, scaling keys) or an
     /// old-style `rope_scaling` object with `rope_theta` given separately.
-    pub fn from_json(params: Option<&Value>, fallback_theta: Option<f64>) -> Result<Self> {
+    pub fn from_json(params: Option<&Value>, context: RopeContext) -> Result<Self> {
         let get = |key: &str| params.and_then(|p| p.get(key)).and_then(Value::as_f64);
         let theta = get("rope_theta")
-            .or(fallback_theta)
+            .or(context.theta)
             .context("config.json gives no `rope_theta` (nor `rope_parameters.rope_theta`)")?;
         let kind = params
             .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
@@ -146,11 +170,48 @@ impl RopeConfig {
                 high_freq_factor: need("high_freq_factor")?,
                 original_max_position_embeddings: need("original_max_position_embeddings")?,
             },
+            // "su" is the name older Phi-3 configs give it.
+            "longrope" | "su" => {
+                let factors = |key: &str| -> Result<Vec<f64>> {
+                    let list = params.and_then(|p| p.get(key)).and_then(Value::as_array);
+                    list.and_then(|l| l.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
+                        .with_context(|| format!("rope scaling `longrope` needs a list of numbers `{key}` in config.json"))
+                };
+                let original = get("original_max_position_embeddings")
+                    .map(|v| v as usize)
+                    .or(context.original_max_position_embeddings)
+                    .context("rope scaling `longrope` needs `original_max_position_embeddings` in config.json")?;
+                if original < 2 {
+                    bail!("rope scaling `longrope`: original_max_position_embeddings must be at least 2");
+                }
+                // As transformers: the context extension factor, and from it the attention factor.
+                let factor = get("factor")
+                    .unwrap_or_else(|| context.max_position_embeddings.unwrap_or(original) as f64 / original as f64);
+                let attention_factor = get("attention_factor").unwrap_or(if factor <= 1.0 {
+                    1.0
+                } else {
+                    (1.0 + factor.ln() / (original as f64).ln()).sqrt()
+                });
+                RopeScaling::LongRope {
+                    short_factor: factors("short_factor")?,
+                    long_factor: factors("long_factor")?,
+                    original_max_position_embeddings: original,
+                    attention_factor,
+                }
+            }
             other => bail!(
-                "rope scaling type `{other}` is not supported yet (supported: default, linear, llama3)"
+                "rope scaling type `{other}` is not supported yet (supported: default, linear, llama3, longrope)"
             ),
         };
-        Ok(Self { theta, scaling })
+        let partial_rotary_factor = get("partial_rotary_factor").or(context.partial_rotary_factor).unwrap_or(1.0);
+        if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
+            bail!("config.json: partial_rotary_factor {partial_rotary_factor} is not in (0, 1]");
+        }
+        Ok(Self {
+            theta,
+            scaling,
+            partial_rotary_factor,
+        })
     }
 }
 
@@ -246,6 +307,8 @@ pub struct HfConfig {
     pub rope_scaling: Option<Value>,
     pub rope_parameters: Option<Value>,
     pub max_position_embeddings: Option<usize>,
+    pub original_max_position_embeddings: Option<usize>,
+    pub partial_rotary_factor: Option<f64>,
     pub tie_word_embeddings: Option<bool>,
     pub attention_bias: Option<bool>,
     pub mlp_bias: Option<bool>,
@@ -272,12 +335,24 @@ impl HfConfig {
     /// Rope parameters for layers of `layer_type` (`full_attention`,
     /// `sliding_attention`), from either config layout.
     pub fn rope_for(&self, layer_type: &str) -> Result<RopeConfig> {
+        let context = RopeContext {
+            theta: self.rope_theta,
+            partial_rotary_factor: self.partial_rotary_factor,
+            original_max_position_embeddings: self.original_max_position_embeddings,
+            max_position_embeddings: self.max_position_embeddings,
+        };
         match &self.rope_parameters {
             Some(params) if params.get(layer_type).is_some_and(Value::is_object) => {
-                RopeConfig::from_json(params.get(layer_type), self.rope_theta)
+                RopeConfig::from_json(params.get(layer_type), context)
             }
-            Some(params) => RopeConfig::from_json(Some(params), self.rope_theta),
-            None => RopeConfig::from_json(self.rope_scaling.as_ref(), self.rope_theta.or(Some(10_000.0))),
+            Some(params) => RopeConfig::from_json(Some(params), context),
+            None => RopeConfig::from_json(
+                self.rope_scaling.as_ref(),
+                RopeContext {
+                    theta: self.rope_theta.or(Some(10_000.0)),
+                    ..context
+                },
+            ),
         }
     }
 

@@ -8,6 +8,7 @@
 mod llama;
 mod mistral;
 mod olmo2;
+mod phi3;
 mod qwen2;
 mod qwen3;
 
@@ -28,6 +29,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Qwen3 => qwen3::adjust(cfg, &mut config)?,
         Architecture::Mistral => mistral::adjust(cfg, &mut config)?,
         Architecture::Olmo2 => olmo2::adjust(cfg, &mut config)?,
+        Architecture::Phi3 => phi3::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -115,9 +117,9 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Architecture::supported_list()
         )
     })?;
-    if architecture == Architecture::Olmo2 {
+    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3) {
         bail!(
-            "{}: OLMo 2 GGUF files are not supported yet (their post-norm blocks need their own tensor names); use the Hugging Face model folder",
+            "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
             file.path.display()
         );
     }
@@ -154,6 +156,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
                 file.path.display()
             ),
         },
+        partial_rotary_factor: 1.0,
     };
     let sliding_window = match (architecture, file.get(&key("attention.sliding_window"))) {
         (Architecture::Mistral, Some(_)) => Some(file.require_usize(&key("attention.sliding_window"))?),
@@ -269,6 +272,27 @@ mod tests {
         assert_eq!(cfg.eos_token_ids, vec![7, 9]);
         assert_eq!(cfg.head_dim, 32);
         assert_eq!(cfg.qk_norm, QkNorm::PerHead);
+    }
+
+    #[test]
+    fn phi3s_older_longrope_layout_is_read() {
+        // Phi-3-mini-128k's layout: `su` scaling, the pretraining context and
+        // the partial rotary share at the top level.
+        let factors = "[1.0, 1.5, 2.0, 2.5]";
+        let cfg = parse(&format!(
+            r#"{{"architectures": ["Phi3ForCausalLM"], {SIZES}, "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.5, "rope_theta": 10000.0,
+            "rope_scaling": {{"type": "su", "short_factor": {factors}, "long_factor": {factors}}}}}"#
+        ))
+        .unwrap();
+        let rope = &cfg.layers[0].rope;
+        assert_eq!(rope.partial_rotary_factor, 0.5);
+        let RopeScaling::LongRope { original_max_position_embeddings, attention_factor, .. } = rope.scaling else {
+            panic!("{:?}", rope.scaling)
+        };
+        assert_eq!(original_max_position_embeddings, 4096);
+        let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
+        assert!((attention_factor - expected).abs() < 1e-12);
     }
 
     #[test]

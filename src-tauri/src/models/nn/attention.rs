@@ -5,6 +5,7 @@
 use super::kv_cache::LayerCache;
 use super::linear::Linear;
 use super::norm::RmsNorm;
+use super::projections::Projections;
 use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
@@ -12,9 +13,8 @@ use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 
 pub struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    /// q, k and v (separate or fused as `qkv_proj`).
+    qkv: Projections,
     o_proj: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
@@ -41,14 +41,19 @@ impl Attention {
             Ok(Some(RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), dim, cfg.rms_norm_eps)?))
         };
         Ok(Self {
-            q_proj: Linear::load(weights, &format!("{prefix}.q_proj"), h, q_dim, cfg.qkv_bias)?,
-            k_proj: Linear::load(weights, &format!("{prefix}.k_proj"), h, kv_dim, cfg.qkv_bias)?,
-            v_proj: Linear::load(weights, &format!("{prefix}.v_proj"), h, kv_dim, cfg.qkv_bias)?,
+            qkv: Projections::load(
+                weights,
+                prefix,
+                "qkv_proj",
+                &[("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)],
+                h,
+                cfg.qkv_bias,
+            )?,
             o_proj: Linear::load(weights, &format!("{prefix}.o_proj"), q_dim, h, cfg.o_bias)?,
             q_norm: qk_norm("q_norm", q_dim)?,
             k_norm: qk_norm("k_norm", kv_dim)?,
             norm_whole: cfg.qk_norm == QkNorm::Whole,
-            rotary: RotaryEmbedding::new(&layer.rope, d),
+            rotary: RotaryEmbedding::new(&layer.rope, d)?,
             num_heads: cfg.num_attention_heads,
             num_kv_heads: cfg.num_key_value_heads,
             head_dim: d,
@@ -73,12 +78,13 @@ impl Attention {
     pub fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let start = cache.len();
-        let q = self.heads(&self.q_proj.forward(x)?, self.num_heads, self.q_norm.as_ref())?;
-        let k = self.heads(&self.k_proj.forward(x)?, self.num_kv_heads, self.k_norm.as_ref())?;
-        let v = self.heads(&self.v_proj.forward(x)?, self.num_kv_heads, None)?;
+        let [q, k, v]: [Tensor; 3] = self.qkv.forward(x)?.try_into().expect("three projections");
+        let q = self.heads(&q, self.num_heads, self.q_norm.as_ref())?;
+        let k = self.heads(&k, self.num_kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads(&v, self.num_kv_heads, None)?;
         let (cos, sin) = self.rotary.cos_sin(start, t, q.dtype(), q.device())?;
-        let q = RotaryEmbedding::apply(&q, &cos, &sin)?;
-        let k = RotaryEmbedding::apply(&k, &cos, &sin)?;
+        let q = self.rotary.apply(&q, &cos, &sin)?;
+        let k = self.rotary.apply(&k, &cos, &sin)?;
         let (k, v) = cache.append(&k, &v)?;
         let total = k.dim(2)?;
 

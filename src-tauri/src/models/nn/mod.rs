@@ -5,4 +5,5 @@ pub mod kv_cache;
 pub mod linear;
 pub mod mlp;
 pub mod norm;
+pub mod projections;
 pub mod rotary;
