@@ -118,6 +118,7 @@ family_tests! {
     olmo2 => "olmo2",
     phi4_mini_longrope => "phi4_mini_longrope",
     phi3_window => "phi3_window",
+    exaone4_hybrid => "exaone4_hybrid",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
 }

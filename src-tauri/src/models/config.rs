@@ -17,11 +17,13 @@ pub enum Architecture {
     Mistral,
     Olmo2,
     Phi3,
+    Exaone4,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 6] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3];
+    pub const ALL: [Architecture; 7] =
+        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3, Self::Exaone4];
 
     /// The `model_type` spelling used by Hugging Face configs.
     pub fn model_type(self) -> &'static str {
@@ -32,6 +34,7 @@ impl Architecture {
             Self::Mistral => "mistral",
             Self::Olmo2 => "olmo2",
             Self::Phi3 => "phi3",
+            Self::Exaone4 => "exaone4",
         }
     }
 
@@ -43,6 +46,7 @@ impl Architecture {
             "MistralForCausalLM" => Self::Mistral,
             "Olmo2ForCausalLM" => Self::Olmo2,
             "Phi3ForCausalLM" => Self::Phi3,
+            "Exaone4ForCausalLM" => Self::Exaone4,
             _ => return None,
         })
     }
@@ -221,6 +225,9 @@ pub struct LayerAttention {
     /// Keys older than this many positions are masked out; `None` is full attention.
     pub sliding_window: Option<usize>,
     pub rope: RopeConfig,
+    /// Whether q and k rotate at all (EXAONE 4's global layers use no
+    /// position encoding).
+    pub uses_rope: bool,
 }
 
 /// Everything the shared decoder needs to build and run a model.
@@ -316,6 +323,9 @@ pub struct HfConfig {
     pub use_sliding_window: Option<bool>,
     pub max_window_layers: Option<usize>,
     pub layer_types: Option<Vec<String>>,
+    /// EXAONE 4's older way to give `layer_types`: a period (4: three local
+    /// layers, then a global one) or a string such as "LLLG".
+    pub sliding_window_pattern: Option<Value>,
     pub hidden_act: Option<String>,
     pub bos_token_id: Option<Value>,
     pub eos_token_id: Option<Value>,

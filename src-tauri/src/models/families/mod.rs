@@ -5,6 +5,7 @@
 //! sliding window.
 //! Each family module states exactly those differences.
 
+mod exaone4;
 mod llama;
 mod mistral;
 mod olmo2;
@@ -30,6 +31,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Mistral => mistral::adjust(cfg, &mut config)?,
         Architecture::Olmo2 => olmo2::adjust(cfg, &mut config)?,
         Architecture::Phi3 => phi3::adjust(cfg, &mut config)?,
+        Architecture::Exaone4 => exaone4::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -67,6 +69,7 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
             LayerAttention {
                 sliding_window: None,
                 rope,
+                uses_rope: true,
             };
             num_layers
         ],
@@ -117,7 +120,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Architecture::supported_list()
         )
     })?;
-    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3) {
+    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
             file.path.display()
@@ -189,6 +192,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             LayerAttention {
                 sliding_window,
                 rope,
+                uses_rope: true,
             };
             num_layers
         ],
@@ -293,6 +297,24 @@ mod tests {
         assert_eq!(original_max_position_embeddings, 4096);
         let expected = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt();
         assert!((attention_factor - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn exaone4_layer_patterns_make_local_rotary_and_global_unrotated_layers() {
+        let sizes = SIZES.replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 8");
+        for pattern in ["4", "\"LLLG\""] {
+            let cfg = parse(&format!(
+                r#"{{"architectures": ["Exaone4ForCausalLM"], {sizes}, "sliding_window": 16, "sliding_window_pattern": {pattern}}}"#
+            ))
+            .unwrap();
+            let local: Vec<bool> = cfg.layers.iter().map(|l| l.sliding_window == Some(16)).collect();
+            assert_eq!(local, [true, true, true, false, true, true, true, false], "{pattern}");
+            assert!(cfg.layers.iter().all(|l| l.uses_rope == l.sliding_window.is_some()), "{pattern}");
+        }
+        // Without a window every layer is global and rotates.
+        let cfg = parse(&format!(r#"{{"architectures": ["Exaone4ForCausalLM"], {sizes}, "sliding_window": null}}"#)).unwrap();
+        assert!(cfg.layers.iter().all(|l| l.sliding_window.is_none() && l.uses_rope));
+        assert_eq!((cfg.qk_norm, cfg.norm_placement), (QkNorm::PerHead, NormPlacement::Post));
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub struct Attention {
     k_norm: Option<RmsNorm>,
     /// Whether `q_norm`/`k_norm` span the whole projection rather than one head.
     norm_whole: bool,
-    rotary: RotaryEmbedding,
+    /// `None` for layers without position encoding.
+    rotary: Option<RotaryEmbedding>,
     num_heads: usize,
     num_kv_heads: usize,
     head_dim: usize,
@@ -53,7 +54,7 @@ impl Attention {
             q_norm: qk_norm("q_norm", q_dim)?,
             k_norm: qk_norm("k_norm", kv_dim)?,
             norm_whole: cfg.qk_norm == QkNorm::Whole,
-            rotary: RotaryEmbedding::new(&layer.rope, d)?,
+            rotary: layer.uses_rope.then(|| RotaryEmbedding::new(&layer.rope, d)).transpose()?,
             num_heads: cfg.num_attention_heads,
             num_kv_heads: cfg.num_key_value_heads,
             head_dim: d,
@@ -82,9 +83,13 @@ impl Attention {
         let q = self.heads(&q, self.num_heads, self.q_norm.as_ref())?;
         let k = self.heads(&k, self.num_kv_heads, self.k_norm.as_ref())?;
         let v = self.heads(&v, self.num_kv_heads, None)?;
-        let (cos, sin) = self.rotary.cos_sin(start, t, q.dtype(), q.device())?;
-        let q = self.rotary.apply(&q, &cos, &sin)?;
-        let k = self.rotary.apply(&k, &cos, &sin)?;
+        let (q, k) = match &self.rotary {
+            Some(rotary) => {
+                let (cos, sin) = rotary.cos_sin(start, t, q.dtype(), q.device())?;
+                (rotary.apply(&q, &cos, &sin)?, rotary.apply(&k, &cos, &sin)?)
+            }
+            None => (q, k),
+        };
         let (k, v) = cache.append(&k, &v)?;
         let total = k.dim(2)?;
 
