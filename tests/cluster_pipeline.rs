@@ -19,7 +19,7 @@ const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
 
 /// The tiny fixtures of tests/fixtures/tiny, two layers each.
-const TINY_FAMILIES: [&str; 11] = [
+const TINY_FAMILIES: [&str; 12] = [
     "llama3_rope_scaling",
     "llama_tied",
     "qwen2",
@@ -29,6 +29,7 @@ const TINY_FAMILIES: [&str; 11] = [
     "phi4_mini_longrope",
     "phi3_window",
     "exaone4_hybrid",
+    "gemma3_hybrid",
     "falcon3",
     "deepseek_r1_distill_qwen",
 ];

@@ -119,6 +119,24 @@ family_tests! {
     phi4_mini_longrope => "phi4_mini_longrope",
     phi3_window => "phi3_window",
     exaone4_hybrid => "exaone4_hybrid",
+    gemma3_hybrid => "gemma3_hybrid",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
+}
+
+/// Local (sliding-window) layers keep only the keys their window can still
+/// see, and the outputs stay those of the uncapped reference (above).
+#[test]
+fn local_layers_cache_at_most_their_window() {
+    use cake::text::model::{LoadOptions, TextModel};
+    let model = TextModel::load(&fixture("tiny/gemma3_hybrid"), &LoadOptions::default()).unwrap();
+    let tokens: Vec<u32> = ids(&reference("gemma3_hybrid")["nll_tokens"]).into_iter().map(|t| t as u32).collect();
+    assert!(tokens.len() > 8, "the sequence is longer than the window");
+    let mut session = model.new_session();
+    model.hidden_states(&tokens[..tokens.len() - 1], &mut session).unwrap();
+    model.hidden_states(&tokens[tokens.len() - 1..], &mut session).unwrap();
+    let [local, global] = [&session.cache.layers[0], &session.cache.layers[1]];
+    let n = tokens.len();
+    assert_eq!((local.len(), local.first_position()), (n, n - 8), "the local layer keeps its window of 8");
+    assert_eq!((global.len(), global.first_position()), (n, 0), "the global layer keeps everything");
 }

@@ -18,12 +18,13 @@ pub enum Architecture {
     Olmo2,
     Phi3,
     Exaone4,
+    Gemma3,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 7] =
-        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3, Self::Exaone4];
+    pub const ALL: [Architecture; 8] =
+        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3, Self::Exaone4, Self::Gemma3];
 
     /// The `model_type` spelling used by Hugging Face configs.
     pub fn model_type(self) -> &'static str {
@@ -35,6 +36,7 @@ impl Architecture {
             Self::Olmo2 => "olmo2",
             Self::Phi3 => "phi3",
             Self::Exaone4 => "exaone4",
+            Self::Gemma3 => "gemma3_text",
         }
     }
 
@@ -47,6 +49,7 @@ impl Architecture {
             "Olmo2ForCausalLM" => Self::Olmo2,
             "Phi3ForCausalLM" => Self::Phi3,
             "Exaone4ForCausalLM" => Self::Exaone4,
+            "Gemma3ForCausalLM" => Self::Gemma3,
             _ => return None,
         })
     }
@@ -126,6 +129,17 @@ pub enum NormPlacement {
     Pre,
     /// `x + norm(attn(x))`, then `x + norm(mlp(x))` (OLMo 2).
     Post,
+    /// Both: `x + norm(attn(norm(x)))`, then `x + norm(mlp(norm(x)))` (Gemma 3).
+    Sandwich,
+}
+
+/// The activation of the gated MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `silu` / `swish`.
+    Silu,
+    /// GELU's tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
 }
 
 /// Rotary embedding parameters of one attention layer.
@@ -254,6 +268,18 @@ pub struct ModelConfig {
     pub qk_norm: QkNorm,
     /// Where each block's norms sit.
     pub norm_placement: NormPlacement,
+    /// RMSNorm weights are stored centred on zero and applied as `1 + w` (Gemma).
+    pub norm_unit_offset: bool,
+    /// The gated MLP's activation.
+    pub activation: Activation,
+    /// Token embeddings are multiplied by this (Gemma: √hidden_size).
+    pub embedding_scale: Option<f64>,
+    /// Attention scores are scaled by `1/√this` instead of `1/√head_dim`.
+    pub query_pre_attn_scalar: Option<f64>,
+    /// Attention scores pass through `cap · tanh(s / cap)`.
+    pub attn_logit_softcapping: Option<f64>,
+    /// Final logits pass through `cap · tanh(l / cap)`.
+    pub final_logit_softcapping: Option<f64>,
     /// One entry per layer.
     pub layers: Vec<LayerAttention>,
     pub bos_token_id: Option<u32>,
@@ -327,6 +353,13 @@ pub struct HfConfig {
     /// layers, then a global one) or a string such as "LLLG".
     pub sliding_window_pattern: Option<Value>,
     pub hidden_act: Option<String>,
+    /// Gemma's name for `hidden_act`.
+    pub hidden_activation: Option<String>,
+    pub query_pre_attn_scalar: Option<f64>,
+    pub attn_logit_softcapping: Option<f64>,
+    pub final_logit_softcapping: Option<f64>,
+    /// Gemma 3's older rope base for its sliding layers.
+    pub rope_local_base_freq: Option<f64>,
     pub bos_token_id: Option<Value>,
     pub eos_token_id: Option<Value>,
     pub quantization_config: Option<Value>,
@@ -385,11 +418,12 @@ impl HfConfig {
         }
     }
 
-    /// The checkpoint's activation must be SiLU for the gated MLP we build.
-    pub fn require_silu(&self) -> Result<()> {
-        match self.hidden_act.as_deref() {
-            None | Some("silu") | Some("swish") => Ok(()),
-            Some(other) => bail!("config.json: activation `{other}` is not supported for this family (expected silu)"),
+    /// The gated MLP's activation (`hidden_act`, or Gemma's `hidden_activation`).
+    pub fn activation(&self) -> Result<Activation> {
+        match self.hidden_activation.as_deref().or(self.hidden_act.as_deref()) {
+            None | Some("silu") | Some("swish") => Ok(Activation::Silu),
+            Some("gelu_pytorch_tanh") => Ok(Activation::GeluTanh),
+            Some(other) => bail!("config.json: activation `{other}` is not supported (supported: silu, gelu_pytorch_tanh)"),
         }
     }
 }

@@ -19,51 +19,60 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
-/// One transformer block. Pre-norm blocks normalise each sub-layer's input
-/// (`input_layernorm`, `post_attention_layernorm`); post-norm blocks (OLMo 2)
-/// normalise each sub-layer's output (`post_attention_layernorm`,
-/// `post_feedforward_layernorm`) before the residual add.
+/// One transformer block. Pre-norm blocks normalise each sub-layer's input,
+/// post-norm blocks (OLMo 2) its output before the residual add, sandwich
+/// blocks (Gemma 3) both.
 struct DecoderLayer {
-    placement: NormPlacement,
-    /// Pre-norm: before attention. Post-norm: after attention.
-    attention_norm: RmsNorm,
     self_attn: Attention,
-    /// Pre-norm: before the MLP. Post-norm: after the MLP.
-    mlp_norm: RmsNorm,
     mlp: GatedMlp,
+    /// Before attention (`input_layernorm`).
+    attention_input_norm: Option<RmsNorm>,
+    /// After attention (`post_attention_layernorm`).
+    attention_output_norm: Option<RmsNorm>,
+    /// Before the MLP (`post_attention_layernorm` in pre-norm blocks,
+    /// `pre_feedforward_layernorm` in sandwich blocks).
+    mlp_input_norm: Option<RmsNorm>,
+    /// After the MLP (`post_feedforward_layernorm`).
+    mlp_output_norm: Option<RmsNorm>,
 }
 
 impl DecoderLayer {
     fn load(weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
         let prefix = format!("model.layers.{index}");
-        let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps);
-        let norm = |name: &str| RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), h, eps);
-        let (attention_norm, mlp_norm) = match cfg.norm_placement {
-            NormPlacement::Pre => (norm("input_layernorm")?, norm("post_attention_layernorm")?),
-            NormPlacement::Post => (norm("post_attention_layernorm")?, norm("post_feedforward_layernorm")?),
+        let norm = |name: &str| RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), cfg.hidden_size, cfg).map(Some);
+        let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) = match cfg.norm_placement {
+            NormPlacement::Pre => (norm("input_layernorm")?, None, norm("post_attention_layernorm")?, None),
+            NormPlacement::Post => (None, norm("post_attention_layernorm")?, None, norm("post_feedforward_layernorm")?),
+            NormPlacement::Sandwich => (
+                norm("input_layernorm")?,
+                norm("post_attention_layernorm")?,
+                norm("pre_feedforward_layernorm")?,
+                norm("post_feedforward_layernorm")?,
+            ),
         };
         Ok(Self {
-            placement: cfg.norm_placement,
-            attention_norm,
             self_attn: Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[index])?,
-            mlp_norm,
             mlp: GatedMlp::load(weights, &format!("{prefix}.mlp"), cfg)?,
+            attention_input_norm,
+            attention_output_norm,
+            mlp_input_norm,
+            mlp_output_norm,
         })
     }
 
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        Ok(match self.placement {
-            NormPlacement::Pre => {
-                let x = (x + self.self_attn.forward(&self.attention_norm.forward(x)?, cache)?)?;
-                let mlp = self.mlp.forward(&self.mlp_norm.forward(&x)?)?;
-                (x + mlp)?
-            }
-            NormPlacement::Post => {
-                let x = (x + self.attention_norm.forward(&self.self_attn.forward(x, cache)?)?)?;
-                let mlp = self.mlp_norm.forward(&self.mlp.forward(&x)?)?;
-                (x + mlp)?
-            }
-        })
+        let attention = self.self_attn.forward(&apply(&self.attention_input_norm, x)?, cache)?;
+        let x = (x + apply(&self.attention_output_norm, &attention)?)?;
+        let mlp = self.mlp.forward(&apply(&self.mlp_input_norm, &x)?)?;
+        Ok((&x + apply(&self.mlp_output_norm, &mlp)?)?)
+    }
+}
+
+/// `norm(x)`, or `x` where the block has no norm at that place.
+fn apply(norm: &Option<RmsNorm>, x: &Tensor) -> Result<Tensor> {
+    match norm {
+        Some(norm) => norm.forward(x),
+        None => Ok(x.clone()),
     }
 }
 
@@ -148,7 +157,7 @@ impl Decoder {
             on_layer(layers.len(), total);
         }
         let norm = if selection.head {
-            Some(RmsNorm::load(weights, "model.norm.weight", hidden, config.rms_norm_eps)?)
+            Some(RmsNorm::load_for(weights, "model.norm.weight", hidden, &config)?)
         } else {
             None
         };
@@ -188,7 +197,13 @@ impl Decoder {
             bail!("token id {bad} is outside the vocabulary (size {})", self.config.vocab_size);
         }
         let ids = Tensor::new(tokens, &self.device)?;
-        Ok(table.lookup(&ids)?.to_dtype(self.dtype)?.unsqueeze(0)?)
+        let embedded = table.lookup(&ids)?.to_dtype(self.dtype)?;
+        let embedded = match self.config.embedding_scale {
+            // The scale is rounded to the compute dtype first, as transformers does.
+            Some(scale) => embedded.broadcast_mul(&Tensor::new(scale as f32, &self.device)?.to_dtype(self.dtype)?)?,
+            None => embedded,
+        };
+        Ok(embedded.unsqueeze(0)?)
     }
 
     /// Runs this decoder's layers over hidden states `(1, t, hidden)`.
@@ -218,7 +233,11 @@ impl Decoder {
     /// The LM head on normed hidden states `(1, t, hidden)`: f32 logits `(t, vocab)`.
     pub fn head_logits(&self, normed: &Tensor) -> Result<Tensor> {
         let head = self.lm_head.as_ref().context("this stage holds no LM head")?;
-        Ok(head.forward(normed)?.squeeze(0)?.to_dtype(DType::F32)?)
+        let logits = head.forward(normed)?.squeeze(0)?.to_dtype(DType::F32)?;
+        Ok(match self.config.final_logit_softcapping {
+            Some(cap) => ((logits / cap)?.tanh()? * cap)?,
+            None => logits,
+        })
     }
 
     /// Embedding, all layers and head in one call (a whole model).

@@ -6,6 +6,7 @@
 //! Each family module states exactly those differences.
 
 mod exaone4;
+mod gemma3;
 mod llama;
 mod mistral;
 mod olmo2;
@@ -14,7 +15,7 @@ mod qwen2;
 mod qwen3;
 
 use crate::formats::gguf::GgufFile;
-use crate::models::config::{token_ids, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm};
+use crate::models::config::{token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm};
 use crate::models::sources::gguf::RotaryRowOrder;
 use anyhow::{bail, Context, Result};
 
@@ -22,7 +23,6 @@ use anyhow::{bail, Context, Result};
 pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
     let architecture = Architecture::detect(&cfg.architectures, cfg.model_type.as_deref())?;
     cfg.require_runnable_quantization()?;
-    cfg.require_silu()?;
     let mut config = common_hf(cfg, architecture)?;
     match architecture {
         Architecture::Llama => llama::adjust(cfg, &mut config)?,
@@ -32,6 +32,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Olmo2 => olmo2::adjust(cfg, &mut config)?,
         Architecture::Phi3 => phi3::adjust(cfg, &mut config)?,
         Architecture::Exaone4 => exaone4::adjust(cfg, &mut config)?,
+        Architecture::Gemma3 => gemma3::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -65,6 +66,12 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         mlp_bias: cfg.mlp_bias.unwrap_or(false),
         qk_norm: QkNorm::None,
         norm_placement: NormPlacement::Pre,
+        norm_unit_offset: false,
+        activation: cfg.activation()?,
+        embedding_scale: None,
+        query_pre_attn_scalar: None,
+        attn_logit_softcapping: None,
+        final_logit_softcapping: None,
         layers: vec![
             LayerAttention {
                 sliding_window: None,
@@ -106,6 +113,35 @@ fn qwen_style_windows(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
     Ok(())
 }
 
+/// Which of `n` layers are local (sliding-window) ones, from an older
+/// `sliding_window_pattern`: a period whose last layer is global (EXAONE 4:
+/// 4, Gemma 3: 6; `default` when absent), or a string of `L` (local) and `G`.
+fn local_layers_from_pattern(pattern: Option<&serde_json::Value>, default: usize, n: usize) -> Result<Vec<bool>> {
+    use serde_json::Value;
+    match pattern {
+        None => Ok((0..n).map(|i| (i + 1) % default != 0).collect()),
+        Some(Value::Number(period)) => {
+            let period = period.as_u64().filter(|&p| p > 0).context("config.json: `sliding_window_pattern` must be a positive integer")? as usize;
+            Ok((0..n).map(|i| (i + 1) % period != 0).collect())
+        }
+        Some(Value::String(letters)) if !letters.is_empty() && letters.chars().all(|c| c == 'L' || c == 'G') => {
+            let letters: Vec<char> = letters.chars().collect();
+            Ok((0..n).map(|i| letters[i % letters.len()] == 'L').collect())
+        }
+        Some(other) => bail!("config.json: `sliding_window_pattern` {other} is neither a period nor a string of L and G"),
+    }
+}
+
+/// Which of the config's layers are local ones: `layer_types` when given,
+/// else the older `sliding_window_pattern` (see [`local_layers_from_pattern`]).
+fn local_layers(cfg: &HfConfig, default_period: usize, n: usize) -> Result<Vec<bool>> {
+    match &cfg.layer_types {
+        Some(types) if types.len() != n => bail!("config.json: `layer_types` has {} entries for {n} layers", types.len()),
+        Some(types) => Ok(types.iter().map(|t| t == "sliding_attention").collect()),
+        None => local_layers_from_pattern(cfg.sliding_window_pattern.as_ref(), default_period, n),
+    }
+}
+
 /// Builds the model description from GGUF metadata and tensor table. Also
 /// returns the q/k row order to undo for Llama-family files.
 pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>)> {
@@ -120,7 +156,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Architecture::supported_list()
         )
     })?;
-    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4) {
+    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4 | Architecture::Gemma3) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
             file.path.display()
@@ -188,6 +224,12 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         mlp_bias: has("blk.0.ffn_up.bias"),
         qk_norm: if has("blk.0.attn_q_norm.weight") { QkNorm::PerHead } else { QkNorm::None },
         norm_placement: NormPlacement::Pre,
+        norm_unit_offset: false,
+        activation: Activation::Silu,
+        embedding_scale: None,
+        query_pre_attn_scalar: None,
+        attn_logit_softcapping: None,
+        final_logit_softcapping: None,
         layers: vec![
             LayerAttention {
                 sliding_window,

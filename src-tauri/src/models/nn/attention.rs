@@ -26,6 +26,10 @@ pub struct Attention {
     num_kv_heads: usize,
     head_dim: usize,
     sliding_window: Option<usize>,
+    /// Scores are multiplied by this (1/√head_dim unless the config says otherwise).
+    scale: f64,
+    /// `cap · tanh(score / cap)` before the mask (Gemma 2 style), if set.
+    logit_softcap: Option<f64>,
 }
 
 impl Attention {
@@ -39,7 +43,7 @@ impl Attention {
                 QkNorm::PerHead => d,
                 QkNorm::Whole => projection,
             };
-            Ok(Some(RmsNorm::load(weights, &format!("{prefix}.{name}.weight"), dim, cfg.rms_norm_eps)?))
+            Ok(Some(RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), dim, cfg)?))
         };
         Ok(Self {
             qkv: Projections::load(
@@ -59,6 +63,8 @@ impl Attention {
             num_kv_heads: cfg.num_key_value_heads,
             head_dim: d,
             sliding_window: layer.sliding_window,
+            scale: 1.0 / cfg.query_pre_attn_scalar.unwrap_or(d as f64).sqrt(),
+            logit_softcap: cfg.attn_logit_softcapping,
         })
     }
 
@@ -90,15 +96,23 @@ impl Attention {
             }
             None => (q, k),
         };
+        let first_key = cache.first_position();
         let (k, v) = cache.append(&k, &v)?;
         let total = k.dim(2)?;
+        if let Some(window) = self.sliding_window {
+            // Later queries never look further back than the window.
+            cache.keep_last(window)?;
+        }
 
         // Group the query heads that share a kv head: (b, kv, rep * t, d).
         let rep = self.num_heads / self.num_kv_heads;
         let q = q.reshape((b, self.num_kv_heads, rep * t, self.head_dim))?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?.to_dtype(DType::F32)?;
-        let scores = match attention_mask(start, t, total, self.sliding_window, x.device())? {
+        let scores = (q.matmul(&k.t()?)? * self.scale)?.to_dtype(DType::F32)?;
+        let scores = match self.logit_softcap {
+            Some(cap) => ((scores / cap)?.tanh()? * cap)?,
+            None => scores,
+        };
+        let scores = match attention_mask(start, t, first_key, total, self.sliding_window, x.device())? {
             Some(mask) => scores
                 .reshape((b, self.num_kv_heads, rep, t, total))?
                 .broadcast_add(&mask)?
@@ -115,18 +129,27 @@ impl Attention {
     }
 }
 
-/// Additive mask `(t, total)` for queries at `start..start + t` over keys
-/// `0..total`: a key is visible when it is not in the future and, with a
-/// window, fewer than `window` positions back. `None` when nothing is masked.
-fn attention_mask(start: usize, t: usize, total: usize, window: Option<usize>, device: &Device) -> Result<Option<Tensor>> {
+/// Additive mask `(t, total)` for queries at `start..start + t` over the
+/// keys at positions `first_key..first_key + total`: a key is visible when it
+/// is not in the future and, with a window, fewer than `window` positions
+/// back. `None` when nothing is masked.
+fn attention_mask(
+    start: usize,
+    t: usize,
+    first_key: usize,
+    total: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> Result<Option<Tensor>> {
     let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
-    let all_visible = (start..start + t).all(|q| (0..total).all(|k| visible(q, k)));
+    let keys = first_key..first_key + total;
+    let all_visible = (start..start + t).all(|q| keys.clone().all(|k| visible(q, k)));
     if all_visible {
         return Ok(None);
     }
     let mut mask = Vec::with_capacity(t * total);
     for q in start..start + t {
-        for k in 0..total {
+        for k in keys.clone() {
             mask.push(if visible(q, k) { 0f32 } else { f32::NEG_INFINITY });
         }
     }
@@ -138,7 +161,7 @@ mod tests {
     use super::*;
 
     fn mask_rows(start: usize, t: usize, total: usize, window: Option<usize>) -> Vec<Vec<bool>> {
-        match attention_mask(start, t, total, window, &Device::Cpu).unwrap() {
+        match attention_mask(start, t, 0, total, window, &Device::Cpu).unwrap() {
             None => vec![vec![true; total]; t],
             Some(m) => m
                 .to_vec2::<f32>()
@@ -151,7 +174,7 @@ mod tests {
 
     #[test]
     fn single_decode_step_needs_no_mask_without_window() {
-        assert!(attention_mask(5, 1, 6, None, &Device::Cpu).unwrap().is_none());
+        assert!(attention_mask(5, 1, 0, 6, None, &Device::Cpu).unwrap().is_none());
     }
 
     #[test]
@@ -164,5 +187,11 @@ mod tests {
     fn window_hides_old_keys() {
         let rows = mask_rows(4, 1, 5, Some(2));
         assert_eq!(rows, vec![vec![false, false, false, true, true]]);
+    }
+
+    #[test]
+    fn a_trimmed_window_cache_needs_no_mask_for_one_step() {
+        // Keys 3..5 kept of a window of 2: query 4 sees 3 and 4, nothing to mask.
+        assert!(attention_mask(4, 1, 3, 2, Some(2), &Device::Cpu).unwrap().is_none());
     }
 }

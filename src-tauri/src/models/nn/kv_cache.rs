@@ -8,13 +8,17 @@ use anyhow::Result;
 use candle_core::Tensor;
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
+/// A sliding-window layer keeps only the positions its window can still
+/// see; `dropped` counts those it let go.
 #[derive(Default, Clone)]
 pub struct LayerCache {
     kv: Option<(Tensor, Tensor)>,
+    dropped: usize,
 }
 
 impl LayerCache {
-    /// Appends this step's keys and values and returns everything cached so far.
+    /// Appends this step's keys and values and returns everything cached so
+    /// far: positions [`Self::first_position`]`..`[`Self::len`].
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
         let (k, v) = match &self.kv {
             Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
@@ -24,9 +28,27 @@ impl LayerCache {
         Ok((k, v))
     }
 
-    /// Number of cached positions.
+    /// Keeps at most the last `n` positions (a window of `n` never looks further back).
+    pub fn keep_last(&mut self, n: usize) -> Result<()> {
+        if let Some((k, v)) = &self.kv {
+            let stored = k.dim(2)?;
+            if stored > n {
+                let cut = stored - n;
+                self.kv = Some((k.narrow(2, cut, n)?.contiguous()?, v.narrow(2, cut, n)?.contiguous()?));
+                self.dropped += cut;
+            }
+        }
+        Ok(())
+    }
+
+    /// The position of the oldest cached key.
+    pub fn first_position(&self) -> usize {
+        self.dropped
+    }
+
+    /// Number of positions seen (cached or already let go).
     pub fn len(&self) -> usize {
-        self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+        self.dropped + self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
     }
 
     pub fn is_empty(&self) -> bool {

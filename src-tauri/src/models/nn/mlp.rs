@@ -1,8 +1,9 @@
-//! The gated SiLU feed-forward block: `down(silu(gate(x)) * up(x))`.
+//! The gated feed-forward block: `down(act(gate(x)) * up(x))`, with SiLU
+//! or GELU-tanh as `act`.
 
 use super::linear::Linear;
 use super::projections::Projections;
-use crate::models::config::ModelConfig;
+use crate::models::config::{Activation, ModelConfig};
 use crate::models::weights::Weights;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -11,6 +12,7 @@ pub struct GatedMlp {
     /// gate and up (separate or fused as `gate_up_proj`).
     gate_up: Projections,
     down_proj: Linear,
+    activation: Activation,
 }
 
 impl GatedMlp {
@@ -19,11 +21,16 @@ impl GatedMlp {
         Ok(Self {
             gate_up: Projections::load(weights, prefix, "gate_up_proj", &[("gate_proj", i), ("up_proj", i)], h, bias)?,
             down_proj: Linear::load(weights, &format!("{prefix}.down_proj"), i, h, bias)?,
+            activation: cfg.activation,
         })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self.gate_up.forward(x)?.try_into().expect("two projections");
-        self.down_proj.forward(&(candle_nn::ops::silu(&gate)? * up)?)
+        let gate = match self.activation {
+            Activation::Silu => candle_nn::ops::silu(&gate)?,
+            Activation::GeluTanh => gate.gelu()?,
+        };
+        self.down_proj.forward(&(gate * up)?)
     }
 }

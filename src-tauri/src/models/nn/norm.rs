@@ -1,5 +1,6 @@
 //! Root-mean-square layer normalisation.
 
+use crate::models::config::ModelConfig;
 use crate::models::weights::Weights;
 use anyhow::Result;
 use candle_core::{DType, Tensor};
@@ -17,6 +18,16 @@ impl RmsNorm {
             weight,
             eps: eps as f32,
         })
+    }
+
+    /// A decoder norm as `cfg` stores it: weights used as they are, or as
+    /// `1 + w` where the family keeps them centred on zero.
+    pub fn load_for(weights: &Weights, name: &str, dim: usize, cfg: &ModelConfig) -> Result<Self> {
+        let mut norm = Self::load(weights, name, dim, cfg.rms_norm_eps)?;
+        if cfg.norm_unit_offset {
+            norm.weight = (norm.weight + 1.0)?;
+        }
+        Ok(norm)
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
