@@ -19,11 +19,12 @@ const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
 
 /// The tiny fixtures of tests/fixtures/tiny, two layers each.
-const TINY_FAMILIES: [&str; 12] = [
+const TINY_FAMILIES: [&str; 13] = [
     "llama3_rope_scaling",
     "llama_tied",
     "qwen2",
     "qwen3",
+    "qwen3_moe",
     "mistral_window",
     "olmo2",
     "phi4_mini_longrope",

@@ -114,6 +114,7 @@ family_tests! {
     llama_tied => "llama_tied",
     qwen2 => "qwen2",
     qwen3 => "qwen3",
+    qwen3_moe => "qwen3_moe",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
     phi4_mini_longrope => "phi4_mini_longrope",

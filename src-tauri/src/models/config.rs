@@ -19,12 +19,22 @@ pub enum Architecture {
     Phi3,
     Exaone4,
     Gemma3,
+    Qwen3Moe,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 8] =
-        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Mistral, Self::Olmo2, Self::Phi3, Self::Exaone4, Self::Gemma3];
+    pub const ALL: [Architecture; 9] = [
+        Self::Llama,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Qwen3Moe,
+        Self::Mistral,
+        Self::Olmo2,
+        Self::Phi3,
+        Self::Exaone4,
+        Self::Gemma3,
+    ];
 
     /// The `model_type` spelling used by Hugging Face configs.
     pub fn model_type(self) -> &'static str {
@@ -37,6 +47,7 @@ impl Architecture {
             Self::Phi3 => "phi3",
             Self::Exaone4 => "exaone4",
             Self::Gemma3 => "gemma3_text",
+            Self::Qwen3Moe => "qwen3_moe",
         }
     }
 
@@ -50,6 +61,7 @@ impl Architecture {
             "Phi3ForCausalLM" => Self::Phi3,
             "Exaone4ForCausalLM" => Self::Exaone4,
             "Gemma3ForCausalLM" => Self::Gemma3,
+            "Qwen3MoeForCausalLM" => Self::Qwen3Moe,
             _ => return None,
         })
     }
@@ -244,6 +256,20 @@ pub struct LayerAttention {
     pub uses_rope: bool,
 }
 
+/// A sparse mixture-of-experts feed-forward block (Qwen3-MoE).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeConfig {
+    pub num_experts: usize,
+    /// Experts each token is sent to.
+    pub experts_per_token: usize,
+    /// Each expert's gated-MLP width.
+    pub expert_intermediate_size: usize,
+    /// Renormalise the chosen experts' router probabilities to sum to one.
+    pub normalize_top_k: bool,
+    /// Per layer: sparse (experts) or dense (the ordinary MLP).
+    pub sparse_layers: Vec<bool>,
+}
+
 /// Everything the shared decoder needs to build and run a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
@@ -280,6 +306,8 @@ pub struct ModelConfig {
     pub attn_logit_softcapping: Option<f64>,
     /// Final logits pass through `cap · tanh(l / cap)`.
     pub final_logit_softcapping: Option<f64>,
+    /// Sparse mixture-of-experts feed-forward layers, if the family has them.
+    pub moe: Option<MoeConfig>,
     /// One entry per layer.
     pub layers: Vec<LayerAttention>,
     pub bos_token_id: Option<u32>,
@@ -358,6 +386,14 @@ pub struct HfConfig {
     pub query_pre_attn_scalar: Option<f64>,
     pub attn_logit_softcapping: Option<f64>,
     pub final_logit_softcapping: Option<f64>,
+    /// Mixture of experts (Qwen3-MoE); transformers 5 writes `num_local_experts`.
+    #[serde(alias = "num_local_experts")]
+    pub num_experts: Option<usize>,
+    pub num_experts_per_tok: Option<usize>,
+    pub moe_intermediate_size: Option<usize>,
+    pub norm_topk_prob: Option<bool>,
+    pub decoder_sparse_step: Option<usize>,
+    pub mlp_only_layers: Option<Vec<usize>>,
     /// Gemma 3's older rope base for its sliding layers.
     pub rope_local_base_freq: Option<f64>,
     pub bos_token_id: Option<Value>,

@@ -11,6 +11,7 @@ use super::nn::attention::Attention;
 use super::nn::kv_cache::{KvCache, LayerCache};
 use super::nn::linear::Linear;
 use super::nn::mlp::GatedMlp;
+use super::nn::moe::SparseMoe;
 use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
 use super::weights::{MatrixWeight, Weights};
@@ -24,7 +25,7 @@ use std::sync::Arc;
 /// blocks (Gemma 3) both.
 struct DecoderLayer {
     self_attn: Attention,
-    mlp: GatedMlp,
+    mlp: FeedForward,
     /// Before attention (`input_layernorm`).
     attention_input_norm: Option<RmsNorm>,
     /// After attention (`post_attention_layernorm`).
@@ -52,7 +53,7 @@ impl DecoderLayer {
         };
         Ok(Self {
             self_attn: Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[index])?,
-            mlp: GatedMlp::load(weights, &format!("{prefix}.mlp"), cfg)?,
+            mlp: FeedForward::load(weights, &format!("{prefix}.mlp"), cfg, index)?,
             attention_input_norm,
             attention_output_norm,
             mlp_input_norm,
@@ -65,6 +66,30 @@ impl DecoderLayer {
         let x = (x + apply(&self.attention_output_norm, &attention)?)?;
         let mlp = self.mlp.forward(&apply(&self.mlp_input_norm, &x)?)?;
         Ok((&x + apply(&self.mlp_output_norm, &mlp)?)?)
+    }
+}
+
+/// A block's feed-forward part: the dense gated MLP, or experts.
+enum FeedForward {
+    Dense(GatedMlp),
+    Sparse(SparseMoe),
+}
+
+impl FeedForward {
+    fn load(weights: &Weights, prefix: &str, cfg: &ModelConfig, layer: usize) -> Result<Self> {
+        Ok(match &cfg.moe {
+            Some(moe) if moe.sparse_layers.get(layer).copied().unwrap_or(false) => {
+                Self::Sparse(SparseMoe::load(weights, prefix, cfg, moe)?)
+            }
+            _ => Self::Dense(GatedMlp::load(weights, prefix, cfg)?),
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Dense(mlp) => mlp.forward(x),
+            Self::Sparse(moe) => moe.forward(x),
+        }
     }
 }
 

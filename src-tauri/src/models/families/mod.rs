@@ -13,6 +13,7 @@ mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3_moe;
 
 use crate::formats::gguf::GgufFile;
 use crate::models::config::{token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm};
@@ -33,6 +34,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Phi3 => phi3::adjust(cfg, &mut config)?,
         Architecture::Exaone4 => exaone4::adjust(cfg, &mut config)?,
         Architecture::Gemma3 => gemma3::adjust(cfg, &mut config)?,
+        Architecture::Qwen3Moe => qwen3_moe::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -72,6 +74,7 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         query_pre_attn_scalar: None,
         attn_logit_softcapping: None,
         final_logit_softcapping: None,
+        moe: None,
         layers: vec![
             LayerAttention {
                 sliding_window: None,
@@ -156,7 +159,10 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Architecture::supported_list()
         )
     })?;
-    if matches!(architecture, Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4 | Architecture::Gemma3) {
+    if matches!(
+        architecture,
+        Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4 | Architecture::Gemma3 | Architecture::Qwen3Moe
+    ) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
             file.path.display()
@@ -230,6 +236,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         query_pre_attn_scalar: None,
         attn_logit_softcapping: None,
         final_logit_softcapping: None,
+        moe: None,
         layers: vec![
             LayerAttention {
                 sliding_window,

@@ -16,8 +16,14 @@ pub struct GatedMlp {
 }
 
 impl GatedMlp {
+    /// The dense MLP of `cfg` (width `intermediate_size`).
     pub fn load(weights: &Weights, prefix: &str, cfg: &ModelConfig) -> Result<Self> {
-        let (h, i, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
+        Self::load_with_width(weights, prefix, cfg, cfg.intermediate_size)
+    }
+
+    /// A gated MLP of `intermediate` width (an expert of a MoE block).
+    pub fn load_with_width(weights: &Weights, prefix: &str, cfg: &ModelConfig, intermediate: usize) -> Result<Self> {
+        let (h, i, bias) = (cfg.hidden_size, intermediate, cfg.mlp_bias);
         Ok(Self {
             gate_up: Projections::load(weights, prefix, "gate_up_proj", &[("gate_proj", i), ("up_proj", i)], h, bias)?,
             down_proj: Linear::load(weights, &format!("{prefix}.down_proj"), i, h, bias)?,

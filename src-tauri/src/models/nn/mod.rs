@@ -4,6 +4,7 @@ pub mod attention;
 pub mod kv_cache;
 pub mod linear;
 pub mod mlp;
+pub mod moe;
 pub mod norm;
 pub mod projections;
 pub mod rotary;
