@@ -32,6 +32,10 @@ fn check_nll_matches_transformers(family: &str) {
         model.to_str().unwrap(),
         "--tokens",
         &join_ids(&ids(&reference["nll_tokens"])),
+        // transformers' reference runs in f32 (a no-op for the f32 fixtures;
+        // the FP8 one keeps its weights in F8E4M3 and computes in f32).
+        "--dtype",
+        "f32",
         "--json",
     ]);
     let ours: Vec<f64> = out["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
@@ -57,6 +61,8 @@ fn check_greedy_matches_transformers(family: &str, no_kv_cache: bool) {
         "--max-tokens",
         "16",
         "--ignore-eos",
+        "--dtype",
+        "f32",
         "--json",
     ];
     if no_kv_cache {
@@ -121,6 +127,7 @@ family_tests! {
     phi3_window => "phi3_window",
     exaone4_hybrid => "exaone4_hybrid",
     gemma3_hybrid => "gemma3_hybrid",
+    llama_fp8 => "llama_fp8",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
 }
@@ -140,4 +147,53 @@ fn local_layers_cache_at_most_their_window() {
     let n = tokens.len();
     assert_eq!((local.len(), local.first_position()), (n, n - 8), "the local layer keeps its window of 8");
     assert_eq!((global.len(), global.first_position()), (n, 0), "the global layer keeps everything");
+}
+
+/// FP8 layers stay one byte per weight in memory (plus their block scales):
+/// about half of what the same layers take in bf16.
+#[test]
+fn fp8_layers_take_about_half_the_memory_of_bf16() {
+    use cake::formats::safetensors::SafetensorsHeader;
+    use cake::models::loader::{Checkpoint, LoadOptions};
+    use cake::models::sources::selection::TensorSelection;
+    let dir = fixture("tiny/llama_fp8");
+    let checkpoint = Checkpoint::open(&dir).unwrap();
+    let layers = TensorSelection { layers: 0..2, embedding: false, head: false };
+    let options = LoadOptions { dtype: Some(candle_core::DType::BF16), ..Default::default() };
+    let held = checkpoint.load_decoder(Some(layers), &options).unwrap().weight_bytes();
+    // The same layers in bf16: two bytes for every weight (scales aside).
+    let header = SafetensorsHeader::read(&dir.join("model.safetensors")).unwrap();
+    let bf16: usize = header
+        .tensors
+        .iter()
+        .filter(|(n, _)| n.starts_with("model.layers.") && !n.ends_with("_scale_inv"))
+        .map(|(_, e)| e.shape.iter().product::<usize>() * 2)
+        .sum();
+    let ratio = held as f64 / bf16 as f64;
+    eprintln!("FP8 layers hold {held} bytes, bf16 would hold {bf16}: {ratio:.3}");
+    assert!((0.5..0.6).contains(&ratio), "FP8 layers hold {held} bytes against {bf16} in bf16 ({ratio:.3})");
+}
+
+/// The model library names each fixture's architecture and quantization.
+#[test]
+fn the_library_shows_architecture_and_quantization() {
+    use cake::library::catalog::{Catalog, ModelStatus};
+    let data = tempfile::tempdir().unwrap();
+    let catalog = Catalog::new(data.path().join("data"), data.path().join("hf"));
+    for (family, architecture, quantization) in [
+        ("qwen3_moe", "qwen3_moe", None),
+        ("gemma3_hybrid", "gemma3_text", None),
+        ("phi4_mini_longrope", "phi3", None),
+        ("exaone4_hybrid", "exaone4", None),
+        ("olmo2", "olmo2", None),
+        ("falcon3", "llama", None),
+        ("llama_fp8", "llama", Some("fp8")),
+    ] {
+        let entry = catalog.import(&fixture(&format!("tiny/{family}"))).unwrap();
+        assert_eq!(entry.status, ModelStatus::Complete, "{family}: {:?}", entry.problem);
+        assert_eq!(entry.architecture.as_deref(), Some(architecture), "{family}");
+        assert_eq!(entry.quantization.as_deref(), quantization, "{family}");
+    }
+    let gguf = catalog.import(&common::server::default_model_file()).unwrap();
+    assert_eq!(gguf.quantization.as_deref(), Some("Q4_1"));
 }

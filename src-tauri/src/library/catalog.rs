@@ -348,13 +348,13 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     } else {
         let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?;
         quantization = hf.quantization_method();
-        match &quantization {
+        match hf.require_runnable_quantization() {
             // Still listed, with what it is and why it cannot load.
-            Some(method) => {
-                refusal = Some(crate::models::config::quantization_refusal(method));
+            Err(e) => {
+                refusal = Some(format!("{e:#}"));
                 Architecture::detect(&hf.architectures, hf.model_type.as_deref())?.model_type().to_string()
             }
-            None => families::from_hf(&hf)?.architecture.model_type().to_string(),
+            Ok(()) => families::from_hf(&hf)?.architecture.model_type().to_string(),
         }
     };
     let mut inspection = Inspection {

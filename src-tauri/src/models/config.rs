@@ -308,6 +308,8 @@ pub struct ModelConfig {
     pub final_logit_softcapping: Option<f64>,
     /// Sparse mixture-of-experts feed-forward layers, if the family has them.
     pub moe: Option<MoeConfig>,
+    /// FP8 checkpoints' scale blocks (rows, columns), when scales are per block.
+    pub fp8_block_size: Option<(usize, usize)>,
     /// One entry per layer.
     pub layers: Vec<LayerAttention>,
     pub bos_token_id: Option<u32>,
@@ -446,11 +448,23 @@ impl HfConfig {
     }
 
     /// Refuses a checkpoint whose weights are quantized in a way the engine
-    /// cannot run, naming the method, before any weight is read.
+    /// cannot run, naming the method, before any weight is read. FP8
+    /// (`fp8`: F8E4M3 weights with `weight_scale_inv`) runs.
     pub fn require_runnable_quantization(&self) -> Result<()> {
-        match self.quantization_method() {
-            None => Ok(()),
-            Some(method) => bail!("{}", quantization_refusal(&method)),
+        match self.quantization_method().as_deref() {
+            None | Some("fp8") => Ok(()),
+            Some(method) => bail!("{}", quantization_refusal(method)),
+        }
+    }
+
+    /// `quantization_config.weight_block_size` of an FP8 checkpoint.
+    pub fn fp8_block_size(&self) -> Result<Option<(usize, usize)>> {
+        let Some(block) = self.quantization_config.as_ref().and_then(|c| c.get("weight_block_size")).filter(|b| !b.is_null()) else {
+            return Ok(None);
+        };
+        match block.as_array().map(|b| b.iter().map(Value::as_u64).collect::<Vec<_>>()).as_deref() {
+            Some(&[Some(rows), Some(cols)]) if rows > 0 && cols > 0 => Ok(Some((rows as usize, cols as usize))),
+            _ => bail!("config.json: `quantization_config.weight_block_size` {block} is not two positive integers"),
         }
     }
 
@@ -465,10 +479,10 @@ impl HfConfig {
 }
 
 /// Why a checkpoint quantized with `method` cannot load.
-pub fn quantization_refusal(method: &str) -> String {
+fn quantization_refusal(method: &str) -> String {
     format!(
         "config.json: the weights are quantized with `{method}` (quantization_config.quant_method), which Cake cannot run; \
-         use an unquantized copy (f32, f16 or bf16 safetensors) or a GGUF file"
+         use an unquantized (f32, f16, bf16) or fp8 copy, or a GGUF file"
     )
 }
 

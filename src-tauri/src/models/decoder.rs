@@ -61,6 +61,12 @@ impl DecoderLayer {
         })
     }
 
+    fn weight_bytes(&self) -> usize {
+        let norms = [&self.attention_input_norm, &self.attention_output_norm, &self.mlp_input_norm, &self.mlp_output_norm];
+        let norms: usize = norms.iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum();
+        self.self_attn.weight_bytes() + self.mlp.weight_bytes() + norms
+    }
+
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         let attention = self.self_attn.forward(&apply(&self.attention_input_norm, x)?, cache)?;
         let x = (x + apply(&self.attention_output_norm, &attention)?)?;
@@ -83,6 +89,13 @@ impl FeedForward {
             }
             _ => Self::Dense(GatedMlp::load(weights, prefix, cfg)?),
         })
+    }
+
+    fn weight_bytes(&self) -> usize {
+        match self {
+            Self::Dense(mlp) => mlp.weight_bytes(),
+            Self::Sparse(moe) => moe.weight_bytes(),
+        }
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -161,10 +174,7 @@ impl Decoder {
         let lm_head = if !selection.head {
             None
         } else if config.tie_word_embeddings || !weights.contains("lm_head.weight") {
-            let shared = match table.as_ref().context("tied LM head needs the embedding")? {
-                MatrixWeight::Dense(t) => MatrixWeight::Dense(t.clone()),
-                MatrixWeight::Quantized(q) => MatrixWeight::Quantized(q.clone()),
-            };
+            let shared = table.as_ref().context("tied LM head needs the embedding")?.share();
             Some(Linear::from_matrix(shared)?)
         } else {
             Some(Linear::load(weights, "lm_head", hidden, vocab, false)?)
@@ -173,6 +183,8 @@ impl Decoder {
             Some(_) if !selection.embedding => None,
             Some(MatrixWeight::Dense(t)) => Some(Embedding::Dense(t)),
             Some(MatrixWeight::Quantized(q)) => Some(Embedding::Quantized(q)),
+            // A lookup reads rows, not products: dequantize the table once.
+            Some(MatrixWeight::Fp8(m)) => Some(Embedding::Dense(m.dequantize(weights.policy.dtype)?)),
             None => None,
         };
         let total = selection.layers.len();
@@ -196,6 +208,23 @@ impl Decoder {
             dtype: weights.policy.dtype,
             device: weights.device.clone(),
         })
+    }
+
+    /// Bytes of weights this decoder holds in memory (a matrix shared by
+    /// the embedding and a tied head counted once).
+    pub fn weight_bytes(&self) -> usize {
+        let embedding = match &self.embed_tokens {
+            Some(Embedding::Dense(t)) => crate::models::fp8::tensor_bytes(t),
+            Some(Embedding::Quantized(q)) => q.storage_size_in_bytes(),
+            None => 0,
+        };
+        let shares_table = self.config.tie_word_embeddings && self.embed_tokens.is_some();
+        let head = match &self.lm_head {
+            Some(head) if !shares_table => head.weight_bytes(),
+            _ => 0,
+        };
+        let layers: usize = self.layers.iter().map(DecoderLayer::weight_bytes).sum();
+        embedding + layers + self.norm.as_ref().map_or(0, RmsNorm::weight_bytes) + head
     }
 
     /// A fresh cache for the layers this decoder holds.

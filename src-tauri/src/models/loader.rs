@@ -206,7 +206,9 @@ impl Checkpoint {
                     dtype,
                     keep_quantized: false,
                 };
-                Weights::new(store, policy, options.device.clone())
+                let mut weights = Weights::new(store, policy, options.device.clone());
+                weights.fp8_block_size = config.fp8_block_size;
+                weights
             }
             Self::Gguf { file, row_order, .. } => {
                 let policy = match options.dtype {

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod decoder;
 pub mod families;
+pub mod fp8;
 pub mod loader;
 pub mod nn;
 pub mod sources;

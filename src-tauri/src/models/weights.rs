@@ -8,6 +8,7 @@
 //! disagrees with its `config.json` is an error naming the tensor, not a
 //! shape panic deep inside a matmul.
 
+use super::fp8::Fp8Matrix;
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
@@ -69,12 +70,27 @@ pub struct Weights {
     store: Box<dyn WeightStore>,
     pub policy: LoadPolicy,
     pub device: Device,
+    /// FP8 checkpoints' `weight_block_size` (rows, columns), from config.json.
+    pub fp8_block_size: Option<(usize, usize)>,
 }
 
 /// A weight matrix ready for a matmul.
 pub enum MatrixWeight {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    /// F8E4M3 with scales, dequantized at each use.
+    Fp8(Arc<Fp8Matrix>),
+}
+
+impl MatrixWeight {
+    /// Another handle on the same matrix (a tied LM head).
+    pub fn share(&self) -> Self {
+        match self {
+            Self::Dense(t) => Self::Dense(t.clone()),
+            Self::Quantized(q) => Self::Quantized(q.clone()),
+            Self::Fp8(m) => Self::Fp8(m.clone()),
+        }
+    }
 }
 
 impl Weights {
@@ -83,6 +99,7 @@ impl Weights {
             store,
             policy,
             device,
+            fp8_block_size: None,
         }
     }
 
@@ -123,6 +140,19 @@ impl Weights {
             StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(
                 q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?,
             )),
+            StoredTensor::Dense(t) if t.dtype() == DType::F8E4M3 => {
+                let scale_name = format!("{}_scale_inv", name);
+                if !self.store.contains(&scale_name) {
+                    bail!("{}: `{name}` is stored as F8E4M3 without its scales `{scale_name}`", self.store.origin());
+                }
+                let scale = match self.store.load(&scale_name, &self.device)? {
+                    StoredTensor::Dense(s) => s,
+                    StoredTensor::Quantized(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
+                };
+                let matrix = Fp8Matrix::new(name, t, scale, self.fp8_block_size)
+                    .with_context(|| self.store.origin())?;
+                Ok(MatrixWeight::Fp8(Arc::new(matrix)))
+            }
             StoredTensor::Dense(t) => Ok(MatrixWeight::Dense(t.to_dtype(self.policy.dtype)?)),
         }
     }

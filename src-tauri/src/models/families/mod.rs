@@ -75,6 +75,7 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         attn_logit_softcapping: None,
         final_logit_softcapping: None,
         moe: None,
+        fp8_block_size: cfg.fp8_block_size()?,
         layers: vec![
             LayerAttention {
                 sliding_window: None,
@@ -237,6 +238,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         attn_logit_softcapping: None,
         final_logit_softcapping: None,
         moe: None,
+        fp8_block_size: None,
         layers: vec![
             LayerAttention {
                 sliding_window,
@@ -370,13 +372,18 @@ mod tests {
     fn quantized_checkpoints_are_refused_with_their_method() {
         for (config, method) in [
             (r#"{"quant_method": "gptq", "bits": 4}"#, "`gptq`"),
-            (r#"{"quant_method": "FP8", "weight_block_size": [128, 128]}"#, "`fp8`"),
+            (r#"{"quant_method": "bitsandbytes", "load_in_4bit": true}"#, "`bitsandbytes`"),
             (r#"{"load_in_4bit": true}"#, "`unnamed`"),
         ] {
             let err = parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {config}}}"#)).unwrap_err();
             assert!(format!("{err:#}").contains(method), "{err:#}");
         }
         assert!(parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": null}}"#)).is_ok());
+        let fp8 = parse(&format!(
+            r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {{"quant_method": "fp8", "weight_block_size": [128, 64]}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(fp8.fp8_block_size, Some((128, 64)));
     }
 
     #[test]

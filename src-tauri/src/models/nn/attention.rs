@@ -68,6 +68,12 @@ impl Attention {
         })
     }
 
+    /// Bytes of weights held.
+    pub fn weight_bytes(&self) -> usize {
+        let norms = [&self.q_norm, &self.k_norm].iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum::<usize>();
+        self.qkv.weight_bytes() + self.o_proj.weight_bytes() + norms
+    }
+
     /// Splits `(b, t, heads * d)` into `(b, heads, t, d)`, normalising the
     /// projection or each head if configured.
     fn heads(&self, x: &Tensor, heads: usize, norm: Option<&RmsNorm>) -> Result<Tensor> {

@@ -1,6 +1,8 @@
 //! A linear projection over a dense or GGML-quantized weight, with optional bias.
 
+use crate::models::fp8::{tensor_bytes, Fp8Matrix};
 use crate::models::weights::{MatrixWeight, Weights};
+use std::sync::Arc;
 use anyhow::Result;
 use candle_core::quantized::QMatMul;
 use candle_core::{Module, Tensor};
@@ -14,15 +16,24 @@ pub struct Linear {
 enum Projection {
     Dense(Tensor),
     Quantized(QMatMul),
+    /// Dequantized to the activations' dtype for each product.
+    Fp8(Arc<Fp8Matrix>),
+}
+
+impl From<MatrixWeight> for Projection {
+    fn from(weight: MatrixWeight) -> Self {
+        match weight {
+            MatrixWeight::Dense(t) => Self::Dense(t),
+            MatrixWeight::Quantized(q) => Self::Quantized(QMatMul::QTensor(q)),
+            MatrixWeight::Fp8(m) => Self::Fp8(m),
+        }
+    }
 }
 
 impl Linear {
     /// Loads `{prefix}.weight` of shape `(out, in)` and, if `bias`, `{prefix}.bias`.
     pub fn load(weights: &Weights, prefix: &str, in_dim: usize, out_dim: usize, bias: bool) -> Result<Self> {
-        let weight = match weights.matrix(&format!("{prefix}.weight"), &[out_dim, in_dim])? {
-            MatrixWeight::Dense(t) => Projection::Dense(t),
-            MatrixWeight::Quantized(q) => Projection::Quantized(QMatMul::from_arc(q)?),
-        };
+        let weight = Self::projection(weights.matrix(&format!("{prefix}.weight"), &[out_dim, in_dim])?)?;
         let bias = if bias {
             Some(weights.dense(&format!("{prefix}.bias"), &[out_dim])?)
         } else {
@@ -33,30 +44,51 @@ impl Linear {
 
     /// A projection sharing an already-loaded matrix (tied LM head).
     pub fn from_matrix(weight: MatrixWeight) -> Result<Self> {
-        let weight = match weight {
-            MatrixWeight::Dense(t) => Projection::Dense(t),
+        Ok(Self {
+            weight: Self::projection(weight)?,
+            bias: None,
+        })
+    }
+
+    fn projection(weight: MatrixWeight) -> Result<Projection> {
+        Ok(match weight {
             MatrixWeight::Quantized(q) => Projection::Quantized(QMatMul::from_arc(q)?),
+            other => other.into(),
+        })
+    }
+
+    /// Bytes of weights held (a tied head counts its shared matrix too).
+    pub fn weight_bytes(&self) -> usize {
+        let matrix = match &self.weight {
+            Projection::Dense(w) => tensor_bytes(w),
+            Projection::Quantized(QMatMul::QTensor(q)) => q.storage_size_in_bytes(),
+            Projection::Quantized(QMatMul::Tensor(w) | QMatMul::TensorF16(w)) => tensor_bytes(w),
+            Projection::Fp8(m) => m.bytes(),
         };
-        Ok(Self { weight, bias: None })
+        matrix + self.bias.as_ref().map_or(0, tensor_bytes)
     }
 
     /// Applies the projection to `x` of shape `(..., in)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.weight {
-            Projection::Dense(w) => {
-                let dims = x.dims().to_vec();
-                let (last, lead) = dims.split_last().expect("activations have a last dim");
-                let rows: usize = lead.iter().product();
-                let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
-                let mut out_dims = lead.to_vec();
-                out_dims.push(w.dim(0)?);
-                y.reshape(out_dims)?
-            }
+            Projection::Dense(w) => dense_product(x, w)?,
             Projection::Quantized(q) => q.forward(x)?,
+            Projection::Fp8(m) => dense_product(x, &m.dequantize(x.dtype())?)?,
         };
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         })
     }
+}
+
+/// `x Wᵀ` for a dense `W (out, in)` and `x (..., in)`.
+fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let (last, lead) = dims.split_last().expect("activations have a last dim");
+    let rows: usize = lead.iter().product();
+    let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
+    let mut out_dims = lead.to_vec();
+    out_dims.push(w.dim(0)?);
+    Ok(y.reshape(out_dims)?)
 }

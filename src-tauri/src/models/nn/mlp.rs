@@ -31,6 +31,11 @@ impl GatedMlp {
         })
     }
 
+    /// Bytes of weights held.
+    pub fn weight_bytes(&self) -> usize {
+        self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self.gate_up.forward(x)?.try_into().expect("two projections");
         let gate = match self.activation {

@@ -32,6 +32,11 @@ impl SparseMoe {
         })
     }
 
+    /// Bytes of weights held (router and every expert).
+    pub fn weight_bytes(&self) -> usize {
+        self.router.weight_bytes() + self.experts.iter().map(GatedMlp::weight_bytes).sum::<usize>()
+    }
+
     /// `x` of shape `(b, t, hidden)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (b, t, h) = x.dims3()?;

@@ -30,6 +30,11 @@ impl RmsNorm {
         Ok(norm)
     }
 
+    /// Bytes of weights held.
+    pub fn weight_bytes(&self) -> usize {
+        crate::models::fp8::tensor_bytes(&self.weight)
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dtype = x.dtype();
         let x32 = x.to_dtype(DType::F32)?.contiguous()?;

@@ -30,6 +30,14 @@ impl Projections {
         Ok(Self::Separate(separate))
     }
 
+    /// Bytes of weights held.
+    pub fn weight_bytes(&self) -> usize {
+        match self {
+            Self::Separate(parts) => parts.iter().map(Linear::weight_bytes).sum(),
+            Self::Fused(linear, _) => linear.weight_bytes(),
+        }
+    }
+
     /// Each projection of `x`, in the order they were named.
     pub fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
         match self {
