@@ -18,8 +18,9 @@ use std::path::Path;
 const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
 
-/// The tiny fixtures of tests/fixtures/tiny, two layers each.
-const TINY_FAMILIES: [&str; 13] = [
+/// The tiny fixtures of tests/fixtures/tiny, two layers each (run in f32,
+/// as transformers ran them; the FP8 one keeps its weights in F8E4M3).
+const TINY_FAMILIES: [&str; 14] = [
     "llama3_rope_scaling",
     "llama_tied",
     "qwen2",
@@ -33,6 +34,7 @@ const TINY_FAMILIES: [&str; 13] = [
     "gemma3_hybrid",
     "falcon3",
     "deepseek_r1_distill_qwen",
+    "llama_fp8",
 ];
 
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
@@ -58,7 +60,7 @@ fn tiny_models_split_over_three_processes_match_transformers() {
         let b = Worker::start(KEY, "b", Some(layers[1]));
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-        let out = distributed_tokens(&dir, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16"], &[&a, &b], other);
+        let out = distributed_tokens(&dir, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"], &[&a, &b], other);
         assert_eq!(out["tokens"], reference["greedy_tokens"], "{family}");
     }
 }
@@ -133,7 +135,7 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         let ids = join_ids(&prompt);
-        let result = discovered_run(&dir, [other, layers[0], layers[1]], &["--prompt-tokens", &ids, "--max-tokens", "16"]);
+        let result = discovered_run(&dir, [other, layers[0], layers[1]], &["--prompt-tokens", &ids, "--max-tokens", "16", "--dtype", "f32"]);
         assert_eq!(result["tokens"], reference["greedy_tokens"], "{family}");
     }
 
