@@ -121,6 +121,7 @@ family_tests! {
     qwen2 => "qwen2",
     qwen3 => "qwen3",
     qwen3_moe => "qwen3_moe",
+    qwen3_5_hybrid => "qwen3_5_hybrid",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
     phi4_mini_longrope => "phi4_mini_longrope",

@@ -20,15 +20,17 @@ pub enum Architecture {
     Exaone4,
     Gemma3,
     Qwen3Moe,
+    Qwen3_5,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 9] = [
+    pub const ALL: [Architecture; 10] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
+        Self::Qwen3_5,
         Self::Mistral,
         Self::Olmo2,
         Self::Phi3,
@@ -48,6 +50,7 @@ impl Architecture {
             Self::Exaone4 => "exaone4",
             Self::Gemma3 => "gemma3_text",
             Self::Qwen3Moe => "qwen3_moe",
+            Self::Qwen3_5 => "qwen3_5_text",
         }
     }
 
@@ -62,6 +65,7 @@ impl Architecture {
             "Exaone4ForCausalLM" => Self::Exaone4,
             "Gemma3ForCausalLM" => Self::Gemma3,
             "Qwen3MoeForCausalLM" => Self::Qwen3Moe,
+            "Qwen3_5ForCausalLM" => Self::Qwen3_5,
             _ => return None,
         })
     }
@@ -254,6 +258,28 @@ pub struct LayerAttention {
     /// Whether q and k rotate at all (EXAONE 4's global layers use no
     /// position encoding).
     pub uses_rope: bool,
+    /// What mixes the positions: attention, or Qwen3.5's linear attention.
+    pub mixer: TokenMixer,
+}
+
+/// What a layer mixes positions with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenMixer {
+    /// Softmax attention over a KV cache.
+    Attention,
+    /// Gated DeltaNet linear attention with a recurrent state (Qwen3.5).
+    GatedDeltaNet,
+}
+
+/// Sizes of Qwen3.5's Gated DeltaNet layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatedDeltaNetConfig {
+    pub num_key_heads: usize,
+    pub num_value_heads: usize,
+    pub key_head_dim: usize,
+    pub value_head_dim: usize,
+    /// Width of the causal depthwise convolution over q, k and v.
+    pub conv_kernel: usize,
 }
 
 /// A sparse mixture-of-experts feed-forward block (Qwen3-MoE).
@@ -310,6 +336,11 @@ pub struct ModelConfig {
     pub moe: Option<MoeConfig>,
     /// FP8 checkpoints' scale blocks (rows, columns), when scales are per block.
     pub fp8_block_size: Option<(usize, usize)>,
+    /// The sizes of the Gated DeltaNet layers, when the model has any.
+    pub gated_delta_net: Option<GatedDeltaNetConfig>,
+    /// Attention output multiplied by `sigmoid(gate)`, the gate coming from
+    /// a second half of each head's q projection (Qwen3.5).
+    pub attention_output_gate: bool,
     /// One entry per layer.
     pub layers: Vec<LayerAttention>,
     pub bos_token_id: Option<u32>,
@@ -396,6 +427,14 @@ pub struct HfConfig {
     pub norm_topk_prob: Option<bool>,
     pub decoder_sparse_step: Option<usize>,
     pub mlp_only_layers: Option<Vec<usize>>,
+    /// Qwen3.5's Gated DeltaNet layers.
+    pub linear_conv_kernel_dim: Option<usize>,
+    pub linear_key_head_dim: Option<usize>,
+    pub linear_value_head_dim: Option<usize>,
+    pub linear_num_key_heads: Option<usize>,
+    pub linear_num_value_heads: Option<usize>,
+    /// Qwen3.5's older way to give `layer_types`: every n-th layer is full attention.
+    pub full_attention_interval: Option<usize>,
     /// Gemma 3's older rope base for its sliding layers.
     pub rope_local_base_freq: Option<f64>,
     pub bos_token_id: Option<Value>,

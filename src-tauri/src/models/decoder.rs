@@ -6,7 +6,8 @@
 //! and the head only if it is the last, and hidden states travel between
 //! stages through [`Decoder::forward_layers`].
 
-use super::config::{ModelConfig, NormPlacement};
+use super::config::{ModelConfig, NormPlacement, TokenMixer};
+use super::nn::gated_delta_net::GatedDeltaNet;
 use super::nn::attention::Attention;
 use super::nn::kv_cache::{KvCache, LayerCache};
 use super::nn::linear::Linear;
@@ -24,7 +25,7 @@ use std::sync::Arc;
 /// post-norm blocks (OLMo 2) its output before the residual add, sandwich
 /// blocks (Gemma 3) both.
 struct DecoderLayer {
-    self_attn: Attention,
+    mixer: Mixer,
     mlp: FeedForward,
     /// Before attention (`input_layernorm`).
     attention_input_norm: Option<RmsNorm>,
@@ -52,7 +53,7 @@ impl DecoderLayer {
             ),
         };
         Ok(Self {
-            self_attn: Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[index])?,
+            mixer: Mixer::load(weights, &prefix, cfg, index)?,
             mlp: FeedForward::load(weights, &format!("{prefix}.mlp"), cfg, index)?,
             attention_input_norm,
             attention_output_norm,
@@ -64,14 +65,46 @@ impl DecoderLayer {
     fn weight_bytes(&self) -> usize {
         let norms = [&self.attention_input_norm, &self.attention_output_norm, &self.mlp_input_norm, &self.mlp_output_norm];
         let norms: usize = norms.iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum();
-        self.self_attn.weight_bytes() + self.mlp.weight_bytes() + norms
+        self.mixer.weight_bytes() + self.mlp.weight_bytes() + norms
     }
 
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        let attention = self.self_attn.forward(&apply(&self.attention_input_norm, x)?, cache)?;
+        let attention = self.mixer.forward(&apply(&self.attention_input_norm, x)?, cache)?;
         let x = (x + apply(&self.attention_output_norm, &attention)?)?;
         let mlp = self.mlp.forward(&apply(&self.mlp_input_norm, &x)?)?;
         Ok((&x + apply(&self.mlp_output_norm, &mlp)?)?)
+    }
+}
+
+/// What mixes positions in a block: attention, or Gated DeltaNet.
+enum Mixer {
+    Attention(Attention),
+    GatedDeltaNet(GatedDeltaNet),
+}
+
+impl Mixer {
+    fn load(weights: &Weights, prefix: &str, cfg: &ModelConfig, layer: usize) -> Result<Self> {
+        Ok(match (cfg.layers[layer].mixer, cfg.gated_delta_net) {
+            (TokenMixer::GatedDeltaNet, Some(sizes)) => {
+                Self::GatedDeltaNet(GatedDeltaNet::load(weights, &format!("{prefix}.linear_attn"), cfg, sizes)?)
+            }
+            (TokenMixer::GatedDeltaNet, None) => bail!("layer {layer} is linear attention but the config gives no sizes for it"),
+            (TokenMixer::Attention, _) => Self::Attention(Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[layer])?),
+        })
+    }
+
+    fn weight_bytes(&self) -> usize {
+        match self {
+            Self::Attention(a) => a.weight_bytes(),
+            Self::GatedDeltaNet(g) => g.weight_bytes(),
+        }
+    }
+
+    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        match self {
+            Self::Attention(a) => a.forward(x, cache),
+            Self::GatedDeltaNet(g) => g.forward(x, cache),
+        }
     }
 }
 

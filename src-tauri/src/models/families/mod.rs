@@ -13,10 +13,13 @@ mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3_5;
 mod qwen3_moe;
 
 use crate::formats::gguf::GgufFile;
-use crate::models::config::{token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm};
+use crate::models::config::{
+    token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm, TokenMixer,
+};
 use crate::models::sources::gguf::RotaryRowOrder;
 use anyhow::{bail, Context, Result};
 
@@ -35,6 +38,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Exaone4 => exaone4::adjust(cfg, &mut config)?,
         Architecture::Gemma3 => gemma3::adjust(cfg, &mut config)?,
         Architecture::Qwen3Moe => qwen3_moe::adjust(cfg, &mut config)?,
+        Architecture::Qwen3_5 => qwen3_5::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -76,11 +80,14 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         final_logit_softcapping: None,
         moe: None,
         fp8_block_size: cfg.fp8_block_size()?,
+        gated_delta_net: None,
+        attention_output_gate: false,
         layers: vec![
             LayerAttention {
                 sliding_window: None,
                 rope,
                 uses_rope: true,
+                mixer: TokenMixer::Attention,
             };
             num_layers
         ],
@@ -162,7 +169,12 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
     })?;
     if matches!(
         architecture,
-        Architecture::Olmo2 | Architecture::Phi3 | Architecture::Exaone4 | Architecture::Gemma3 | Architecture::Qwen3Moe
+        Architecture::Olmo2
+            | Architecture::Phi3
+            | Architecture::Exaone4
+            | Architecture::Gemma3
+            | Architecture::Qwen3Moe
+            | Architecture::Qwen3_5
     ) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
@@ -239,11 +251,14 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         final_logit_softcapping: None,
         moe: None,
         fp8_block_size: None,
+        gated_delta_net: None,
+        attention_output_gate: false,
         layers: vec![
             LayerAttention {
                 sliding_window,
                 rope,
                 uses_rope: true,
+                mixer: TokenMixer::Attention,
             };
             num_layers
         ],

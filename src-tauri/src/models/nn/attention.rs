@@ -30,6 +30,9 @@ pub struct Attention {
     scale: f64,
     /// `cap · tanh(score / cap)` before the mask (Gemma 2 style), if set.
     logit_softcap: Option<f64>,
+    /// Each head's q projection carries a gate after its query (Qwen3.5);
+    /// the output is multiplied by `sigmoid(gate)` before `o_proj`.
+    output_gate: bool,
 }
 
 impl Attention {
@@ -50,7 +53,7 @@ impl Attention {
                 weights,
                 prefix,
                 "qkv_proj",
-                &[("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)],
+                &[("q_proj", if cfg.attention_output_gate { 2 * q_dim } else { q_dim }), ("k_proj", kv_dim), ("v_proj", kv_dim)],
                 h,
                 cfg.qkv_bias,
             )?,
@@ -65,6 +68,7 @@ impl Attention {
             sliding_window: layer.sliding_window,
             scale: 1.0 / cfg.query_pre_attn_scalar.unwrap_or(d as f64).sqrt(),
             logit_softcap: cfg.attn_logit_softcapping,
+            output_gate: cfg.attention_output_gate,
         })
     }
 
@@ -92,6 +96,16 @@ impl Attention {
         let (b, t, _) = x.dims3()?;
         let start = cache.len();
         let [q, k, v]: [Tensor; 3] = self.qkv.forward(x)?.try_into().expect("three projections");
+        let (q, gate) = if self.output_gate {
+            // Per head: [query (head_dim) | gate (head_dim)].
+            let both = q.reshape((b, t, self.num_heads, 2 * self.head_dim))?;
+            let width = self.num_heads * self.head_dim;
+            let query = both.narrow(3, 0, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
+            let gate = both.narrow(3, self.head_dim, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
+            (query, Some(gate))
+        } else {
+            (q, None)
+        };
         let q = self.heads(&q, self.num_heads, self.q_norm.as_ref())?;
         let k = self.heads(&k, self.num_kv_heads, self.k_norm.as_ref())?;
         let v = self.heads(&v, self.num_kv_heads, None)?;
@@ -131,6 +145,10 @@ impl Attention {
             .reshape((b, self.num_heads, t, self.head_dim))?
             .transpose(1, 2)?
             .reshape((b, t, self.num_heads * self.head_dim))?;
+        let out = match gate {
+            Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
+            None => out,
+        };
         self.o_proj.forward(&out)
     }
 }

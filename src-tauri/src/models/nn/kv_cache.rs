@@ -14,6 +14,19 @@ use candle_core::Tensor;
 pub struct LayerCache {
     kv: Option<(Tensor, Tensor)>,
     dropped: usize,
+    /// A linear-attention layer's state instead of keys and values.
+    pub recurrent: Option<RecurrentState>,
+}
+
+/// What a Gated DeltaNet layer carries from one step to the next.
+#[derive(Clone)]
+pub struct RecurrentState {
+    /// The last `kernel - 1` inputs of the causal convolution, `(b, kernel - 1, channels)`.
+    pub conv_history: Tensor,
+    /// The delta-rule state, `[batch][value_head][key_dim][value_dim]` flattened, f32.
+    pub state: Vec<f32>,
+    /// Positions processed.
+    pub positions: usize,
 }
 
 impl LayerCache {
@@ -48,6 +61,9 @@ impl LayerCache {
 
     /// Number of positions seen (cached or already let go).
     pub fn len(&self) -> usize {
+        if let Some(recurrent) = &self.recurrent {
+            return recurrent.positions;
+        }
         self.dropped + self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
     }
 
