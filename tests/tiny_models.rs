@@ -198,3 +198,56 @@ fn the_library_shows_architecture_and_quantization() {
     let gguf = catalog.import(&common::server::default_model_file()).unwrap();
     assert_eq!(gguf.quantization.as_deref(), Some("Q4_1"));
 }
+
+/// Released Qwen3.5 checkpoints are `Qwen3_5ForConditionalGeneration`: the
+/// text model's config under `text_config` and its tensors under
+/// `model.language_model.`. The same weights in that layout give the same NLL.
+#[test]
+fn qwen3_5_in_the_released_multimodal_layout_loads_its_text_model() {
+    let src = fixture("tiny/qwen3_5_hybrid");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let text_config: Value = serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    let outer = serde_json::json!({
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        "text_config": text_config,
+        "vision_config": {"model_type": "qwen3_5_vision", "depth": 1},
+    });
+    std::fs::write(dir.path().join("config.json"), outer.to_string()).unwrap();
+    // Rename every `model.*` tensor to `model.language_model.*` (the header only).
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, Value> = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let renamed: serde_json::Map<String, Value> = header
+        .into_iter()
+        .map(|(name, entry)| match name.strip_prefix("model.") {
+            Some(rest) => (format!("model.language_model.{rest}"), entry),
+            None => (name, entry),
+        })
+        .collect();
+    let new_header = serde_json::to_vec(&renamed).unwrap();
+    let mut file = (new_header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&new_header);
+    file.extend_from_slice(&bytes[8 + header_len..]);
+    std::fs::write(dir.path().join("model.safetensors"), file).unwrap();
+
+    let reference = reference("qwen3_5_hybrid");
+    let out = cake_json(&[
+        "perplexity",
+        "--model",
+        dir.path().to_str().unwrap(),
+        "--tokens",
+        &join_ids(&ids(&reference["nll_tokens"])),
+        "--dtype",
+        "f32",
+        "--json",
+    ]);
+    for (i, (ours, theirs)) in out["nll"].as_array().unwrap().iter().zip(reference["nll"].as_array().unwrap()).enumerate() {
+        let (a, b) = (ours.as_f64().unwrap(), theirs.as_f64().unwrap());
+        assert!((a - b).abs() < 1e-3, "nll[{i}] is {a}, transformers says {b}");
+    }
+}

@@ -10,7 +10,7 @@ use super::hf_cache;
 use super::paths;
 use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
-use crate::models::config::{Architecture, HfConfig};
+use crate::models::config::Architecture;
 use crate::models::families;
 use crate::speech::vibevoice::config::VibeVoiceConfig;
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
@@ -346,7 +346,7 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         VibeVoiceConfig::parse(&text).with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
         "vibevoice".to_string()
     } else {
-        let hf = HfConfig::parse(&text).with_context(|| format!("{}: invalid JSON", config_path.display()))?;
+        let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text).with_context(|| format!("{}: invalid config", config_path.display()))?;
         quantization = hf.quantization_method();
         match hf.require_runnable_quantization() {
             // Still listed, with what it is and why it cannot load.

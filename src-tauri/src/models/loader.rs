@@ -95,18 +95,37 @@ impl TensorLayout {
     }
 }
 
+/// The `config.json` of a folder's decoder: the file itself, or the part
+/// of it describing a language model nested in a larger model (VibeVoice's
+/// `decoder_config`; Qwen3.5's `text_config`, whose vision tower Cake does
+/// not run), with where the decoder's tensors are.
+pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> {
+    let json: serde_json::Value = serde_json::from_str(text)?;
+    let nested = match json.get("model_type").and_then(|t| t.as_str()) {
+        Some("vibevoice") => Some("decoder_config"),
+        Some("qwen3_5") => Some("text_config"),
+        _ => None,
+    };
+    let Some(key) = nested else {
+        return Ok((serde_json::from_value(json)?, TensorLayout::Plain));
+    };
+    let mut decoder = json.get(key).with_context(|| format!("no `{key}`"))?.clone();
+    if let (Some(part), Some(outer)) = (decoder.as_object_mut(), json.as_object()) {
+        // Settings the outer config may hold for the whole model.
+        for inherited in ["tie_word_embeddings", "quantization_config"] {
+            if let (false, Some(value)) = (part.contains_key(inherited), outer.get(inherited)) {
+                part.insert(inherited.to_string(), value.clone());
+            }
+        }
+    }
+    let hf = serde_json::from_value(decoder).with_context(|| format!("`{key}`"))?;
+    Ok((hf, TensorLayout::NestedLanguageModel))
+}
+
 /// The decoder config of a folder's `config.json` and where its tensors are.
 fn folder_decoder_config(text: &str) -> Result<(ModelConfig, TensorLayout)> {
-    let json: serde_json::Value = serde_json::from_str(text)?;
-    if json.get("model_type").and_then(|t| t.as_str()) == Some("vibevoice") {
-        // The speech model's Qwen2 language model is an ordinary decoder.
-        let decoder = json.get("decoder_config").context("a VibeVoice config without `decoder_config`")?;
-        let hf: HfConfig = serde_json::from_value(decoder.clone()).context("`decoder_config`")?;
-        let config = families::from_hf(&hf).context("`decoder_config`")?;
-        return Ok((config, TensorLayout::NestedLanguageModel));
-    }
-    let hf: HfConfig = serde_json::from_value(json)?;
-    Ok((families::from_hf(&hf)?, TensorLayout::Plain))
+    let (hf, layout) = folder_decoder_hf_config(text)?;
+    Ok((families::from_hf(&hf)?, layout))
 }
 
 /// A checkpoint opened far enough to know its architecture, before weights load.
