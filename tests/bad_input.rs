@@ -137,7 +137,7 @@ fn unknown_architecture_lists_supported_ones() {
     )
     .unwrap();
     let err = run_error(dir.path());
-    assert_mentions(&err, &["config.json", "FooForCausalLM", "llama, qwen2, qwen3, qwen3_moe, mistral, olmo2, phi3, exaone4, gemma3_text"]);
+    assert_mentions(&err, &["config.json", "FooForCausalLM", "supported: llama, qwen2, qwen3"]);
 }
 
 #[test]
@@ -245,7 +245,7 @@ fn gguf_of_unknown_architecture_lists_supported_ones() {
     let path = dir.path().join("alien.gguf");
     std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "alien")])).unwrap();
     let err = run_error(&path);
-    assert_mentions(&err, &["alien.gguf", "alien", "llama, qwen2, qwen3, qwen3_moe, mistral, olmo2, phi3, exaone4, gemma3_text"]);
+    assert_mentions(&err, &["alien.gguf", "alien", "supported: llama, qwen2, qwen3"]);
 }
 
 #[test]

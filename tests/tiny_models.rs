@@ -122,6 +122,7 @@ family_tests! {
     qwen3 => "qwen3",
     qwen3_moe => "qwen3_moe",
     qwen3_5_hybrid => "qwen3_5_hybrid",
+    qwen3_5_moe => "qwen3_5_moe",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
     phi4_mini_longrope => "phi4_mini_longrope",

@@ -21,16 +21,18 @@ pub enum Architecture {
     Gemma3,
     Qwen3Moe,
     Qwen3_5,
+    Qwen3_5Moe,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 10] = [
+    pub const ALL: [Architecture; 11] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
         Self::Qwen3_5,
+        Self::Qwen3_5Moe,
         Self::Mistral,
         Self::Olmo2,
         Self::Phi3,
@@ -51,6 +53,7 @@ impl Architecture {
             Self::Gemma3 => "gemma3_text",
             Self::Qwen3Moe => "qwen3_moe",
             Self::Qwen3_5 => "qwen3_5_text",
+            Self::Qwen3_5Moe => "qwen3_5_moe_text",
         }
     }
 
@@ -66,6 +69,7 @@ impl Architecture {
             "Gemma3ForCausalLM" => Self::Gemma3,
             "Qwen3MoeForCausalLM" => Self::Qwen3Moe,
             "Qwen3_5ForCausalLM" => Self::Qwen3_5,
+            "Qwen3_5MoeForCausalLM" => Self::Qwen3_5Moe,
             _ => return None,
         })
     }
@@ -294,6 +298,9 @@ pub struct MoeConfig {
     pub normalize_top_k: bool,
     /// Per layer: sparse (experts) or dense (the ordinary MLP).
     pub sparse_layers: Vec<bool>,
+    /// A shared expert every token also goes through, weighted by
+    /// `sigmoid(shared_expert_gate(x))` (Qwen3.5-MoE), of this width.
+    pub shared_expert_intermediate_size: Option<usize>,
 }
 
 /// Everything the shared decoder needs to build and run a model.
@@ -427,6 +434,7 @@ pub struct HfConfig {
     pub norm_topk_prob: Option<bool>,
     pub decoder_sparse_step: Option<usize>,
     pub mlp_only_layers: Option<Vec<usize>>,
+    pub shared_expert_intermediate_size: Option<usize>,
     /// Qwen3.5's Gated DeltaNet layers.
     pub linear_conv_kernel_dim: Option<usize>,
     pub linear_key_head_dim: Option<usize>,

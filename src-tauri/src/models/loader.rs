@@ -103,7 +103,7 @@ pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> 
     let json: serde_json::Value = serde_json::from_str(text)?;
     let nested = match json.get("model_type").and_then(|t| t.as_str()) {
         Some("vibevoice") => Some("decoder_config"),
-        Some("qwen3_5") => Some("text_config"),
+        Some("qwen3_5" | "qwen3_5_moe") => Some("text_config"),
         _ => None,
     };
     let Some(key) = nested else {

@@ -14,6 +14,7 @@ mod phi3;
 mod qwen2;
 mod qwen3;
 mod qwen3_5;
+mod qwen3_5_moe;
 mod qwen3_moe;
 
 use crate::formats::gguf::GgufFile;
@@ -39,6 +40,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Gemma3 => gemma3::adjust(cfg, &mut config)?,
         Architecture::Qwen3Moe => qwen3_moe::adjust(cfg, &mut config)?,
         Architecture::Qwen3_5 => qwen3_5::adjust(cfg, &mut config)?,
+        Architecture::Qwen3_5Moe => qwen3_5_moe::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -60,7 +62,9 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         architecture,
         vocab_size: cfg.require(cfg.vocab_size, "vocab_size")?,
         hidden_size,
-        intermediate_size: cfg.require(cfg.intermediate_size, "intermediate_size")?,
+        // Models whose every layer is sparse (Qwen3.5-MoE) give no dense
+        // width; the experts' stands in, and no dense MLP uses it.
+        intermediate_size: cfg.require(cfg.intermediate_size.or(cfg.moe_intermediate_size), "intermediate_size")?,
         num_attention_heads,
         num_key_value_heads: cfg.num_key_value_heads.unwrap_or(num_attention_heads),
         head_dim,
@@ -175,6 +179,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             | Architecture::Gemma3
             | Architecture::Qwen3Moe
             | Architecture::Qwen3_5
+            | Architecture::Qwen3_5Moe
     ) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",

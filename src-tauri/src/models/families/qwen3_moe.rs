@@ -27,6 +27,7 @@ pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
         expert_intermediate_size: cfg.require(cfg.moe_intermediate_size, "moe_intermediate_size")?,
         normalize_top_k: cfg.norm_topk_prob.unwrap_or(false),
         sparse_layers,
+        shared_expert_intermediate_size: None,
     });
     Ok(())
 }

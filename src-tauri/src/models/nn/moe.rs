@@ -1,7 +1,8 @@
 //! A sparse mixture-of-experts feed-forward block (Qwen3-MoE): a router
 //! scores every expert for each token, the token goes through its
 //! `experts_per_token` best experts, and their outputs are summed with the
-//! router's probabilities as weights.
+//! router's probabilities as weights; a shared expert, where the model has
+//! one (Qwen3.5-MoE), adds its output weighted by a sigmoid gate.
 
 use super::linear::Linear;
 use super::mlp::GatedMlp;
@@ -16,6 +17,8 @@ pub struct SparseMoe {
     experts: Vec<GatedMlp>,
     experts_per_token: usize,
     normalize_top_k: bool,
+    /// The shared expert and its gate `(1, hidden)`, if any.
+    shared: Option<(GatedMlp, Linear)>,
 }
 
 impl SparseMoe {
@@ -29,12 +32,20 @@ impl SparseMoe {
             experts,
             experts_per_token: moe.experts_per_token,
             normalize_top_k: moe.normalize_top_k,
+            shared: match moe.shared_expert_intermediate_size {
+                Some(width) => Some((
+                    GatedMlp::load_with_width(weights, &format!("{prefix}.shared_expert"), cfg, width)?,
+                    Linear::load(weights, &format!("{prefix}.shared_expert_gate"), cfg.hidden_size, 1, false)?,
+                )),
+                None => None,
+            },
         })
     }
 
     /// Bytes of weights held (router and every expert).
     pub fn weight_bytes(&self) -> usize {
-        self.router.weight_bytes() + self.experts.iter().map(GatedMlp::weight_bytes).sum::<usize>()
+        let shared = self.shared.as_ref().map_or(0, |(mlp, gate)| mlp.weight_bytes() + gate.weight_bytes());
+        self.router.weight_bytes() + self.experts.iter().map(GatedMlp::weight_bytes).sum::<usize>() + shared
     }
 
     /// `x` of shape `(b, t, hidden)`.
@@ -63,6 +74,10 @@ impl SparseMoe {
             let y = expert.forward(&rows.index_select(&index, 0)?)?;
             let weights = Tensor::from_vec(weights, (n, 1), x.device())?.to_dtype(y.dtype())?;
             out = out.index_add(&index, &y.broadcast_mul(&weights)?, 0)?;
+        }
+        if let Some((mlp, gate)) = &self.shared {
+            let weight = candle_nn::ops::sigmoid(&gate.forward(&rows)?)?;
+            out = (out + mlp.forward(&rows)?.broadcast_mul(&weight)?)?;
         }
         Ok(out.reshape((b, t, h))?)
     }
