@@ -20,7 +20,7 @@ const DISCOVERY_KEY: &str = "discovery cluster key";
 
 /// The tiny fixtures of tests/fixtures/tiny, two layers each (run in f32,
 /// as transformers ran them; the FP8 one keeps its weights in F8E4M3).
-const TINY_FAMILIES: [&str; 16] = [
+const TINY_FAMILIES: [&str; 17] = [
     "llama3_rope_scaling",
     "llama_tied",
     "qwen2",
@@ -28,6 +28,7 @@ const TINY_FAMILIES: [&str; 16] = [
     "qwen3_moe",
     "qwen3_5_hybrid",
     "qwen3_5_moe",
+    "qwen3_next",
     "mistral_window",
     "olmo2",
     "phi4_mini_longrope",

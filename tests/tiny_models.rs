@@ -123,6 +123,7 @@ family_tests! {
     qwen3_moe => "qwen3_moe",
     qwen3_5_hybrid => "qwen3_5_hybrid",
     qwen3_5_moe => "qwen3_5_moe",
+    qwen3_next => "qwen3_next",
     mistral_window => "mistral_window",
     olmo2 => "olmo2",
     phi4_mini_longrope => "phi4_mini_longrope",

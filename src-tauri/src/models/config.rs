@@ -22,17 +22,19 @@ pub enum Architecture {
     Qwen3Moe,
     Qwen3_5,
     Qwen3_5Moe,
+    Qwen3Next,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages and docs.
-    pub const ALL: [Architecture; 11] = [
+    pub const ALL: [Architecture; 12] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
         Self::Qwen3_5,
         Self::Qwen3_5Moe,
+        Self::Qwen3Next,
         Self::Mistral,
         Self::Olmo2,
         Self::Phi3,
@@ -54,6 +56,7 @@ impl Architecture {
             Self::Qwen3Moe => "qwen3_moe",
             Self::Qwen3_5 => "qwen3_5_text",
             Self::Qwen3_5Moe => "qwen3_5_moe_text",
+            Self::Qwen3Next => "qwen3_next",
         }
     }
 
@@ -70,6 +73,7 @@ impl Architecture {
             "Qwen3MoeForCausalLM" => Self::Qwen3Moe,
             "Qwen3_5ForCausalLM" => Self::Qwen3_5,
             "Qwen3_5MoeForCausalLM" => Self::Qwen3_5Moe,
+            "Qwen3NextForCausalLM" => Self::Qwen3Next,
             _ => return None,
         })
     }

@@ -16,6 +16,7 @@ mod qwen3;
 mod qwen3_5;
 mod qwen3_5_moe;
 mod qwen3_moe;
+mod qwen3_next;
 
 use crate::formats::gguf::GgufFile;
 use crate::models::config::{
@@ -41,6 +42,7 @@ pub fn from_hf(cfg: &HfConfig) -> Result<ModelConfig> {
         Architecture::Qwen3Moe => qwen3_moe::adjust(cfg, &mut config)?,
         Architecture::Qwen3_5 => qwen3_5::adjust(cfg, &mut config)?,
         Architecture::Qwen3_5Moe => qwen3_5_moe::adjust(cfg, &mut config)?,
+        Architecture::Qwen3Next => qwen3_next::adjust(cfg, &mut config)?,
     }
     config.validate()?;
     Ok(config)
@@ -180,6 +182,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             | Architecture::Qwen3Moe
             | Architecture::Qwen3_5
             | Architecture::Qwen3_5Moe
+            | Architecture::Qwen3Next
     ) {
         bail!(
             "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",

@@ -8,6 +8,13 @@ use anyhow::{bail, Result};
 
 pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
     super::qwen3::adjust(cfg, config)?;
+    config.moe = Some(experts(cfg, config.layers.len(), None)?);
+    Ok(())
+}
+
+/// The MoE layout Qwen3-MoE and Qwen3-Next share (`decoder_sparse_step`,
+/// `mlp_only_layers`, `norm_topk_prob`), with a shared expert of that width if given.
+pub fn experts(cfg: &HfConfig, num_layers: usize, shared_expert_intermediate_size: Option<usize>) -> Result<MoeConfig> {
     let num_experts = cfg.require(cfg.num_experts, "num_experts")?;
     let experts_per_token = cfg.require(cfg.num_experts_per_tok, "num_experts_per_tok")?;
     if experts_per_token == 0 || experts_per_token > num_experts {
@@ -18,16 +25,15 @@ pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
         bail!("config.json: decoder_sparse_step must be positive");
     }
     let dense_only = cfg.mlp_only_layers.clone().unwrap_or_default();
-    let sparse_layers = (0..config.layers.len())
+    let sparse_layers = (0..num_layers)
         .map(|i| !dense_only.contains(&i) && (i + 1) % step == 0)
         .collect();
-    config.moe = Some(MoeConfig {
+    Ok(MoeConfig {
         num_experts,
         experts_per_token,
         expert_intermediate_size: cfg.require(cfg.moe_intermediate_size, "moe_intermediate_size")?,
         normalize_top_k: cfg.norm_topk_prob.unwrap_or(false),
         sparse_layers,
-        shared_expert_intermediate_size: None,
-    });
-    Ok(())
+        shared_expert_intermediate_size,
+    })
 }

@@ -15,7 +15,7 @@ use super::kv_cache::{LayerCache, RecurrentState};
 use super::linear::Linear;
 use super::norm::RmsNorm;
 use crate::models::config::{GatedDeltaNetConfig, ModelConfig};
-use crate::models::weights::Weights;
+use crate::models::weights::{MatrixWeight, Weights};
 use anyhow::Result;
 use candle_core::{DType, Tensor, D};
 
@@ -45,13 +45,23 @@ impl GatedDeltaNet {
         let value_dim = sizes.num_value_heads * sizes.value_head_dim;
         let channels = 2 * key_dim + value_dim;
         let nv = sizes.num_value_heads;
+        let (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) = if weights.contains(&format!("{prefix}.in_proj_qkvz.weight")) {
+            grouped_projections(weights, prefix, h, sizes)?
+        } else {
+            (
+                Linear::load(weights, &format!("{prefix}.in_proj_qkv"), h, channels, false)?,
+                Linear::load(weights, &format!("{prefix}.in_proj_z"), h, value_dim, false)?,
+                Linear::load(weights, &format!("{prefix}.in_proj_b"), h, nv, false)?,
+                Linear::load(weights, &format!("{prefix}.in_proj_a"), h, nv, false)?,
+            )
+        };
         let conv = weights.dense(&format!("{prefix}.conv1d.weight"), &[channels, 1, sizes.conv_kernel])?;
         let f32_vector = |name: &str| -> Result<Tensor> { Ok(weights.dense(&format!("{prefix}.{name}"), &[nv])?.to_dtype(DType::F32)?) };
         Ok(Self {
-            in_proj_qkv: Linear::load(weights, &format!("{prefix}.in_proj_qkv"), h, channels, false)?,
-            in_proj_z: Linear::load(weights, &format!("{prefix}.in_proj_z"), h, value_dim, false)?,
-            in_proj_b: Linear::load(weights, &format!("{prefix}.in_proj_b"), h, nv, false)?,
-            in_proj_a: Linear::load(weights, &format!("{prefix}.in_proj_a"), h, nv, false)?,
+            in_proj_qkv,
+            in_proj_z,
+            in_proj_b,
+            in_proj_a,
             conv_weight: conv.reshape((channels, sizes.conv_kernel))?,
             dt_bias: f32_vector("dt_bias")?,
             a_log: f32_vector("A_log")?,
@@ -139,6 +149,41 @@ impl GatedDeltaNet {
         let gated = (self.norm.forward(&out)?.to_dtype(DType::F32)? * candle_nn::ops::silu(&z.to_dtype(DType::F32)?)?)?;
         self.out_proj.forward(&gated.to_dtype(dtype)?.reshape((b, t, value_dim))?)
     }
+}
+
+/// Qwen3-Next's fused projections, reordered into the separate ones: per
+/// key head group, `in_proj_qkvz` holds `[q, k, v (r heads), z (r heads)]`
+/// and `in_proj_ba` holds `[b (r), a (r)]`, with `r` value heads per key head.
+fn grouped_projections(weights: &Weights, prefix: &str, hidden: usize, s: GatedDeltaNetConfig) -> Result<(Linear, Linear, Linear, Linear)> {
+    let (nk, dk, dv) = (s.num_key_heads, s.key_head_dim, s.value_head_dim);
+    let r = s.num_value_heads / nk;
+    let group = 2 * dk + 2 * r * dv;
+    let dense = |name: &str, rows: usize| -> Result<Tensor> {
+        Ok(match weights.matrix(&format!("{prefix}.{name}.weight"), &[rows, hidden])? {
+            MatrixWeight::Dense(t) => t,
+            MatrixWeight::Fp8(m) => m.dequantize(weights.policy.dtype)?,
+            MatrixWeight::Quantized(q) => q.dequantize(&weights.device)?.to_dtype(weights.policy.dtype)?,
+        })
+    };
+    let qkvz = dense("in_proj_qkvz", nk * group)?;
+    let ba = dense("in_proj_ba", nk * 2 * r)?;
+    // Row ranges `offset..offset + len` of every group, in group order.
+    let rows = |per_group: usize, offset: usize, len: usize| -> Vec<u32> {
+        (0..nk).flat_map(|g| (0..len).map(move |i| (g * per_group + offset + i) as u32)).collect()
+    };
+    let pick = |matrix: &Tensor, ids: Vec<u32>| -> Result<Linear> {
+        let n = ids.len();
+        Linear::from_matrix(MatrixWeight::Dense(matrix.index_select(&Tensor::from_vec(ids, n, matrix.device())?, 0)?))
+    };
+    let mut qkv_rows = rows(group, 0, dk);
+    qkv_rows.extend(rows(group, dk, dk));
+    qkv_rows.extend(rows(group, 2 * dk, r * dv));
+    Ok((
+        pick(&qkvz, qkv_rows)?,
+        pick(&qkvz, rows(group, 2 * dk + r * dv, r * dv))?,
+        pick(&ba, rows(2 * r, 0, r))?,
+        pick(&ba, rows(2 * r, r, r))?,
+    ))
 }
 
 /// q, k, v, g and β of a step, f32, in `(batch, position, head, dim)` order.
