@@ -245,7 +245,16 @@ fn gguf_of_unknown_architecture_lists_supported_ones() {
     let path = dir.path().join("alien.gguf");
     std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "alien")])).unwrap();
     let err = run_error(&path);
-    assert_mentions(&err, &["alien.gguf", "alien", "supported: llama, qwen2, qwen3"]);
+    assert_mentions(&err, &["alien.gguf", "alien", "supported in GGUF: llama, qwen2, qwen3"]);
+}
+
+#[test]
+fn gguf_of_a_folder_only_family_says_to_use_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gemma.gguf");
+    std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "gemma3")])).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["gemma.gguf", "`gemma3` GGUF files are not supported yet", "Hugging Face model folder"]);
 }
 
 #[test]

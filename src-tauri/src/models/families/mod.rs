@@ -159,6 +159,13 @@ fn local_layers(cfg: &HfConfig, default_period: usize, n: usize) -> Result<Vec<b
     }
 }
 
+/// llama.cpp's `general.architecture` names of the families Cake runs from
+/// Hugging Face folders only, for now.
+const FOLDER_ONLY_IN_GGUF: [&str; 12] = [
+    "olmo2", "phi3", "exaone4", "gemma3", "gemma3_text", "qwen3moe", "qwen3_moe", "qwen35", "qwen35moe", "qwen3next",
+    "qwen3_next", "qwen3_5_text",
+];
+
 /// Builds the model description from GGUF metadata and tensor table. Also
 /// returns the q/k row order to undo for Llama-family files.
 pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>)> {
@@ -166,29 +173,18 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         .get_str("general.architecture")
         .with_context(|| format!("{}: GGUF metadata lacks `general.architecture`", file.path.display()))?
         .to_string();
-    let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
-        format!(
-            "{}: unsupported model architecture `{arch_name}`; supported: {}",
-            file.path.display(),
-            Architecture::supported_list()
-        )
-    })?;
-    if matches!(
-        architecture,
-        Architecture::Olmo2
-            | Architecture::Phi3
-            | Architecture::Exaone4
-            | Architecture::Gemma3
-            | Architecture::Qwen3Moe
-            | Architecture::Qwen3_5
-            | Architecture::Qwen3_5Moe
-            | Architecture::Qwen3Next
-    ) {
+    if FOLDER_ONLY_IN_GGUF.contains(&arch_name.as_str()) {
         bail!(
-            "{}: {arch_name} GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
+            "{}: `{arch_name}` GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
             file.path.display()
         );
     }
+    let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
+        format!(
+            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral",
+            file.path.display(),
+        )
+    })?;
     let key = |k: &str| format!("{arch_name}.{k}");
     let hidden_size = file.require_usize(&key("embedding_length"))?;
     let num_attention_heads = file.require_usize(&key("attention.head_count"))?;
