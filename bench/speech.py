@@ -115,7 +115,7 @@ from vibevoice.processor.vibevoice_tokenizer_processor import VibeVoiceTokenizer
 
 # The fixture generator's model helpers (it sets one torch thread on import: reset after).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
-from generate_tiny_vibevoice import reinit_weights, tokenizer_config  # noqa: E402
+from generate_tiny_vibevoice import head_config, reinit_weights, tokenizer_config  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 hf_logging.set_verbosity_error()
@@ -154,20 +154,7 @@ def build_config(args, vocab_size, eos_id):
         eos_token_id=eos_id,
         bos_token_id=None,
     )
-    head = dict(
-        hidden_size=hidden,
-        head_layers=args.head_layers,
-        head_ffn_ratio=3.0,
-        rms_norm_eps=1e-5,
-        latent_size=64,
-        speech_vae_dim=64,
-        prediction_type="v_prediction",
-        diffusion_type="ddpm",
-        ddpm_num_steps=1000,
-        ddpm_num_inference_steps=20,
-        ddpm_beta_schedule="cosine",
-        ddpm_batch_mul=4,
-    )
+    head = head_config(hidden, args.head_layers, 64)
     config = VibeVoiceConfig(
         acoustic_tokenizer_config=tokenizer_config(64, True, args.filters, args.depths, RATIOS),
         semantic_tokenizer_config=tokenizer_config(128, False, args.filters, args.depths, RATIOS),

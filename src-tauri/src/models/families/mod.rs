@@ -107,13 +107,8 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
 fn qwen_style_windows(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
     let window = cfg.sliding_window;
     let n = config.layers.len();
-    let sliding: Vec<bool> = match &cfg.layer_types {
-        Some(types) => {
-            if types.len() != n {
-                bail!("config.json: `layer_types` has {} entries for {n} layers", types.len());
-            }
-            types.iter().map(|t| t == "sliding_attention").collect()
-        }
+    let sliding: Vec<bool> = match layers_of_type(cfg, "sliding_attention", n)? {
+        Some(sliding) => sliding,
         None if cfg.use_sliding_window.unwrap_or(false) => {
             let first = cfg.max_window_layers.unwrap_or(n);
             (0..n).map(|i| i >= first).collect()
@@ -152,10 +147,19 @@ fn local_layers_from_pattern(pattern: Option<&serde_json::Value>, default: usize
 /// Which of the config's layers are local ones: `layer_types` when given,
 /// else the older `sliding_window_pattern` (see [`local_layers_from_pattern`]).
 fn local_layers(cfg: &HfConfig, default_period: usize, n: usize) -> Result<Vec<bool>> {
-    match &cfg.layer_types {
-        Some(types) if types.len() != n => bail!("config.json: `layer_types` has {} entries for {n} layers", types.len()),
-        Some(types) => Ok(types.iter().map(|t| t == "sliding_attention").collect()),
+    match layers_of_type(cfg, "sliding_attention", n)? {
+        Some(local) => Ok(local),
         None => local_layers_from_pattern(cfg.sliding_window_pattern.as_ref(), default_period, n),
+    }
+}
+
+/// Per layer, whether `layer_types` names it `kind`; `None` when the config
+/// has no `layer_types`, an error when it does not list `n` layers.
+fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<bool>>> {
+    match &cfg.layer_types {
+        None => Ok(None),
+        Some(types) if types.len() != n => bail!("config.json: `layer_types` has {} entries for {n} layers", types.len()),
+        Some(types) => Ok(Some(types.iter().map(|t| t == kind).collect())),
     }
 }
 

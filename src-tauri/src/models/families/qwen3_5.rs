@@ -16,9 +16,8 @@ pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
     config.norm_unit_offset = true;
     config.attention_output_gate = true;
     let n = config.layers.len();
-    let linear: Vec<bool> = match &cfg.layer_types {
-        Some(types) if types.len() != n => bail!("config.json: `layer_types` has {} entries for {n} layers", types.len()),
-        Some(types) => types.iter().map(|t| t == "linear_attention").collect(),
+    let linear = match super::layers_of_type(cfg, "linear_attention", n)? {
+        Some(linear) => linear,
         None => {
             let interval = cfg.full_attention_interval.unwrap_or(4).max(1);
             (0..n).map(|i| (i + 1) % interval != 0).collect()
