@@ -215,6 +215,7 @@ pub fn set_threads(n: usize) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    cake_kernels::pool::set_threads(n);
     // A second call fails harmlessly if the pool already exists.
     let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
     Ok(())

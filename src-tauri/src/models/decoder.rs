@@ -17,6 +17,7 @@ use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
 use super::weights::{MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
+use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
@@ -151,6 +152,7 @@ fn apply(norm: &Option<RmsNorm>, x: &Tensor) -> Result<Tensor> {
 enum Embedding {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    Packed(Arc<PackedMatrix>),
 }
 
 impl Embedding {
@@ -158,7 +160,28 @@ impl Embedding {
         Ok(match self {
             Self::Dense(table) => table.index_select(ids, 0)?,
             Self::Quantized(q) => q.embedding(ids)?,
+            Self::Packed(table) => {
+                let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
+                let mut rows = vec![0f32; wanted.len() * table.cols];
+                for (&id, row) in wanted.iter().zip(rows.chunks_exact_mut(table.cols)) {
+                    if id as usize >= table.rows {
+                        bail!("token id {id} is outside the vocabulary of {}", table.rows);
+                    }
+                    table.dequantize_row(id as usize, row);
+                }
+                let mut dims = ids.dims().to_vec();
+                dims.push(table.cols);
+                Tensor::from_vec(rows, dims, ids.device())?
+            }
         })
+    }
+
+    fn weight_bytes(&self) -> usize {
+        match self {
+            Self::Dense(t) => crate::models::fp8::tensor_bytes(t),
+            Self::Quantized(q) => q.storage_size_in_bytes(),
+            Self::Packed(p) => p.bytes(),
+        }
     }
 }
 
@@ -216,6 +239,7 @@ impl Decoder {
             Some(_) if !selection.embedding => None,
             Some(MatrixWeight::Dense(t)) => Some(Embedding::Dense(t)),
             Some(MatrixWeight::Quantized(q)) => Some(Embedding::Quantized(q)),
+            Some(MatrixWeight::Packed(p)) => Some(Embedding::Packed(p)),
             // A lookup reads rows, not products: dequantize the table once.
             Some(MatrixWeight::Fp8(m)) => Some(Embedding::Dense(m.dequantize(weights.policy.dtype)?)),
             None => None,
@@ -246,11 +270,7 @@ impl Decoder {
     /// Bytes of weights this decoder holds in memory (a matrix shared by
     /// the embedding and a tied head counted once).
     pub fn weight_bytes(&self) -> usize {
-        let embedding = match &self.embed_tokens {
-            Some(Embedding::Dense(t)) => crate::models::fp8::tensor_bytes(t),
-            Some(Embedding::Quantized(q)) => q.storage_size_in_bytes(),
-            None => 0,
-        };
+        let embedding = self.embed_tokens.as_ref().map_or(0, Embedding::weight_bytes);
         let shares_table = self.config.tie_word_embeddings && self.embed_tokens.is_some();
         let head = match &self.lm_head {
             Some(head) if !shares_table => head.weight_bytes(),

@@ -9,8 +9,9 @@
 //! shape panic deep inside a matmul.
 
 use super::fp8::Fp8Matrix;
+use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::QTensor;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
@@ -74,10 +75,22 @@ pub struct Weights {
     pub fp8_block_size: Option<(usize, usize)>,
 }
 
+/// The GGML types Cake's own kernels multiply (others go through candle's).
+fn repackable(dtype: GgmlDType) -> Option<GgmlFormat> {
+    match dtype {
+        GgmlDType::Q4_0 => Some(GgmlFormat::Q4_0),
+        GgmlDType::Q4_1 => Some(GgmlFormat::Q4_1),
+        GgmlDType::Q8_0 => Some(GgmlFormat::Q8_0),
+        _ => None,
+    }
+}
+
 /// A weight matrix ready for a matmul.
 pub enum MatrixWeight {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    /// GGML-quantized, repacked for Cake's own kernels (see [`crate::kernels`]).
+    Packed(Arc<PackedMatrix>),
     /// F8E4M3 with scales, dequantized at each use.
     Fp8(Arc<Fp8Matrix>),
 }
@@ -88,8 +101,19 @@ impl MatrixWeight {
         match self {
             Self::Dense(t) => Self::Dense(t.clone()),
             Self::Quantized(q) => Self::Quantized(q.clone()),
+            Self::Packed(p) => Self::Packed(p.clone()),
             Self::Fp8(m) => Self::Fp8(m.clone()),
         }
+    }
+
+    /// The matrix's values as a dense tensor of `dtype`.
+    pub fn dequantize(&self, dtype: DType, device: &Device) -> Result<Tensor> {
+        Ok(match self {
+            Self::Dense(t) => t.to_dtype(dtype)?,
+            Self::Quantized(q) => q.dequantize(device)?.to_dtype(dtype)?,
+            Self::Packed(p) => Tensor::from_vec(p.dequantize(), (p.rows, p.cols), device)?.to_dtype(dtype)?,
+            Self::Fp8(m) => m.dequantize(dtype)?,
+        })
     }
 }
 
@@ -135,6 +159,11 @@ impl Weights {
     pub fn matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixWeight> {
         match self.load_checked(name, expected)? {
             StoredTensor::Quantized(q) if self.policy.keep_quantized => {
+                if let (true, Some(format)) = (self.device.is_cpu(), repackable(q.dtype())) {
+                    let packed = PackedMatrix::from_ggml(format, &q.data()?, expected[0], expected[1])
+                        .with_context(|| format!("{}: tensor `{name}`", self.store.origin()))?;
+                    return Ok(MatrixWeight::Packed(Arc::new(packed)));
+                }
                 Ok(MatrixWeight::Quantized(q))
             }
             StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(

@@ -159,11 +159,7 @@ fn grouped_projections(weights: &Weights, prefix: &str, hidden: usize, s: GatedD
     let r = s.num_value_heads / nk;
     let group = 2 * dk + 2 * r * dv;
     let dense = |name: &str, rows: usize| -> Result<Tensor> {
-        Ok(match weights.matrix(&format!("{prefix}.{name}.weight"), &[rows, hidden])? {
-            MatrixWeight::Dense(t) => t,
-            MatrixWeight::Fp8(m) => m.dequantize(weights.policy.dtype)?,
-            MatrixWeight::Quantized(q) => q.dequantize(&weights.device)?.to_dtype(weights.policy.dtype)?,
-        })
+        weights.matrix(&format!("{prefix}.{name}.weight"), &[rows, hidden])?.dequantize(weights.policy.dtype, &weights.device)
     };
     let qkvz = dense("in_proj_qkvz", nk * group)?;
     let ba = dense("in_proj_ba", nk * 2 * r)?;

@@ -1,11 +1,12 @@
 //! A linear projection over a dense or GGML-quantized weight, with optional bias.
 
+use cake_kernels::packed::PackedMatrix;
 use crate::models::fp8::{tensor_bytes, Fp8Matrix};
 use crate::models::weights::{MatrixWeight, Weights};
 use std::sync::Arc;
 use anyhow::Result;
 use candle_core::quantized::QMatMul;
-use candle_core::{Module, Tensor};
+use candle_core::{CpuStorage, DType, Module, Storage, Tensor};
 
 /// `y = x Wᵀ + b`, with `W` stored `(out, in)` as checkpoints store it.
 pub struct Linear {
@@ -16,6 +17,8 @@ pub struct Linear {
 enum Projection {
     Dense(Tensor),
     Quantized(QMatMul),
+    /// Repacked for Cake's own kernels.
+    Packed(Arc<PackedMatrix>),
     /// Dequantized to the activations' dtype for each product.
     Fp8(Arc<Fp8Matrix>),
 }
@@ -25,6 +28,7 @@ impl From<MatrixWeight> for Projection {
         match weight {
             MatrixWeight::Dense(t) => Self::Dense(t),
             MatrixWeight::Quantized(q) => Self::Quantized(QMatMul::QTensor(q)),
+            MatrixWeight::Packed(p) => Self::Packed(p),
             MatrixWeight::Fp8(m) => Self::Fp8(m),
         }
     }
@@ -63,6 +67,7 @@ impl Linear {
             Projection::Dense(w) => tensor_bytes(w),
             Projection::Quantized(QMatMul::QTensor(q)) => q.storage_size_in_bytes(),
             Projection::Quantized(QMatMul::Tensor(w) | QMatMul::TensorF16(w)) => tensor_bytes(w),
+            Projection::Packed(p) => p.bytes(),
             Projection::Fp8(m) => m.bytes(),
         };
         matrix + self.bias.as_ref().map_or(0, tensor_bytes)
@@ -73,6 +78,7 @@ impl Linear {
         let y = match &self.weight {
             Projection::Dense(w) => dense_product(x, w)?,
             Projection::Quantized(q) => q.forward(x)?,
+            Projection::Packed(p) => packed_product(x, p)?,
             Projection::Fp8(m) => dense_product(x, &m.dequantize(x.dtype())?)?,
         };
         Ok(match &self.bias {
@@ -91,4 +97,25 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let mut out_dims = lead.to_vec();
     out_dims.push(w.dim(0)?);
     Ok(y.reshape(out_dims)?)
+}
+
+/// `x Wᵀ` for a repacked quantized `W (out, in)` and `x (..., in)`, in f32.
+fn packed_product(x: &Tensor, w: &PackedMatrix) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let (last, lead) = dims.split_last().expect("activations have a last dim");
+    anyhow::ensure!(*last == w.cols, "activations of width {last} for a matrix of {} columns", w.cols);
+    let rows: usize = lead.iter().product();
+    let x = x.to_dtype(DType::F32)?.contiguous()?;
+    let mut out = vec![0f32; rows * w.rows];
+    {
+        let (storage, layout) = x.storage_and_layout();
+        let Storage::Cpu(CpuStorage::F32(values)) = &*storage else {
+            anyhow::bail!("repacked quantized weights multiply CPU activations only");
+        };
+        let start = layout.start_offset();
+        cake_kernels::matmul::matmul(w, &values[start..start + rows * last], rows, &mut out);
+    }
+    let mut out_dims = lead.to_vec();
+    out_dims.push(w.rows);
+    Ok(Tensor::from_vec(out, out_dims, x.device())?)
 }

@@ -1,0 +1,89 @@
+//! Activations quantized to 8 bits, once per product.
+//!
+//! Each row of `k` values is cut into blocks of [`BLOCK`]; a block keeps its
+//! scale `d = max|x| / 127`, its values `round(x / d)` as `i8`, and `d · Σq`,
+//! which folds a weight block's offset (Q4_1's `m`) into one multiply.
+
+/// Values per quantization block, for weights and activations alike.
+pub const BLOCK: usize = 32;
+
+/// Rows of activations in 8-bit blocks. The buffers are reused from one
+/// product to the next.
+#[derive(Default)]
+pub struct QuantizedActivations {
+    pub rows: usize,
+    /// Values per row (a multiple of [`BLOCK`]).
+    pub k: usize,
+    /// `rows × k` quantized values.
+    pub qs: Vec<i8>,
+    /// Per block (`rows × k / BLOCK`): the scale `d`.
+    pub scales: Vec<f32>,
+    /// Per block: `d · Σq`.
+    pub scaled_sums: Vec<f32>,
+    /// Per block: `Σq`.
+    pub sums: Vec<i32>,
+}
+
+impl QuantizedActivations {
+    /// Quantizes `x`, `rows` rows of `k` values each (`k` a multiple of
+    /// [`BLOCK`]), replacing what was held.
+    pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
+        assert!(k % BLOCK == 0 && x.len() == rows * k, "{rows} rows of {k} values do not make {} values in blocks of {BLOCK}", x.len());
+        let blocks = rows * k / BLOCK;
+        self.rows = rows;
+        self.k = k;
+        self.qs.resize(rows * k, 0);
+        self.scales.resize(blocks, 0.0);
+        self.scaled_sums.resize(blocks, 0.0);
+        self.sums.resize(blocks, 0);
+        let chunks = x.chunks_exact(BLOCK).zip(self.qs.chunks_exact_mut(BLOCK));
+        let per_block = self.scales.iter_mut().zip(self.scaled_sums.iter_mut()).zip(self.sums.iter_mut());
+        for ((values, qs), ((scale, scaled_sum), block_sum)) in chunks.zip(per_block) {
+            let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
+            let mut sum = 0i32;
+            for (q, v) in qs.iter_mut().zip(values) {
+                *q = (v * inverse).round() as i8;
+                sum += *q as i32;
+            }
+            *scale = d;
+            *scaled_sum = d * sum as f32;
+            *block_sum = sum;
+        }
+    }
+
+    /// Blocks per row.
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / BLOCK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_within_half_a_step() {
+        let x: Vec<f32> = (0..96).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        let mut a = QuantizedActivations::default();
+        a.quantize(&x, 1, 96);
+        for (i, v) in x.iter().enumerate() {
+            let d = a.scales[i / BLOCK];
+            assert!((a.qs[i] as f32 * d - v).abs() <= d / 2.0 + 1e-6, "value {i}: {v} vs {}", a.qs[i] as f32 * d);
+        }
+        for b in 0..3 {
+            let sum: i32 = a.qs[b * BLOCK..(b + 1) * BLOCK].iter().map(|&q| q as i32).sum();
+            assert_eq!(a.scaled_sums[b], a.scales[b] * sum as f32);
+            assert_eq!(a.sums[b], sum);
+        }
+    }
+
+    #[test]
+    fn a_zero_block_has_zero_scale_and_values() {
+        let mut a = QuantizedActivations::default();
+        a.quantize(&[0.0; 32], 1, 32);
+        assert_eq!((a.scales[0], a.scaled_sums[0]), (0.0, 0.0));
+        assert!(a.qs.iter().all(|&q| q == 0));
+    }
+}

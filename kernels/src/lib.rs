@@ -1,0 +1,25 @@
+//! Cake's CPU kernels for the hot path of generation: products of quantized weight
+//! matrices with activations.
+//!
+//! candle's GGML kernels have no SIMD path for Q4_1 and choose their AVX code
+//! when the binary is compiled, so a portable build multiplies in scalar code.
+//! These kernels choose at run time ([`cpu::Level`]) between AVX-512 VNNI,
+//! AVX2 and plain Rust. Weights are repacked once, at load, into tiles of 16
+//! rows ([`packed`]) so that one SIMD instruction advances 16 output rows;
+//! activations are quantized to 8 bits once per product ([`activations`]).
+//! Work is split over a pool of threads that stay warm between products
+//! ([`pool`]).
+//!
+//! Every SIMD path computes exactly what the plain one does and is tested
+//! against it on random inputs, odd sizes included.
+
+pub mod activations;
+pub mod cpu;
+pub mod matmul;
+pub mod packed;
+pub mod pool;
+mod plain;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;

@@ -1,0 +1,242 @@
+//! Threads that stay warm between kernel calls.
+//!
+//! A decode step runs a few hundred small products, each worth tens of
+//! microseconds: waking sleeping threads for each would cost as much as the
+//! work. The pool's threads spin briefly after a job, waiting for the next,
+//! and only then sleep. The caller takes a share of every job itself.
+
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long an idle thread spins before it sleeps. Long enough to span the
+/// gaps between the products of a decode step, short enough not to hold a
+/// core when the process waits (e.g. for another machine of the cluster).
+const SPIN: Duration = Duration::from_micros(150);
+
+static REQUESTED_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the number of threads (caller included) of the pool [`global`]
+/// builds; returns false if it is already built.
+pub fn set_threads(n: usize) -> bool {
+    REQUESTED_THREADS.store(n.max(1), Ordering::SeqCst);
+    GLOBAL.get().is_none()
+}
+
+static GLOBAL: OnceLock<Pool> = OnceLock::new();
+
+/// The process's pool: as many threads as [`set_threads`] asked for, else
+/// as many as the machine has cores.
+pub fn global() -> &'static Pool {
+    GLOBAL.get_or_init(|| {
+        let requested = REQUESTED_THREADS.load(Ordering::SeqCst);
+        let threads = if requested > 0 {
+            requested
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        };
+        Pool::new(threads)
+    })
+}
+
+/// A job as the threads see it: the work with its lifetime erased (the
+/// caller waits until every thread is done with it) and its item count.
+#[derive(Clone, Copy)]
+struct Job {
+    work: *const (dyn Fn(Range<usize>) + Sync),
+    items: usize,
+}
+
+struct Shared {
+    threads: usize,
+    /// Bumped for each job; threads wait for it to change.
+    generation: AtomicUsize,
+    job: UnsafeCell<Option<Job>>,
+    /// Helper threads still working on the current job.
+    running: AtomicUsize,
+    panicked: AtomicBool,
+    sleeping: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+// SAFETY: `job` is written only by the caller holding `Pool::busy` before it
+// bumps `generation`, and read by helpers after they see the new value; the
+// work it points to is `Sync` and outlives the job.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+/// A fixed set of threads that run jobs split into contiguous shares.
+pub struct Pool {
+    shared: Arc<Shared>,
+    busy: Mutex<()>,
+}
+
+/// Thread `index`'s share of `items` among `threads`.
+fn share(items: usize, index: usize, threads: usize) -> Range<usize> {
+    items * index / threads..items * (index + 1) / threads
+}
+
+impl Pool {
+    /// A pool of `threads` threads, the caller counted as one.
+    pub fn new(threads: usize) -> Self {
+        let shared = Arc::new(Shared {
+            threads: threads.max(1),
+            generation: AtomicUsize::new(0),
+            job: UnsafeCell::new(None),
+            running: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            sleeping: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+        });
+        for index in 1..shared.threads {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("cake-kernel-{index}"))
+                .spawn(move || helper(&shared, index))
+                .expect("cannot start a kernel thread");
+        }
+        Self { shared, busy: Mutex::new(()) }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.shared.threads
+    }
+
+    /// Calls `work` on contiguous ranges that cover `0..items`, one per
+    /// thread, and returns when all are done. If another job is running
+    /// (another thread of the process is using the pool), runs it all on the
+    /// calling thread instead. A panic in the work is raised here.
+    pub fn run(&self, items: usize, work: &(dyn Fn(Range<usize>) + Sync)) {
+        let shared = &*self.shared;
+        let guard = match self.busy.try_lock() {
+            Ok(guard) if shared.threads > 1 && items > 1 => guard,
+            _ => return work(0..items),
+        };
+        // SAFETY: only the holder of `busy` writes the job, and no helper
+        // reads it until `generation` changes below.
+        let erased: *const (dyn Fn(Range<usize>) + Sync + '_) = work;
+        unsafe {
+            *shared.job.get() = Some(Job { work: std::mem::transmute(erased), items });
+        }
+        shared.running.store(shared.threads - 1, Ordering::SeqCst);
+        shared.generation.fetch_add(1, Ordering::SeqCst);
+        if shared.sleeping.load(Ordering::SeqCst) > 0 {
+            let _lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            shared.wake.notify_all();
+        }
+        let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(share(items, 0, shared.threads))));
+        let mut spins = 0u32;
+        while shared.running.load(Ordering::Acquire) != 0 {
+            spins += 1;
+            if spins < 1 << 16 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let helper_panicked = shared.panicked.swap(false, Ordering::SeqCst);
+        drop(guard);
+        if let Err(payload) = own {
+            std::panic::resume_unwind(payload);
+        }
+        assert!(!helper_panicked, "a kernel thread panicked");
+    }
+}
+
+fn helper(shared: &Shared, index: usize) {
+    let mut seen = 0usize;
+    loop {
+        seen = wait_for_job(shared, seen);
+        // SAFETY: the caller wrote the job before bumping `generation` and
+        // keeps it (and the work it points to) alive until `running` is 0.
+        let job = unsafe { (*shared.job.get()).expect("a job was posted") };
+        let range = share(job.items, index, shared.threads);
+        if !range.is_empty() {
+            let work = unsafe { &*job.work };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(range))).is_err() {
+                shared.panicked.store(true, Ordering::SeqCst);
+            }
+        }
+        shared.running.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Spins, then sleeps, until `generation` moves past `seen`; returns it.
+fn wait_for_job(shared: &Shared, seen: usize) -> usize {
+    let started = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let now = shared.generation.load(Ordering::Acquire);
+        if now != seen {
+            return now;
+        }
+        spins += 1;
+        if spins % 64 != 0 || started.elapsed() < SPIN {
+            std::hint::spin_loop();
+            continue;
+        }
+        let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+        shared.sleeping.fetch_add(1, Ordering::SeqCst);
+        while shared.generation.load(Ordering::SeqCst) == seen {
+            lock = shared.wake.wait(lock).unwrap_or_else(|e| e.into_inner());
+        }
+        shared.sleeping.fetch_sub(1, Ordering::SeqCst);
+        return shared.generation.load(Ordering::Acquire);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn every_item_is_visited_once_across_many_jobs() {
+        let pool = Pool::new(3);
+        for items in [0, 1, 2, 5, 64, 1001] {
+            let visits: Vec<AtomicU64> = (0..items).map(|_| AtomicU64::new(0)).collect();
+            pool.run(items, &|range| {
+                for i in range {
+                    visits[i].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            assert!(visits.iter().all(|v| v.load(Ordering::Relaxed) == 1), "{items} items");
+        }
+    }
+
+    #[test]
+    fn sleeping_threads_wake_for_the_next_job() {
+        let pool = Pool::new(2);
+        let total = AtomicU64::new(0);
+        pool.run(10, &|r| {
+            total.fetch_add(r.len() as u64, Ordering::Relaxed);
+        });
+        std::thread::sleep(SPIN * 20);
+        pool.run(10, &|r| {
+            total.fetch_add(r.len() as u64, Ordering::Relaxed);
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 20);
+    }
+
+    #[test]
+    fn a_panic_in_a_helper_reaches_the_caller_and_the_pool_still_works() {
+        let pool = Pool::new(2);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.run(2, &|r| {
+                if r.start == 1 {
+                    panic!("boom");
+                }
+            })
+        }));
+        assert!(result.is_err());
+        let count = AtomicU64::new(0);
+        pool.run(4, &|r| {
+            count.fetch_add(r.len() as u64, Ordering::Relaxed);
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 4);
+    }
+}
