@@ -1,11 +1,23 @@
 #!/usr/bin/env python3
-"""Cake vs llama.cpp on the same GGUF, same threads, same prompt, one run.
+"""Cake vs llama.cpp on the same GGUF files, same threads, same prompts, one run.
 
-Measures prompt processing (prefill) and decode speed in tokens/s for both
-engines and prints their ratios. llama.cpp runs through `llama-cpp-python`
-(built from source by pip). Each figure is the median of `--reps` runs.
+For the default model as shipped (Q4_1) and for an all-F32 copy of the same
+weights (made by llama.cpp's own quantize tool), each engine is measured in
+fresh processes, `--reps` times, alternating:
 
-    python bench/compare.py --cake target/release/cake [--model M] [--threads 2]
+- load + first token: load the file, then a 16-token chat prompt until the
+  first generated token (load time, time to first token);
+- throughput: a 256-token prompt (prefill tok/s), then 128 greedy tokens
+  (decode tok/s), and the process's peak resident memory.
+
+Cake also runs the throughput test with 1 thread, for thread scaling. Every
+figure is the median of the repetitions; ratios above 1 favour Cake (for
+times and memory the ratio is llama.cpp's over Cake's, so above 1 still
+favours Cake). llama.cpp runs through `llama-cpp-python` in a child Python
+process; the interpreter's own memory (measured after `import llama_cpp`,
+before loading) is subtracted from its peak so that it is not held against it.
+
+    python bench/compare.py --cake target/release/cake [--model M] [--threads 2] [--reps 5]
 """
 
 import argparse
@@ -14,10 +26,15 @@ import os
 import platform
 import statistics
 import subprocess
-import time
+import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CHAT_PROMPT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+
+# The llama.cpp side, run as `python compare.py --llama-child JSON`.
+CHILD_ONLY = "--llama-child"
 
 
 def default_model() -> Path:
@@ -27,76 +44,177 @@ def default_model() -> Path:
     return Path(data) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def prompt_tokens(llm, n):
-    """`n` tokens of English text (the test fixture, repeated as needed)."""
-    text = (HERE.parent / "tests/fixtures/english.txt").read_text()
-    tokens = llm.tokenize(text.encode(), add_bos=False, special=False)
-    while len(tokens) < n:
-        tokens += tokens
-    return tokens[:n]
+def rss_bytes_of_self() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
-def bench_llama_cpp(llm, prompt, decode):
-    llm.reset()
+def llama_child(spec):
+    """One llama.cpp measurement in this (child) process; prints JSON."""
+    import time
+    import llama_cpp
+
+    baseline = rss_bytes_of_self()
+    start = time.perf_counter()
+    llm = llama_cpp.Llama(model_path=spec["model"], n_threads=spec["threads"], n_threads_batch=spec["threads"],
+                          n_ctx=spec["n_ctx"], n_batch=512, verbose=False)
+    load_s = time.perf_counter() - start
+    result = {"baseline_rss": baseline, "load_s": load_s}
+    prompt = spec["prompt"]
     start = time.perf_counter()
     llm.eval(prompt)
-    prefill_s = time.perf_counter() - start
-    # Without logits_all, llama.cpp keeps only the last position's logits, as Cake does.
+    # Without logits_all llama.cpp keeps only the last position's logits, as Cake does.
     token = int(llm.scores[llm.n_tokens - 1].argmax())
-    start = time.perf_counter()
-    for _ in range(decode):
-        llm.eval([token])
-        token = int(llm.scores[llm.n_tokens - 1].argmax())
-    decode_s = time.perf_counter() - start
-    return len(prompt) / prefill_s, decode / decode_s
+    first_token_s = time.perf_counter() - start
+    if spec["kind"] == "first_token":
+        result["ttft_s"] = first_token_s
+    else:
+        result["prompt_tok_s"] = len(prompt) / first_token_s
+        start = time.perf_counter()
+        for _ in range(spec["decode"]):
+            llm.eval([token])
+            token = int(llm.scores[llm.n_tokens - 1].argmax())
+        result["decode_tok_s"] = spec["decode"] / (time.perf_counter() - start)
+    print(json.dumps(result))
 
 
-def bench_cake(cake, model, prompt, decode, threads, dtype):
-    args = [
-        cake, "run", "--model", str(model), "--prompt-tokens", ",".join(map(str, prompt)),
-        "--temperature", "0", "--max-tokens", str(decode + 1), "--ignore-eos", "--threads", str(threads), "--json",
+def run_measured(args):
+    """Runs `args`, returns (stdout, peak RSS in bytes) of that process alone."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode()
+    if proc.returncode != 0:
+        raise SystemExit(f"{args[0]} failed (exit {proc.returncode}): {' '.join(map(str, args[:6]))} …")
+    return text, usage.ru_maxrss * 1024
+
+
+def llama_cpp_run(model, kind, prompt, decode, threads):
+    spec = {"model": str(model), "kind": kind, "prompt": prompt, "decode": decode, "threads": threads,
+            "n_ctx": len(prompt) + decode + 16}
+    text, peak = run_measured([sys.executable, __file__, CHILD_ONLY, json.dumps(spec)])
+    result = json.loads(text)
+    result["rss"] = peak - result["baseline_rss"]
+    return result
+
+
+def cake_run(cake, model, kind, prompt, decode, threads):
+    args = [cake, "run", "--model", str(model), "--prompt-tokens", ",".join(map(str, prompt)), "--temperature", "0",
+            "--max-tokens", str(1 if kind == "first_token" else decode + 1), "--ignore-eos", "--threads", str(threads),
+            "--json"]
+    text, peak = run_measured(args)
+    timings = json.loads(text)["timings"]
+    return {**timings, "rss": peak}
+
+
+def make_f32_copy(model: Path, out_dir: Path) -> Path:
+    """The same weights, dequantized to F32 by llama.cpp's quantize tool."""
+    import llama_cpp
+
+    target = out_dir / (model.stem + ".F32.gguf")
+    if not target.exists():
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = llama_cpp.LLAMA_FTYPE_ALL_F32
+        params.allow_requantize = True
+        params.nthread = 2
+        partial = target.with_suffix(".partial")
+        if llama_cpp.llama_model_quantize(str(model).encode(), str(partial).encode(), params) != 0:
+            raise SystemExit(f"llama.cpp could not write an F32 copy of {model}")
+        partial.rename(target)
+    return target
+
+
+def token_ids(model: Path):
+    """The benchmark prompts as token ids, from llama.cpp's tokenizer (both engines get the same ids)."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+    text = (HERE.parent / "tests/fixtures/english.txt").read_text()
+    long = llm.tokenize(text.encode(), add_bos=False, special=False)
+    while len(long) < 256:
+        long += long
+    chat = llm.tokenize(CHAT_PROMPT.encode(), add_bos=False, special=True)
+    return chat, long
+
+
+def median(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
+def measure(cake, model, threads, reps, chat, long, decode):
+    """Medians for both engines on one file."""
+    runs = {"llama.cpp": {"first": [], "tput": []}, "Cake": {"first": [], "tput": []}, "Cake 1 thread": {"tput": []}}
+    for _ in range(reps):
+        runs["llama.cpp"]["first"].append(llama_cpp_run(model, "first_token", chat, 0, threads))
+        runs["Cake"]["first"].append(cake_run(cake, model, "first_token", chat, 0, threads))
+        runs["llama.cpp"]["tput"].append(llama_cpp_run(model, "throughput", long, decode, threads))
+        runs["Cake"]["tput"].append(cake_run(cake, model, "throughput", long, decode, threads))
+        runs["Cake 1 thread"]["tput"].append(cake_run(cake, model, "throughput", long, decode, 1))
+    table = {}
+    for engine in ("llama.cpp", "Cake"):
+        first, tput = runs[engine]["first"], runs[engine]["tput"]
+        table[engine] = {
+            "prefill": median(tput, "prompt_tok_s"),
+            "decode": median(tput, "decode_tok_s"),
+            "ttft_ms": 1000 * median(first, "ttft_s"),
+            "load_ms": 1000 * median(first, "load_s"),
+            "open_to_first_ms": 1000 * statistics.median(r["load_s"] + r["ttft_s"] for r in first),
+            "rss_mb": median(tput, "rss") / 1e6,
+        }
+    table["Cake"]["decode_1_thread"] = median(runs["Cake 1 thread"]["tput"], "decode_tok_s")
+    return table
+
+
+def print_table(name, table, threads):
+    ours, theirs = table["Cake"], table["llama.cpp"]
+    rows = [
+        ("prefill tok/s (256)", "prefill", "{:.1f}", True),
+        ("decode tok/s", "decode", "{:.1f}", True),
+        ("time to first token, ms (16-token chat)", "ttft_ms", "{:.1f}", False),
+        ("load, ms", "load_ms", "{:.1f}", False),
+        ("open to first token, ms", "open_to_first_ms", "{:.1f}", False),
+        ("peak RSS, MB", "rss_mb", "{:.1f}", False),
     ]
-    if dtype:
-        args += ["--dtype", dtype]
-    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
-    t = out["timings"]
-    return t["prompt_tok_s"], t["decode_tok_s"]
-
-
-def median_pair(runs):
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+    print(f"\n### {name}\n")
+    print("| measure | llama.cpp | Cake | Cake vs llama.cpp |")
+    print("|---|---|---|---|")
+    for label, key, fmt, higher_better in rows:
+        ratio = ours[key] / theirs[key] if higher_better else theirs[key] / ours[key]
+        print(f"| {label} | {fmt.format(theirs[key])} | {fmt.format(ours[key])} | {ratio:.2f}x |")
+    scaling = ours["decode"] / ours["decode_1_thread"]
+    print(f"\nCake decode with 1 thread: {ours['decode_1_thread']:.1f} tok/s; {threads} threads / 1 thread = {scaling:.2f}x")
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == CHILD_ONLY:
+        return llama_child(json.loads(sys.argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cake", default="target/release/cake")
     parser.add_argument("--model", type=Path, default=default_model())
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--f32-dir", type=Path, default=None, help="where to keep the F32 copy (default: beside the model)")
+    parser.add_argument("--skip-f32", action="store_true")
     args = parser.parse_args()
 
-    from llama_cpp import Llama, __version__ as llama_cpp_version
+    import llama_cpp
 
-    llm = Llama(model_path=str(args.model), n_threads=args.threads, n_threads_batch=args.threads,
-                n_ctx=args.prompt + args.decode + 16, n_batch=512, verbose=False)
-    prompt = prompt_tokens(llm, args.prompt)
-
-    llama_runs = [bench_llama_cpp(llm, prompt, args.decode) for _ in range(args.reps)]
-    cake_runs = [bench_cake(args.cake, args.model, prompt, args.decode, args.threads, None) for _ in range(args.reps)]
-    llama_prefill, llama_decode = median_pair(llama_runs)
-    cake_prefill, cake_decode = median_pair(cake_runs)
-
-    print(f"model: {args.model.name}, threads: {args.threads}, prompt {args.prompt} tokens, decode {args.decode} tokens, "
-          f"median of {args.reps}")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; llama-cpp-python {llama_cpp_version}")
-    print()
-    print("| engine | prefill tok/s | decode tok/s |")
-    print("|---|---|---|")
-    print(f"| llama.cpp | {llama_prefill:.1f} | {llama_decode:.1f} |")
-    print(f"| Cake | {cake_prefill:.1f} | {cake_decode:.1f} |")
-    print(f"| Cake / llama.cpp | {cake_prefill / llama_prefill:.2f}x | {cake_decode / llama_decode:.2f}x |")
+    chat, long = token_ids(args.model)
+    print(f"model: {args.model.name}; {args.threads} threads; prompts of {len(chat)} (chat) and {len(long)} tokens, "
+          f"decode {args.decode}; median of {args.reps} fresh processes per engine and measure")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
+          f"llama-cpp-python {llama_cpp.__version__}")
+    files = [("Q4_1 (as shipped)", args.model)]
+    if not args.skip_f32:
+        files.append(("F32 (the same weights, dequantized)", make_f32_copy(args.model, args.f32_dir or args.model.parent)))
+    for name, path in files:
+        print_table(name, measure(args.cake, path, args.threads, args.reps, chat, long, args.decode), args.threads)
 
 
 if __name__ == "__main__":
