@@ -139,7 +139,7 @@ def token_ids(model: Path):
     while len(long) < 256:
         long += long
     chat = llm.tokenize(CHAT_PROMPT.encode(), add_bos=False, special=True)
-    return chat, long
+    return chat, long[:256]
 
 
 def median(runs, key):
