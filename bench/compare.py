@@ -116,6 +116,7 @@ def make_f32_copy(model: Path, out_dir: Path) -> Path:
     """The same weights, dequantized to F32 by llama.cpp's quantize tool."""
     import llama_cpp
 
+    out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / (model.stem + ".F32.gguf")
     if not target.exists():
         params = llama_cpp.llama_model_quantize_default_params()
@@ -199,7 +200,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--f32-dir", type=Path, default=None, help="where to keep the F32 copy (default: beside the model)")
+    parser.add_argument("--f32-dir", type=Path, default=Path.home() / ".cache" / "cake-bench",
+                        help="where to keep the F32 copy (not in the model library)")
     parser.add_argument("--skip-f32", action="store_true")
     args = parser.parse_args()
 
@@ -212,7 +214,7 @@ def main():
           f"llama-cpp-python {llama_cpp.__version__}")
     files = [("Q4_1 (as shipped)", args.model)]
     if not args.skip_f32:
-        files.append(("F32 (the same weights, dequantized)", make_f32_copy(args.model, args.f32_dir or args.model.parent)))
+        files.append(("F32 (the same weights, dequantized)", make_f32_copy(args.model, args.f32_dir)))
     for name, path in files:
         print_table(name, measure(args.cake, path, args.threads, args.reps, chat, long, args.decode), args.threads)
 

@@ -8,13 +8,16 @@
 //! rows ([`packed`]) so that one SIMD instruction advances 16 output rows;
 //! activations are quantized to 8 bits once per product ([`activations`]).
 //! Work is split over a pool of threads that stay warm between products
-//! ([`pool`]).
+//! ([`pool`]). Dense f32 weights get a streaming product for the few
+//! activation rows of decoding ([`dense`]).
 //!
-//! Every SIMD path computes exactly what the plain one does and is tested
-//! against it on random inputs, odd sizes included.
+//! Every quantized SIMD path computes exactly what the plain one does and is
+//! tested against it on random inputs, odd sizes included; the dense paths
+//! agree with a double-precision product to rounding.
 
 pub mod activations;
 pub mod cpu;
+pub mod dense;
 pub mod matmul;
 pub mod packed;
 pub mod pool;

@@ -11,10 +11,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long an idle thread spins before it sleeps. Long enough to span the
-/// gaps between the products of a decode step, short enough not to hold a
-/// core when the process waits (e.g. for another machine of the cluster).
-const SPIN: Duration = Duration::from_micros(150);
+/// How long an idle thread spins before it sleeps, unless
+/// `CAKE_KERNEL_SPIN_US` says otherwise. Long enough to span the gaps
+/// between the products of a decode step, short enough not to hold a core
+/// when the process waits (e.g. for another machine of the cluster).
+const DEFAULT_SPIN: Duration = Duration::from_micros(150);
+
+fn spin_time() -> Duration {
+    static SPIN: OnceLock<Duration> = OnceLock::new();
+    *SPIN.get_or_init(|| {
+        std::env::var("CAKE_KERNEL_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_SPIN, Duration::from_micros)
+    })
+}
 
 static REQUESTED_THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -175,7 +186,7 @@ fn wait_for_job(shared: &Shared, seen: usize) -> usize {
             return now;
         }
         spins += 1;
-        if spins % 64 != 0 || started.elapsed() < SPIN {
+        if spins % 64 != 0 || started.elapsed() < spin_time() {
             std::hint::spin_loop();
             continue;
         }
@@ -215,7 +226,7 @@ mod tests {
         pool.run(10, &|r| {
             total.fetch_add(r.len() as u64, Ordering::Relaxed);
         });
-        std::thread::sleep(SPIN * 20);
+        std::thread::sleep(spin_time() * 20);
         pool.run(10, &|r| {
             total.fetch_add(r.len() as u64, Ordering::Relaxed);
         });

@@ -88,14 +88,37 @@ impl Linear {
     }
 }
 
-/// `x Wᵀ` for a dense `W (out, in)` and `x (..., in)`.
+/// `x Wᵀ` for a dense `W (out, in)` and `x (..., in)`. A few rows of f32
+/// activations (decoding) against f32 weights take Cake's streaming kernel,
+/// the rest candle's GEMM.
 fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let (last, lead) = dims.split_last().expect("activations have a last dim");
     let rows: usize = lead.iter().product();
-    let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
     let mut out_dims = lead.to_vec();
     out_dims.push(w.dim(0)?);
+    let streaming = rows <= cake_kernels::dense::MAX_ROWS
+        && x.dtype() == DType::F32
+        && w.dtype() == DType::F32
+        && w.is_contiguous()
+        && w.device().is_cpu();
+    if streaming {
+        let x = x.contiguous()?;
+        let (out_width, width) = w.dims2()?;
+        let mut out = vec![0f32; rows * out_width];
+        {
+            let (w_storage, w_layout) = w.storage_and_layout();
+            let (x_storage, x_layout) = x.storage_and_layout();
+            if let (Storage::Cpu(CpuStorage::F32(w_values)), Storage::Cpu(CpuStorage::F32(x_values))) = (&*w_storage, &*x_storage) {
+                let w_values = &w_values[w_layout.start_offset()..w_layout.start_offset() + out_width * width];
+                let x_values = &x_values[x_layout.start_offset()..x_layout.start_offset() + rows * last];
+                let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
+                cake_kernels::dense::matmul_f32(w_values, out_width, width, x_values, rows, &mut out, level, pool);
+                return Ok(Tensor::from_vec(out, out_dims, x.device())?);
+            }
+        }
+    }
+    let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
     Ok(y.reshape(out_dims)?)
 }
 
