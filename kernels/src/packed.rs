@@ -79,64 +79,17 @@ impl PackedMatrix {
     /// Repacks a GGML matrix stored row by row (`rows × cols`, `cols` a
     /// multiple of 32).
     pub fn from_ggml(dtype: GgmlFormat, data: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        let block_bytes = dtype.block_bytes();
         ensure!(cols % BLOCK == 0, "{cols} columns are not whole blocks of {BLOCK}");
         let blocks = cols / BLOCK;
         ensure!(
-            data.len() == rows * blocks * block_bytes,
+            data.len() == rows * blocks * dtype.block_bytes(),
             "{} bytes do not hold {rows} × {cols} {dtype:?} weights",
             data.len()
         );
-        let groups = rows.div_ceil(TILE_ROWS);
-        let block_at = |row: usize, b: usize| {
-            let start = (row * blocks + b) * block_bytes;
-            &data[start..start + block_bytes]
-        };
+        let source = Source { data, dtype, rows, blocks };
         let tiles = match dtype {
-            GgmlFormat::Q8_0 => {
-                let mut tiles = Vec::with_capacity(groups * blocks);
-                for g in 0..groups {
-                    for b in 0..blocks {
-                        let mut tile = TileQ8 { d: [f16::ZERO; TILE_ROWS], qs: [[0; 64]; 8] };
-                        for r in 0..TILE_ROWS.min(rows - g * TILE_ROWS) {
-                            let block = block_at(g * TILE_ROWS + r, b);
-                            tile.d[r] = read_f16(block);
-                            for (v, &q) in block[2..].iter().enumerate() {
-                                tile.qs[v / 4][4 * r + v % 4] = q as i8;
-                            }
-                        }
-                        tiles.push(tile);
-                    }
-                }
-                Tiles::Q8(tiles)
-            }
-            _ => {
-                let mut tiles = Vec::with_capacity(groups * blocks);
-                for g in 0..groups {
-                    for b in 0..blocks {
-                        let mut tile = TileQ4 { d: [f16::ZERO; TILE_ROWS], m: [f16::ZERO; TILE_ROWS], qs: [[0; 64]; 4] };
-                        for r in 0..TILE_ROWS.min(rows - g * TILE_ROWS) {
-                            let block = block_at(g * TILE_ROWS + r, b);
-                            let (d, m, nibbles) = if dtype == GgmlFormat::Q4_1 {
-                                (read_f16(block), read_f16(&block[2..]), &block[4..20])
-                            } else {
-                                let d = read_f16(block);
-                                (d, f16::from_f32(-8.0 * d.to_f32()), &block[2..18])
-                            };
-                            tile.d[r] = d;
-                            tile.m[r] = m;
-                            let q = |v: usize| if v < 16 { nibbles[v] & 0x0F } else { nibbles[v - 16] >> 4 };
-                            for p in 0..4 {
-                                for i in 0..4 {
-                                    tile.qs[p][4 * r + i] = q(8 * p + i) | q(8 * p + 4 + i) << 4;
-                                }
-                            }
-                        }
-                        tiles.push(tile);
-                    }
-                }
-                Tiles::Q4(tiles)
-            }
+            GgmlFormat::Q8_0 => Tiles::Q8(fill_tiles(&source, fill_q8)),
+            GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => Tiles::Q4(fill_tiles(&source, fill_q4)),
         };
         Ok(Self { rows, cols, tiles })
     }
@@ -191,6 +144,101 @@ impl PackedMatrix {
             self.dequantize_row(row, values);
         }
         out
+    }
+}
+
+/// A GGML matrix being repacked.
+struct Source<'a> {
+    data: &'a [u8],
+    dtype: GgmlFormat,
+    rows: usize,
+    blocks: usize,
+}
+
+impl Source<'_> {
+    /// Block `b` of row `row`.
+    fn block(&self, row: usize, b: usize) -> &[u8] {
+        let size = self.dtype.block_bytes();
+        let start = (row * self.blocks + b) * size;
+        &self.data[start..start + size]
+    }
+
+    /// Rows of row group `g` that exist (the last group may be short).
+    fn rows_of_group(&self, g: usize) -> usize {
+        TILE_ROWS.min(self.rows - g * TILE_ROWS)
+    }
+}
+
+/// All tiles, zero-initialised (padding rows stay zero), each row group
+/// filled by `fill`. (Filling on several threads measured slower: the page
+/// faults of the fresh memory serialise in the kernel.)
+fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) -> Vec<T> {
+    let mut tiles = zeroed_vec::<T>(source.rows.div_ceil(TILE_ROWS) * source.blocks);
+    if source.blocks > 0 {
+        for (g, row) in tiles.chunks_exact_mut(source.blocks).enumerate() {
+            fill(source, g, row);
+        }
+    }
+    tiles
+}
+
+/// Tile types made only of numbers, for which all-zero bytes are a valid
+/// (empty) tile.
+/// SAFETY: implement only for such types.
+unsafe trait Zeroed {}
+unsafe impl Zeroed for TileQ4 {}
+unsafe impl Zeroed for TileQ8 {}
+
+/// `n` zero tiles from zeroed memory: the operating system supplies zero
+/// pages as they are first written, instead of a pass writing zeros first.
+fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
+    if n == 0 || std::mem::size_of::<T>() == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<T>(n).expect("tile count fits in memory");
+    // SAFETY: non-zero size; all-zero bytes are a valid `T` (`Zeroed`); the
+    // allocation has `T`'s layout, so `Vec` may own and free it.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(ptr, n, n)
+    }
+}
+
+fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
+    for (b, tile) in tiles.iter_mut().enumerate() {
+        for r in 0..source.rows_of_group(g) {
+            let block = source.block(g * TILE_ROWS + r, b);
+            tile.d[r] = read_f16(block);
+            for (v, &q) in block[2..].iter().enumerate() {
+                tile.qs[v / 4][4 * r + v % 4] = q as i8;
+            }
+        }
+    }
+}
+
+fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
+    for (b, tile) in tiles.iter_mut().enumerate() {
+        for r in 0..source.rows_of_group(g) {
+            let block = source.block(g * TILE_ROWS + r, b);
+            let (d, m, nibbles) = if source.dtype == GgmlFormat::Q4_1 {
+                (read_f16(block), read_f16(&block[2..]), &block[4..20])
+            } else {
+                let d = read_f16(block);
+                (d, f16::from_f32(-8.0 * d.to_f32()), &block[2..18])
+            };
+            tile.d[r] = d;
+            tile.m[r] = m;
+            // Values 0..16 are the low nibbles, 16..32 the high ones.
+            let q = |v: usize| if v < 16 { nibbles[v] & 0x0F } else { nibbles[v - 16] >> 4 };
+            for p in 0..4 {
+                for i in 0..4 {
+                    tile.qs[p][4 * r + i] = q(8 * p + i) | q(8 * p + 4 + i) << 4;
+                }
+            }
+        }
     }
 }
 

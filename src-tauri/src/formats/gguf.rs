@@ -11,7 +11,6 @@ use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{ggml_file, GgmlDType, QTensor};
 use candle_core::Device;
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// A validated, memory-mapped GGUF file.
@@ -32,7 +31,16 @@ impl GgufFile {
         if file_len < 8 {
             bail!("{}: not a GGUF file ({file_len} bytes, truncated?)", path.display());
         }
-        let mut reader = BufReader::new(&file);
+        // SAFETY: read-only map of the file; every range read from it is
+        // checked against its length first (see SafetensorsFile).
+        let mmap = unsafe { memmap2::Mmap::map(&file) }
+            .with_context(|| format!("cannot memory-map {}", path.display()))?;
+        if (mmap.len() as u64) < file_len {
+            bail!("{}: file shrank while opening it", path.display());
+        }
+        // Parsed from the map: a tokenizer's tens of thousands of strings
+        // would otherwise cost a system call each.
+        let mut reader = std::io::Cursor::new(&mmap[..]);
         let content = Content::read(&mut reader).map_err(|e| {
             // candle may append a backtrace after the first line.
             let reason = e.to_string().lines().next().unwrap_or_default().to_string();
@@ -50,12 +58,6 @@ impl GgufFile {
         for (name, info) in &content.tensor_infos {
             check_tensor_range(name, info, content.tensor_data_offset, file_len)
                 .with_context(|| format!("{}: invalid GGUF tensor table", path.display()))?;
-        }
-        // SAFETY: read-only map of a file we just validated; see SafetensorsFile.
-        let mmap = unsafe { memmap2::Mmap::map(&file) }
-            .with_context(|| format!("cannot memory-map {}", path.display()))?;
-        if (mmap.len() as u64) < file_len {
-            bail!("{}: file shrank while opening it", path.display());
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -115,6 +117,19 @@ impl GgufFile {
         let start = (self.content.tensor_data_offset + info.offset) as usize;
         let len = byte_size(info)? as usize;
         Ok(&self.mmap[start..start + len])
+    }
+
+    /// Lets the operating system drop this process's mapped pages of tensor
+    /// `name`, once its data has been copied or repacked: they stay in the
+    /// page cache (and are read again if touched), but no longer count in
+    /// the process's resident memory twice.
+    pub fn release(&self, name: &str) {
+        let Some(info) = self.tensor_info(name) else { return };
+        let Ok(len) = byte_size(info) else { return };
+        let start = (self.content.tensor_data_offset + info.offset) as usize;
+        // SAFETY: a read-only shared file mapping: dropped pages hold no
+        // changes and are faulted in again from the file if read.
+        let _ = unsafe { self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len as usize) };
     }
 
     /// Loads tensor `name` as a (possibly quantized) candle tensor.

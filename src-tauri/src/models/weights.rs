@@ -15,10 +15,12 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
-/// A tensor as stored: plain, or in a GGML quantized block format.
+/// A tensor as stored: plain, or in a GGML quantized block format (as
+/// candle holds it, or repacked for Cake's kernels).
 pub enum StoredTensor {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
+    Packed(Arc<PackedMatrix>),
 }
 
 impl StoredTensor {
@@ -26,7 +28,18 @@ impl StoredTensor {
         match self {
             Self::Dense(t) => t.dims().to_vec(),
             Self::Quantized(q) => q.shape().dims().to_vec(),
+            Self::Packed(p) => vec![p.rows, p.cols],
         }
+    }
+}
+
+/// The GGML types Cake's own kernels multiply (others go through candle's).
+pub fn repackable(dtype: GgmlDType) -> Option<GgmlFormat> {
+    match dtype {
+        GgmlDType::Q4_0 => Some(GgmlFormat::Q4_0),
+        GgmlDType::Q4_1 => Some(GgmlFormat::Q4_1),
+        GgmlDType::Q8_0 => Some(GgmlFormat::Q8_0),
+        _ => None,
     }
 }
 
@@ -73,16 +86,6 @@ pub struct Weights {
     pub device: Device,
     /// FP8 checkpoints' `weight_block_size` (rows, columns), from config.json.
     pub fp8_block_size: Option<(usize, usize)>,
-}
-
-/// The GGML types Cake's own kernels multiply (others go through candle's).
-fn repackable(dtype: GgmlDType) -> Option<GgmlFormat> {
-    match dtype {
-        GgmlDType::Q4_0 => Some(GgmlFormat::Q4_0),
-        GgmlDType::Q4_1 => Some(GgmlFormat::Q4_1),
-        GgmlDType::Q8_0 => Some(GgmlFormat::Q8_0),
-        _ => None,
-    }
 }
 
 /// A weight matrix ready for a matmul.
@@ -149,6 +152,7 @@ impl Weights {
         let tensor = match self.load_checked(name, expected)? {
             StoredTensor::Dense(t) => t,
             StoredTensor::Quantized(q) => q.dequantize(&self.device)?,
+            StoredTensor::Packed(p) => MatrixWeight::Packed(p).dequantize(DType::F32, &self.device)?,
         };
         tensor
             .to_dtype(self.policy.dtype)
@@ -158,14 +162,9 @@ impl Weights {
     /// A weight matrix of shape `expected`, kept quantized if the policy says so.
     pub fn matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixWeight> {
         match self.load_checked(name, expected)? {
-            StoredTensor::Quantized(q) if self.policy.keep_quantized => {
-                if let (true, Some(format)) = (self.device.is_cpu(), repackable(q.dtype())) {
-                    let packed = PackedMatrix::from_ggml(format, &q.data()?, expected[0], expected[1])
-                        .with_context(|| format!("{}: tensor `{name}`", self.store.origin()))?;
-                    return Ok(MatrixWeight::Packed(Arc::new(packed)));
-                }
-                Ok(MatrixWeight::Quantized(q))
-            }
+            StoredTensor::Quantized(q) if self.policy.keep_quantized => Ok(MatrixWeight::Quantized(q)),
+            StoredTensor::Packed(p) if self.policy.keep_quantized => Ok(MatrixWeight::Packed(p)),
+            StoredTensor::Packed(p) => Ok(MatrixWeight::Dense(MatrixWeight::Packed(p).dequantize(self.policy.dtype, &self.device)?)),
             StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(
                 q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?,
             )),
@@ -176,7 +175,7 @@ impl Weights {
                 }
                 let scale = match self.store.load(&scale_name, &self.device)? {
                     StoredTensor::Dense(s) => s,
-                    StoredTensor::Quantized(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
+                    StoredTensor::Quantized(_) | StoredTensor::Packed(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
                 };
                 let matrix = Fp8Matrix::new(name, t, scale, self.fp8_block_size)
                     .with_context(|| self.store.origin())?;

@@ -9,10 +9,11 @@
 //! as a byte shuffle and the weights stay quantized.
 
 use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
-use crate::models::weights::{StoredTensor, WeightStore};
+use crate::models::weights::{repackable, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
+use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::GgmlDType;
-use candle_core::Device;
+use candle_core::{DType, Device, Tensor};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -129,14 +130,25 @@ impl WeightStore for GgufStore {
             ),
             None => Cow::Borrowed(raw),
         };
-        let qtensor = qtensor_from_bytes(info.ggml_dtype, &bytes, &dims, device)
-            .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
-        Ok(match info.ggml_dtype {
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
-                StoredTensor::Dense(qtensor.dequantize(device)?)
+        let context = || format!("{}: cannot load tensor `{gname}`", self.origin());
+        let stored = match (info.ggml_dtype, repackable(info.ggml_dtype)) {
+            (GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16, _) => {
+                let dtype = match info.ggml_dtype {
+                    GgmlDType::F32 => DType::F32,
+                    GgmlDType::F16 => DType::F16,
+                    _ => DType::BF16,
+                };
+                StoredTensor::Dense(Tensor::from_raw_buffer(&bytes, dtype, &dims, device).with_context(context)?)
             }
-            _ => StoredTensor::Quantized(Arc::new(qtensor)),
-        })
+            // Matrices Cake's kernels multiply are repacked straight from the map.
+            (_, Some(format)) if dims.len() == 2 && device.is_cpu() => {
+                StoredTensor::Packed(Arc::new(PackedMatrix::from_ggml(format, &bytes, dims[0], dims[1]).with_context(context)?))
+            }
+            (dtype, _) => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, &bytes, &dims, device).with_context(context)?)),
+        };
+        drop(bytes);
+        self.file.release(&gname);
+        Ok(stored)
     }
 }
 
