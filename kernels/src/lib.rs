@@ -19,6 +19,7 @@ pub mod activations;
 pub mod cpu;
 pub mod dense;
 pub mod matmul;
+pub mod memory;
 pub mod packed;
 pub mod pool;
 mod plain;

@@ -10,6 +10,7 @@
 //! 16 × 34 bytes. Q4_0 is stored as Q4_1 with the offset `m = -8d` (exact).
 
 use super::activations::BLOCK;
+use super::memory::{Zeroed, ZeroedBuffer};
 use anyhow::{ensure, Result};
 use half::f16;
 
@@ -60,8 +61,8 @@ pub struct TileQ8 {
 
 /// The tiles of a matrix, `row_groups × blocks_per_row` of them.
 pub enum Tiles {
-    Q4(Vec<TileQ4>),
-    Q8(Vec<TileQ8>),
+    Q4(ZeroedBuffer<TileQ4>),
+    Q8(ZeroedBuffer<TileQ8>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -105,8 +106,8 @@ impl PackedMatrix {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         match &self.tiles {
-            Tiles::Q4(t) => std::mem::size_of_val(t.as_slice()),
-            Tiles::Q8(t) => std::mem::size_of_val(t.as_slice()),
+            Tiles::Q4(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Q8(t) => std::mem::size_of_val(&t[..]),
         }
     }
 
@@ -172,8 +173,8 @@ impl Source<'_> {
 /// All tiles, zero-initialised (padding rows stay zero), each row group
 /// filled by `fill`. (Filling on several threads measured slower: the page
 /// faults of the fresh memory serialise in the kernel.)
-fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) -> Vec<T> {
-    let mut tiles = zeroed_vec::<T>(source.rows.div_ceil(TILE_ROWS) * source.blocks);
+fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) -> ZeroedBuffer<T> {
+    let mut tiles = ZeroedBuffer::<T>::new(source.rows.div_ceil(TILE_ROWS) * source.blocks);
     if source.blocks > 0 {
         for (g, row) in tiles.chunks_exact_mut(source.blocks).enumerate() {
             fill(source, g, row);
@@ -182,30 +183,9 @@ fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) ->
     tiles
 }
 
-/// Tile types made only of numbers, for which all-zero bytes are a valid
-/// (empty) tile.
-/// SAFETY: implement only for such types.
-unsafe trait Zeroed {}
+// SAFETY: tiles are arrays of numbers; all-zero bytes are an empty tile.
 unsafe impl Zeroed for TileQ4 {}
 unsafe impl Zeroed for TileQ8 {}
-
-/// `n` zero tiles from zeroed memory: the operating system supplies zero
-/// pages as they are first written, instead of a pass writing zeros first.
-fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
-    if n == 0 || std::mem::size_of::<T>() == 0 {
-        return Vec::new();
-    }
-    let layout = std::alloc::Layout::array::<T>(n).expect("tile count fits in memory");
-    // SAFETY: non-zero size; all-zero bytes are a valid `T` (`Zeroed`); the
-    // allocation has `T`'s layout, so `Vec` may own and free it.
-    unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Vec::from_raw_parts(ptr, n, n)
-    }
-}
 
 fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
     for (b, tile) in tiles.iter_mut().enumerate() {
@@ -231,12 +211,14 @@ fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
             };
             tile.d[r] = d;
             tile.m[r] = m;
-            // Values 0..16 are the low nibbles, 16..32 the high ones.
-            let q = |v: usize| if v < 16 { nibbles[v] & 0x0F } else { nibbles[v - 16] >> 4 };
-            for p in 0..4 {
-                for i in 0..4 {
-                    tile.qs[p][4 * r + i] = q(8 * p + i) | q(8 * p + 4 + i) << 4;
-                }
+            // GGML keeps values 0..16 in the low nibbles and 16..32 in the
+            // high ones; a tile byte pairs values v and v + 4 (see `TileQ4`).
+            let n = nibbles;
+            for i in 0..4 {
+                tile.qs[0][4 * r + i] = (n[i] & 0x0F) | (n[4 + i] << 4);
+                tile.qs[1][4 * r + i] = (n[8 + i] & 0x0F) | (n[12 + i] << 4);
+                tile.qs[2][4 * r + i] = (n[i] >> 4) | (n[4 + i] & 0xF0);
+                tile.qs[3][4 * r + i] = (n[8 + i] >> 4) | (n[12 + i] & 0xF0);
             }
         }
     }
