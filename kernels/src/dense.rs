@@ -35,17 +35,22 @@ fn rows_of(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out
         let weights = &w[row * cols..(row + 1) * cols];
         for t in 0..m {
             let xs = &x[t * cols..(t + 1) * cols];
-            let value = match level {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `Level` is only this high when the CPU has the instructions.
-                Level::Avx512Vnni => unsafe { dot_avx512(weights, xs) },
-                #[cfg(target_arch = "x86_64")]
-                Level::Avx2 => unsafe { dot_avx2(weights, xs) },
-                _ => dot_plain(weights, xs),
-            };
+            let value = dot(weights, xs, level);
             // SAFETY: in bounds; this item alone writes `row`.
             unsafe { *out.0.add(t * stride + row) = value };
         }
+    }
+}
+
+/// `Σ a[i] · b[i]` at `level`.
+pub(crate) fn dot(a: &[f32], b: &[f32], level: Level) -> f32 {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Level` is only this high when the CPU has the instructions.
+        Level::Avx512Vnni => unsafe { dot_avx512(a, b) },
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => unsafe { dot_avx2(a, b) },
+        _ => dot_plain(a, b),
     }
 }
 

@@ -9,13 +9,15 @@
 //! activations are quantized to 8 bits once per product ([`activations`]).
 //! Work is split over a pool of threads that stay warm between products
 //! ([`pool`]). Dense f32 weights get a streaming product for the few
-//! activation rows of decoding ([`dense`]).
+//! activation rows of decoding ([`dense`]), and a decode step's attention
+//! reads the cached keys and values in place ([`attention`]).
 //!
 //! Every quantized SIMD path computes exactly what the plain one does and is
 //! tested against it on random inputs, odd sizes included; the dense paths
 //! agree with a double-precision product to rounding.
 
 pub mod activations;
+pub mod attention;
 pub mod cpu;
 pub mod dense;
 pub mod matmul;

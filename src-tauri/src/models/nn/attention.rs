@@ -123,6 +123,16 @@ impl Attention {
             // Later queries never look further back than the window.
             cache.keep_last(window)?;
         }
+        let unmasked = attention_mask(start, t, first_key, total, self.sliding_window, x.device())?.is_none();
+        if t == 1 && unmasked && q.dtype() == DType::F32 {
+            if let Some(out) = self.decode_in_place(&q, cache)? {
+                let out = match gate {
+                    Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
+                    None => out,
+                };
+                return self.o_proj.forward(&out);
+            }
+        }
 
         // Group the query heads that share a kv head: (b, kv, rep * t, d).
         let rep = self.num_heads / self.num_kv_heads;
@@ -150,6 +160,26 @@ impl Attention {
             None => out,
         };
         self.o_proj.forward(&out)
+    }
+}
+
+impl Attention {
+    /// One query position attending over the cache where it lies (see
+    /// [`cake_kernels::attention`]): `(1, 1, heads · head_dim)`, or `None`
+    /// where the cache is not f32 on the CPU.
+    fn decode_in_place(&self, q: &Tensor, cache: &LayerCache) -> Result<Option<Tensor>> {
+        let width = self.num_heads * self.head_dim;
+        let q = q.flatten_all()?.to_vec1::<f32>()?;
+        let mut out = vec![0f32; width];
+        let done = cache.with_f32_in_place(|kv| {
+            let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
+            let softcap = self.logit_softcap.map(|c| c as f32);
+            cake_kernels::attention::decode_attention(&q, kv, self.num_heads, self.scale as f32, softcap, &mut out, level, pool);
+        });
+        Ok(match done {
+            Some(()) => Some(Tensor::from_vec(out, (1, 1, width), &Device::Cpu)?),
+            None => None,
+        })
     }
 }
 

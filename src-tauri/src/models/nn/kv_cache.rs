@@ -5,14 +5,15 @@
 //! loaded model.
 
 use anyhow::Result;
-use candle_core::Tensor;
+use cake_kernels::attention::CachedKv;
+use candle_core::{CpuStorage, DType, Storage, Tensor};
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
 /// A sliding-window layer keeps only the positions its window can still
 /// see; `dropped` counts those it let go.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct LayerCache {
-    kv: Option<(Tensor, Tensor)>,
+    kv: Option<KvBuffers>,
     dropped: usize,
     /// A linear-attention layer's state instead of keys and values.
     pub recurrent: Option<RecurrentState>,
@@ -29,29 +30,109 @@ pub struct RecurrentState {
     pub positions: usize,
 }
 
+/// Keys and values in buffers with room for more positions, so that a
+/// step writes only its own positions instead of copying the whole cache:
+/// `(batch, kv_heads, capacity, head_dim)`, the first `stored` filled.
+/// Capacity doubles when full.
+struct KvBuffers {
+    keys: Tensor,
+    values: Tensor,
+    stored: usize,
+}
+
+/// Capacity of a cache's first buffers, in positions (more if the first
+/// step brings more).
+const FIRST_CAPACITY: usize = 64;
+
+impl KvBuffers {
+    /// Buffers for `capacity` positions holding `keys`/`values`'s
+    /// positions `from..`.
+    fn holding(keys: &Tensor, values: &Tensor, from: usize, capacity: usize) -> Result<Self> {
+        let (b, heads, len, _) = keys.dims4()?;
+        let kept = len - from;
+        let empty = |like: &Tensor| Tensor::zeros((b, heads, capacity, like.dim(3)?), like.dtype(), like.device());
+        let mut buffers = Self { keys: empty(keys)?, values: empty(values)?, stored: 0 };
+        buffers.append(&keys.narrow(2, from, kept)?, &values.narrow(2, from, kept)?)?;
+        Ok(buffers)
+    }
+
+    fn capacity(&self) -> usize {
+        self.keys.dims()[2]
+    }
+
+    /// The filled positions.
+    fn filled(&self) -> Result<(Tensor, Tensor)> {
+        Ok((self.keys.narrow(2, 0, self.stored)?, self.values.narrow(2, 0, self.stored)?))
+    }
+
+    /// Writes `k`/`v`'s positions after the filled ones (there must be room).
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<()> {
+        self.keys.slice_set(&k.contiguous()?, 2, self.stored)?;
+        self.values.slice_set(&v.contiguous()?, 2, self.stored)?;
+        self.stored += k.dim(2)?;
+        Ok(())
+    }
+}
+
 impl LayerCache {
     /// Appends this step's keys and values and returns everything cached so
     /// far: positions [`Self::first_position`]`..`[`Self::len`].
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (k, v) = match &self.kv {
-            Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
-            None => (k.clone(), v.clone()),
+        let new = k.dim(2)?;
+        let buffers = match self.kv.take() {
+            None => KvBuffers::holding(k, v, 0, new.max(FIRST_CAPACITY).next_power_of_two())?,
+            Some(buffers) if buffers.stored + new > buffers.capacity() => {
+                let (keys, values) = buffers.filled()?;
+                let mut grown = KvBuffers::holding(&keys, &values, 0, (buffers.stored + new).next_power_of_two())?;
+                grown.append(k, v)?;
+                grown
+            }
+            Some(mut buffers) => {
+                buffers.append(k, v)?;
+                buffers
+            }
         };
-        self.kv = Some((k.clone(), v.clone()));
-        Ok((k, v))
+        let filled = buffers.filled()?;
+        self.kv = Some(buffers);
+        Ok(filled)
     }
 
     /// Keeps at most the last `n` positions (a window of `n` never looks further back).
     pub fn keep_last(&mut self, n: usize) -> Result<()> {
-        if let Some((k, v)) = &self.kv {
-            let stored = k.dim(2)?;
-            if stored > n {
-                let cut = stored - n;
-                self.kv = Some((k.narrow(2, cut, n)?.contiguous()?, v.narrow(2, cut, n)?.contiguous()?));
+        if let Some(buffers) = &self.kv {
+            if buffers.stored > n {
+                let cut = buffers.stored - n;
+                let (keys, values) = buffers.filled()?;
+                self.kv = Some(KvBuffers::holding(&keys, &values, cut, buffers.capacity())?);
                 self.dropped += cut;
             }
         }
         Ok(())
+    }
+
+    /// Calls `f` with the cached keys and values where they lie, when they
+    /// are f32 on the CPU for one sequence; otherwise returns `None`.
+    pub fn with_f32_in_place<R>(&self, f: impl FnOnce(&CachedKv) -> R) -> Option<R> {
+        let buffers = self.kv.as_ref()?;
+        let (b, kv_heads, capacity, head_dim) = buffers.keys.dims4().ok()?;
+        if b != 1 || buffers.keys.dtype() != DType::F32 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
+            return None;
+        }
+        let (k_storage, k_layout) = buffers.keys.storage_and_layout();
+        let (v_storage, v_layout) = buffers.values.storage_and_layout();
+        let (Storage::Cpu(CpuStorage::F32(keys)), Storage::Cpu(CpuStorage::F32(values))) = (&*k_storage, &*v_storage) else {
+            return None;
+        };
+        let size = kv_heads * capacity * head_dim;
+        let kv = CachedKv {
+            keys: &keys[k_layout.start_offset()..k_layout.start_offset() + size],
+            values: &values[v_layout.start_offset()..v_layout.start_offset() + size],
+            kv_heads,
+            head_stride: capacity * head_dim,
+            len: buffers.stored,
+            head_dim,
+        };
+        Some(f(&kv))
     }
 
     /// The position of the oldest cached key.
@@ -64,7 +145,7 @@ impl LayerCache {
         if let Some(recurrent) = &self.recurrent {
             return recurrent.positions;
         }
-        self.dropped + self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+        self.dropped + self.kv.as_ref().map_or(0, |buffers| buffers.stored)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -73,7 +154,6 @@ impl LayerCache {
 }
 
 /// The caches of the layers one model (or one cluster stage) runs.
-#[derive(Clone)]
 pub struct KvCache {
     pub layers: Vec<LayerCache>,
 }
@@ -81,7 +161,7 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(num_layers: usize) -> Self {
         Self {
-            layers: vec![LayerCache::default(); num_layers],
+            layers: (0..num_layers).map(|_| LayerCache::default()).collect(),
         }
     }
 
