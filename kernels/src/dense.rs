@@ -1,22 +1,24 @@
 //! `y = x · Wᵀ` for a dense f32 `W` and a few rows of `x`: generating one
 //! token multiplies every weight by one activation row, so the product is
 //! bound by reading `W`; this streams the rows of `W` on the pool's threads,
-//! each dotted with up to 4 activation rows while it is in cache.
-//! (Products with many rows, a prompt's, are left to a blocked GEMM.)
+//! each dotted with the activation rows while it is in cache. With AVX-512
+//! and several activation rows, blocks of 4 weight rows × up to 4
+//! activation rows reuse every load (short prompts). Long prompts are left
+//! to a GEMM.
 
 use super::cpu::Level;
 use super::pool::Pool;
 use std::ops::Range;
 
-/// Most activation rows this kernel takes; more go to a GEMM.
-pub const MAX_ROWS: usize = 4;
+/// Most activation rows Cake uses this kernel for; more go to a GEMM. (On the
+/// development machine it takes half the time of candle's GEMM for a
+/// 16-token prompt and the same for 256 tokens.)
+pub const MAX_ROWS: usize = 64;
 /// Weight rows per work item.
 const ROWS_PER_ITEM: usize = 16;
 
-/// `out (m × rows) = x (m × cols) · Wᵀ` with `W` row-major `rows × cols`
-/// and `m ≤` [`MAX_ROWS`].
+/// `out (m × rows) = x (m × cols) · Wᵀ` with `W` row-major `rows × cols`.
 pub fn matmul_f32(w: &[f32], rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32], level: Level, pool: &Pool) {
-    assert!(m <= MAX_ROWS, "{m} activation rows: at most {MAX_ROWS}");
     assert!(w.len() == rows * cols && x.len() == m * cols && out.len() == m * rows, "sizes disagree");
     let output = Output(out.as_mut_ptr());
     pool.run(rows.div_ceil(ROWS_PER_ITEM), &|items| {
@@ -31,6 +33,11 @@ unsafe impl Sync for Output {}
 
 #[allow(clippy::too_many_arguments)]
 fn rows_of(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out: &Output, stride: usize, level: Level) {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni && m > 1 {
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
+        return unsafe { rows_of_avx512(w, cols, x, m, range, out, stride) };
+    }
     for row in range {
         let weights = &w[row * cols..(row + 1) * cols];
         for t in 0..m {
@@ -40,6 +47,83 @@ fn rows_of(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out
             unsafe { *out.0.add(t * stride + row) = value };
         }
     }
+}
+
+/// [`rows_of`] in blocks of 4 weight rows × 4 activation rows, each block
+/// reusing every load 4 times. Edge blocks repeat their last row and drop
+/// the repeats' results.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn rows_of_avx512(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out: &Output, stride: usize) {
+    let mut r0 = range.start;
+    while r0 < range.end {
+        let rn = 4.min(range.end - r0);
+        let w_rows: [&[f32]; 4] = std::array::from_fn(|k| {
+            let row = r0 + k.min(rn - 1);
+            &w[row * cols..(row + 1) * cols]
+        });
+        let mut t0 = 0;
+        while t0 < m {
+            let tn = 4.min(m - t0);
+            match tn {
+                1 => block_avx512::<1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                2 => block_avx512::<2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                _ => block_avx512::<4>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+            }
+            t0 += 4;
+        }
+        r0 += 4;
+    }
+}
+
+/// Writes the dot products of weight rows `r0..` (4, `rn` of them real) with the
+/// `tn ≤ T` activation rows from `t0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_avx512<const T: usize>(w: &[&[f32]; 4], r0: usize, rn: usize, x: &[f32], t0: usize, tn: usize, cols: usize, out: &Output, stride: usize) {
+    let x_rows: [&[f32]; T] = std::array::from_fn(|k| {
+        let t = t0 + k.min(tn - 1);
+        &x[t * cols..(t + 1) * cols]
+    });
+    let values = dots_avx512::<T>(w, &x_rows, cols);
+    for (k, row_values) in values.iter().enumerate().take(rn) {
+        for (j, &value) in row_values.iter().enumerate().take(tn) {
+            // SAFETY: in bounds; this work item alone writes these rows.
+            *out.0.add((t0 + j) * stride + r0 + k) = value;
+        }
+    }
+}
+
+/// The 4 × `T` dot products of 4 weight rows with `T` activation rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn dots_avx512<const T: usize>(w: &[&[f32]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); T]; 4];
+    let mut i = 0;
+    let mut step = |wv: [__m512; 4], xv: [__m512; T]| {
+        for r in 0..4 {
+            for t in 0..T {
+                acc[r][t] = _mm512_fmadd_ps(wv[r], xv[t], acc[r][t]);
+            }
+        }
+    };
+    while i + 16 <= cols {
+        step(
+            std::array::from_fn(|r| _mm512_loadu_ps(w[r].as_ptr().add(i))),
+            std::array::from_fn(|t| _mm512_loadu_ps(x[t].as_ptr().add(i))),
+        );
+        i += 16;
+    }
+    if i < cols {
+        let mask: __mmask16 = ((1u32 << (cols - i)) - 1) as u16;
+        step(
+            std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, w[r].as_ptr().add(i))),
+            std::array::from_fn(|t| _mm512_maskz_loadu_ps(mask, x[t].as_ptr().add(i))),
+        );
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| _mm512_reduce_add_ps(acc[r][t])))
 }
 
 /// `Σ a[i] · b[i]` at `level`.
@@ -126,7 +210,7 @@ mod tests {
     #[test]
     fn every_level_matches_a_double_precision_product() {
         let pools = [Pool::new(1), Pool::new(3)];
-        for (rows, cols, m) in [(1, 1, 1), (5, 7, 2), (37, 100, 4), (64, 576, 1), (17, 1000, 3)] {
+        for (rows, cols, m) in [(1, 1, 1), (5, 7, 2), (37, 100, 4), (64, 576, 1), (17, 1000, 3), (7, 33, 9), (21, 64, 6)] {
             let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
             let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
             for level in Level::all_supported() {
