@@ -16,6 +16,26 @@
 //! tested against it on random inputs, odd sizes included; the dense paths
 //! agree with a double-precision product to rounding.
 
+/// Runs `$kernel::<N>` for the row groups `$groups` over all activation
+/// rows, `$max` rows at a time; `rest` must list every shorter remainder
+/// (1 to `$max - 1`), each of which gets its own instantiation.
+macro_rules! over_tokens {
+    ($kernel:ident, $tiles:expr, $groups:expr, $acts:expr, $out:expr, max $max:expr, rest [$($n:literal),*]) => {{
+        let blocks = $acts.blocks_per_row();
+        for g in $groups {
+            let row_tiles = &$tiles[g * blocks..(g + 1) * blocks];
+            let mut t = 0;
+            while t < $acts.rows {
+                match $acts.rows - t {
+                    $($n => $kernel::<$n>(row_tiles, $acts, t, g, $out),)*
+                    _ => $kernel::<{ $max }>(row_tiles, $acts, t, g, $out),
+                }
+                t += $max;
+            }
+        }
+    }};
+}
+
 pub mod activations;
 pub mod attention;
 pub mod cpu;

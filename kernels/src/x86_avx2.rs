@@ -28,28 +28,10 @@ unsafe fn store(acc: &[__m256; 2], out: &Output, t: usize, g: usize) {
     out.store(t, g, &values);
 }
 
-/// Runs `tokens::<N>` over all activation rows, `TOKENS` at a time.
-macro_rules! over_tokens {
-    ($kernel:ident, $tiles:expr, $groups:expr, $acts:expr, $out:expr) => {{
-        let blocks = $acts.blocks_per_row();
-        for g in $groups {
-            let row_tiles = &$tiles[g * blocks..(g + 1) * blocks];
-            let mut t = 0;
-            while t < $acts.rows {
-                match $acts.rows - t {
-                    1 => $kernel::<1>(row_tiles, $acts, t, g, $out),
-                    _ => $kernel::<TOKENS>(row_tiles, $acts, t, g, $out),
-                }
-                t += TOKENS;
-            }
-        }
-    }};
-}
-
 /// See [`super::plain::q4`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q4_tokens, tiles, groups, acts, out)
+    over_tokens!(q4_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -91,7 +73,7 @@ unsafe fn q4_tokens<const N: usize>(tiles: &[TileQ4], acts: &QuantizedActivation
 /// weights' magnitudes, with their signs moved onto the activations.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q8_tokens, tiles, groups, acts, out)
+    over_tokens!(q8_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

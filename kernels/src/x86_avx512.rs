@@ -29,20 +29,7 @@ unsafe fn store(acc: __m512, out: &Output, t: usize, g: usize) {
 /// See [`super::plain::q4`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    let blocks = acts.blocks_per_row();
-    for g in groups {
-        let row_tiles = &tiles[g * blocks..(g + 1) * blocks];
-        let mut t = 0;
-        while t < acts.rows {
-            match acts.rows - t {
-                1 => q4_tokens::<1>(row_tiles, acts, t, g, out),
-                2 => q4_tokens::<2>(row_tiles, acts, t, g, out),
-                3 => q4_tokens::<3>(row_tiles, acts, t, g, out),
-                _ => q4_tokens::<TOKENS>(row_tiles, acts, t, g, out),
-            }
-            t += TOKENS;
-        }
-    }
+    over_tokens!(q4_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
@@ -80,20 +67,7 @@ unsafe fn q4_tokens<const N: usize>(tiles: &[TileQ4], acts: &QuantizedActivation
 /// offset by 128 (a sign-bit flip) and `128 · Σq_a` is taken back off.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    let blocks = acts.blocks_per_row();
-    for g in groups {
-        let row_tiles = &tiles[g * blocks..(g + 1) * blocks];
-        let mut t = 0;
-        while t < acts.rows {
-            match acts.rows - t {
-                1 => q8_tokens::<1>(row_tiles, acts, t, g, out),
-                2 => q8_tokens::<2>(row_tiles, acts, t, g, out),
-                3 => q8_tokens::<3>(row_tiles, acts, t, g, out),
-                _ => q8_tokens::<TOKENS>(row_tiles, acts, t, g, out),
-            }
-            t += TOKENS;
-        }
-    }
+    over_tokens!(q8_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
