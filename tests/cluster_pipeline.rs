@@ -40,6 +40,9 @@ const TINY_FAMILIES: [&str; 17] = [
     "llama_fp8",
 ];
 
+/// llama.cpp's conversions of some of them (see `tests/tiny_models.rs`).
+const TINY_GGUF: [&str; 4] = ["olmo2", "phi3_window", "phi4_mini_longrope", "exaone4_hybrid"];
+
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {
     let mut args = vec!["run", "--model", model.to_str().unwrap()];
@@ -54,17 +57,19 @@ fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], m
 
 #[test]
 fn tiny_models_split_over_three_processes_match_transformers() {
-    for family in TINY_FAMILIES {
-        let dir = fixture(&format!("tiny/{family}"));
-        let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
+    let folders = TINY_FAMILIES.iter().map(|family| fixture(&format!("tiny/{family}")));
+    let gguf_files = TINY_GGUF.iter().map(|family| fixture(&format!("tiny/{family}/model-f32.gguf")));
+    for model in folders.chain(gguf_files) {
+        let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
         assert_eq!(layers.len(), 2);
         // The master keeps only the embedding and head; each worker fits one layer.
         let a = Worker::start(KEY, "a", Some(layers[0]));
         let b = Worker::start(KEY, "b", Some(layers[1]));
-        let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+        let folder = if model.is_file() { model.parent().unwrap().to_path_buf() } else { model.clone() };
+        let reference: Value = serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-        let out = distributed_tokens(&dir, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"], &[&a, &b], other);
-        assert_eq!(out["tokens"], reference["greedy_tokens"], "{family}");
+        let out = distributed_tokens(&model, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"], &[&a, &b], other);
+        assert_eq!(out["tokens"], reference["greedy_tokens"], "{}", model.display());
     }
 }
 

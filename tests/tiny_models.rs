@@ -23,9 +23,16 @@ fn ids(value: &Value) -> Vec<u64> {
         .collect()
 }
 
-fn check_nll_matches_transformers(family: &str) {
+/// The model of `family`: its folder, or with `file` a file in it (a GGUF
+/// conversion of the same weights).
+fn model_of(family: &str, file: Option<&str>) -> std::path::PathBuf {
+    let folder = fixture(&format!("tiny/{family}"));
+    file.map_or(folder.clone(), |f| folder.join(f))
+}
+
+fn check_nll_matches_transformers(family: &str, file: Option<&str>) {
     let reference = reference(family);
-    let model = fixture(&format!("tiny/{family}"));
+    let model = model_of(family, file);
     let out = cake_json(&[
         "perplexity",
         "--model",
@@ -42,13 +49,13 @@ fn check_nll_matches_transformers(family: &str) {
     let theirs: Vec<f64> = reference["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(ours.len(), theirs.len(), "{family}: number of scored tokens");
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-        assert!((a - b).abs() < 1e-3, "{family}: nll[{i}] is {a}, transformers says {b}");
+        assert!((a - b).abs() < 1e-3, "{family} {file:?}: nll[{i}] is {a}, transformers says {b}");
     }
 }
 
-fn check_greedy_matches_transformers(family: &str, no_kv_cache: bool) {
+fn check_greedy_matches_transformers(family: &str, file: Option<&str>, no_kv_cache: bool) {
     let reference = reference(family);
-    let model = fixture(&format!("tiny/{family}"));
+    let model = model_of(family, file);
     let prompt = join_ids(&ids(&reference["prompt_tokens"]));
     let mut args = vec![
         "run",
@@ -72,13 +79,13 @@ fn check_greedy_matches_transformers(family: &str, no_kv_cache: bool) {
     assert_eq!(
         ids(&out["tokens"]),
         ids(&reference["greedy_tokens"]),
-        "{family} (no_kv_cache = {no_kv_cache}): greedy continuation differs from transformers"
+        "{family} {file:?} (no_kv_cache = {no_kv_cache}): greedy continuation differs from transformers"
     );
 }
 
-fn check_tokenizer_matches_transformers(family: &str) {
+fn check_tokenizer_matches_transformers(family: &str, file: Option<&str>) {
     let reference = reference(family);
-    let model = fixture(&format!("tiny/{family}"));
+    let model = model_of(family, file);
     let out = cake_json(&[
         "run",
         "--model",
@@ -89,7 +96,7 @@ fn check_tokenizer_matches_transformers(family: &str) {
         "1",
         "--json",
     ]);
-    assert_eq!(ids(&out["prompt_tokens"]), ids(&reference["text_tokens"]), "{family}: tokenization");
+    assert_eq!(ids(&out["prompt_tokens"]), ids(&reference["text_tokens"]), "{family} {file:?}: tokenization");
 }
 
 macro_rules! family_tests {
@@ -97,19 +104,19 @@ macro_rules! family_tests {
         mod $module {
             #[test]
             fn nll_matches_transformers() {
-                super::check_nll_matches_transformers($family);
+                super::check_nll_matches_transformers($family, None);
             }
             #[test]
             fn greedy_with_kv_cache_matches_transformers() {
-                super::check_greedy_matches_transformers($family, false);
+                super::check_greedy_matches_transformers($family, None, false);
             }
             #[test]
             fn greedy_without_kv_cache_matches_transformers() {
-                super::check_greedy_matches_transformers($family, true);
+                super::check_greedy_matches_transformers($family, None, true);
             }
             #[test]
             fn tokenizer_matches_transformers() {
-                super::check_tokenizer_matches_transformers($family);
+                super::check_tokenizer_matches_transformers($family, None);
             }
         }
     )*};
@@ -133,6 +140,37 @@ family_tests! {
     llama_fp8 => "llama_fp8",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
+}
+
+/// llama.cpp's own conversion of a fixture (`model-f32.gguf`, written by
+/// `tests/fixtures/convert_tiny_to_gguf.py`) gives transformers' outputs on
+/// the folder's weights: llama.cpp's tensor names, fused tensors, LongRoPE
+/// factor tensors and window patterns are read as the folder's config.
+macro_rules! gguf_tests {
+    ($($module:ident => $family:literal),* $(,)?) => {$(
+        mod $module {
+            const FILE: Option<&str> = Some("model-f32.gguf");
+            #[test]
+            fn gguf_nll_matches_transformers() {
+                super::check_nll_matches_transformers($family, FILE);
+            }
+            #[test]
+            fn gguf_greedy_matches_transformers() {
+                super::check_greedy_matches_transformers($family, FILE, false);
+            }
+            #[test]
+            fn gguf_tokenizer_matches_transformers() {
+                super::check_tokenizer_matches_transformers($family, FILE);
+            }
+        }
+    )*};
+}
+
+gguf_tests! {
+    olmo2_gguf => "olmo2",
+    phi3_window_gguf => "phi3_window",
+    phi4_mini_longrope_gguf => "phi4_mini_longrope",
+    exaone4_hybrid_gguf => "exaone4_hybrid",
 }
 
 /// Local (sliding-window) layers keep only the keys their window can still

@@ -59,6 +59,10 @@ pub struct ChunkRef {
     pub len: u64,
 }
 
+/// GGUF tensors that are part of the configuration rather than of a layer
+/// (Phi-3's LongRoPE factors): every stage reads them when it opens the file.
+const EVERY_STAGE_GGUF_TENSORS: [&str; 2] = ["rope_factors_long.weight", "rope_factors_short.weight"];
+
 impl ModelManifest {
     /// The manifest of the tensors `selection` names in the checkpoint at
     /// `path` (a model folder keeps them as `layout` says).
@@ -76,7 +80,8 @@ impl ModelManifest {
             for name in names {
                 let info = &file.content.tensor_infos[name];
                 let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse::<usize>().ok());
-                if layer.is_some_and(|l| selection.layers.contains(&l)) {
+                let every_stage = EVERY_STAGE_GGUF_TENSORS.contains(&name.as_str());
+                if every_stage || layer.is_some_and(|l| selection.layers.contains(&l)) {
                     pieces.push(Piece { offset: header + info.offset, len: byte_size(info)? });
                     hasher.update(name.as_bytes());
                 }

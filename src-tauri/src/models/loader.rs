@@ -229,7 +229,7 @@ impl Checkpoint {
                 weights.fp8_block_size = config.fp8_block_size;
                 weights
             }
-            Self::Gguf { file, row_order, .. } => {
+            Self::Gguf { file, row_order, config } => {
                 let policy = match options.dtype {
                     None => LoadPolicy {
                         dtype: DType::F32,
@@ -240,7 +240,7 @@ impl Checkpoint {
                         keep_quantized: false,
                     },
                 };
-                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order)), policy, options.device.clone())
+                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config.architecture)), policy, options.device.clone())
             }
         };
         Decoder::load(config, &weights, selection, on_layer)

@@ -9,6 +9,7 @@
 //! as a byte shuffle and the weights stay quantized.
 
 use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
+use crate::models::config::Architecture;
 use crate::models::weights::{repackable, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
@@ -29,11 +30,12 @@ pub struct GgufStore {
     file: Arc<GgufFile>,
     /// Set for Llama-family files whose q/k rows llama.cpp permuted.
     row_order: Option<RotaryRowOrder>,
+    architecture: Architecture,
 }
 
 impl GgufStore {
-    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>) -> Self {
-        Self { file, row_order }
+    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, architecture: Architecture) -> Self {
+        Self { file, row_order, architecture }
     }
 
     /// Heads whose rows must be un-permuted for this Hugging Face name, if any.
@@ -49,8 +51,11 @@ impl GgufStore {
     }
 }
 
-/// Translates a Hugging Face tensor name to its GGUF name.
-pub fn gguf_name(hf_name: &str) -> Option<String> {
+/// Translates a Hugging Face tensor name to its GGUF name, as llama.cpp's
+/// converter names it for `architecture`: post-norm blocks (OLMo 2,
+/// EXAONE 4) keep their own norm names, Phi-3 keeps its fused projections
+/// (`gate_up_proj` becomes `ffn_up`, gate rows first).
+pub fn gguf_name(hf_name: &str, architecture: Architecture) -> Option<String> {
     match hf_name {
         "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
         "model.norm.weight" => return Some("output_norm.weight".into()),
@@ -60,9 +65,16 @@ pub fn gguf_name(hf_name: &str) -> Option<String> {
     let rest = hf_name.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
     let (module, kind) = rest.rsplit_once('.')?;
+    let post_norm = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4);
+    let phi3 = architecture == Architecture::Phi3;
     let gguf_module = match module {
         "input_layernorm" => "attn_norm",
+        "post_attention_layernorm" if post_norm => "post_attention_norm",
         "post_attention_layernorm" => "ffn_norm",
+        "post_feedforward_layernorm" if post_norm => "post_ffw_norm",
+        "self_attn.qkv_proj" if phi3 => "attn_qkv",
+        "mlp.gate_up_proj" if phi3 => "ffn_up",
+        "mlp.gate_proj" | "mlp.up_proj" | "self_attn.q_proj" | "self_attn.k_proj" | "self_attn.v_proj" if phi3 => return None,
         "self_attn.q_proj" => "attn_q",
         "self_attn.k_proj" => "attn_k",
         "self_attn.v_proj" => "attn_v",
@@ -106,16 +118,16 @@ impl WeightStore for GgufStore {
     }
 
     fn contains(&self, name: &str) -> bool {
-        gguf_name(name).is_some_and(|g| self.file.tensor_info(&g).is_some())
+        gguf_name(name, self.architecture).is_some_and(|g| self.file.tensor_info(&g).is_some())
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        let info = self.file.tensor_info(&gguf_name(name)?)?;
+        let info = self.file.tensor_info(&gguf_name(name, self.architecture)?)?;
         Some(info.shape.dims().to_vec())
     }
 
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
-        let gname = gguf_name(name)
+        let gname = gguf_name(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
         let info = self
             .file
@@ -158,16 +170,20 @@ mod tests {
 
     #[test]
     fn hf_names_map_to_gguf_names() {
-        assert_eq!(
-            gguf_name("model.layers.12.self_attn.q_proj.weight").as_deref(),
-            Some("blk.12.attn_q.weight")
-        );
-        assert_eq!(
-            gguf_name("model.layers.0.mlp.down_proj.weight").as_deref(),
-            Some("blk.0.ffn_down.weight")
-        );
-        assert_eq!(gguf_name("lm_head.weight").as_deref(), Some("output.weight"));
-        assert_eq!(gguf_name("model.layers.0.unknown.weight"), None);
+        let llama = |name: &str| gguf_name(name, Architecture::Llama);
+        assert_eq!(llama("model.layers.12.self_attn.q_proj.weight").as_deref(), Some("blk.12.attn_q.weight"));
+        assert_eq!(llama("model.layers.0.mlp.down_proj.weight").as_deref(), Some("blk.0.ffn_down.weight"));
+        assert_eq!(llama("model.layers.0.post_attention_layernorm.weight").as_deref(), Some("blk.0.ffn_norm.weight"));
+        assert_eq!(llama("lm_head.weight").as_deref(), Some("output.weight"));
+        assert_eq!(llama("model.layers.0.unknown.weight"), None);
+        assert_eq!(llama("model.layers.0.mlp.gate_up_proj.weight"), None);
+        let olmo2 = |name: &str| gguf_name(name, Architecture::Olmo2);
+        assert_eq!(olmo2("model.layers.1.post_attention_layernorm.weight").as_deref(), Some("blk.1.post_attention_norm.weight"));
+        assert_eq!(olmo2("model.layers.1.post_feedforward_layernorm.weight").as_deref(), Some("blk.1.post_ffw_norm.weight"));
+        let phi3 = |name: &str| gguf_name(name, Architecture::Phi3);
+        assert_eq!(phi3("model.layers.0.mlp.gate_up_proj.weight").as_deref(), Some("blk.0.ffn_up.weight"));
+        assert_eq!(phi3("model.layers.0.self_attn.qkv_proj.weight").as_deref(), Some("blk.0.attn_qkv.weight"));
+        assert_eq!(phi3("model.layers.0.mlp.up_proj.weight"), None);
     }
 
     #[test]
