@@ -137,6 +137,8 @@ family_tests! {
     phi3_window => "phi3_window",
     exaone4_hybrid => "exaone4_hybrid",
     gemma3_hybrid => "gemma3_hybrid",
+    gemma3_gguf => "gemma3_gguf",
+    qwen3_moe_sparse => "qwen3_moe_sparse",
     llama_fp8 => "llama_fp8",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
@@ -171,6 +173,8 @@ gguf_tests! {
     phi3_window_gguf => "phi3_window",
     phi4_mini_longrope_gguf => "phi4_mini_longrope",
     exaone4_hybrid_gguf => "exaone4_hybrid",
+    gemma3_gguf_gguf => "gemma3_gguf",
+    qwen3_moe_sparse_gguf => "qwen3_moe_sparse",
 }
 
 /// Local (sliding-window) layers keep only the keys their window can still

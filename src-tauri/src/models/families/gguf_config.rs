@@ -14,10 +14,17 @@ use candle_core::quantized::GgmlDType;
 use serde_json::{json, Map};
 
 /// `general.architecture` names read this way, with their transformers class.
-pub const ARCHITECTURES: [(&str, &str); 3] =
-    [("olmo2", "Olmo2ForCausalLM"), ("phi3", "Phi3ForCausalLM"), ("exaone4", "Exaone4ForCausalLM")];
+pub const ARCHITECTURES: [(&str, &str); 5] = [
+    ("olmo2", "Olmo2ForCausalLM"),
+    ("phi3", "Phi3ForCausalLM"),
+    ("exaone4", "Exaone4ForCausalLM"),
+    ("gemma3", "Gemma3ForCausalLM"),
+    ("qwen3moe", "Qwen3MoeForCausalLM"),
+];
 
-/// The configuration of a GGUF file of one of [`ARCHITECTURES`].
+/// The configuration of a GGUF file of one of [`ARCHITECTURES`]. Weights
+/// the converter stored in another form are described by
+/// [`adjust_to_stored_form`].
 pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
     let class = ARCHITECTURES
         .iter()
@@ -71,6 +78,10 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
     if let Some(original) = optional_usize("rope.scaling.original_context_length")? {
         cfg.insert("original_max_position_embeddings".into(), json!(original));
     }
+    if file.get_str(&key("rope.scaling.type")) == Some("linear") {
+        let factor = file.get_f64(&key("rope.scaling.factor"))?.unwrap_or(1.0);
+        cfg.insert("rope_scaling".into(), json!({"rope_type": "linear", "factor": factor}));
+    }
     if file.tensor_info("rope_factors_long.weight").is_some() {
         let mut scaling = json!({
             "type": "longrope",
@@ -81,6 +92,31 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
             scaling["attention_factor"] = json!(factor);
         }
         cfg.insert("rope_scaling".into(), scaling);
+    }
+    match arch {
+        "gemma3" => {
+            // What llama.cpp assumes and so never stores: GELU-tanh, and
+            // scores scaled by the head size (by hidden / heads in the
+            // 62-layer 27B).
+            cfg.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+            let layers = file.require_usize(&key("block_count"))?;
+            let scalar = if layers == 62 { hidden / heads } else { head_dim };
+            cfg.insert("query_pre_attn_scalar".into(), json!(scalar));
+            if let Some(local_theta) = file.get_f64(&key("rope.freq_base_swa"))? {
+                cfg.insert("rope_local_base_freq".into(), json!(local_theta));
+            }
+            if let Some(cap) = file.get_f64(&key("final_logit_softcapping"))? {
+                cfg.insert("final_logit_softcapping".into(), json!(cap));
+            }
+        }
+        "qwen3moe" => {
+            // llama.cpp always renormalises the chosen experts' weights.
+            cfg.insert("num_experts".into(), json!(file.require_usize(&key("expert_count"))?));
+            cfg.insert("num_experts_per_tok".into(), json!(file.require_usize(&key("expert_used_count"))?));
+            cfg.insert("moe_intermediate_size".into(), json!(file.require_usize(&key("expert_feed_forward_length"))?));
+            cfg.insert("norm_topk_prob".into(), json!(true));
+        }
+        _ => {}
     }
     HfConfig::parse(&serde_json::Value::Object(cfg).to_string())
         .with_context(|| format!("{}: GGUF metadata", file.path.display()))
@@ -108,4 +144,12 @@ fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
     ensure!(info.ggml_dtype == GgmlDType::F32, "{}: tensor `{name}` is {:?}, not F32", file.path.display(), info.ggml_dtype);
     let bytes = file.tensor_bytes(name)?;
     Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect())
+}
+
+/// What differs between a folder and its GGUF conversion in how weights are
+/// stored: Gemma 3's norms are saved as `1 + w` by the converter.
+pub fn adjust_to_stored_form(arch: &str, config: &mut crate::models::config::ModelConfig) {
+    if arch == "gemma3" {
+        config.norm_unit_offset = false;
+    }
 }

@@ -166,8 +166,7 @@ fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<boo
 
 /// llama.cpp's `general.architecture` names of the families Cake runs from
 /// Hugging Face folders only, for now.
-const FOLDER_ONLY_IN_GGUF: [&str; 9] =
-    ["gemma3", "gemma3_text", "qwen3moe", "qwen3_moe", "qwen35", "qwen35moe", "qwen3next", "qwen3_next", "qwen3_5_text"];
+const FOLDER_ONLY_IN_GGUF: [&str; 5] = ["qwen35", "qwen35moe", "qwen3next", "qwen3_next", "qwen3_5_text"];
 
 /// Builds the model description from GGUF metadata and tensor table. Also
 /// returns the q/k row order to undo for Llama-family files.
@@ -186,6 +185,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         // Read back into the config.json it came from, then mapped as folders are.
         let mut config = from_hf(&gguf_config::as_hf_config(file, &arch_name)?)
             .with_context(|| format!("{}: inconsistent GGUF metadata", file.path.display()))?;
+        gguf_config::adjust_to_stored_form(&arch_name, &mut config);
         config.tie_word_embeddings = file.tensor_info("output.weight").is_none();
         config.bos_token_id = gguf_token(file, "tokenizer.ggml.bos_token_id");
         config.eos_token_ids = gguf_token(file, "tokenizer.ggml.eos_token_id").into_iter().collect();
@@ -193,7 +193,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
     }
     let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
         format!(
-            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4",
+            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4, gemma3, qwen3moe",
             file.path.display(),
         )
     })?;

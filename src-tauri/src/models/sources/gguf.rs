@@ -51,27 +51,48 @@ impl GgufStore {
     }
 }
 
-/// Translates a Hugging Face tensor name to its GGUF name, as llama.cpp's
-/// converter names it for `architecture`: post-norm blocks (OLMo 2,
-/// EXAONE 4) keep their own norm names, Phi-3 keeps its fused projections
-/// (`gate_up_proj` becomes `ffn_up`, gate rows first).
-pub fn gguf_name(hf_name: &str, architecture: Architecture) -> Option<String> {
+/// Where a Hugging Face tensor lies in a GGUF file: a whole tensor, or one
+/// expert's slice of a tensor that stacks every expert (MoE layers).
+#[derive(Debug, PartialEq, Eq)]
+pub struct GgufLocation {
+    pub tensor: String,
+    pub expert: Option<usize>,
+}
+
+/// Translates a Hugging Face tensor name to where llama.cpp's converter put
+/// it for `architecture`: post-norm and sandwich blocks (OLMo 2, EXAONE 4,
+/// Gemma 3) keep their own norm names, Phi-3 keeps its fused projections
+/// (`gate_up_proj` becomes `ffn_up`, gate rows first), and MoE experts are
+/// stacked three-dimensional tensors.
+pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLocation> {
+    let whole = |tensor: &str| Some(GgufLocation { tensor: tensor.into(), expert: None });
     match hf_name {
-        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
-        "model.norm.weight" => return Some("output_norm.weight".into()),
-        "lm_head.weight" => return Some("output.weight".into()),
+        "model.embed_tokens.weight" => return whole("token_embd.weight"),
+        "model.norm.weight" => return whole("output_norm.weight"),
+        "lm_head.weight" => return whole("output.weight"),
         _ => {}
     }
     let rest = hf_name.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
     let (module, kind) = rest.rsplit_once('.')?;
-    let post_norm = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4);
+    if let Some(expert_module) = module.strip_prefix("mlp.experts.") {
+        let (expert, projection) = expert_module.split_once('.')?;
+        let stacked = match projection {
+            "gate_proj" => "ffn_gate_exps",
+            "up_proj" => "ffn_up_exps",
+            "down_proj" => "ffn_down_exps",
+            _ => return None,
+        };
+        return Some(GgufLocation { tensor: format!("blk.{layer}.{stacked}.{kind}"), expert: Some(expert.parse().ok()?) });
+    }
+    let own_norms = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3);
     let phi3 = architecture == Architecture::Phi3;
     let gguf_module = match module {
         "input_layernorm" => "attn_norm",
-        "post_attention_layernorm" if post_norm => "post_attention_norm",
+        "post_attention_layernorm" if own_norms => "post_attention_norm",
         "post_attention_layernorm" => "ffn_norm",
-        "post_feedforward_layernorm" if post_norm => "post_ffw_norm",
+        "pre_feedforward_layernorm" => "ffn_norm",
+        "post_feedforward_layernorm" if own_norms => "post_ffw_norm",
         "self_attn.qkv_proj" if phi3 => "attn_qkv",
         "mlp.gate_up_proj" if phi3 => "ffn_up",
         "mlp.gate_proj" | "mlp.up_proj" | "self_attn.q_proj" | "self_attn.k_proj" | "self_attn.v_proj" if phi3 => return None,
@@ -81,12 +102,13 @@ pub fn gguf_name(hf_name: &str, architecture: Architecture) -> Option<String> {
         "self_attn.o_proj" => "attn_output",
         "self_attn.q_norm" => "attn_q_norm",
         "self_attn.k_norm" => "attn_k_norm",
+        "mlp.gate" => "ffn_gate_inp",
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
         _ => return None,
     };
-    Some(format!("blk.{layer}.{gguf_module}.{kind}"))
+    whole(&format!("blk.{layer}.{gguf_module}.{kind}"))
 }
 
 /// Reorders rows from llama.cpp's interleaved rotary layout to Hugging Face's
@@ -118,23 +140,43 @@ impl WeightStore for GgufStore {
     }
 
     fn contains(&self, name: &str) -> bool {
-        gguf_name(name, self.architecture).is_some_and(|g| self.file.tensor_info(&g).is_some())
+        self.shape(name).is_some()
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        let info = self.file.tensor_info(&gguf_name(name, self.architecture)?)?;
-        Some(info.shape.dims().to_vec())
+        let location = gguf_location(name, self.architecture)?;
+        let dims = self.file.tensor_info(&location.tensor)?.shape.dims().to_vec();
+        match location.expert {
+            None => Some(dims),
+            Some(e) if dims.len() == 3 && e < dims[0] => Some(dims[1..].to_vec()),
+            Some(_) => None,
+        }
     }
 
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
-        let gname = gguf_name(name, self.architecture)
+        let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
+        let gname = location.tensor;
         let info = self
             .file
             .tensor_info(&gname)
             .with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
-        let dims = info.shape.dims().to_vec();
-        let raw = self.file.tensor_bytes(&gname)?;
+        let mut dims = info.shape.dims().to_vec();
+        let mut raw = self.file.tensor_bytes(&gname)?;
+        let mut last_use = true;
+        if let Some(expert) = location.expert {
+            // Experts are stacked along the outermost dimension: one
+            // expert's rows are a contiguous run of whole blocks.
+            anyhow::ensure!(
+                dims.len() == 3 && expert < dims[0] && raw.len() % dims[0] == 0,
+                "{}: tensor `{gname}` of shape {dims:?} has no expert {expert}",
+                self.origin()
+            );
+            let per_expert = raw.len() / dims[0];
+            raw = &raw[expert * per_expert..(expert + 1) * per_expert];
+            last_use = expert + 1 == dims[0];
+            dims.remove(0);
+        }
         let bytes = match self.permuted_heads(name) {
             Some(heads) => Cow::Owned(
                 unpermute_rotary_rows(raw, dims[0], heads)
@@ -159,7 +201,9 @@ impl WeightStore for GgufStore {
             (dtype, _) => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, &bytes, &dims, device).with_context(context)?)),
         };
         drop(bytes);
-        self.file.release(&gname);
+        if last_use {
+            self.file.release(&gname);
+        }
         Ok(stored)
     }
 }
@@ -170,20 +214,29 @@ mod tests {
 
     #[test]
     fn hf_names_map_to_gguf_names() {
-        let llama = |name: &str| gguf_name(name, Architecture::Llama);
+        let name_in = |architecture| move |name: &str| gguf_location(name, architecture).map(|l| l.tensor);
+        let llama = name_in(Architecture::Llama);
         assert_eq!(llama("model.layers.12.self_attn.q_proj.weight").as_deref(), Some("blk.12.attn_q.weight"));
         assert_eq!(llama("model.layers.0.mlp.down_proj.weight").as_deref(), Some("blk.0.ffn_down.weight"));
         assert_eq!(llama("model.layers.0.post_attention_layernorm.weight").as_deref(), Some("blk.0.ffn_norm.weight"));
         assert_eq!(llama("lm_head.weight").as_deref(), Some("output.weight"));
         assert_eq!(llama("model.layers.0.unknown.weight"), None);
         assert_eq!(llama("model.layers.0.mlp.gate_up_proj.weight"), None);
-        let olmo2 = |name: &str| gguf_name(name, Architecture::Olmo2);
+        let olmo2 = name_in(Architecture::Olmo2);
         assert_eq!(olmo2("model.layers.1.post_attention_layernorm.weight").as_deref(), Some("blk.1.post_attention_norm.weight"));
         assert_eq!(olmo2("model.layers.1.post_feedforward_layernorm.weight").as_deref(), Some("blk.1.post_ffw_norm.weight"));
-        let phi3 = |name: &str| gguf_name(name, Architecture::Phi3);
+        let phi3 = name_in(Architecture::Phi3);
         assert_eq!(phi3("model.layers.0.mlp.gate_up_proj.weight").as_deref(), Some("blk.0.ffn_up.weight"));
         assert_eq!(phi3("model.layers.0.self_attn.qkv_proj.weight").as_deref(), Some("blk.0.attn_qkv.weight"));
         assert_eq!(phi3("model.layers.0.mlp.up_proj.weight"), None);
+        let gemma3 = name_in(Architecture::Gemma3);
+        assert_eq!(gemma3("model.layers.2.pre_feedforward_layernorm.weight").as_deref(), Some("blk.2.ffn_norm.weight"));
+        assert_eq!(gemma3("model.layers.2.post_attention_layernorm.weight").as_deref(), Some("blk.2.post_attention_norm.weight"));
+        assert_eq!(
+            gguf_location("model.layers.1.mlp.experts.5.down_proj.weight", Architecture::Qwen3Moe),
+            Some(GgufLocation { tensor: "blk.1.ffn_down_exps.weight".into(), expert: Some(5) })
+        );
+        assert_eq!(name_in(Architecture::Qwen3Moe)("model.layers.1.mlp.gate.weight").as_deref(), Some("blk.1.ffn_gate_inp.weight"));
     }
 
     #[test]
