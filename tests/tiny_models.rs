@@ -246,30 +246,31 @@ fn the_library_shows_architecture_and_quantization() {
 /// Released Qwen3.5 checkpoints are `Qwen3_5ForConditionalGeneration`: the
 /// text model's config under `text_config` and its tensors under
 /// `model.language_model.`. The same weights in that layout give the same NLL.
-#[test]
-fn qwen3_5_in_the_released_multimodal_layout_loads_its_text_model() {
-    let src = fixture("tiny/qwen3_5_hybrid");
+/// A copy of fixture `family` laid out as a multimodal checkpoint: its
+/// config nested as `text_config` in `outer`, and every `model.*` tensor
+/// renamed to `{prefix}*` (`lm_head.weight` to `head`, if it has one).
+fn as_multimodal(family: &str, outer: Value, prefix: &str, head: &str) -> tempfile::TempDir {
+    let src = fixture(&format!("tiny/{family}"));
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(&src).unwrap() {
         let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
     }
     let text_config: Value = serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    let outer = serde_json::json!({
-        "architectures": ["Qwen3_5ForConditionalGeneration"],
-        "model_type": "qwen3_5",
-        "text_config": text_config,
-        "vision_config": {"model_type": "qwen3_5_vision", "depth": 1},
-    });
+    let mut outer = outer;
+    outer["text_config"] = text_config;
     std::fs::write(dir.path().join("config.json"), outer.to_string()).unwrap();
-    // Rename every `model.*` tensor to `model.language_model.*` (the header only).
+    // Rename the tensors (the header only).
     let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
     let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header: serde_json::Map<String, Value> = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
     let renamed: serde_json::Map<String, Value> = header
         .into_iter()
         .map(|(name, entry)| match name.strip_prefix("model.") {
-            Some(rest) => (format!("model.language_model.{rest}"), entry),
+            Some(rest) => (format!("{prefix}{rest}"), entry),
+            None if name == "lm_head.weight" => (head.to_string(), entry),
             None => (name, entry),
         })
         .collect();
@@ -278,20 +279,55 @@ fn qwen3_5_in_the_released_multimodal_layout_loads_its_text_model() {
     file.extend_from_slice(&new_header);
     file.extend_from_slice(&bytes[8 + header_len..]);
     std::fs::write(dir.path().join("model.safetensors"), file).unwrap();
+    dir
+}
 
-    let reference = reference("qwen3_5_hybrid");
+/// The per-token NLL of the folder `dir` equals transformers' on `family`.
+fn check_nll_of_folder(dir: &std::path::Path, family: &str) {
+    let reference = reference(family);
     let out = cake_json(&[
         "perplexity",
         "--model",
-        dir.path().to_str().unwrap(),
+        dir.to_str().unwrap(),
         "--tokens",
         &join_ids(&ids(&reference["nll_tokens"])),
         "--dtype",
         "f32",
         "--json",
     ]);
-    for (i, (ours, theirs)) in out["nll"].as_array().unwrap().iter().zip(reference["nll"].as_array().unwrap()).enumerate() {
+    let ours = out["nll"].as_array().unwrap();
+    let theirs = reference["nll"].as_array().unwrap();
+    assert_eq!(ours.len(), theirs.len(), "{family}: scored tokens");
+    for (i, (ours, theirs)) in ours.iter().zip(theirs).enumerate() {
         let (a, b) = (ours.as_f64().unwrap(), theirs.as_f64().unwrap());
-        assert!((a - b).abs() < 1e-3, "nll[{i}] is {a}, transformers says {b}");
+        assert!((a - b).abs() < 1e-3, "{family}: nll[{i}] is {a}, transformers says {b}");
+    }
+}
+
+#[test]
+fn qwen3_5_in_the_released_multimodal_layout_loads_its_text_model() {
+    let outer = serde_json::json!({
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        "vision_config": {"model_type": "qwen3_5_vision", "depth": 1},
+    });
+    let dir = as_multimodal("qwen3_5_hybrid", outer, "model.language_model.", "lm_head.weight");
+    check_nll_of_folder(dir.path(), "qwen3_5_hybrid");
+}
+
+/// Gemma 3's multimodal checkpoints, as transformers 5 saves them and as the
+/// Hub's (saved by transformers 4) have them: the text model is read, the
+/// vision tower left alone.
+#[test]
+fn gemma3_multimodal_checkpoints_in_both_layouts_load_their_text_model() {
+    let outer = serde_json::json!({
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "vision_config": {"model_type": "siglip_vision_model"},
+        "mm_tokens_per_image": 256,
+    });
+    for (prefix, head) in [("model.language_model.", "lm_head.weight"), ("language_model.model.", "language_model.lm_head.weight")] {
+        let dir = as_multimodal("gemma3_hybrid", outer.clone(), prefix, head);
+        check_nll_of_folder(dir.path(), "gemma3_hybrid");
     }
 }

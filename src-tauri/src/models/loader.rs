@@ -57,14 +57,20 @@ pub fn dtype_name(dtype: DType) -> &'static str {
 pub enum TensorLayout {
     /// Hugging Face's decoder names: `model.layers.N.…`, `model.embed_tokens…`.
     Plain,
-    /// A language model nested in a larger model (VibeVoice) under
-    /// `model.language_model.`; the LM head stays `lm_head.weight`, and the
-    /// other tensors (speech tokenizers, connectors…) are not the decoder's.
+    /// A language model nested in a larger model (VibeVoice, multimodal
+    /// Qwen3.5 and Gemma 3) under `model.language_model.`; the LM head stays
+    /// `lm_head.weight`, and the other tensors (speech tokenizers, vision
+    /// tower, connectors…) are not the decoder's.
     NestedLanguageModel,
+    /// The same in checkpoints saved by transformers 4 (the Hub's Gemma 3):
+    /// `language_model.model.…` and `language_model.lm_head.weight`.
+    OlderNestedLanguageModel,
 }
 
 impl TensorLayout {
     const NESTED_PREFIX: &'static str = "model.language_model.";
+    const OLDER_NESTED_PREFIX: &'static str = "language_model.model.";
+    const OLDER_NESTED_HEAD: &'static str = "language_model.lm_head.weight";
 
     /// The decoder's name for a stored tensor (as [`Decoder`] and
     /// [`TensorSelection`] spell it), or `None` when the tensor is not part
@@ -75,6 +81,11 @@ impl TensorLayout {
             Self::NestedLanguageModel => match stored.strip_prefix(Self::NESTED_PREFIX) {
                 Some(rest) => Some(format!("model.{rest}").into()),
                 None if stored == "lm_head.weight" => Some(stored.into()),
+                None => None,
+            },
+            Self::OlderNestedLanguageModel => match stored.strip_prefix(Self::OLDER_NESTED_PREFIX) {
+                Some(rest) => Some(format!("model.{rest}").into()),
+                None if stored == Self::OLDER_NESTED_HEAD => Some("lm_head.weight".into()),
                 None => None,
             },
         }
@@ -90,20 +101,36 @@ impl TensorLayout {
     fn view(self, store: SafetensorsFolder) -> Box<dyn WeightStore> {
         match self {
             Self::Plain => Box::new(store),
-            Self::NestedLanguageModel => Box::new(RenamedStore::new(store, "model.", Self::NESTED_PREFIX)),
+            Self::NestedLanguageModel => Box::new(RenamedStore::new(store, &[("model.", Self::NESTED_PREFIX)])),
+            Self::OlderNestedLanguageModel => Box::new(RenamedStore::new(
+                store,
+                &[("model.", Self::OLDER_NESTED_PREFIX), ("lm_head.weight", Self::OLDER_NESTED_HEAD)],
+            )),
         }
+    }
+
+    /// The nested layout the folder's tensors actually use: transformers 4
+    /// saved them the other way round.
+    fn as_found_in(self, dir: &Path) -> Result<Self> {
+        if self != Self::NestedLanguageModel {
+            return Ok(self);
+        }
+        let names = super::sources::folder::tensor_sizes(dir)?;
+        let older = names.keys().any(|n| n.starts_with(Self::OLDER_NESTED_PREFIX))
+            && !names.keys().any(|n| n.starts_with(Self::NESTED_PREFIX));
+        Ok(if older { Self::OlderNestedLanguageModel } else { self })
     }
 }
 
 /// The `config.json` of a folder's decoder: the file itself, or the part
 /// of it describing a language model nested in a larger model (VibeVoice's
-/// `decoder_config`; Qwen3.5's `text_config`, whose vision tower Cake does
-/// not run), with where the decoder's tensors are.
+/// `decoder_config`; Qwen3.5's and Gemma 3's `text_config`, whose vision
+/// tower Cake does not run), with where the decoder's tensors are.
 pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> {
     let json: serde_json::Value = serde_json::from_str(text)?;
     let nested = match json.get("model_type").and_then(|t| t.as_str()) {
         Some("vibevoice") => Some("decoder_config"),
-        Some("qwen3_5" | "qwen3_5_moe") => Some("text_config"),
+        Some("qwen3_5" | "qwen3_5_moe" | "gemma3") => Some("text_config"),
         _ => None,
     };
     let Some(key) = nested else {
@@ -142,6 +169,7 @@ impl Checkpoint {
             let text = std::fs::read_to_string(&config_path)
                 .with_context(|| format!("{}: cannot read config.json", path.display()))?;
             let (config, layout) = folder_decoder_config(&text).with_context(|| format!("{}", config_path.display()))?;
+            let layout = layout.as_found_in(path)?;
             Ok(Self::Folder {
                 dir: path.to_path_buf(),
                 config,

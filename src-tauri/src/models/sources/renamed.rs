@@ -7,27 +7,28 @@ use crate::models::weights::{StoredTensor, WeightStore};
 use anyhow::Result;
 use candle_core::Device;
 
-/// Serves `{to}{rest}` when asked for `{from}{rest}`; other names pass through.
+/// Serves `{to}{rest}` when asked for `{from}{rest}`, for the first
+/// `(from, to)` prefix pair that matches; other names pass through.
 pub struct RenamedStore<S> {
     inner: S,
-    from: String,
-    to: String,
+    prefixes: Vec<(String, String)>,
 }
 
 impl<S: WeightStore> RenamedStore<S> {
-    pub fn new(inner: S, from: &str, to: &str) -> Self {
+    pub fn new(inner: S, prefixes: &[(&str, &str)]) -> Self {
         Self {
             inner,
-            from: from.to_string(),
-            to: to.to_string(),
+            prefixes: prefixes.iter().map(|(from, to)| (from.to_string(), to.to_string())).collect(),
         }
     }
 
     fn stored_name(&self, name: &str) -> String {
-        match name.strip_prefix(&self.from) {
-            Some(rest) => format!("{}{rest}", self.to),
-            None => name.to_string(),
+        for (from, to) in &self.prefixes {
+            if let Some(rest) = name.strip_prefix(from.as_str()) {
+                return format!("{to}{rest}");
+            }
         }
+        name.to_string()
     }
 }
 

@@ -109,7 +109,7 @@ impl VibeVoice {
         let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
             .context("decoder_config: the language model")?;
         // The language model's tensors are nested under `model.language_model.`.
-        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, "model.", "model.language_model.")), policy, Device::Cpu);
+        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, &[("model.", "model.language_model.")])), policy, Device::Cpu);
         let layers = lm_config.num_hidden_layers();
         let decoder = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
             .context("loading the language model")?;
