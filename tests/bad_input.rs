@@ -251,10 +251,10 @@ fn gguf_of_unknown_architecture_lists_supported_ones() {
 #[test]
 fn gguf_of_a_folder_only_family_says_to_use_the_folder() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen35.gguf");
-    std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "qwen35")])).unwrap();
+    let path = dir.path().join("qwen35moe.gguf");
+    std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "qwen35moe")])).unwrap();
     let err = run_error(&path);
-    assert_mentions(&err, &["qwen35.gguf", "`qwen35` GGUF files are not supported yet", "Hugging Face model folder"]);
+    assert_mentions(&err, &["qwen35moe.gguf", "`qwen35moe` GGUF files are not supported yet", "Hugging Face model folder"]);
 }
 
 #[test]

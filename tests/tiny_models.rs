@@ -175,6 +175,7 @@ gguf_tests! {
     exaone4_hybrid_gguf => "exaone4_hybrid",
     gemma3_gguf_gguf => "gemma3_gguf",
     qwen3_moe_sparse_gguf => "qwen3_moe_sparse",
+    qwen3_5_hybrid_gguf => "qwen3_5_hybrid",
 }
 
 /// Local (sliding-window) layers keep only the keys their window can still

@@ -268,7 +268,7 @@ impl Checkpoint {
                         keep_quantized: false,
                     },
                 };
-                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config.architecture)), policy, options.device.clone())
+                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config)), policy, options.device.clone())
             }
         };
         Decoder::load(config, &weights, selection, on_layer)

@@ -14,12 +14,13 @@ use candle_core::quantized::GgmlDType;
 use serde_json::{json, Map};
 
 /// `general.architecture` names read this way, with their transformers class.
-pub const ARCHITECTURES: [(&str, &str); 5] = [
+pub const ARCHITECTURES: [(&str, &str); 6] = [
     ("olmo2", "Olmo2ForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("exaone4", "Exaone4ForCausalLM"),
     ("gemma3", "Gemma3ForCausalLM"),
     ("qwen3moe", "Qwen3MoeForCausalLM"),
+    ("qwen35", "Qwen3_5ForCausalLM"),
 ];
 
 /// The configuration of a GGUF file of one of [`ARCHITECTURES`]. Weights
@@ -109,6 +110,29 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
                 cfg.insert("final_logit_softcapping".into(), json!(cap));
             }
         }
+        "qwen35" => {
+            // The Gated DeltaNet's sizes, under llama.cpp's Mamba-style names.
+            let value_heads = file.require_usize(&key("ssm.time_step_rank"))?;
+            ensure!(value_heads > 0, "{}: ssm.time_step_rank must be positive", file.path.display());
+            cfg.insert("linear_conv_kernel_dim".into(), json!(file.require_usize(&key("ssm.conv_kernel"))?));
+            cfg.insert("linear_key_head_dim".into(), json!(file.require_usize(&key("ssm.state_size"))?));
+            cfg.insert("linear_num_key_heads".into(), json!(file.require_usize(&key("ssm.group_count"))?));
+            cfg.insert("linear_num_value_heads".into(), json!(value_heads));
+            cfg.insert("linear_value_head_dim".into(), json!(file.require_usize(&key("ssm.inner_size"))? / value_heads));
+            let recurrent = file.require(&key("attention.recurrent_layers"))?;
+            let Value::Array(flags) = recurrent else {
+                bail!("{}: `attention.recurrent_layers` is not a list of booleans", file.path.display());
+            };
+            let types = flags
+                .iter()
+                .map(|flag| match flag {
+                    Value::Bool(true) => Ok("linear_attention"),
+                    Value::Bool(false) => Ok("full_attention"),
+                    _ => bail!("{}: `attention.recurrent_layers` is not a list of booleans", file.path.display()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            cfg.insert("layer_types".into(), json!(types));
+        }
         "qwen3moe" => {
             // llama.cpp always renormalises the chosen experts' weights.
             cfg.insert("num_experts".into(), json!(file.require_usize(&key("expert_count"))?));
@@ -147,9 +171,11 @@ fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
 }
 
 /// What differs between a folder and its GGUF conversion in how weights are
-/// stored: Gemma 3's norms are saved as `1 + w` by the converter.
+/// stored: Gemma 3's and Qwen3.5's norms are saved as `1 + w` by the
+/// converter (the DeltaNet's gated norm never had the offset). The rest is
+/// undone tensor by tensor (`sources::gguf`).
 pub fn adjust_to_stored_form(arch: &str, config: &mut crate::models::config::ModelConfig) {
-    if arch == "gemma3" {
+    if matches!(arch, "gemma3" | "qwen35") {
         config.norm_unit_offset = false;
     }
 }

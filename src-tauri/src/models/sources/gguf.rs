@@ -9,7 +9,7 @@
 //! as a byte shuffle and the weights stay quantized.
 
 use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
-use crate::models::config::Architecture;
+use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
 use crate::models::weights::{repackable, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
@@ -31,11 +31,13 @@ pub struct GgufStore {
     /// Set for Llama-family files whose q/k rows llama.cpp permuted.
     row_order: Option<RotaryRowOrder>,
     architecture: Architecture,
+    /// Gated DeltaNet sizes, to put its value heads back in order (Qwen3.5).
+    linear: Option<GatedDeltaNetConfig>,
 }
 
 impl GgufStore {
-    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, architecture: Architecture) -> Self {
-        Self { file, row_order, architecture }
+    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, config: &ModelConfig) -> Self {
+        Self { file, row_order, architecture: config.architecture, linear: config.gated_delta_net }
     }
 
     /// Heads whose rows must be un-permuted for this Hugging Face name, if any.
@@ -57,6 +59,28 @@ impl GgufStore {
 pub struct GgufLocation {
     pub tensor: String,
     pub expert: Option<usize>,
+    pub undo: Undo,
+}
+
+/// What llama.cpp's converter did to a Qwen3.5 Gated DeltaNet tensor, to be
+/// undone: it stores the value heads tiled (head `g·r + i` of key group `g`
+/// at position `i·nk + g`) where Hugging Face groups them by key head, keeps
+/// `-exp(A_log)` instead of `A_log`, and drops the conv's middle dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undo {
+    None,
+    /// `in_proj_qkv`: the value rows, after the query and key rows.
+    QkvValueRows,
+    /// `in_proj_z`: one block of rows per value head.
+    GateRows,
+    /// `in_proj_a`, `in_proj_b`, `dt_bias`: one row per value head.
+    PerHeadRows,
+    /// `out_proj`: one block of columns per value head.
+    OutColumns,
+    /// `A_log`, stored as `-exp(A_log)`, one per value head.
+    ALog,
+    /// `conv1d`: value channels after the query and key ones, stored `(C, K)`.
+    ConvChannels,
 }
 
 /// Translates a Hugging Face tensor name to where llama.cpp's converter put
@@ -65,7 +89,8 @@ pub struct GgufLocation {
 /// (`gate_up_proj` becomes `ffn_up`, gate rows first), and MoE experts are
 /// stacked three-dimensional tensors.
 pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLocation> {
-    let whole = |tensor: &str| Some(GgufLocation { tensor: tensor.into(), expert: None });
+    let whole = |tensor: &str| Some(GgufLocation { tensor: tensor.into(), expert: None, undo: Undo::None });
+    let undone = |tensor: String, undo: Undo| Some(GgufLocation { tensor, expert: None, undo });
     match hf_name {
         "model.embed_tokens.weight" => return whole("token_embd.weight"),
         "model.norm.weight" => return whole("output_norm.weight"),
@@ -74,7 +99,29 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
     }
     let rest = hf_name.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
+    if architecture == Architecture::Qwen3_5 {
+        match rest {
+            "linear_attn.A_log" => return undone(format!("blk.{layer}.ssm_a"), Undo::ALog),
+            "linear_attn.dt_bias" => return undone(format!("blk.{layer}.ssm_dt.bias"), Undo::PerHeadRows),
+            _ => {}
+        }
+    }
     let (module, kind) = rest.rsplit_once('.')?;
+    if architecture == Architecture::Qwen3_5 {
+        let linear = match module {
+            "linear_attn.in_proj_qkv" => Some(("attn_qkv", Undo::QkvValueRows)),
+            "linear_attn.in_proj_z" => Some(("attn_gate", Undo::GateRows)),
+            "linear_attn.in_proj_b" => Some(("ssm_beta", Undo::PerHeadRows)),
+            "linear_attn.in_proj_a" => Some(("ssm_alpha", Undo::PerHeadRows)),
+            "linear_attn.out_proj" => Some(("ssm_out", Undo::OutColumns)),
+            "linear_attn.conv1d" => Some(("ssm_conv1d", Undo::ConvChannels)),
+            "linear_attn.norm" => Some(("ssm_norm", Undo::None)),
+            _ => None,
+        };
+        if let Some((tensor, undo)) = linear {
+            return undone(format!("blk.{layer}.{tensor}.{kind}"), undo);
+        }
+    }
     if let Some(expert_module) = module.strip_prefix("mlp.experts.") {
         let (expert, projection) = expert_module.split_once('.')?;
         let stacked = match projection {
@@ -83,9 +130,9 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
             "down_proj" => "ffn_down_exps",
             _ => return None,
         };
-        return Some(GgufLocation { tensor: format!("blk.{layer}.{stacked}.{kind}"), expert: Some(expert.parse().ok()?) });
+        return Some(GgufLocation { tensor: format!("blk.{layer}.{stacked}.{kind}"), expert: Some(expert.parse().ok()?), undo: Undo::None });
     }
-    let own_norms = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3);
+    let own_norms = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3 | Architecture::Qwen3_5);
     let phi3 = architecture == Architecture::Phi3;
     let gguf_module = match module {
         "input_layernorm" => "attn_norm",
@@ -109,6 +156,96 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         _ => return None,
     };
     whole(&format!("blk.{layer}.{gguf_module}.{kind}"))
+}
+
+impl GgufStore {
+    /// A Gated DeltaNet tensor put back as the checkpoint had it (see [`Undo`]).
+    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &mut Vec<usize>, dtype: GgmlDType, device: &Device) -> Result<StoredTensor> {
+        let s = self.linear.context("a linear-attention tensor in a model without linear attention")?;
+        let (nk, nv, dk, dv) = (s.num_key_heads, s.num_value_heads, s.key_head_dim, s.value_head_dim);
+        let rows = dims.first().copied().unwrap_or(0);
+        let reordered = |from: usize, per_head: usize| ungroup_value_heads(bytes, rows, from, per_head, nk, nv);
+        let (bytes, dims) = match undo {
+            Undo::None => (bytes.to_vec(), dims.clone()),
+            Undo::QkvValueRows => (reordered(2 * nk * dk, dv)?, dims.clone()),
+            Undo::GateRows => (reordered(0, dv)?, dims.clone()),
+            Undo::PerHeadRows | Undo::ALog => (reordered(0, 1)?, dims.clone()),
+            Undo::ConvChannels => {
+                anyhow::ensure!(dims.len() == 2, "expected a (channels, kernel) convolution, found {dims:?}");
+                (reordered(2 * nk * dk, dv)?, vec![dims[0], 1, dims[1]])
+            }
+            Undo::OutColumns => {
+                // Columns cannot be moved inside quantized blocks: work in f32.
+                let values = f32_values(bytes, dtype, dims)?;
+                let cols = *dims.last().context("a matrix")?;
+                let mut out = Vec::with_capacity(values.len());
+                for row in values.chunks_exact(cols) {
+                    out.extend(reorder_columns(row, nk, nv, dv)?);
+                }
+                return Ok(StoredTensor::Dense(Tensor::from_vec(out, dims.clone(), device)?));
+            }
+        };
+        let stored = match dtype {
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
+                let mut tensor = Tensor::from_raw_buffer(&bytes, float_dtype(dtype), &dims, device)?;
+                if undo == Undo::ALog {
+                    // The converter stored -exp(A_log).
+                    tensor = tensor.to_dtype(DType::F32)?.neg()?.log()?;
+                }
+                StoredTensor::Dense(tensor)
+            }
+            _ if undo == Undo::ALog => anyhow::bail!("A_log must be stored as floats, found {dtype:?}"),
+            _ => match (repackable(dtype), dims.len() == 2 && device.is_cpu()) {
+                (Some(format), true) => StoredTensor::Packed(Arc::new(PackedMatrix::from_ggml(format, &bytes, dims[0], dims[1])?)),
+                _ => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, &bytes, &dims, device)?)),
+            },
+        };
+        Ok(stored)
+    }
+}
+
+fn float_dtype(dtype: GgmlDType) -> DType {
+    match dtype {
+        GgmlDType::F32 => DType::F32,
+        GgmlDType::F16 => DType::F16,
+        _ => DType::BF16,
+    }
+}
+
+/// A tensor's values as f32, dequantizing if it is quantized.
+fn f32_values(bytes: &[u8], dtype: GgmlDType, dims: &[usize]) -> Result<Vec<f32>> {
+    let tensor = qtensor_from_bytes(dtype, bytes, dims, &Device::Cpu)?.dequantize(&Device::Cpu)?;
+    Ok(tensor.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
+}
+
+/// Puts the value heads of rows `from..` back in Hugging Face's order
+/// (grouped by key head: head `g·r + i`) from llama.cpp's (tiled: head
+/// `g·r + i` at `i·nk + g`); each head is `per_head` rows of `bytes`.
+fn ungroup_value_heads(bytes: &[u8], rows: usize, from: usize, per_head: usize, nk: usize, nv: usize) -> Result<Vec<u8>> {
+    anyhow::ensure!(
+        nk > 0 && nv % nk == 0 && rows > 0 && bytes.len() % rows == 0 && from + nv * per_head == rows,
+        "{rows} rows do not hold {nv} value heads of {per_head} rows after row {from}"
+    );
+    let row_bytes = bytes.len() / rows;
+    let head_bytes = per_head * row_bytes;
+    let r = nv / nk;
+    let mut out = bytes.to_vec();
+    for g in 0..nk {
+        for i in 0..r {
+            let (hf, gguf) = (g * r + i, i * nk + g);
+            let (to, at) = (from * row_bytes + hf * head_bytes, from * row_bytes + gguf * head_bytes);
+            out[to..to + head_bytes].copy_from_slice(&bytes[at..at + head_bytes]);
+        }
+    }
+    Ok(out)
+}
+
+/// One row of `out_proj` with its value-head column blocks put back in
+/// Hugging Face's order (see [`ungroup_value_heads`]).
+fn reorder_columns(row: &[f32], nk: usize, nv: usize, dv: usize) -> Result<Vec<f32>> {
+    let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let reordered = ungroup_value_heads(&bytes, nv * dv, 0, dv, nk, nv)?;
+    Ok(reordered.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 /// Reorders rows from llama.cpp's interleaved rotary layout to Hugging Face's
@@ -145,7 +282,10 @@ impl WeightStore for GgufStore {
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
         let location = gguf_location(name, self.architecture)?;
-        let dims = self.file.tensor_info(&location.tensor)?.shape.dims().to_vec();
+        let mut dims = self.file.tensor_info(&location.tensor)?.shape.dims().to_vec();
+        if location.undo == Undo::ConvChannels && dims.len() == 2 {
+            dims.insert(1, 1);
+        }
         match location.expert {
             None => Some(dims),
             Some(e) if dims.len() == 3 && e < dims[0] => Some(dims[1..].to_vec()),
@@ -156,7 +296,7 @@ impl WeightStore for GgufStore {
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
         let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
-        let gname = location.tensor;
+        let gname = location.tensor.clone();
         let info = self
             .file
             .tensor_info(&gname)
@@ -184,6 +324,14 @@ impl WeightStore for GgufStore {
             ),
             None => Cow::Borrowed(raw),
         };
+        if location.undo != Undo::None {
+            let stored = self
+                .undo_linear_attention(location.undo, &bytes, &mut dims, info.ggml_dtype, device)
+                .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
+            drop(bytes);
+            self.file.release(&gname);
+            return Ok(stored);
+        }
         let context = || format!("{}: cannot load tensor `{gname}`", self.origin());
         let stored = match (info.ggml_dtype, repackable(info.ggml_dtype)) {
             (GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16, _) => {
@@ -234,9 +382,22 @@ mod tests {
         assert_eq!(gemma3("model.layers.2.post_attention_layernorm.weight").as_deref(), Some("blk.2.post_attention_norm.weight"));
         assert_eq!(
             gguf_location("model.layers.1.mlp.experts.5.down_proj.weight", Architecture::Qwen3Moe),
-            Some(GgufLocation { tensor: "blk.1.ffn_down_exps.weight".into(), expert: Some(5) })
+            Some(GgufLocation { tensor: "blk.1.ffn_down_exps.weight".into(), expert: Some(5), undo: Undo::None })
         );
         assert_eq!(name_in(Architecture::Qwen3Moe)("model.layers.1.mlp.gate.weight").as_deref(), Some("blk.1.ffn_gate_inp.weight"));
+        let qwen3_5 = |name: &str| gguf_location(name, Architecture::Qwen3_5).map(|l| (l.tensor, l.undo));
+        assert_eq!(qwen3_5("model.layers.0.linear_attn.A_log"), Some(("blk.0.ssm_a".into(), Undo::ALog)));
+        assert_eq!(qwen3_5("model.layers.0.linear_attn.out_proj.weight"), Some(("blk.0.ssm_out.weight".into(), Undo::OutColumns)));
+        assert_eq!(qwen3_5("model.layers.3.post_attention_layernorm.weight"), Some(("blk.3.post_attention_norm.weight".into(), Undo::None)));
+    }
+
+    #[test]
+    fn value_heads_return_to_their_key_groups() {
+        // 2 key heads, 4 value heads of one row each: llama.cpp stores HF's
+        // heads [0, 1, 2, 3] (groups [0, 1] and [2, 3]) as [0, 2, 1, 3], after one leading row.
+        let stored = [9u8, 0, 2, 1, 3];
+        assert_eq!(ungroup_value_heads(&stored, 5, 1, 1, 2, 4).unwrap(), vec![9, 0, 1, 2, 3]);
+        assert!(ungroup_value_heads(&stored, 5, 0, 1, 2, 4).is_err());
     }
 
     #[test]
