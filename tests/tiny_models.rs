@@ -176,6 +176,7 @@ gguf_tests! {
     gemma3_gguf_gguf => "gemma3_gguf",
     qwen3_moe_sparse_gguf => "qwen3_moe_sparse",
     qwen3_5_hybrid_gguf => "qwen3_5_hybrid",
+    qwen3_5_moe_gguf => "qwen3_5_moe",
 }
 
 /// Local (sliding-window) layers keep only the keys their window can still

@@ -14,13 +14,14 @@ use candle_core::quantized::GgmlDType;
 use serde_json::{json, Map};
 
 /// `general.architecture` names read this way, with their transformers class.
-pub const ARCHITECTURES: [(&str, &str); 6] = [
+pub const ARCHITECTURES: [(&str, &str); 7] = [
     ("olmo2", "Olmo2ForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("exaone4", "Exaone4ForCausalLM"),
     ("gemma3", "Gemma3ForCausalLM"),
     ("qwen3moe", "Qwen3MoeForCausalLM"),
     ("qwen35", "Qwen3_5ForCausalLM"),
+    ("qwen35moe", "Qwen3_5MoeForCausalLM"),
 ];
 
 /// The configuration of a GGUF file of one of [`ARCHITECTURES`]. Weights
@@ -51,7 +52,7 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
         "architectures": [class],
         "vocab_size": vocab,
         "hidden_size": hidden,
-        "intermediate_size": file.require_usize(&key("feed_forward_length"))?,
+        "intermediate_size": optional_usize("feed_forward_length")?,
         "num_hidden_layers": file.require_usize(&key("block_count"))?,
         "num_attention_heads": heads,
         "num_key_value_heads": optional_usize("attention.head_count_kv")?.unwrap_or(heads),
@@ -110,7 +111,7 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
                 cfg.insert("final_logit_softcapping".into(), json!(cap));
             }
         }
-        "qwen35" => {
+        "qwen35" | "qwen35moe" => {
             // The Gated DeltaNet's sizes, under llama.cpp's Mamba-style names.
             let value_heads = file.require_usize(&key("ssm.time_step_rank"))?;
             ensure!(value_heads > 0, "{}: ssm.time_step_rank must be positive", file.path.display());
@@ -132,18 +133,27 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             cfg.insert("layer_types".into(), json!(types));
+            if arch == "qwen35moe" {
+                insert_experts(file, &mut cfg, arch)?;
+                let shared = file.require_usize(&key("expert_shared_feed_forward_length"))?;
+                cfg.insert("shared_expert_intermediate_size".into(), json!(shared));
+            }
         }
-        "qwen3moe" => {
-            // llama.cpp always renormalises the chosen experts' weights.
-            cfg.insert("num_experts".into(), json!(file.require_usize(&key("expert_count"))?));
-            cfg.insert("num_experts_per_tok".into(), json!(file.require_usize(&key("expert_used_count"))?));
-            cfg.insert("moe_intermediate_size".into(), json!(file.require_usize(&key("expert_feed_forward_length"))?));
-            cfg.insert("norm_topk_prob".into(), json!(true));
-        }
+        "qwen3moe" => insert_experts(file, &mut cfg, arch)?,
         _ => {}
     }
     HfConfig::parse(&serde_json::Value::Object(cfg).to_string())
         .with_context(|| format!("{}: GGUF metadata", file.path.display()))
+}
+
+/// The experts' sizes; llama.cpp always renormalises the chosen experts' weights.
+fn insert_experts(file: &GgufFile, cfg: &mut Map<String, serde_json::Value>, arch: &str) -> Result<()> {
+    let key = |k: &str| format!("{arch}.{k}");
+    cfg.insert("num_experts".into(), json!(file.require_usize(&key("expert_count"))?));
+    cfg.insert("num_experts_per_tok".into(), json!(file.require_usize(&key("expert_used_count"))?));
+    cfg.insert("moe_intermediate_size".into(), json!(file.require_usize(&key("expert_feed_forward_length"))?));
+    cfg.insert("norm_topk_prob".into(), json!(true));
+    Ok(())
 }
 
 /// `sliding_window_pattern` as a bool per layer (true: sliding), as
@@ -175,7 +185,7 @@ fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
 /// converter (the DeltaNet's gated norm never had the offset). The rest is
 /// undone tensor by tensor (`sources::gguf`).
 pub fn adjust_to_stored_form(arch: &str, config: &mut crate::models::config::ModelConfig) {
-    if matches!(arch, "gemma3" | "qwen35") {
+    if matches!(arch, "gemma3" | "qwen35" | "qwen35moe") {
         config.norm_unit_offset = false;
     }
 }

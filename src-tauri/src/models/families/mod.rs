@@ -166,7 +166,7 @@ fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<boo
 
 /// llama.cpp's `general.architecture` names of the families Cake runs from
 /// Hugging Face folders only, for now.
-const FOLDER_ONLY_IN_GGUF: [&str; 3] = ["qwen35moe", "qwen3next", "qwen3_next"];
+const FOLDER_ONLY_IN_GGUF: [&str; 2] = ["qwen3next", "qwen3_next"];
 
 /// Builds the model description from GGUF metadata and tensor table. Also
 /// returns the q/k row order to undo for Llama-family files.
@@ -193,7 +193,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
     }
     let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
         format!(
-            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4, gemma3, qwen3moe, qwen35",
+            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4, gemma3, qwen3moe, qwen35, qwen35moe",
             file.path.display(),
         )
     })?;

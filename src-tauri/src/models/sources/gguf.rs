@@ -99,7 +99,8 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
     }
     let rest = hf_name.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
-    if architecture == Architecture::Qwen3_5 {
+    let qwen3_5 = matches!(architecture, Architecture::Qwen3_5 | Architecture::Qwen3_5Moe);
+    if qwen3_5 {
         match rest {
             "linear_attn.A_log" => return undone(format!("blk.{layer}.ssm_a"), Undo::ALog),
             "linear_attn.dt_bias" => return undone(format!("blk.{layer}.ssm_dt.bias"), Undo::PerHeadRows),
@@ -107,7 +108,7 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         }
     }
     let (module, kind) = rest.rsplit_once('.')?;
-    if architecture == Architecture::Qwen3_5 {
+    if qwen3_5 {
         let linear = match module {
             "linear_attn.in_proj_qkv" => Some(("attn_qkv", Undo::QkvValueRows)),
             "linear_attn.in_proj_z" => Some(("attn_gate", Undo::GateRows)),
@@ -132,7 +133,7 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         };
         return Some(GgufLocation { tensor: format!("blk.{layer}.{stacked}.{kind}"), expert: Some(expert.parse().ok()?), undo: Undo::None });
     }
-    let own_norms = matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3 | Architecture::Qwen3_5);
+    let own_norms = qwen3_5 || matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3);
     let phi3 = architecture == Architecture::Phi3;
     let gguf_module = match module {
         "input_layernorm" => "attn_norm",
@@ -150,6 +151,10 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         "self_attn.q_norm" => "attn_q_norm",
         "self_attn.k_norm" => "attn_k_norm",
         "mlp.gate" => "ffn_gate_inp",
+        "mlp.shared_expert.gate_proj" => "ffn_gate_shexp",
+        "mlp.shared_expert.up_proj" => "ffn_up_shexp",
+        "mlp.shared_expert.down_proj" => "ffn_down_shexp",
+        "mlp.shared_expert_gate" => "ffn_gate_inp_shexp",
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
