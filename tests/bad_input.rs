@@ -249,15 +249,6 @@ fn gguf_of_unknown_architecture_lists_supported_ones() {
 }
 
 #[test]
-fn gguf_of_a_folder_only_family_says_to_use_the_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen3next.gguf");
-    std::fs::write(&path, gguf_with_metadata(&[("general.architecture", "qwen3next")])).unwrap();
-    let err = run_error(&path);
-    assert_mentions(&err, &["qwen3next.gguf", "`qwen3next` GGUF files are not supported yet", "Hugging Face model folder"]);
-}
-
-#[test]
 fn empty_prompt_is_refused() {
     let model = fixture("tiny/llama_tied");
     let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt", "", "--max-tokens", "1"]);

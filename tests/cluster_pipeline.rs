@@ -41,8 +41,16 @@ const TINY_FAMILIES: [&str; 17] = [
 ];
 
 /// llama.cpp's conversions of some of them (see `tests/tiny_models.rs`).
-const TINY_GGUF: [&str; 7] =
-    ["olmo2", "phi3_window", "phi4_mini_longrope", "exaone4_hybrid", "qwen3_moe_sparse", "qwen3_5_hybrid", "qwen3_5_moe"];
+const TINY_GGUF: [&str; 8] = [
+    "olmo2",
+    "phi3_window",
+    "phi4_mini_longrope",
+    "exaone4_hybrid",
+    "qwen3_moe_sparse",
+    "qwen3_5_hybrid",
+    "qwen3_5_moe",
+    "qwen3_next_sparse",
+];
 
 /// Runs greedy generation over the two workers, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {

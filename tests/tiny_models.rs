@@ -139,6 +139,7 @@ family_tests! {
     gemma3_hybrid => "gemma3_hybrid",
     gemma3_gguf => "gemma3_gguf",
     qwen3_moe_sparse => "qwen3_moe_sparse",
+    qwen3_next_sparse => "qwen3_next_sparse",
     llama_fp8 => "llama_fp8",
     falcon3 => "falcon3",
     deepseek_r1_distill_qwen => "deepseek_r1_distill_qwen",
@@ -177,6 +178,7 @@ gguf_tests! {
     qwen3_moe_sparse_gguf => "qwen3_moe_sparse",
     qwen3_5_hybrid_gguf => "qwen3_5_hybrid",
     qwen3_5_moe_gguf => "qwen3_5_moe",
+    qwen3_next_sparse_gguf => "qwen3_next_sparse",
 }
 
 /// Local (sliding-window) layers keep only the keys their window can still

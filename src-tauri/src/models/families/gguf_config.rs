@@ -14,7 +14,7 @@ use candle_core::quantized::GgmlDType;
 use serde_json::{json, Map};
 
 /// `general.architecture` names read this way, with their transformers class.
-pub const ARCHITECTURES: [(&str, &str); 7] = [
+pub const ARCHITECTURES: [(&str, &str); 8] = [
     ("olmo2", "Olmo2ForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("exaone4", "Exaone4ForCausalLM"),
@@ -22,6 +22,7 @@ pub const ARCHITECTURES: [(&str, &str); 7] = [
     ("qwen3moe", "Qwen3MoeForCausalLM"),
     ("qwen35", "Qwen3_5ForCausalLM"),
     ("qwen35moe", "Qwen3_5MoeForCausalLM"),
+    ("qwen3next", "Qwen3NextForCausalLM"),
 ];
 
 /// The configuration of a GGUF file of one of [`ARCHITECTURES`]. Weights
@@ -111,7 +112,7 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
                 cfg.insert("final_logit_softcapping".into(), json!(cap));
             }
         }
-        "qwen35" | "qwen35moe" => {
+        "qwen35" | "qwen35moe" | "qwen3next" => {
             // The Gated DeltaNet's sizes, under llama.cpp's Mamba-style names.
             let value_heads = file.require_usize(&key("ssm.time_step_rank"))?;
             ensure!(value_heads > 0, "{}: ssm.time_step_rank must be positive", file.path.display());
@@ -133,7 +134,7 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             cfg.insert("layer_types".into(), json!(types));
-            if arch == "qwen35moe" {
+            if arch != "qwen35" {
                 insert_experts(file, &mut cfg, arch)?;
                 let shared = file.require_usize(&key("expert_shared_feed_forward_length"))?;
                 cfg.insert("shared_expert_intermediate_size".into(), json!(shared));
@@ -181,11 +182,11 @@ fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
 }
 
 /// What differs between a folder and its GGUF conversion in how weights are
-/// stored: Gemma 3's and Qwen3.5's norms are saved as `1 + w` by the
+/// stored: Gemma 3's, Qwen3.5's and Qwen3-Next's norms are saved as `1 + w` by the
 /// converter (the DeltaNet's gated norm never had the offset). The rest is
 /// undone tensor by tensor (`sources::gguf`).
 pub fn adjust_to_stored_form(arch: &str, config: &mut crate::models::config::ModelConfig) {
-    if matches!(arch, "gemma3" | "qwen35" | "qwen35moe") {
+    if matches!(arch, "gemma3" | "qwen35" | "qwen35moe" | "qwen3next") {
         config.norm_unit_offset = false;
     }
 }

@@ -164,10 +164,6 @@ fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<boo
     }
 }
 
-/// llama.cpp's `general.architecture` names of the families Cake runs from
-/// Hugging Face folders only, for now.
-const FOLDER_ONLY_IN_GGUF: [&str; 2] = ["qwen3next", "qwen3_next"];
-
 /// Builds the model description from GGUF metadata and tensor table. Also
 /// returns the q/k row order to undo for Llama-family files.
 pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>)> {
@@ -175,12 +171,6 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         .get_str("general.architecture")
         .with_context(|| format!("{}: GGUF metadata lacks `general.architecture`", file.path.display()))?
         .to_string();
-    if FOLDER_ONLY_IN_GGUF.contains(&arch_name.as_str()) {
-        bail!(
-            "{}: `{arch_name}` GGUF files are not supported yet (their tensors need their own names); use the Hugging Face model folder",
-            file.path.display()
-        );
-    }
     if gguf_config::ARCHITECTURES.iter().any(|(name, _)| *name == arch_name) {
         // Read back into the config.json it came from, then mapped as folders are.
         let mut config = from_hf(&gguf_config::as_hf_config(file, &arch_name)?)
@@ -193,7 +183,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
     }
     let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
         format!(
-            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4, gemma3, qwen3moe, qwen35, qwen35moe",
+            "{}: unsupported model architecture `{arch_name}`; supported in GGUF: llama, qwen2, qwen3, mistral, olmo2, phi3, exaone4, gemma3, qwen3moe, qwen35, qwen35moe, qwen3next",
             file.path.display(),
         )
     })?;

@@ -31,7 +31,7 @@ pub struct GgufStore {
     /// Set for Llama-family files whose q/k rows llama.cpp permuted.
     row_order: Option<RotaryRowOrder>,
     architecture: Architecture,
-    /// Gated DeltaNet sizes, to put its value heads back in order (Qwen3.5).
+    /// Gated DeltaNet sizes, to put its value heads back in order.
     linear: Option<GatedDeltaNetConfig>,
 }
 
@@ -62,10 +62,12 @@ pub struct GgufLocation {
     pub undo: Undo,
 }
 
-/// What llama.cpp's converter did to a Qwen3.5 Gated DeltaNet tensor, to be
-/// undone: it stores the value heads tiled (head `g·r + i` of key group `g`
-/// at position `i·nk + g`) where Hugging Face groups them by key head, keeps
-/// `-exp(A_log)` instead of `A_log`, and drops the conv's middle dimension.
+/// What llama.cpp's converter did to a Gated DeltaNet tensor, to be undone:
+/// for Qwen3.5 it stores the value heads tiled (head `g·r + i` of key group
+/// `g` at position `i·nk + g`) where Hugging Face groups them by key head
+/// (Qwen3-Next keeps them grouped); for both it keeps `-exp(A_log)` instead
+/// of `A_log` and drops the conv's middle dimension; Qwen3-Next's fused
+/// projections come split (`attn_qkv`, `attn_gate`) or fused (`ssm_ba`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Undo {
     None,
@@ -81,6 +83,9 @@ pub enum Undo {
     ALog,
     /// `conv1d`: value channels after the query and key ones, stored `(C, K)`.
     ConvChannels,
+    /// Qwen3-Next's `in_proj_b` / `in_proj_a`: the first / second half of
+    /// each key group's rows in the fused `ssm_ba` (`[b × r | a × r]` per group).
+    BaRows { second_half: bool },
 }
 
 /// Translates a Hugging Face tensor name to where llama.cpp's converter put
@@ -99,7 +104,7 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
     }
     let rest = hf_name.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
-    let qwen3_5 = matches!(architecture, Architecture::Qwen3_5 | Architecture::Qwen3_5Moe);
+    let qwen3_5 = matches!(architecture, Architecture::Qwen3_5 | Architecture::Qwen3_5Moe | Architecture::Qwen3Next);
     if qwen3_5 {
         match rest {
             "linear_attn.A_log" => return undone(format!("blk.{layer}.ssm_a"), Undo::ALog),
@@ -112,6 +117,8 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         let linear = match module {
             "linear_attn.in_proj_qkv" => Some(("attn_qkv", Undo::QkvValueRows)),
             "linear_attn.in_proj_z" => Some(("attn_gate", Undo::GateRows)),
+            "linear_attn.in_proj_b" if architecture == Architecture::Qwen3Next => Some(("ssm_ba", Undo::BaRows { second_half: false })),
+            "linear_attn.in_proj_a" if architecture == Architecture::Qwen3Next => Some(("ssm_ba", Undo::BaRows { second_half: true })),
             "linear_attn.in_proj_b" => Some(("ssm_beta", Undo::PerHeadRows)),
             "linear_attn.in_proj_a" => Some(("ssm_alpha", Undo::PerHeadRows)),
             "linear_attn.out_proj" => Some(("ssm_out", Undo::OutColumns)),
@@ -169,7 +176,12 @@ impl GgufStore {
         let s = self.linear.context("a linear-attention tensor in a model without linear attention")?;
         let (nk, nv, dk, dv) = (s.num_key_heads, s.num_value_heads, s.key_head_dim, s.value_head_dim);
         let rows = dims.first().copied().unwrap_or(0);
-        let reordered = |from: usize, per_head: usize| ungroup_value_heads(bytes, rows, from, per_head, nk, nv);
+        // Only Qwen3.5's converter tiles the value heads.
+        let tiled = self.architecture != Architecture::Qwen3Next;
+        let reordered = |from: usize, per_head: usize| match tiled {
+            true => ungroup_value_heads(bytes, rows, from, per_head, nk, nv),
+            false => Ok(bytes.to_vec()),
+        };
         let (bytes, dims) = match undo {
             Undo::None => (bytes.to_vec(), dims.clone()),
             Undo::QkvValueRows => (reordered(2 * nk * dk, dv)?, dims.clone()),
@@ -179,6 +191,14 @@ impl GgufStore {
                 anyhow::ensure!(dims.len() == 2, "expected a (channels, kernel) convolution, found {dims:?}");
                 (reordered(2 * nk * dk, dv)?, vec![dims[0], 1, dims[1]])
             }
+            Undo::BaRows { second_half } => {
+                let mut dims = dims.clone();
+                (half_of_each_group(bytes, rows, nk, second_half)?, {
+                    dims[0] /= 2;
+                    dims
+                })
+            }
+            Undo::OutColumns if !tiled => (bytes.to_vec(), dims.clone()),
             Undo::OutColumns => {
                 // Columns cannot be moved inside quantized blocks: work in f32.
                 let values = f32_values(bytes, dtype, dims)?;
@@ -245,6 +265,22 @@ fn ungroup_value_heads(bytes: &[u8], rows: usize, from: usize, per_head: usize, 
     Ok(out)
 }
 
+/// The first or second half of each of `groups` equal row groups.
+fn half_of_each_group(bytes: &[u8], rows: usize, groups: usize, second_half: bool) -> Result<Vec<u8>> {
+    anyhow::ensure!(
+        groups > 0 && rows % (2 * groups) == 0 && bytes.len() % rows == 0,
+        "{rows} rows do not split into {groups} groups of two halves"
+    );
+    let row_bytes = bytes.len() / rows;
+    let half = rows / groups / 2;
+    let mut out = Vec::with_capacity(bytes.len() / 2);
+    for g in 0..groups {
+        let start = (g * 2 * half + if second_half { half } else { 0 }) * row_bytes;
+        out.extend_from_slice(&bytes[start..start + half * row_bytes]);
+    }
+    Ok(out)
+}
+
 /// One row of `out_proj` with its value-head column blocks put back in
 /// Hugging Face's order (see [`ungroup_value_heads`]).
 fn reorder_columns(row: &[f32], nk: usize, nv: usize, dv: usize) -> Result<Vec<f32>> {
@@ -288,8 +324,10 @@ impl WeightStore for GgufStore {
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
         let location = gguf_location(name, self.architecture)?;
         let mut dims = self.file.tensor_info(&location.tensor)?.shape.dims().to_vec();
-        if location.undo == Undo::ConvChannels && dims.len() == 2 {
-            dims.insert(1, 1);
+        match location.undo {
+            Undo::ConvChannels if dims.len() == 2 => dims.insert(1, 1),
+            Undo::BaRows { .. } if !dims.is_empty() => dims[0] /= 2,
+            _ => {}
         }
         match location.expert {
             None => Some(dims),
