@@ -172,7 +172,7 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
 
 impl GgufStore {
     /// A Gated DeltaNet tensor put back as the checkpoint had it (see [`Undo`]).
-    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &mut Vec<usize>, dtype: GgmlDType, device: &Device) -> Result<StoredTensor> {
+    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &[usize], dtype: GgmlDType, device: &Device) -> Result<StoredTensor> {
         let s = self.linear.context("a linear-attention tensor in a model without linear attention")?;
         let (nk, nv, dk, dv) = (s.num_key_heads, s.num_value_heads, s.key_head_dim, s.value_head_dim);
         let rows = dims.first().copied().unwrap_or(0);
@@ -183,22 +183,19 @@ impl GgufStore {
             false => Ok(bytes.to_vec()),
         };
         let (bytes, dims) = match undo {
-            Undo::None => (bytes.to_vec(), dims.clone()),
-            Undo::QkvValueRows => (reordered(2 * nk * dk, dv)?, dims.clone()),
-            Undo::GateRows => (reordered(0, dv)?, dims.clone()),
-            Undo::PerHeadRows | Undo::ALog => (reordered(0, 1)?, dims.clone()),
+            Undo::None => (bytes.to_vec(), dims.to_vec()),
+            Undo::QkvValueRows => (reordered(2 * nk * dk, dv)?, dims.to_vec()),
+            Undo::GateRows => (reordered(0, dv)?, dims.to_vec()),
+            Undo::PerHeadRows | Undo::ALog => (reordered(0, 1)?, dims.to_vec()),
             Undo::ConvChannels => {
                 anyhow::ensure!(dims.len() == 2, "expected a (channels, kernel) convolution, found {dims:?}");
                 (reordered(2 * nk * dk, dv)?, vec![dims[0], 1, dims[1]])
             }
             Undo::BaRows { second_half } => {
-                let mut dims = dims.clone();
-                (half_of_each_group(bytes, rows, nk, second_half)?, {
-                    dims[0] /= 2;
-                    dims
-                })
+                let halved: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if i == 0 { d / 2 } else { d }).collect();
+                (half_of_each_group(bytes, rows, nk, second_half)?, halved)
             }
-            Undo::OutColumns if !tiled => (bytes.to_vec(), dims.clone()),
+            Undo::OutColumns if !tiled => (bytes.to_vec(), dims.to_vec()),
             Undo::OutColumns => {
                 // Columns cannot be moved inside quantized blocks: work in f32.
                 let values = f32_values(bytes, dtype, dims)?;
@@ -207,34 +204,39 @@ impl GgufStore {
                 for row in values.chunks_exact(cols) {
                     out.extend(reorder_columns(row, nk, nv, dv)?);
                 }
-                return Ok(StoredTensor::Dense(Tensor::from_vec(out, dims.clone(), device)?));
+                return Ok(StoredTensor::Dense(Tensor::from_vec(out, dims.to_vec(), device)?));
             }
         };
-        let stored = match dtype {
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
-                let mut tensor = Tensor::from_raw_buffer(&bytes, float_dtype(dtype), &dims, device)?;
-                if undo == Undo::ALog {
-                    // The converter stored -exp(A_log).
-                    tensor = tensor.to_dtype(DType::F32)?.neg()?.log()?;
-                }
-                StoredTensor::Dense(tensor)
-            }
-            _ if undo == Undo::ALog => anyhow::bail!("A_log must be stored as floats, found {dtype:?}"),
-            _ => match (repackable(dtype), dims.len() == 2 && device.is_cpu()) {
-                (Some(format), true) => StoredTensor::Packed(Arc::new(PackedMatrix::from_ggml(format, &bytes, dims[0], dims[1])?)),
-                _ => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, &bytes, &dims, device)?)),
-            },
-        };
-        Ok(stored)
+        let stored = stored_tensor(dtype, &bytes, &dims, device)?;
+        if undo != Undo::ALog {
+            return Ok(stored);
+        }
+        // The converter stored -exp(A_log).
+        match stored {
+            StoredTensor::Dense(values) => Ok(StoredTensor::Dense(values.to_dtype(DType::F32)?.neg()?.log()?)),
+            _ => anyhow::bail!("A_log must be stored as floats, found {dtype:?}"),
+        }
     }
 }
 
-fn float_dtype(dtype: GgmlDType) -> DType {
-    match dtype {
-        GgmlDType::F32 => DType::F32,
-        GgmlDType::F16 => DType::F16,
-        _ => DType::BF16,
-    }
+/// A tensor from its GGUF bytes: floats copied once, the matrices Cake's
+/// kernels multiply repacked straight from the map, other quantized types
+/// kept as candle's.
+fn stored_tensor(dtype: GgmlDType, bytes: &[u8], dims: &[usize], device: &Device) -> Result<StoredTensor> {
+    Ok(match (dtype, repackable(dtype)) {
+        (GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16, _) => {
+            let float = match dtype {
+                GgmlDType::F32 => DType::F32,
+                GgmlDType::F16 => DType::F16,
+                _ => DType::BF16,
+            };
+            StoredTensor::Dense(Tensor::from_raw_buffer(bytes, float, dims, device)?)
+        }
+        (_, Some(format)) if dims.len() == 2 && device.is_cpu() => {
+            StoredTensor::Packed(Arc::new(PackedMatrix::from_ggml(format, bytes, dims[0], dims[1])?))
+        }
+        _ => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, bytes, dims, device)?)),
+    })
 }
 
 /// A tensor's values as f32, dequantizing if it is quantized.
@@ -369,28 +371,14 @@ impl WeightStore for GgufStore {
         };
         if location.undo != Undo::None {
             let stored = self
-                .undo_linear_attention(location.undo, &bytes, &mut dims, info.ggml_dtype, device)
+                .undo_linear_attention(location.undo, &bytes, &dims, info.ggml_dtype, device)
                 .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
             drop(bytes);
             self.file.release(&gname);
             return Ok(stored);
         }
-        let context = || format!("{}: cannot load tensor `{gname}`", self.origin());
-        let stored = match (info.ggml_dtype, repackable(info.ggml_dtype)) {
-            (GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16, _) => {
-                let dtype = match info.ggml_dtype {
-                    GgmlDType::F32 => DType::F32,
-                    GgmlDType::F16 => DType::F16,
-                    _ => DType::BF16,
-                };
-                StoredTensor::Dense(Tensor::from_raw_buffer(&bytes, dtype, &dims, device).with_context(context)?)
-            }
-            // Matrices Cake's kernels multiply are repacked straight from the map.
-            (_, Some(format)) if dims.len() == 2 && device.is_cpu() => {
-                StoredTensor::Packed(Arc::new(PackedMatrix::from_ggml(format, &bytes, dims[0], dims[1]).with_context(context)?))
-            }
-            (dtype, _) => StoredTensor::Quantized(Arc::new(qtensor_from_bytes(dtype, &bytes, &dims, device).with_context(context)?)),
-        };
+        let stored = stored_tensor(info.ggml_dtype, &bytes, &dims, device)
+            .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
         drop(bytes);
         if last_use {
             self.file.release(&gname);
