@@ -123,38 +123,16 @@ impl Attention {
             // Later queries never look further back than the window.
             cache.keep_last(window)?;
         }
-        let unmasked = attention_mask(start, t, first_key, total, self.sliding_window, x.device())?.is_none();
-        if t == 1 && unmasked && q.dtype() == DType::F32 {
-            if let Some(out) = self.decode_in_place(&q, cache)? {
-                let out = match gate {
-                    Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
-                    None => out,
-                };
-                return self.o_proj.forward(&out);
-            }
-        }
-
-        // Group the query heads that share a kv head: (b, kv, rep * t, d).
-        let rep = self.num_heads / self.num_kv_heads;
-        let q = q.reshape((b, self.num_kv_heads, rep * t, self.head_dim))?;
-        let scores = (q.matmul(&k.t()?)? * self.scale)?.to_dtype(DType::F32)?;
-        let scores = match self.logit_softcap {
-            Some(cap) => ((scores / cap)?.tanh()? * cap)?,
-            None => scores,
+        let mask = attention_mask(start, t, first_key, total, self.sliding_window, x.device())?;
+        // One new position over an unmasked f32 cache: read the cache in place.
+        let in_place = match (t, &mask, q.dtype()) {
+            (1, None, DType::F32) => self.decode_in_place(&q, cache)?,
+            _ => None,
         };
-        let scores = match attention_mask(start, t, first_key, total, self.sliding_window, x.device())? {
-            Some(mask) => scores
-                .reshape((b, self.num_kv_heads, rep, t, total))?
-                .broadcast_add(&mask)?
-                .reshape((b, self.num_kv_heads, rep * t, total))?,
-            None => scores,
+        let out = match in_place {
+            Some(out) => out,
+            None => self.attend(&q, &k, &v, mask.as_ref())?,
         };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
-        let out = probs.matmul(&v)?; // (b, kv, rep * t, d)
-        let out = out
-            .reshape((b, self.num_heads, t, self.head_dim))?
-            .transpose(1, 2)?
-            .reshape((b, t, self.num_heads * self.head_dim))?;
         let out = match gate {
             Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
             None => out,
@@ -164,6 +142,34 @@ impl Attention {
 }
 
 impl Attention {
+    /// Queries `q (b, heads, t, d)` over keys and values `(b, kv, total, d)`,
+    /// with `mask (t, total)` if any: `(b, t, heads · d)`.
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let (b, _, t, _) = q.dims4()?;
+        let total = k.dim(2)?;
+        // Group the query heads that share a kv head: (b, kv, rep * t, d).
+        let rep = self.num_heads / self.num_kv_heads;
+        let q = q.reshape((b, self.num_kv_heads, rep * t, self.head_dim))?;
+        let scores = (q.matmul(&k.t()?)? * self.scale)?.to_dtype(DType::F32)?;
+        let scores = match self.logit_softcap {
+            Some(cap) => ((scores / cap)?.tanh()? * cap)?,
+            None => scores,
+        };
+        let scores = match mask {
+            Some(mask) => scores
+                .reshape((b, self.num_kv_heads, rep, t, total))?
+                .broadcast_add(mask)?
+                .reshape((b, self.num_kv_heads, rep * t, total))?,
+            None => scores,
+        };
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
+        let out = probs.matmul(v)?; // (b, kv, rep * t, d)
+        Ok(out
+            .reshape((b, self.num_heads, t, self.head_dim))?
+            .transpose(1, 2)?
+            .reshape((b, t, self.num_heads * self.head_dim))?)
+    }
+
     /// One query position attending over the cache where it lies (see
     /// [`cake_kernels::attention`]): `(1, 1, heads · head_dim)`, or `None`
     /// where the cache is not f32 on the CPU.

@@ -6,7 +6,8 @@
 
 use anyhow::Result;
 use cake_kernels::attention::CachedKv;
-use candle_core::{CpuStorage, DType, Storage, Tensor};
+use super::cpu_values::with_cpu_f32;
+use candle_core::Tensor;
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
 /// A sliding-window layer keeps only the positions its window can still
@@ -115,24 +116,16 @@ impl LayerCache {
     pub fn with_f32_in_place<R>(&self, f: impl FnOnce(&CachedKv) -> R) -> Option<R> {
         let buffers = self.kv.as_ref()?;
         let (b, kv_heads, capacity, head_dim) = buffers.keys.dims4().ok()?;
-        if b != 1 || buffers.keys.dtype() != DType::F32 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
+        if b != 1 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
             return None;
         }
-        let (k_storage, k_layout) = buffers.keys.storage_and_layout();
-        let (v_storage, v_layout) = buffers.values.storage_and_layout();
-        let (Storage::Cpu(CpuStorage::F32(keys)), Storage::Cpu(CpuStorage::F32(values))) = (&*k_storage, &*v_storage) else {
-            return None;
-        };
-        let size = kv_heads * capacity * head_dim;
-        let kv = CachedKv {
-            keys: &keys[k_layout.start_offset()..k_layout.start_offset() + size],
-            values: &values[v_layout.start_offset()..v_layout.start_offset() + size],
-            kv_heads,
-            head_stride: capacity * head_dim,
-            len: buffers.stored,
-            head_dim,
-        };
-        Some(f(&kv))
+        with_cpu_f32(&buffers.keys, |keys| {
+            with_cpu_f32(&buffers.values, |values| {
+                let kv = CachedKv { keys, values, kv_heads, head_stride: capacity * head_dim, len: buffers.stored, head_dim };
+                f(&kv)
+            })
+        })
+        .flatten()
     }
 
     /// The position of the oldest cached key.

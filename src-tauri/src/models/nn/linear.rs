@@ -6,7 +6,9 @@ use crate::models::weights::{MatrixWeight, Weights};
 use std::sync::Arc;
 use anyhow::Result;
 use candle_core::quantized::QMatMul;
-use candle_core::{CpuStorage, DType, Module, Storage, Tensor};
+use super::cpu_values::with_cpu_f32;
+use anyhow::Context;
+use candle_core::{DType, Module, Tensor};
 
 /// `y = x Wᵀ + b`, with `W` stored `(out, in)` as checkpoints store it.
 pub struct Linear {
@@ -97,25 +99,18 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let rows: usize = lead.iter().product();
     let mut out_dims = lead.to_vec();
     out_dims.push(w.dim(0)?);
-    let streaming = rows <= cake_kernels::dense::MAX_ROWS
-        && x.dtype() == DType::F32
-        && w.dtype() == DType::F32
-        && w.is_contiguous()
-        && w.device().is_cpu();
-    if streaming {
+    let (out_width, width) = w.dims2()?;
+    if rows <= cake_kernels::dense::MAX_ROWS && x.dtype() == DType::F32 {
         let x = x.contiguous()?;
-        let (out_width, width) = w.dims2()?;
         let mut out = vec![0f32; rows * out_width];
-        {
-            let (w_storage, w_layout) = w.storage_and_layout();
-            let (x_storage, x_layout) = x.storage_and_layout();
-            if let (Storage::Cpu(CpuStorage::F32(w_values)), Storage::Cpu(CpuStorage::F32(x_values))) = (&*w_storage, &*x_storage) {
-                let w_values = &w_values[w_layout.start_offset()..w_layout.start_offset() + out_width * width];
-                let x_values = &x_values[x_layout.start_offset()..x_layout.start_offset() + rows * last];
+        let streamed = with_cpu_f32(w, |w_values| {
+            with_cpu_f32(&x, |x_values| {
                 let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
                 cake_kernels::dense::matmul_f32(w_values, out_width, width, x_values, rows, &mut out, level, pool);
-                return Ok(Tensor::from_vec(out, out_dims, x.device())?);
-            }
+            })
+        });
+        if streamed.flatten().is_some() {
+            return Ok(Tensor::from_vec(out, out_dims, x.device())?);
         }
     }
     let y = x.reshape((rows, *last))?.matmul(&w.t()?)?;
@@ -130,14 +125,8 @@ fn packed_product(x: &Tensor, w: &PackedMatrix) -> Result<Tensor> {
     let rows: usize = lead.iter().product();
     let x = x.to_dtype(DType::F32)?.contiguous()?;
     let mut out = vec![0f32; rows * w.rows];
-    {
-        let (storage, layout) = x.storage_and_layout();
-        let Storage::Cpu(CpuStorage::F32(values)) = &*storage else {
-            anyhow::bail!("repacked quantized weights multiply CPU activations only");
-        };
-        let start = layout.start_offset();
-        cake_kernels::matmul::matmul(w, &values[start..start + rows * last], rows, &mut out);
-    }
+    with_cpu_f32(&x, |values| cake_kernels::matmul::matmul(w, values, rows, &mut out))
+        .context("repacked quantized weights multiply CPU activations only")?;
     let mut out_dims = lead.to_vec();
     out_dims.push(w.rows);
     Ok(Tensor::from_vec(out, out_dims, x.device())?)

@@ -1,6 +1,7 @@
 //! Building blocks shared by every decoder family.
 
 pub mod attention;
+pub mod cpu_values;
 pub mod gated_delta_net;
 pub mod kv_cache;
 pub mod linear;
