@@ -71,11 +71,15 @@ def main():
         cluster_flags = ["--max-memory", str(third + size // 6)]
         for _, address in workers:
             cluster_flags += ["--worker", address]
-        single = [run(args.cake, args.model, prompt, args.decode + 1, args.threads, []) for _ in range(args.reps)]
         # The first run streams the workers their weights; later runs find them cached.
         first = run(args.cake, args.model, prompt, 1, args.threads, cluster_flags)
         one_token = run(args.cake, args.model, prompt, 1, args.threads, cluster_flags)
-        cluster = [run(args.cake, args.model, prompt, args.decode + 1, args.threads, cluster_flags) for _ in range(args.reps)]
+        # Alternate the two setups so that a shared machine's changing load
+        # weighs on both alike.
+        single, cluster = [], []
+        for _ in range(args.reps):
+            single.append(run(args.cake, args.model, prompt, args.decode + 1, args.threads, []))
+            cluster.append(run(args.cake, args.model, prompt, args.decode + 1, args.threads, cluster_flags))
         assert all(c["tokens"] == single[0]["tokens"] for c in cluster), "the cluster's greedy output differs"
         single_tps = statistics.median(r["timings"]["decode_tok_s"] for r in single)
         cluster_tps = statistics.median(r["timings"]["decode_tok_s"] for r in cluster)
