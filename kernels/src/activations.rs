@@ -44,7 +44,7 @@ impl QuantizedActivations {
             let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
             let mut sum = 0i32;
             for (q, v) in qs.iter_mut().zip(values) {
-                *q = (v * inverse).round() as i8;
+                *q = round_small(v * inverse) as i8;
                 sum += *q as i32;
             }
             *scale = d;
@@ -57,6 +57,15 @@ impl QuantizedActivations {
     pub fn blocks_per_row(&self) -> usize {
         self.k / BLOCK
     }
+}
+
+/// `x` rounded to the nearest integer, ties to even, for `|x| < 2²²`.
+/// Adding and removing 1.5 · 2²³ leaves no fraction bits, and it compiles to
+/// plain vector adds, where `f32::round` is a library call per value.
+#[inline]
+fn round_small(x: f32) -> f32 {
+    const SHIFT: f32 = 12_582_912.0;
+    (x + SHIFT) - SHIFT
 }
 
 #[cfg(test)]
@@ -76,6 +85,17 @@ mod tests {
             let sum: i32 = a.qs[b * BLOCK..(b + 1) * BLOCK].iter().map(|&q| q as i32).sum();
             assert_eq!(a.scaled_sums[b], a.scales[b] * sum as f32);
             assert_eq!(a.sums[b], sum);
+        }
+    }
+
+    #[test]
+    fn small_values_round_to_the_nearest_integer_ties_to_even() {
+        for (x, expected) in [(0.4, 0.0), (0.5, 0.0), (1.5, 2.0), (2.5, 2.0), (-2.5, -2.0), (-0.6, -1.0), (126.7, 127.0), (-127.0, -127.0)] {
+            assert_eq!(round_small(x), expected, "{x}");
+        }
+        for i in -1270..=1270 {
+            let x = i as f32 / 10.0 + 0.013;
+            assert_eq!(round_small(x), x.round(), "{x}");
         }
     }
 

@@ -33,23 +33,60 @@ impl Output {
 /// `out (m × rows) = x (m × cols) · Wᵀ`, at the CPU's best [`Level`], on
 /// the [`pool::global`] threads.
 pub fn matmul(w: &PackedMatrix, x: &[f32], m: usize, out: &mut [f32]) {
+    matmul_stacked(&[w], x, m, out)
+}
+
+/// `out (m × Σ rows) = x (m × cols) · [W₀; W₁; …]ᵀ`: matrices of the same
+/// width applied to the same activations (a layer's q, k and v projections,
+/// say), which are quantized once, in one job for the threads. Row `r` of
+/// `ws[i]` lands in column `r + Σ_{j<i} rows_j` of each token's output.
+pub fn matmul_stacked(ws: &[&PackedMatrix], x: &[f32], m: usize, out: &mut [f32]) {
     thread_local! {
         static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::default();
     }
+    let Some(first) = ws.first() else { return };
     ACTIVATIONS.with(|cell| {
         let mut acts = cell.borrow_mut();
-        acts.quantize(x, m, w.cols);
-        matmul_quantized(w, &acts, out, Level::detected(), pool::global());
+        acts.quantize(x, m, first.cols);
+        matmul_quantized_stacked(ws, &acts, out, Level::detected(), pool::global());
     })
 }
 
 /// [`matmul`] with activations already quantized, at a given level and on
 /// a given pool.
 pub fn matmul_quantized(w: &PackedMatrix, acts: &QuantizedActivations, out: &mut [f32], level: Level, pool: &pool::Pool) {
-    assert_eq!(acts.k, w.cols, "activations of {} values for a matrix of {} columns", acts.k, w.cols);
-    assert_eq!(out.len(), acts.rows * w.rows, "output of {} values for {} × {}", out.len(), acts.rows, w.rows);
-    let output = Output { values: out.as_mut_ptr(), stride: w.rows, rows: w.rows, tokens: acts.rows };
-    pool.run(w.row_groups(), &|groups| row_groups(w, groups, acts, &output, level));
+    matmul_quantized_stacked(&[w], acts, out, level, pool)
+}
+
+/// [`matmul_stacked`] with activations already quantized, at a given level
+/// and on a given pool.
+pub fn matmul_quantized_stacked(ws: &[&PackedMatrix], acts: &QuantizedActivations, out: &mut [f32], level: Level, pool: &pool::Pool) {
+    let total_rows: usize = ws.iter().map(|w| w.rows).sum();
+    assert_eq!(out.len(), acts.rows * total_rows, "output of {} values for {} × {total_rows}", out.len(), acts.rows);
+    let mut first_group = 0;
+    let mut first_row = 0;
+    let parts: Vec<(Range<usize>, Output)> = ws
+        .iter()
+        .map(|w| {
+            assert_eq!(acts.k, w.cols, "activations of {} values for a matrix of {} columns", acts.k, w.cols);
+            // SAFETY (of the offset): `first_row < total_rows`, inside each token's output.
+            let values = unsafe { out.as_mut_ptr().add(first_row) };
+            let output = Output { values, stride: total_rows, rows: w.rows, tokens: acts.rows };
+            let groups = first_group..first_group + w.row_groups();
+            first_group = groups.end;
+            first_row += w.rows;
+            (groups, output)
+        })
+        .collect();
+    pool.run(first_group, &|groups| {
+        for (w, (own, output)) in ws.iter().zip(&parts) {
+            let start = groups.start.max(own.start);
+            let end = groups.end.min(own.end);
+            if start < end {
+                row_groups(w, start - own.start..end - own.start, acts, output, level);
+            }
+        }
+    });
 }
 
 fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivations, out: &Output, level: Level) {
@@ -114,6 +151,37 @@ mod tests {
                         let got = reference[t * rows + r];
                         assert!((got - exact).abs() <= 0.02 * scale + 1e-4, "{dtype:?} token {t} row {r}: {got} vs {exact}");
                     }
+                }
+            }
+        }
+    }
+
+    /// Stacked matrices give each matrix's own product, side by side.
+    #[test]
+    fn stacked_products_equal_the_separate_ones_side_by_side() {
+        let pools = [pool::Pool::new(1), pool::Pool::new(2)];
+        let shapes = [(GgmlFormat::Q4_1, 37), (GgmlFormat::Q8_0, 16), (GgmlFormat::Q4_0, 5)];
+        let (cols, m) = (96, 3);
+        let ws: Vec<PackedMatrix> = shapes
+            .iter()
+            .map(|&(dtype, rows)| PackedMatrix::from_ggml(dtype, &random_ggml(dtype, rows, cols, rows as u64).0, rows, cols).unwrap())
+            .collect();
+        let x = random_activations(m, cols, 11);
+        let mut acts = QuantizedActivations::default();
+        acts.quantize(&x, m, cols);
+        let total: usize = ws.iter().map(|w| w.rows).sum();
+        for level in Level::all_supported() {
+            for pool in &pools {
+                let mut stacked = vec![f32::NAN; m * total];
+                matmul_quantized_stacked(&ws.iter().collect::<Vec<_>>(), &acts, &mut stacked, level, pool);
+                let mut column = 0;
+                for w in &ws {
+                    let mut own = vec![0f32; m * w.rows];
+                    matmul_quantized(w, &acts, &mut own, level, pool);
+                    for t in 0..m {
+                        assert_eq!(&stacked[t * total + column..][..w.rows], &own[t * w.rows..][..w.rows], "{level:?}, token {t}, matrix at column {column}");
+                    }
+                    column += w.rows;
                 }
             }
         }

@@ -90,6 +90,26 @@ impl Linear {
     }
 }
 
+/// Applies projections of the same input that are all repacked for Cake's
+/// kernels in one stacked product (see [`packed_products`]): each one's
+/// `x Wᵀ + b`, in order. `None` when some projection is stored otherwise.
+pub fn forward_stacked(parts: &[Linear], x: &Tensor) -> Result<Option<Vec<Tensor>>> {
+    let matrices: Option<Vec<&PackedMatrix>> = parts
+        .iter()
+        .map(|p| match &p.weight {
+            Projection::Packed(w) => Some(&**w),
+            _ => None,
+        })
+        .collect();
+    let Some(matrices) = matrices else { return Ok(None) };
+    let pieces = packed_products(x, &matrices)?;
+    let biased = pieces.into_iter().zip(parts).map(|(y, part)| match &part.bias {
+        Some(b) => Ok(y.broadcast_add(b)?),
+        None => Ok(y),
+    });
+    Ok(Some(biased.collect::<Result<_>>()?))
+}
+
 /// `x Wᵀ` for a dense `W (out, in)` and `x (..., in)`. A few rows of f32
 /// activations (decoding) against f32 weights take Cake's streaming kernel,
 /// the rest candle's GEMM.
@@ -119,15 +139,38 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 
 /// `x Wᵀ` for a repacked quantized `W (out, in)` and `x (..., in)`, in f32.
 fn packed_product(x: &Tensor, w: &PackedMatrix) -> Result<Tensor> {
+    Ok(packed_products(x, &[w])?.pop().expect("one product"))
+}
+
+/// `x Wᵢᵀ` for each repacked `Wᵢ (outᵢ, in)` and `x (..., in)`, in f32, as
+/// one stacked product: the activations are quantized once and the threads
+/// take one job.
+fn packed_products(x: &Tensor, matrices: &[&PackedMatrix]) -> Result<Vec<Tensor>> {
     let dims = x.dims().to_vec();
     let (last, lead) = dims.split_last().expect("activations have a last dim");
-    anyhow::ensure!(*last == w.cols, "activations of width {last} for a matrix of {} columns", w.cols);
+    if let Some(w) = matrices.iter().find(|w| w.cols != *last) {
+        anyhow::bail!("activations of width {last} for a matrix of {} columns", w.cols);
+    }
     let rows: usize = lead.iter().product();
+    let total: usize = matrices.iter().map(|w| w.rows).sum();
     let x = x.to_dtype(DType::F32)?.contiguous()?;
-    let mut out = vec![0f32; rows * w.rows];
-    with_cpu_f32(&x, |values| cake_kernels::matmul::matmul(w, values, rows, &mut out))
+    let mut out = vec![0f32; rows * total];
+    with_cpu_f32(&x, |values| cake_kernels::matmul::matmul_stacked(matrices, values, rows, &mut out))
         .context("repacked quantized weights multiply CPU activations only")?;
-    let mut out_dims = lead.to_vec();
-    out_dims.push(w.rows);
-    Ok(Tensor::from_vec(out, out_dims, x.device())?)
+    let piece = |values: Vec<f32>, width: usize| {
+        let mut piece_dims = lead.to_vec();
+        piece_dims.push(width);
+        Tensor::from_vec(values, piece_dims, x.device())
+    };
+    if let [w] = matrices {
+        return Ok(vec![piece(out, w.rows)?]);
+    }
+    let mut column = 0;
+    let mut pieces = Vec::with_capacity(matrices.len());
+    for w in matrices {
+        let values = out.chunks_exact(total).flat_map(|token| &token[column..column + w.rows]).copied().collect();
+        column += w.rows;
+        pieces.push(piece(values, w.rows)?);
+    }
+    Ok(pieces)
 }

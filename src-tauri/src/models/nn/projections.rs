@@ -2,7 +2,7 @@
 //! matrices (Llama's `q_proj`, `k_proj`, `v_proj`) or as one fused matrix
 //! whose output is their concatenation (Phi-3's `qkv_proj`).
 
-use super::linear::Linear;
+use super::linear::{forward_stacked, Linear};
 use crate::models::weights::Weights;
 use anyhow::Result;
 use candle_core::{Tensor, D};
@@ -41,7 +41,10 @@ impl Projections {
     /// Each projection of `x`, in the order they were named.
     pub fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
         match self {
-            Self::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
+            Self::Separate(parts) => match forward_stacked(parts, x)? {
+                Some(pieces) => Ok(pieces),
+                None => parts.iter().map(|p| p.forward(x)).collect(),
+            },
             Self::Fused(linear, widths) => {
                 let y = linear.forward(x)?;
                 let mut start = 0;
