@@ -27,6 +27,11 @@ fn spin_time() -> Duration {
     })
 }
 
+/// How many rounds the caller spins for its helpers to finish a job before
+/// it yields its core between checks: a helper that is late is usually
+/// waiting for a core, maybe this one.
+const CALLER_SPINS: u32 = 1 << 10;
+
 static REQUESTED_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the number of threads (caller included) of the pool [`global`]
@@ -143,7 +148,7 @@ impl Pool {
         let mut spins = 0u32;
         while shared.running.load(Ordering::Acquire) != 0 {
             spins += 1;
-            if spins < 1 << 16 {
+            if spins < CALLER_SPINS {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
@@ -186,8 +191,14 @@ fn wait_for_job(shared: &Shared, seen: usize) -> usize {
             return now;
         }
         spins += 1;
-        if spins % 64 != 0 || started.elapsed() < spin_time() {
+        if spins % 64 != 0 {
             std::hint::spin_loop();
+            continue;
+        }
+        if started.elapsed() < spin_time() {
+            // Let another thread waiting for this core (of this process or
+            // another, say a cluster worker on the same machine) run.
+            std::thread::yield_now();
             continue;
         }
         let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
