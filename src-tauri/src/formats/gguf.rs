@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 pub struct GgufFile {
     pub path: PathBuf,
     pub content: Content,
-    mmap: memmap2::Mmap,
+    mmap: std::sync::Arc<memmap2::Mmap>,
 }
 
 impl GgufFile {
@@ -62,7 +62,7 @@ impl GgufFile {
         Ok(Self {
             path: path.to_path_buf(),
             content,
-            mmap,
+            mmap: std::sync::Arc::new(mmap),
         })
     }
 
@@ -111,12 +111,20 @@ impl GgufFile {
 
     /// The raw bytes of tensor `name`.
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
-        let info = self.tensor_info(name).with_context(|| {
-            format!("{}: tensor `{name}` is missing", self.path.display())
-        })?;
-        let start = (self.content.tensor_data_offset + info.offset) as usize;
-        let len = byte_size(info)? as usize;
+        let start = self.tensor_offset(name)?;
+        let len = byte_size(&self.content.tensor_infos[name])? as usize;
         Ok(&self.mmap[start..start + len])
+    }
+
+    /// Where tensor `name`'s data starts in the file (and the map).
+    pub fn tensor_offset(&self, name: &str) -> Result<usize> {
+        let info = self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
+        Ok((self.content.tensor_data_offset + info.offset) as usize)
+    }
+
+    /// The whole file's memory map, to read tensors where they lie.
+    pub fn map(&self) -> &std::sync::Arc<memmap2::Mmap> {
+        &self.mmap
     }
 
     /// Lets the operating system drop this process's mapped pages of tensor

@@ -15,7 +15,7 @@ use super::nn::mlp::GatedMlp;
 use super::nn::moe::SparseMoe;
 use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
-use super::weights::{MatrixWeight, Weights};
+use super::weights::{MappedF32, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
@@ -153,6 +153,7 @@ enum Embedding {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
     Packed(Arc<PackedMatrix>),
+    Mapped(Arc<MappedF32>),
 }
 
 impl Embedding {
@@ -171,6 +172,14 @@ impl Embedding {
                 dims.push(table.cols);
                 Tensor::from_vec(rows, dims, ids.device())?
             }
+            Self::Mapped(table) => {
+                let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
+                let values = table.values();
+                let rows: Vec<f32> = wanted.iter().flat_map(|&id| &values[id as usize * table.cols..][..table.cols]).copied().collect();
+                let mut dims = ids.dims().to_vec();
+                dims.push(table.cols);
+                Tensor::from_vec(rows, dims, ids.device())?
+            }
         })
     }
 
@@ -179,6 +188,7 @@ impl Embedding {
             Self::Dense(t) => crate::models::fp8::tensor_bytes(t),
             Self::Quantized(q) => q.storage_size_in_bytes(),
             Self::Packed(p) => p.bytes(),
+            Self::Mapped(m) => m.bytes(),
         }
     }
 }
@@ -238,6 +248,7 @@ impl Decoder {
             Some(MatrixWeight::Dense(t)) => Some(Embedding::Dense(t)),
             Some(MatrixWeight::Quantized(q)) => Some(Embedding::Quantized(q)),
             Some(MatrixWeight::Packed(p)) => Some(Embedding::Packed(p)),
+            Some(MatrixWeight::Mapped(m)) => Some(Embedding::Mapped(m)),
             // A lookup reads rows, not products: dequantize the table once.
             Some(MatrixWeight::Fp8(m)) => Some(Embedding::Dense(m.dequantize(weights.policy.dtype)?)),
             None => None,

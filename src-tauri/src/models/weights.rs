@@ -16,11 +16,56 @@ use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
 /// A tensor as stored: plain, or in a GGML quantized block format (as
-/// candle holds it, or repacked for Cake's kernels).
+/// candle holds it, or repacked for Cake's kernels), or an f32 matrix read
+/// where it lies in a memory-mapped file.
 pub enum StoredTensor {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
     Packed(Arc<PackedMatrix>),
+    Mapped(Arc<MappedF32>),
+}
+
+/// An f32 `rows × cols` matrix in a memory-mapped file, used in place: no
+/// copy at load, and the operating system shares the pages with its file
+/// cache (and with other processes that map the same file). The map lives
+/// as long as the matrix; files are replaced by renaming a new one into
+/// place (downloads, imports), never rewritten, so a mapped file does not
+/// change under the model.
+pub struct MappedF32 {
+    map: Arc<memmap2::Mmap>,
+    start: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl MappedF32 {
+    /// The matrix at byte `start` of `map`, if it lies inside the map and is
+    /// aligned for f32 (GGUF aligns tensor data to 32 bytes by default).
+    pub fn new(map: Arc<memmap2::Mmap>, start: usize, rows: usize, cols: usize) -> Option<Self> {
+        let bytes = rows.checked_mul(cols)?.checked_mul(4)?;
+        let end = start.checked_add(bytes)?;
+        let fits = cfg!(target_endian = "little")
+            && end <= map.len()
+            && (map.as_ptr() as usize + start) % std::mem::align_of::<f32>() == 0;
+        fits.then_some(Self { map, start, rows, cols })
+    }
+
+    /// The values, row by row.
+    pub fn values(&self) -> &[f32] {
+        let bytes = &self.map[self.start..self.start + self.rows * self.cols * 4];
+        // SAFETY: in bounds and aligned, on a little-endian host like the
+        // file's values (checked in `new`); any bit pattern is an f32.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const f32, self.rows * self.cols) }
+    }
+
+    /// A copy as a candle tensor.
+    pub fn to_tensor(&self, device: &Device) -> Result<Tensor> {
+        Ok(Tensor::from_slice(self.values(), (self.rows, self.cols), device)?)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.rows * self.cols * 4
+    }
 }
 
 impl StoredTensor {
@@ -29,6 +74,7 @@ impl StoredTensor {
             Self::Dense(t) => t.dims().to_vec(),
             Self::Quantized(q) => q.shape().dims().to_vec(),
             Self::Packed(p) => vec![p.rows, p.cols],
+            Self::Mapped(m) => vec![m.rows, m.cols],
         }
     }
 }
@@ -96,6 +142,8 @@ pub enum MatrixWeight {
     Packed(Arc<PackedMatrix>),
     /// F8E4M3 with scales, dequantized at each use.
     Fp8(Arc<Fp8Matrix>),
+    /// f32, read where it lies in a mapped file.
+    Mapped(Arc<MappedF32>),
 }
 
 impl MatrixWeight {
@@ -106,6 +154,7 @@ impl MatrixWeight {
             Self::Quantized(q) => Self::Quantized(q.clone()),
             Self::Packed(p) => Self::Packed(p.clone()),
             Self::Fp8(m) => Self::Fp8(m.clone()),
+            Self::Mapped(m) => Self::Mapped(m.clone()),
         }
     }
 
@@ -116,6 +165,7 @@ impl MatrixWeight {
             Self::Quantized(q) => q.dequantize(device)?.to_dtype(dtype)?,
             Self::Packed(p) => Tensor::from_vec(p.dequantize(), (p.rows, p.cols), device)?.to_dtype(dtype)?,
             Self::Fp8(m) => m.dequantize(dtype)?,
+            Self::Mapped(m) => m.to_tensor(device)?.to_dtype(dtype)?,
         })
     }
 }
@@ -153,6 +203,7 @@ impl Weights {
             StoredTensor::Dense(t) => t,
             StoredTensor::Quantized(q) => q.dequantize(&self.device)?,
             StoredTensor::Packed(p) => MatrixWeight::Packed(p).dequantize(DType::F32, &self.device)?,
+            StoredTensor::Mapped(m) => m.to_tensor(&self.device)?,
         };
         tensor
             .to_dtype(self.policy.dtype)
@@ -165,6 +216,8 @@ impl Weights {
             StoredTensor::Quantized(q) if self.policy.keep_quantized => Ok(MatrixWeight::Quantized(q)),
             StoredTensor::Packed(p) if self.policy.keep_quantized => Ok(MatrixWeight::Packed(p)),
             StoredTensor::Packed(p) => Ok(MatrixWeight::Dense(MatrixWeight::Packed(p).dequantize(self.policy.dtype, &self.device)?)),
+            StoredTensor::Mapped(m) if self.policy.dtype == DType::F32 && self.device.is_cpu() => Ok(MatrixWeight::Mapped(m)),
+            StoredTensor::Mapped(m) => Ok(MatrixWeight::Dense(m.to_tensor(&self.device)?.to_dtype(self.policy.dtype)?)),
             StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(
                 q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?,
             )),
@@ -175,7 +228,7 @@ impl Weights {
                 }
                 let scale = match self.store.load(&scale_name, &self.device)? {
                     StoredTensor::Dense(s) => s,
-                    StoredTensor::Quantized(_) | StoredTensor::Packed(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
+                    StoredTensor::Quantized(_) | StoredTensor::Packed(_) | StoredTensor::Mapped(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
                 };
                 let matrix = Fp8Matrix::new(name, t, scale, self.fp8_block_size)
                     .with_context(|| self.store.origin())?;

@@ -2,7 +2,7 @@
 
 use cake_kernels::packed::PackedMatrix;
 use crate::models::fp8::{tensor_bytes, Fp8Matrix};
-use crate::models::weights::{MatrixWeight, Weights};
+use crate::models::weights::{MappedF32, MatrixWeight, Weights};
 use std::sync::Arc;
 use anyhow::Result;
 use candle_core::quantized::QMatMul;
@@ -23,6 +23,8 @@ enum Projection {
     Packed(Arc<PackedMatrix>),
     /// Dequantized to the activations' dtype for each product.
     Fp8(Arc<Fp8Matrix>),
+    /// f32 read where it lies in a mapped file.
+    Mapped(Arc<MappedF32>),
 }
 
 impl From<MatrixWeight> for Projection {
@@ -32,6 +34,7 @@ impl From<MatrixWeight> for Projection {
             MatrixWeight::Quantized(q) => Self::Quantized(QMatMul::QTensor(q)),
             MatrixWeight::Packed(p) => Self::Packed(p),
             MatrixWeight::Fp8(m) => Self::Fp8(m),
+            MatrixWeight::Mapped(m) => Self::Mapped(m),
         }
     }
 }
@@ -71,6 +74,7 @@ impl Linear {
             Projection::Quantized(QMatMul::Tensor(w) | QMatMul::TensorF16(w)) => tensor_bytes(w),
             Projection::Packed(p) => p.bytes(),
             Projection::Fp8(m) => m.bytes(),
+            Projection::Mapped(m) => m.bytes(),
         };
         matrix + self.bias.as_ref().map_or(0, tensor_bytes)
     }
@@ -82,6 +86,7 @@ impl Linear {
             Projection::Quantized(q) => q.forward(x)?,
             Projection::Packed(p) => packed_product(x, p)?,
             Projection::Fp8(m) => dense_product(x, &m.dequantize(x.dtype())?)?,
+            Projection::Mapped(m) => mapped_product(x, m)?,
         };
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
@@ -137,6 +142,29 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     Ok(y.reshape(out_dims)?)
 }
 
+/// `x Wᵀ` for an f32 `W (out, in)` in a mapped file and `x (..., in)`, in
+/// f32, on Cake's streaming kernel, [`cake_kernels::dense::MAX_ROWS`] rows
+/// of `x` at a time.
+fn mapped_product(x: &Tensor, w: &MappedF32) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let (last, lead) = dims.split_last().expect("activations have a last dim");
+    anyhow::ensure!(*last == w.cols, "activations of width {last} for a matrix of {} columns", w.cols);
+    let rows: usize = lead.iter().product();
+    let x = x.to_dtype(DType::F32)?.contiguous()?;
+    let mut out = vec![0f32; rows * w.rows];
+    let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
+    let max = cake_kernels::dense::MAX_ROWS;
+    with_cpu_f32(&x, |values| {
+        for (chunk, out) in values.chunks(max * w.cols).zip(out.chunks_mut(max * w.rows)) {
+            cake_kernels::dense::matmul_f32(w.values(), w.rows, w.cols, chunk, chunk.len() / w.cols, out, level, pool);
+        }
+    })
+    .context("mapped f32 weights multiply CPU activations only")?;
+    let mut out_dims = lead.to_vec();
+    out_dims.push(w.rows);
+    Ok(Tensor::from_vec(out, out_dims, x.device())?)
+}
+
 /// `x Wᵀ` for a repacked quantized `W (out, in)` and `x (..., in)`, in f32.
 fn packed_product(x: &Tensor, w: &PackedMatrix) -> Result<Tensor> {
     Ok(packed_products(x, &[w])?.pop().expect("one product"))
@@ -173,4 +201,39 @@ fn packed_products(x: &Tensor, matrices: &[&PackedMatrix]) -> Result<Vec<Tensor>
         pieces.push(piece(values, w.rows)?);
     }
     Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+    use std::io::Write;
+
+    /// A mapped f32 matrix gives candle's product, for a decode row and for
+    /// prompts longer than one chunk of the streaming kernel.
+    #[test]
+    fn mapped_f32_weights_multiply_like_candle_at_any_prompt_length() {
+        let (rows, cols) = (37, 64);
+        let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 263) as f32 - 131.0) / 97.0).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&[0u8; 32]).unwrap();
+        for v in &values {
+            file.write_all(&v.to_le_bytes()).unwrap();
+        }
+        let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
+        assert!(MappedF32::new(map.clone(), 2, rows, cols).is_none(), "misaligned data is refused");
+        assert!(MappedF32::new(map.clone(), 32, rows + 1, cols).is_none(), "data past the end is refused");
+        let mapped = Linear::from_matrix(MatrixWeight::Mapped(Arc::new(MappedF32::new(map, 32, rows, cols).unwrap()))).unwrap();
+        let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
+        for tokens in [1, 5, cake_kernels::dense::MAX_ROWS + 7, 2 * cake_kernels::dense::MAX_ROWS] {
+            let x: Vec<f32> = (0..tokens * cols).map(|i| ((i * 104_729 % 311) as f32 - 155.0) / 201.0).collect();
+            let x = Tensor::from_vec(x, (1, tokens, cols), &Device::Cpu).unwrap();
+            let ours = mapped.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let theirs = x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert_eq!(ours.len(), theirs.len());
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{tokens} tokens, value {i}: {a} vs {b}");
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@
 
 use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
 use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
-use crate::models::weights::{repackable, StoredTensor, WeightStore};
+use crate::models::weights::{repackable, MappedF32, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::GgmlDType;
@@ -361,6 +361,13 @@ impl WeightStore for GgufStore {
             raw = &raw[expert * per_expert..(expert + 1) * per_expert];
             last_use = expert + 1 == dims[0];
             dims.remove(0);
+        }
+        let plain = location.expert.is_none() && location.undo == Undo::None && self.permuted_heads(name).is_none();
+        if plain && info.ggml_dtype == GgmlDType::F32 && dims.len() == 2 && device.is_cpu() {
+            let start = self.file.tensor_offset(&gname)?;
+            if let Some(mapped) = MappedF32::new(self.file.map().clone(), start, dims[0], dims[1]) {
+                return Ok(StoredTensor::Mapped(Arc::new(mapped)));
+            }
         }
         let bytes = match self.permuted_heads(name) {
             Some(heads) => Cow::Owned(
