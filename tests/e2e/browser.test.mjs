@@ -255,7 +255,8 @@ test("speech: drop a voice, generate with progress and a waveform, download the 
     await page.waitForTimeout(20);
   }
   assert.ok([...seen].some((t) => /frame/i.test(t)), `progress mentions frames: ${[...seen]}`);
-  const waveform = page.locator('[data-testid="clip-result"] [data-testid="clip-waveform"]');
+  // The peaks are computed after the clip appears: wait for them to be drawn.
+  const waveform = page.locator('[data-testid="clip-result"] [data-testid="clip-waveform"]:not([data-bins="0"])');
   await waveform.waitFor();
   assert.ok(Number(await waveform.getAttribute("data-bins")) > 0);
   await page.screenshot({ path: path.join(outDir, "browser-speech.png") });
