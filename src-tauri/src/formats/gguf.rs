@@ -127,17 +127,35 @@ impl GgufFile {
         &self.mmap
     }
 
+    /// Maps all of tensor `name`'s pages into this process at once (reading
+    /// them from disk if they are not cached), which is much cheaper than
+    /// faulting them in one by one as they are first read. Advice only: where
+    /// the system lacks it, pages are faulted in as they are read.
+    pub fn populate(&self, name: &str) {
+        #[cfg(target_os = "linux")]
+        if let Some((start, len)) = self.tensor_range(name) {
+            let _ = self.mmap.advise_range(memmap2::Advice::PopulateRead, start, len);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = name;
+    }
+
     /// Lets the operating system drop this process's mapped pages of tensor
     /// `name`, once its data has been copied or repacked: they stay in the
     /// page cache (and are read again if touched), but no longer count in
     /// the process's resident memory twice.
     pub fn release(&self, name: &str) {
-        let Some(info) = self.tensor_info(name) else { return };
-        let Ok(len) = byte_size(info) else { return };
-        let start = (self.content.tensor_data_offset + info.offset) as usize;
+        let Some((start, len)) = self.tensor_range(name) else { return };
         // SAFETY: a read-only shared file mapping: dropped pages hold no
         // changes and are faulted in again from the file if read.
-        let _ = unsafe { self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len as usize) };
+        let _ = unsafe { self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+    }
+
+    /// Where tensor `name`'s bytes lie in the map: (start, length).
+    fn tensor_range(&self, name: &str) -> Option<(usize, usize)> {
+        let info = self.tensor_info(name)?;
+        let len = byte_size(info).ok()?;
+        Some(((self.content.tensor_data_offset + info.offset) as usize, len as usize))
     }
 
     /// Loads tensor `name` as a (possibly quantized) candle tensor.
