@@ -362,14 +362,13 @@ impl WeightStore for GgufStore {
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
-        if location.expert.unwrap_or(0) == 0 {
-            // Once per file tensor (stacked experts are served one by one).
-            self.file.populate(&gname);
-        }
         let plain = location.expert.is_none() && location.undo == Undo::None && self.permuted_heads(name).is_none();
         if plain && info.ggml_dtype == GgmlDType::F32 && dims.len() == 2 && device.is_cpu() {
             let start = self.file.tensor_offset(&gname)?;
             if let Some(mapped) = MappedF32::new(self.file.map().clone(), start, dims[0], dims[1]) {
+                // Read where it lies from now on: map its pages in at once,
+                // rather than one fault per page during the first token.
+                self.file.populate(&gname);
                 return Ok(StoredTensor::Mapped(Arc::new(mapped)));
             }
         }
