@@ -10,7 +10,7 @@ fresh processes, `--reps` times, alternating:
 - throughput: a 256-token prompt (prefill tok/s), then 128 greedy tokens
   (decode tok/s), and the process's peak resident memory.
 
-Cake also runs the throughput test with 1 thread, for thread scaling. Every
+Both engines also run the throughput test with 1 thread, for thread scaling. Every
 figure is the median of the repetitions; ratios above 1 favour Cake (for
 times and memory the ratio is llama.cpp's over Cake's, so above 1 still
 favours Cake). llama.cpp runs through `llama-cpp-python` in a child Python
@@ -149,13 +149,15 @@ def median(runs, key):
 
 def measure(cake, model, threads, reps, chat, long, decode):
     """Medians for both engines on one file."""
-    runs = {"llama.cpp": {"first": [], "tput": []}, "Cake": {"first": [], "tput": []}, "Cake 1 thread": {"tput": []}}
+    runs = {"llama.cpp": {"first": [], "tput": []}, "Cake": {"first": [], "tput": []},
+            "Cake 1 thread": {"tput": []}, "llama.cpp 1 thread": {"tput": []}}
     for _ in range(reps):
         runs["llama.cpp"]["first"].append(llama_cpp_run(model, "first_token", chat, 0, threads))
         runs["Cake"]["first"].append(cake_run(cake, model, "first_token", chat, 0, threads))
         runs["llama.cpp"]["tput"].append(llama_cpp_run(model, "throughput", long, decode, threads))
         runs["Cake"]["tput"].append(cake_run(cake, model, "throughput", long, decode, threads))
         runs["Cake 1 thread"]["tput"].append(cake_run(cake, model, "throughput", long, decode, 1))
+        runs["llama.cpp 1 thread"]["tput"].append(llama_cpp_run(model, "throughput", long, decode, 1))
     table = {}
     for engine in ("llama.cpp", "Cake"):
         first, tput = runs[engine]["first"], runs[engine]["tput"]
@@ -167,7 +169,8 @@ def measure(cake, model, threads, reps, chat, long, decode):
             "open_to_first_ms": 1000 * statistics.median(r["load_s"] + r["ttft_s"] for r in first),
             "rss_mb": median(tput, "rss") / 1e6,
         }
-    table["Cake"]["decode_1_thread"] = median(runs["Cake 1 thread"]["tput"], "decode_tok_s")
+    for engine in ("llama.cpp", "Cake"):
+        table[engine]["decode_1_thread"] = median(runs[f"{engine} 1 thread"]["tput"], "decode_tok_s")
     return table
 
 
@@ -187,8 +190,9 @@ def print_table(name, table, threads):
     for label, key, fmt, higher_better in rows:
         ratio = ours[key] / theirs[key] if higher_better else theirs[key] / ours[key]
         print(f"| {label} | {fmt.format(theirs[key])} | {fmt.format(ours[key])} | {ratio:.2f}x |")
-    scaling = ours["decode"] / ours["decode_1_thread"]
-    print(f"\nCake decode with 1 thread: {ours['decode_1_thread']:.1f} tok/s; {threads} threads / 1 thread = {scaling:.2f}x")
+    for engine, figures in (("Cake", ours), ("llama.cpp", theirs)):
+        scaling = figures["decode"] / figures["decode_1_thread"]
+        print(f"\n{engine} decode with 1 thread: {figures['decode_1_thread']:.1f} tok/s; {threads} threads / 1 thread = {scaling:.2f}x")
 
 
 def main():
