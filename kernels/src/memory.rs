@@ -7,8 +7,8 @@
 //! made one-thread decoding of the default model about 20% faster). So on
 //! Linux, buffers of [`SHARED_FROM`] bytes or more are carved one after
 //! another out of shared 2 MiB-aligned mappings marked for transparent huge
-//! pages, where the system allows them. A mapping is returned to the system
-//! when the last buffer in it is dropped. Elsewhere, or if mapping fails, a
+//! pages, where the system allows them. A dropped buffer's pages go back to
+//! the system at once, and a mapping is unmapped when its last buffer goes. Elsewhere, or if mapping fails, a
 //! plain zeroed allocation serves.
 
 use std::ops::{Deref, DerefMut};
@@ -114,6 +114,21 @@ mod huge_pages {
         }
     }
 
+    /// Returns the whole pages of a dropped buffer's `bytes` at `ptr` to the
+    /// system, so that a region kept alive by other buffers (another model
+    /// loaded meanwhile) does not keep its memory too. The range is never
+    /// handed out again.
+    pub fn release(ptr: *mut u8, bytes: usize) {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + bytes) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: whole pages inside the dropped buffer, which no other
+            // buffer overlaps; advice that only discards their contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+
     /// The region being filled and how many of its bytes are taken. Held
     /// weakly: once its buffers are gone (a model unloaded), it is unmapped
     /// and the next buffer starts a fresh region.
@@ -142,6 +157,16 @@ mod huge_pages {
             *current = Some((Arc::downgrade(&region), bytes));
         }
         Some((region, ptr))
+    }
+}
+
+impl<T: Zeroed> Drop for ZeroedBuffer<T> {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Storage::Shared { ptr, .. } = &self.storage {
+            // Runs before `_region` is dropped: the region is still mapped.
+            huge_pages::release(*ptr as *mut u8, self.len * std::mem::size_of::<T>());
+        }
     }
 }
 
@@ -214,8 +239,11 @@ mod tests {
                 assert!(buffer.iter().all(|&v| v == 0), "buffer {b} starts zeroed");
                 buffer.fill(b as u64 + 1);
             }
+            // Dropping a buffer gives back its pages and nothing of its neighbours'.
+            drop(buffers.remove(1));
             for (b, buffer) in buffers.iter().enumerate() {
-                assert!(buffer.iter().all(|&v| v == b as u64 + 1), "buffer {b} kept its values");
+                let value = if b == 0 { 1 } else { b as u64 + 2 };
+                assert!(buffer.iter().all(|&v| v == value), "buffer {b} kept its values");
             }
         }
     }
