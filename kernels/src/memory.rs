@@ -8,8 +8,8 @@
 //! Linux, buffers of [`SHARED_FROM`] bytes or more are carved one after
 //! another out of shared 2 MiB-aligned mappings marked for transparent huge
 //! pages, where the system allows them. A dropped buffer's pages go back to
-//! the system at once, and a mapping is unmapped when its last buffer goes. Elsewhere, or if mapping fails, a
-//! plain zeroed allocation serves.
+//! the system at once, and a mapping is unmapped when its last buffer goes.
+//! Elsewhere, or if mapping fails, a plain zeroed allocation serves.
 
 use std::ops::{Deref, DerefMut};
 
