@@ -30,24 +30,25 @@ fn model_of(family: &str, file: Option<&str>) -> std::path::PathBuf {
     file.map_or(folder.clone(), |f| folder.join(f))
 }
 
-fn check_nll_matches_transformers(family: &str, file: Option<&str>) {
+/// Cake's per-token NLL of the reference's tokens (`cake perplexity` with
+/// `extra` arguments), next to transformers', checked to be as many.
+fn nll_beside_transformers(family: &str, file: Option<&str>, extra: &[&str]) -> (Vec<f64>, Vec<f64>) {
     let reference = reference(family);
     let model = model_of(family, file);
-    let out = cake_json(&[
-        "perplexity",
-        "--model",
-        model.to_str().unwrap(),
-        "--tokens",
-        &join_ids(&ids(&reference["nll_tokens"])),
-        // transformers' reference runs in f32 (a no-op for the f32 fixtures;
-        // the FP8 one keeps its weights in F8E4M3 and computes in f32).
-        "--dtype",
-        "f32",
-        "--json",
-    ]);
-    let ours: Vec<f64> = out["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-    let theirs: Vec<f64> = reference["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let tokens = join_ids(&ids(&reference["nll_tokens"]));
+    let mut args = vec!["perplexity", "--model", model.to_str().unwrap(), "--tokens", &tokens, "--json"];
+    args.extend_from_slice(extra);
+    let out = cake_json(&args);
+    let values = |v: &Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect() };
+    let (ours, theirs) = (values(&out["nll"]), values(&reference["nll"]));
     assert_eq!(ours.len(), theirs.len(), "{family}: number of scored tokens");
+    (ours, theirs)
+}
+
+fn check_nll_matches_transformers(family: &str, file: Option<&str>) {
+    // transformers' reference runs in f32 (a no-op for the f32 fixtures;
+    // the FP8 one keeps its weights in F8E4M3 and computes in f32).
+    let (ours, theirs) = nll_beside_transformers(family, file, &["--dtype", "f32"]);
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
         assert!((a - b).abs() < 1e-3, "{family} {file:?}: nll[{i}] is {a}, transformers says {b}");
     }
@@ -190,20 +191,8 @@ gguf_tests! {
 #[test]
 fn q8_0_conversions_score_close_to_transformers() {
     for family in ["olmo2", "phi4_mini_longrope", "qwen3_moe_sparse", "qwen3_5_moe", "qwen3_next_sparse", "gemma3_gguf"] {
-        let reference = reference(family);
-        let model = model_of(family, Some("model-q8_0.gguf"));
-        let out = cake_json(&[
-            "perplexity",
-            "--model",
-            model.to_str().unwrap(),
-            "--tokens",
-            &join_ids(&ids(&reference["nll_tokens"])),
-            "--json",
-        ]);
-        let ours = out["nll"].as_array().unwrap();
-        let theirs = reference["nll"].as_array().unwrap();
-        assert_eq!(ours.len(), theirs.len(), "{family}: scored tokens");
-        let mean: f64 = ours.iter().zip(theirs).map(|(a, b)| (a.as_f64().unwrap() - b.as_f64().unwrap()).abs()).sum::<f64>() / ours.len() as f64;
+        let (ours, theirs) = nll_beside_transformers(family, Some("model-q8_0.gguf"), &[]);
+        let mean: f64 = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).sum::<f64>() / ours.len() as f64;
         assert!(mean < 0.1, "{family}: Q8_0 NLL is {mean:.3} nats per token from transformers' f32");
     }
 }

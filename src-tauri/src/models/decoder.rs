@@ -161,24 +161,11 @@ impl Embedding {
         Ok(match self {
             Self::Dense(table) => table.index_select(ids, 0)?,
             Self::Quantized(q) => q.embedding(ids)?,
-            Self::Packed(table) => {
-                let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
-                let mut rows = vec![0f32; wanted.len() * table.cols];
-                // `Decoder::embed` checked the ids against the vocabulary.
-                for (&id, row) in wanted.iter().zip(rows.chunks_exact_mut(table.cols)) {
-                    table.dequantize_row(id as usize, row);
-                }
-                let mut dims = ids.dims().to_vec();
-                dims.push(table.cols);
-                Tensor::from_vec(rows, dims, ids.device())?
-            }
+            // `Decoder::embed` checked the ids against the vocabulary.
+            Self::Packed(table) => gather_rows(ids, table.cols, |id, row| table.dequantize_row(id, row))?,
             Self::Mapped(table) => {
-                let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
                 let values = table.values();
-                let rows: Vec<f32> = wanted.iter().flat_map(|&id| &values[id as usize * table.cols..][..table.cols]).copied().collect();
-                let mut dims = ids.dims().to_vec();
-                dims.push(table.cols);
-                Tensor::from_vec(rows, dims, ids.device())?
+                gather_rows(ids, table.cols, |id, row| row.copy_from_slice(&values[id * table.cols..][..table.cols]))?
             }
         })
     }
@@ -191,6 +178,19 @@ impl Embedding {
             Self::Mapped(m) => m.bytes(),
         }
     }
+}
+
+/// The rows `ids` pick from a table of `cols`-wide rows, each written by
+/// `fill(id, row)`: shape `(ids..., cols)`.
+fn gather_rows(ids: &Tensor, cols: usize, fill: impl Fn(usize, &mut [f32])) -> Result<Tensor> {
+    let wanted = ids.flatten_all()?.to_vec1::<u32>()?;
+    let mut rows = vec![0f32; wanted.len() * cols];
+    for (&id, row) in wanted.iter().zip(rows.chunks_exact_mut(cols)) {
+        fill(id as usize, row);
+    }
+    let mut dims = ids.dims().to_vec();
+    dims.push(cols);
+    Ok(Tensor::from_vec(rows, dims, ids.device())?)
 }
 
 /// Which positions the LM head is applied to.
