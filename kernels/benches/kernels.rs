@@ -5,10 +5,15 @@
 //!     cargo bench -p cake-kernels
 //!
 //! `decode` multiplies one activation row (a generated token), `prefill` 64.
+//! `decode_step` runs every product of a whole decode step of that model
+//! (about 96 MB of weights) on 1 and on 2 threads: it reads more than any
+//! cache holds, so it shows how far memory lets the products scale.
+//! `attention` is one layer's decode attention over 384 cached positions.
 
 use cake_kernels::activations::QuantizedActivations;
+use cake_kernels::attention::{decode_attention, CachedKv};
 use cake_kernels::cpu::Level;
-use cake_kernels::matmul::matmul_quantized;
+use cake_kernels::matmul::{matmul_quantized, matmul_quantized_stacked};
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use cake_kernels::pool::Pool;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -98,6 +103,68 @@ fn prefill(bencher: Bencher, level: &str) {
     bench_cake(bencher, level, 64);
 }
 
+/// One layer's matrices: q, k, v, o, gate, up (576 wide) and down (1536 wide).
+struct Layer([PackedMatrix; 7]);
+
+/// Random GGML blocks (valid scales, random codes): repacking them is much
+/// quicker than quantizing floats, and speed does not depend on the values.
+fn random_matrix(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> PackedMatrix {
+    let codes = values(rows * cols, seed);
+    let mut data = Vec::with_capacity(rows * cols / 32 * format.block_bytes());
+    for block in codes.chunks_exact(32) {
+        data.extend_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+        if format == GgmlFormat::Q8_0 {
+            data.extend(block.iter().map(|v| (v * 127.0) as i8 as u8));
+        } else {
+            data.extend_from_slice(&half::f16::from_f32(-0.05).to_le_bytes());
+            data.extend(block.chunks_exact(2).map(|p| ((p[0] + 1.0) * 7.5) as u8 | (((p[1] + 1.0) * 7.5) as u8) << 4));
+        }
+    }
+    PackedMatrix::from_ggml(format, &data, rows, cols).unwrap()
+}
+
+/// All the products of one decode step of SmolLM2-135M (30 layers, Q4_1,
+/// projections of the same input stacked as the engine does, and the Q8_0
+/// head) on a pool of `threads`.
+#[divan::bench(args = [1, 2], sample_count = 20)]
+fn decode_step(bencher: Bencher, threads: usize) {
+    let q = GgmlFormat::Q4_1;
+    let shapes = [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)];
+    let layers: Vec<Layer> = (0..30u32)
+        .map(|l| Layer(std::array::from_fn(|i| random_matrix(q, shapes[i].0, shapes[i].1, l * 7 + i as u32))))
+        .collect();
+    let head = random_matrix(GgmlFormat::Q8_0, 49152, 576, 99);
+    let (mut narrow, mut wide) = (QuantizedActivations::default(), QuantizedActivations::default());
+    narrow.quantize(&values(576, 3), 1, 576);
+    wide.quantize(&values(1536, 4), 1, 1536);
+    let mut out = vec![0f32; 49152];
+    let (level, pool) = (Level::detected(), Pool::new(threads));
+    bencher.bench_local(|| {
+        for Layer([wq, wk, wv, wo, gate, up, down]) in &layers {
+            matmul_quantized_stacked(&[wq, wk, wv], &narrow, &mut out[..960], level, &pool);
+            matmul_quantized(wo, &narrow, &mut out[..576], level, &pool);
+            matmul_quantized_stacked(&[gate, up], &narrow, &mut out[..3072], level, &pool);
+            matmul_quantized(down, &wide, &mut out[..576], level, &pool);
+        }
+        matmul_quantized(&head, &narrow, &mut out, level, &pool);
+    });
+}
+
+/// One layer's decode attention (9 query heads, 3 kv heads of 64) over 384
+/// cached positions, on a pool of `threads`; a sample runs it 32 times in a
+/// row, as a decode step runs layer after layer, so the pool's threads are
+/// as warm as they are there.
+#[divan::bench(args = [1, 2], sample_size = 32)]
+fn attention(bencher: Bencher, threads: usize) {
+    let (heads, kv_heads, d, len) = (9, 3, 64, 384);
+    let (keys, cached) = (values(kv_heads * len * d, 5), values(kv_heads * len * d, 6));
+    let q = values(heads * d, 7);
+    let mut out = vec![0f32; heads * d];
+    let kv = CachedKv { keys: &keys, values: &cached, kv_heads, head_stride: len * d, len, head_dim: d };
+    let (level, pool) = (Level::detected(), Pool::new(threads));
+    bencher.bench_local(|| decode_attention(&q, &kv, heads, 0.125, None, &mut out, level, &pool));
+}
+
 /// Activation quantization of 64 rows of the MLP width.
 #[divan::bench]
 fn quantize_activations(bencher: Bencher) {
@@ -122,4 +189,14 @@ fn candle(bencher: Bencher, tokens: usize) {
             divan::black_box(m.forward(x).unwrap());
         }
     });
+}
+
+/// A job of two empty items on a pool of `threads`: what handing work to
+/// the pool and waiting for it costs, paid by every product and attention.
+#[divan::bench(args = [1, 2], sample_size = 32)]
+fn pool_round_trip(bencher: Bencher, threads: usize) {
+    let pool = Pool::new(threads);
+    bencher.bench_local(|| pool.run(2, &|range| {
+        divan::black_box(range);
+    }));
 }

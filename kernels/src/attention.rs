@@ -1,10 +1,25 @@
 //! Attention of one new position (a decode step) over the cached keys and
-//! values, for every query head at once: scores, softmax and the weighted
-//! sum of values in one pass per head, reading the cache where it lies.
+//! values, for every query head at once, reading the cache where it lies.
+//!
+//! The cache is cut into blocks of positions, and one work item takes one
+//! block of one kv head for all the query heads that share it: each key and
+//! value is read once per step, and a long context keeps every thread busy.
+//! An item leaves, per query head, its scores' maximum, the sum of their
+//! exponentials and the exponential-weighted sum of its values; a last pass
+//! merges the blocks' results into the softmax-weighted sum.
+//!
+//! With AVX-512, scores are computed 16 positions at a time and summed
+//! across lanes in one transposition, the exponentials are a vector
+//! polynomial, and the weighted sum of values keeps its accumulators in
+//! registers.
 
 use super::cpu::Level;
 use super::dense::dot;
 use super::pool::Pool;
+
+/// Cached positions per work item: few enough that a block's keys stay in
+/// L1 while each query head of its group reads them.
+const POSITIONS_PER_ITEM: usize = 64;
 
 /// Where the cached keys and values of one layer lie: `kv_heads` blocks of
 /// `len` positions × `head_dim` values, block `h` starting at `h · head_stride`.
@@ -21,56 +36,295 @@ pub struct CachedKv<'a> {
 /// (`q` and `out`: heads × head_dim), query heads sharing kv heads in
 /// groups (`heads / kv_heads` per kv head). With `softcap`, scores become
 /// `cap · tanh(score / cap)` first.
+#[allow(clippy::too_many_arguments)]
 pub fn decode_attention(q: &[f32], kv: &CachedKv, heads: usize, scale: f32, softcap: Option<f32>, out: &mut [f32], level: Level, pool: &Pool) {
     let d = kv.head_dim;
     assert!(heads % kv.kv_heads == 0 && q.len() == heads * d && out.len() == heads * d, "head counts disagree");
     assert!(kv.len > 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()), "cache too short");
     let group = heads / kv.kv_heads;
-    let output = Output(out.as_mut_ptr());
-    pool.run(heads, &|range| {
-        let mut scores = vec![0f32; kv.len];
-        for h in range {
-            let base = (h / group) * kv.head_stride;
-            let query = &q[h * d..(h + 1) * d];
-            let mut max = f32::NEG_INFINITY;
-            for (j, score) in scores.iter_mut().enumerate() {
-                let key = &kv.keys[base + j * d..base + (j + 1) * d];
-                let mut s = dot(query, key, level) * scale;
-                if let Some(cap) = softcap {
-                    s = cap * (s / cap).tanh();
+    let blocks = kv.len.div_ceil(POSITIONS_PER_ITEM);
+    let record = Partial::len(d);
+    let mut partials = vec![0f32; kv.kv_heads * blocks * group * record];
+    let sink = Sink(partials.as_mut_ptr());
+    pool.run(kv.kv_heads * blocks, &|items| {
+        let mut scores = Vec::new();
+        for item in items {
+            let (kv_head, block) = (item / blocks, item % blocks);
+            let first = block * POSITIONS_PER_ITEM;
+            let n = POSITIONS_PER_ITEM.min(kv.len - first);
+            let start = kv_head * kv.head_stride + first * d;
+            let block_kv = BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+            let queries = &q[kv_head * group * d..(kv_head + 1) * group * d];
+            // SAFETY: item `item`'s records, written by this thread only.
+            let records = unsafe { sink.records(item, group * record) };
+            attend_block(queries, &block_kv, scale, softcap, &mut scores, records, level);
+        }
+    });
+    for h in 0..heads {
+        let (kv_head, g) = (h / group, h % group);
+        let parts = (0..blocks).map(|b| Partial::of(&partials, ((kv_head * blocks + b) * group + g) * record, d));
+        merge(parts, &mut out[h * d..(h + 1) * d]);
+    }
+}
+
+/// One block of cached positions of one kv head: `n` rows of `d` values.
+struct BlockKv<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    n: usize,
+    d: usize,
+}
+
+/// What one block leaves for one query head, stored as `[max, sum, acc…]`:
+/// the largest score, `Σ exp(score - max)`, and `Σ exp(score - max) · value`.
+struct Partial<'a> {
+    max: f32,
+    sum: f32,
+    acc: &'a [f32],
+}
+
+impl<'a> Partial<'a> {
+    /// Values one record takes for a head dimension `d`.
+    fn len(d: usize) -> usize {
+        d + 2
+    }
+
+    fn of(records: &'a [f32], at: usize, d: usize) -> Self {
+        Self { max: records[at], sum: records[at + 1], acc: &records[at + 2..at + 2 + d] }
+    }
+}
+
+struct Sink(*mut f32);
+// SAFETY: each work item writes its own records.
+unsafe impl Sync for Sink {}
+
+impl Sink {
+    /// SAFETY: in bounds, and used by one thread at a time.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn records(&self, item: usize, len: usize) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(item * len), len)
+    }
+}
+
+/// Writes a [`Partial`] record per query head of `queries` (group × d)
+/// over one block of positions.
+fn attend_block(queries: &[f32], kv: &BlockKv, scale: f32, softcap: Option<f32>, scores: &mut Vec<f32>, records: &mut [f32], level: Level) {
+    let (n, d) = (kv.n, kv.d);
+    let record = Partial::len(d);
+    scores.clear();
+    scores.resize(queries.len() / d * n, 0.0);
+    for (g, row) in scores.chunks_exact_mut(n).enumerate() {
+        block_scores(&queries[g * d..(g + 1) * d], kv, row, g == 0, level);
+        let mut max = f32::NEG_INFINITY;
+        for s in row.iter_mut() {
+            *s *= scale;
+            if let Some(cap) = softcap {
+                *s = cap * (*s / cap).tanh();
+            }
+            max = max.max(*s);
+        }
+        records[g * record] = max;
+        records[g * record + 1] = exp_shifted(row, max, level);
+    }
+    weighted_values(scores, kv, records, level);
+}
+
+/// `out[j] = q · key j` for the keys of the block. The cache of a long
+/// context does not stay in cache: with `prefetch_next`, the SIMD path also
+/// asks for the next block's keys and values (usually this thread's next
+/// item), which the hardware prefetcher would not fetch ahead of its reads.
+fn block_scores(q: &[f32], kv: &BlockKv, out: &mut [f32], prefetch_next: bool, level: Level) {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni {
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
+        return unsafe { avx512::scores(q, kv, out, prefetch_next) };
+    }
+    let d = kv.d;
+    for (j, s) in out.iter_mut().enumerate() {
+        *s = dot(q, &kv.keys[j * d..(j + 1) * d], level);
+    }
+}
+
+/// Replaces each score `s` by `exp(s - max)`; returns their sum.
+fn exp_shifted(scores: &mut [f32], max: f32, level: Level) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni {
+        // SAFETY: as above.
+        return unsafe { avx512::exp_shifted(scores, max) };
+    }
+    let mut sum = 0.0;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    sum
+}
+
+/// Each query head's `acc = Σ_j weights[g][j] · value j`, into its record.
+fn weighted_values(weights: &[f32], kv: &BlockKv, records: &mut [f32], level: Level) {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni {
+        // SAFETY: as above.
+        return unsafe { avx512::weighted_values(weights, kv, records) };
+    }
+    let (n, d) = (kv.n, kv.d);
+    for (g, row) in weights.chunks_exact(n).enumerate() {
+        let at = g * Partial::len(d) + 2;
+        let acc = &mut records[at..at + d];
+        acc.fill(0.0);
+        for (j, &weight) in row.iter().enumerate() {
+            for (a, &v) in acc.iter_mut().zip(&kv.values[j * d..(j + 1) * d]) {
+                *a += weight * v;
+            }
+        }
+    }
+}
+
+/// `out = Σ_b exp(max_b - max) · acc_b / Σ_b exp(max_b - max) · sum_b`.
+fn merge<'a>(parts: impl Iterator<Item = Partial<'a>> + Clone, out: &mut [f32]) {
+    let max = parts.clone().fold(f32::NEG_INFINITY, |m, p| m.max(p.max));
+    out.fill(0.0);
+    let mut total = 0.0;
+    for part in parts {
+        let weight = (part.max - max).exp();
+        total += weight * part.sum;
+        for (o, &a) in out.iter_mut().zip(part.acc) {
+            *o += weight * a;
+        }
+    }
+    out.iter_mut().for_each(|o| *o /= total);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{BlockKv, Partial};
+    use crate::cpu::Level;
+    use crate::dense::dot;
+    use std::arch::x86_64::*;
+
+    /// The lanes of a 16-lane load that fall inside `len - at` values.
+    fn mask(len: usize, at: usize) -> __mmask16 {
+        let left = len - at;
+        if left >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << left) - 1) as u16
+        }
+    }
+
+    /// Asks for the cache lines of the `d` values at `row` (which may lie
+    /// past the slice: a prefetch never faults).
+    #[inline(always)]
+    unsafe fn prefetch_row(row: *const f32, d: usize) {
+        for c in (0..d).step_by(16) {
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(c) as *const i8);
+        }
+    }
+
+    /// [`super::block_scores`] 16 keys at a time: 16 accumulators, then one
+    /// transposition sums each across its lanes. With `prefetch_next`, each
+    /// step also asks for 16 rows of keys and values of the next block.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn scores(q: &[f32], kv: &BlockKv, out: &mut [f32], prefetch_next: bool) {
+        let (n, d, keys) = (kv.n, kv.d, kv.keys);
+        assert!(q.len() == d && out.len() == n && keys.len() >= n * d);
+        let mut j = 0;
+        while j + 16 <= n {
+            if prefetch_next {
+                for row in n + j..n + j + 16 {
+                    prefetch_row(keys.as_ptr().wrapping_add(row * d), d);
+                    prefetch_row(kv.values.as_ptr().wrapping_add(row * d), d);
                 }
-                *score = s;
-                max = max.max(s);
             }
-            let mut total = 0f32;
-            for score in scores.iter_mut() {
-                *score = (*score - max).exp();
-                total += *score;
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for c in (0..d).step_by(16) {
+                let m = mask(d, c);
+                let qv = _mm512_maskz_loadu_ps(m, q.as_ptr().add(c));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, keys.as_ptr().add((j + i) * d + c)), *a);
+                }
             }
-            // SAFETY: head `h`'s output, written by this thread only.
-            let out = unsafe { output.head(h, d) };
-            out.fill(0.0);
-            for (j, &weight) in scores.iter().enumerate() {
-                let value = &kv.values[base + j * d..base + (j + 1) * d];
-                let weight = weight / total;
-                // A plain multiply-add: `mul_add` would be a libm call
-                // without FMA enabled at compile time.
-                for (o, &v) in out.iter_mut().zip(value) {
-                    *o += weight * v;
+            _mm512_storeu_ps(out.as_mut_ptr().add(j), sum_each(&acc));
+            j += 16;
+        }
+        for (j, s) in out.iter_mut().enumerate().skip(j) {
+            *s = dot(q, &keys[j * d..(j + 1) * d], Level::Avx512Vnni);
+        }
+    }
+
+    /// Lane `i` of the result is the sum of the 16 lanes of `v[i]`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sum_each(v: &[__m512; 16]) -> __m512 {
+        // Within each 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3].
+        let pairs = |a, b| _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+        // Within each 128-bit lane: the lane's sums of a, b, c, d.
+        let quads = |ab: __m512, cd: __m512| {
+            let (x, y) = (_mm512_castps_pd(ab), _mm512_castps_pd(cd));
+            _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)))
+        };
+        let r: [__m512; 4] = std::array::from_fn(|k| quads(pairs(v[4 * k], v[4 * k + 1]), pairs(v[4 * k + 2], v[4 * k + 3])));
+        // Adds 128-bit lanes 0+1 and 2+3 of `a`, then of `b`.
+        let halves = |a, b| _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(a, b), _mm512_shuffle_f32x4::<0xDD>(a, b));
+        halves(halves(r[0], r[1]), halves(r[2], r[3]))
+    }
+
+    /// `e^x` to float precision: `x = n · ln 2 + r` with `|r| ≤ ln 2 / 2`,
+    /// `e^r` by its Taylor series to `r⁷` (error below 1e-8), scaled by `2ⁿ`.
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn exp(x: __m512) -> __m512 {
+        const LN2_HIGH: f32 = 0.693_359_4; // 355/512: n · LN2_HIGH is exact
+        const LN2_LOW: f32 = -2.121_944_4e-4;
+        let x = _mm512_max_ps(x, _mm512_set1_ps(-104.0)); // e^-104 is 0 in f32
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HIGH), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LOW), r);
+        let mut p = _mm512_set1_ps(1.0 / 5040.0);
+        for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        _mm512_scalef_ps(p, n)
+    }
+
+    /// [`super::exp_shifted`] 16 scores at a time.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn exp_shifted(scores: &mut [f32], max: f32) -> f32 {
+        let (m, n) = (_mm512_set1_ps(max), scores.len());
+        let mut sum = _mm512_setzero_ps();
+        for at in (0..n).step_by(16) {
+            let k = mask(n, at);
+            let p = scores.as_mut_ptr().add(at);
+            let e = exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
+            _mm512_mask_storeu_ps(p, k, e);
+            sum = _mm512_mask_add_ps(sum, k, sum, e);
+        }
+        _mm512_reduce_add_ps(sum)
+    }
+
+    /// [`super::weighted_values`] 16 columns × 4 query heads at a time, each
+    /// value row loaded once for the 4 (a group of fewer repeats its last
+    /// head and drops the repeats).
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn weighted_values(weights: &[f32], kv: &BlockKv, records: &mut [f32]) {
+        let (n, d) = (kv.n, kv.d);
+        let group = weights.len() / n;
+        let record = Partial::len(d);
+        assert!(kv.values.len() >= n * d && records.len() >= group * record);
+        for c in (0..d).step_by(16) {
+            let m = mask(d, c);
+            for g0 in (0..group).step_by(4) {
+                let heads: [usize; 4] = std::array::from_fn(|k| (g0 + k).min(group - 1));
+                let mut acc = [_mm512_setzero_ps(); 4];
+                for j in 0..n {
+                    let v = _mm512_maskz_loadu_ps(m, kv.values.as_ptr().add(j * d + c));
+                    for (a, &g) in acc.iter_mut().zip(&heads) {
+                        *a = _mm512_fmadd_ps(_mm512_set1_ps(*weights.get_unchecked(g * n + j)), v, *a);
+                    }
+                }
+                for (a, &g) in acc.iter().zip(&heads).take(group - g0) {
+                    _mm512_mask_storeu_ps(records.as_mut_ptr().add(g * record + 2 + c), m, *a);
                 }
             }
         }
-    });
-}
-
-struct Output(*mut f32);
-// SAFETY: each head's slice is written by one thread.
-unsafe impl Sync for Output {}
-
-impl Output {
-    /// SAFETY: in bounds, and used by one thread at a time.
-    unsafe fn head(&self, h: usize, d: usize) -> &mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(h * d), d)
     }
 }
 
@@ -79,33 +333,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shifted_exponentials_are_accurate_to_float_precision() {
+        let scores: Vec<f32> = (0..=2100).map(|i| 3.0 - i as f32 * 0.05).collect();
+        for level in Level::all_supported() {
+            let mut shifted = scores.clone();
+            let sum = exp_shifted(&mut shifted, 3.0, level);
+            let mut exact_sum = 0f64;
+            for (&s, &e) in scores.iter().zip(&shifted) {
+                let exact = (s as f64 - 3.0).exp();
+                exact_sum += exact;
+                assert!((e as f64 - exact).abs() <= 3e-7 * exact + 1e-40, "{level:?}: exp({}) = {e}, not {exact}", s - 3.0);
+            }
+            assert!((sum as f64 - exact_sum).abs() <= 1e-6 * exact_sum, "{level:?}: sum {sum} vs {exact_sum}");
+        }
+    }
+
+    /// Checks every level against a plain double-precision attention, for
+    /// head sizes that fill and that do not fill 16 lanes, groups of 1 to 5
+    /// query heads per kv head, and cache lengths inside one block of
+    /// positions and across several (with a partial last one).
+    #[test]
     fn matches_a_plain_double_precision_attention() {
-        let (heads, kv_heads, d, len, stride_pad) = (6, 2, 20, 13, 7);
-        let head_stride = (len + stride_pad) * d;
         let value = |i: usize| ((i * 2654435761usize % 1000) as f32 - 500.0) / 300.0;
-        let keys: Vec<f32> = (0..kv_heads * head_stride).map(value).collect();
-        let values: Vec<f32> = (0..kv_heads * head_stride).map(|i| value(i + 77)).collect();
-        let q: Vec<f32> = (0..heads * d).map(|i| value(i + 5)).collect();
-        let kv = CachedKv { keys: &keys, values: &values, kv_heads, head_stride, len, head_dim: d };
-        for softcap in [None, Some(2.0f32)] {
-            for level in Level::all_supported() {
-                let mut out = vec![f32::NAN; heads * d];
-                decode_attention(&q, &kv, heads, 0.3, softcap, &mut out, level, &Pool::new(2));
-                for h in 0..heads {
-                    let base = (h / (heads / kv_heads)) * head_stride;
-                    let mut scores: Vec<f64> = (0..len)
-                        .map(|j| {
-                            let s: f64 = (0..d).map(|c| q[h * d + c] as f64 * keys[base + j * d + c] as f64).sum::<f64>() * 0.3;
-                            softcap.map_or(s, |cap| cap as f64 * (s / cap as f64).tanh())
-                        })
-                        .collect();
-                    let max = scores.iter().cloned().fold(f64::MIN, f64::max);
-                    scores.iter_mut().for_each(|s| *s = (*s - max).exp());
-                    let total: f64 = scores.iter().sum();
-                    for c in 0..d {
-                        let expected: f64 = (0..len).map(|j| scores[j] / total * values[base + j * d + c] as f64).sum();
-                        let got = out[h * d + c] as f64;
-                        assert!((got - expected).abs() < 1e-5, "head {h} value {c} {level:?} {softcap:?}: {got} vs {expected}");
+        for (heads, kv_heads, d) in [(6, 2, 20), (9, 3, 64), (5, 1, 32), (4, 4, 16)] {
+            for len in [1, 13, 16, 17, 64, 100, 150] {
+                let head_stride = (len + 7) * d;
+                let keys: Vec<f32> = (0..kv_heads * head_stride).map(value).collect();
+                let values: Vec<f32> = (0..kv_heads * head_stride).map(|i| value(i + 77)).collect();
+                let q: Vec<f32> = (0..heads * d).map(|i| value(i + 5)).collect();
+                let kv = CachedKv { keys: &keys, values: &values, kv_heads, head_stride, len, head_dim: d };
+                for softcap in [None, Some(2.0f32)] {
+                    for level in Level::all_supported() {
+                        let mut out = vec![f32::NAN; heads * d];
+                        decode_attention(&q, &kv, heads, 0.3, softcap, &mut out, level, &Pool::new(2));
+                        for h in 0..heads {
+                            let base = (h / (heads / kv_heads)) * head_stride;
+                            let mut scores: Vec<f64> = (0..len)
+                                .map(|j| {
+                                    let s: f64 = (0..d).map(|c| q[h * d + c] as f64 * keys[base + j * d + c] as f64).sum::<f64>() * 0.3;
+                                    softcap.map_or(s, |cap| cap as f64 * (s / cap as f64).tanh())
+                                })
+                                .collect();
+                            let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+                            scores.iter_mut().for_each(|s| *s = (*s - max).exp());
+                            let total: f64 = scores.iter().sum();
+                            for c in 0..d {
+                                let expected: f64 = (0..len).map(|j| scores[j] / total * values[base + j * d + c] as f64).sum();
+                                let got = out[h * d + c] as f64;
+                                let at = format!("{heads}/{kv_heads} heads of {d}, {len} positions, head {h} value {c}, {level:?} {softcap:?}");
+                                assert!((got - expected).abs() < 1e-5, "{at}: {got} vs {expected}");
+                            }
+                        }
                     }
                 }
             }
