@@ -200,6 +200,7 @@ mod avx512 {
     use super::{BlockKv, Partial};
     use crate::cpu::Level;
     use crate::dense::dot;
+    use crate::elementwise::exp_avx512;
     use std::arch::x86_64::*;
 
     /// The lanes of a 16-lane load that fall inside `len - at` values.
@@ -253,23 +254,6 @@ mod avx512 {
         halves(halves(r[0], r[1]), halves(r[2], r[3]))
     }
 
-    /// `e^x` to float precision: `x = n · ln 2 + r` with `|r| ≤ ln 2 / 2`,
-    /// `e^r` by its Taylor series to `r⁷` (error below 1e-8), scaled by `2ⁿ`.
-    #[target_feature(enable = "avx512f,fma")]
-    unsafe fn exp(x: __m512) -> __m512 {
-        const LN2_HIGH: f32 = 0.693_359_4; // 355/512: n · LN2_HIGH is exact
-        const LN2_LOW: f32 = -2.121_944_4e-4;
-        let x = _mm512_max_ps(x, _mm512_set1_ps(-104.0)); // e^-104 is 0 in f32
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HIGH), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LOW), r);
-        let mut p = _mm512_set1_ps(1.0 / 5040.0);
-        for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        _mm512_scalef_ps(p, n)
-    }
-
     /// [`super::exp_shifted`] 16 scores at a time.
     #[target_feature(enable = "avx512f,fma")]
     pub(super) unsafe fn exp_shifted(scores: &mut [f32], max: f32) -> f32 {
@@ -278,7 +262,7 @@ mod avx512 {
         for at in (0..n).step_by(16) {
             let k = mask(n, at);
             let p = scores.as_mut_ptr().add(at);
-            let e = exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
+            let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
             _mm512_mask_storeu_ps(p, k, e);
             sum = _mm512_mask_add_ps(sum, k, sum, e);
         }

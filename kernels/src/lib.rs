@@ -9,8 +9,9 @@
 //! activations are quantized to 8 bits once per product ([`activations`]).
 //! Work is split over a pool of threads that stay warm between products
 //! ([`pool`]). Dense f32 weights get a streaming product for the few
-//! activation rows of decoding ([`dense`]), and a decode step's attention
-//! reads the cached keys and values in place ([`attention`]).
+//! activation rows of decoding ([`dense`]), a decode step's attention
+//! reads the cached keys and values in place ([`attention`]), and the gated
+//! MLP's activation is one vectorised pass ([`elementwise`]).
 //!
 //! Every quantized SIMD path computes exactly what the plain one does and is
 //! tested against it on random inputs, odd sizes included; the dense paths
@@ -40,6 +41,7 @@ pub mod activations;
 pub mod attention;
 pub mod cpu;
 pub mod dense;
+pub mod elementwise;
 pub mod matmul;
 pub mod memory;
 pub mod packed;

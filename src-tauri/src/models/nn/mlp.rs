@@ -1,6 +1,7 @@
 //! The gated feed-forward block: `down(act(gate(x)) * up(x))`, with SiLU
 //! or GELU-tanh as `act`.
 
+use super::cpu_values::with_cpu_f32;
 use super::linear::Linear;
 use super::projections::Projections;
 use crate::models::config::{Activation, ModelConfig};
@@ -38,10 +39,24 @@ impl GatedMlp {
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self.gate_up.forward(x)?.try_into().expect("two projections");
-        let gate = match self.activation {
-            Activation::Silu => candle_nn::ops::silu(&gate)?,
-            Activation::GeluTanh => gate.gelu()?,
+        let gated = match self.activation {
+            Activation::Silu => silu_mul(&gate, &up)?,
+            Activation::GeluTanh => (gate.gelu()? * up)?,
         };
-        self.down_proj.forward(&(gate * up)?)
+        self.down_proj.forward(&gated)
     }
+}
+
+/// `silu(gate) · up`: one pass of Cake's kernel when both are f32 on the
+/// CPU, else candle's ops.
+fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if gate.shape() == up.shape() {
+        let mut out = vec![0f32; gate.elem_count()];
+        let level = cake_kernels::cpu::Level::detected();
+        let fused = with_cpu_f32(gate, |g| with_cpu_f32(up, |u| cake_kernels::elementwise::silu_mul(g, u, &mut out, level)));
+        if fused.flatten().is_some() {
+            return Ok(Tensor::from_vec(out, gate.shape(), gate.device())?);
+        }
+    }
+    Ok((candle_nn::ops::silu(gate)? * up)?)
 }
