@@ -4,10 +4,15 @@
 //! microseconds: waking sleeping threads for each would cost as much as the
 //! work. The pool's threads spin briefly after a job, waiting for the next,
 //! and only then sleep. The caller takes a share of every job itself.
+//!
+//! Each thread works through its own contiguous share from the front, so
+//! each reads the weights in order. A thread done with its share takes
+//! chunks from the back of the others': a helper that starts late (its core
+//! was busy, or it was asleep) then leaves less for the rest to wait on.
 
 use std::cell::UnsafeCell;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -65,8 +70,66 @@ struct Job {
     items: usize,
 }
 
+/// The items of one thread's share not yet claimed, `front..back`, packed
+/// into one word (front in the high half) so that the owner (from the
+/// front) and others (from the back) claim with one compare-and-swap.
+#[repr(align(64))]
+struct Share(AtomicU64);
+
+impl Share {
+    fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    fn set(&self, items: Range<usize>) {
+        self.0.store(pack(items.start, items.end), Ordering::Relaxed);
+    }
+
+    /// Claims up to `n` items from the front.
+    fn take_front(&self, n: usize) -> Option<Range<usize>> {
+        self.take(|front, back| front..(front + n).min(back))
+    }
+
+    /// Claims up to `n` items from the back.
+    fn take_back(&self, n: usize) -> Option<Range<usize>> {
+        self.take(|front, back| back.saturating_sub(n).max(front)..back)
+    }
+
+    fn take(&self, claim: impl Fn(usize, usize) -> Range<usize>) -> Option<Range<usize>> {
+        let mut current = self.0.load(Ordering::Relaxed);
+        loop {
+            let (front, back) = unpack(current);
+            if front >= back {
+                return None;
+            }
+            let taken = claim(front, back);
+            let rest = if taken.start == front { pack(taken.end, back) } else { pack(front, taken.start) };
+            match self.0.compare_exchange_weak(current, rest, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(taken),
+                Err(now) => current = now,
+            }
+        }
+    }
+}
+
+fn pack(front: usize, back: usize) -> u64 {
+    ((front as u64) << 32) | back as u64
+}
+
+fn unpack(word: u64) -> (usize, usize) {
+    ((word >> 32) as usize, (word & 0xFFFF_FFFF) as usize)
+}
+
+/// Items claimed at a time: an eighth of a share, so that a late thread's
+/// share is mostly left to take.
+fn chunk(items: usize, threads: usize) -> usize {
+    (items / threads / 8).max(1)
+}
+
 struct Shared {
     threads: usize,
+    /// Each thread's share of the current job.
+    shares: Vec<Share>,
     /// Bumped for each job; threads wait for it to change.
     generation: AtomicUsize,
     job: UnsafeCell<Option<Job>>,
@@ -100,6 +163,7 @@ impl Pool {
     pub fn new(threads: usize) -> Self {
         let shared = Arc::new(Shared {
             threads: threads.max(1),
+            shares: (0..threads.max(1)).map(|_| Share::new()).collect(),
             generation: AtomicUsize::new(0),
             job: UnsafeCell::new(None),
             running: AtomicUsize::new(0),
@@ -138,13 +202,17 @@ impl Pool {
         unsafe {
             *shared.job.get() = Some(Job { work: std::mem::transmute(erased), items });
         }
+        assert!(items <= u32::MAX as usize, "{items} items in one job");
+        for (index, own) in shared.shares.iter().enumerate() {
+            own.set(share(items, index, shared.threads));
+        }
         shared.running.store(shared.threads - 1, Ordering::SeqCst);
         shared.generation.fetch_add(1, Ordering::SeqCst);
         if shared.sleeping.load(Ordering::SeqCst) > 0 {
             let _lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
             shared.wake.notify_all();
         }
-        let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(share(items, 0, shared.threads))));
+        let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, 0, items, work)));
         let mut spins = 0u32;
         while shared.running.load(Ordering::Acquire) != 0 {
             spins += 1;
@@ -170,14 +238,25 @@ fn helper(shared: &Shared, index: usize) {
         // SAFETY: the caller wrote the job before bumping `generation` and
         // keeps it (and the work it points to) alive until `running` is 0.
         let job = unsafe { (*shared.job.get()).expect("a job was posted") };
-        let range = share(job.items, index, shared.threads);
-        if !range.is_empty() {
-            let work = unsafe { &*job.work };
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(range))).is_err() {
-                shared.panicked.store(true, Ordering::SeqCst);
-            }
+        let work = unsafe { &*job.work };
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, index, job.items, work))).is_err() {
+            shared.panicked.store(true, Ordering::SeqCst);
         }
         shared.running.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Thread `index`'s part of a job: its own share from the front, then what
+/// is left of the others' from their backs.
+fn work_on_shares(shared: &Shared, index: usize, items: usize, work: &(dyn Fn(Range<usize>) + Sync)) {
+    let n = chunk(items, shared.threads);
+    while let Some(range) = shared.shares[index].take_front(n) {
+        work(range);
+    }
+    for other in (1..shared.threads).map(|k| (index + k) % shared.threads) {
+        while let Some(range) = shared.shares[other].take_back(n) {
+            work(range);
+        }
     }
 }
 
@@ -228,6 +307,34 @@ mod tests {
             });
             assert!(visits.iter().all(|v| v.load(Ordering::Relaxed) == 1), "{items} items");
         }
+    }
+
+    #[test]
+    fn the_caller_takes_the_items_a_slow_helper_has_not_claimed() {
+        let pool = Pool::new(2);
+        let caller = std::thread::current().id();
+        let by_caller = AtomicU64::new(0);
+        pool.run(64, &|range| {
+            if std::thread::current().id() == caller {
+                by_caller.fetch_add(range.len() as u64, Ordering::Relaxed);
+            } else {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        // The helper claims at most its first chunk (4 items) in the 200 ms
+        // the caller needs for all the others; fixed halves would give 32.
+        assert!(by_caller.load(Ordering::Relaxed) >= 60, "the caller did {by_caller:?} of 64 items");
+    }
+
+    #[test]
+    fn shares_hand_out_each_item_once_from_either_end() {
+        let share = Share::new();
+        share.set(3..13);
+        assert_eq!(share.take_front(4), Some(3..7));
+        assert_eq!(share.take_back(4), Some(9..13));
+        assert_eq!(share.take_back(4), Some(7..9));
+        assert_eq!(share.take_front(4), None);
+        assert_eq!(share.take_back(1), None);
     }
 
     #[test]
