@@ -42,45 +42,31 @@ impl TextModel {
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let checkpoint = Checkpoint::open(path)?;
-        let decoder = checkpoint.load_decoder_with_progress(None, options, on_layer)?;
-        Self::assemble(path, &checkpoint, decoder, Vec::new())
+        // The tokenizer (tens of milliseconds for a large vocabulary) is
+        // read on another core while the weights load.
+        let (decoder, text) = std::thread::scope(|scope| {
+            let text = scope.spawn(|| TextSide::read(&checkpoint));
+            let decoder = checkpoint.load_decoder_with_progress(None, options, on_layer);
+            (decoder, text.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        Ok(Self::from_parts(path, LayerPipeline::new(decoder?, Vec::new()), text?))
     }
 
     /// A model from a loaded local part and the stages on workers; reads the
     /// tokenizer, chat template and stop tokens from the checkpoint.
     pub fn assemble(path: &Path, checkpoint: &Checkpoint, decoder: Decoder, remote_stages: Vec<RemoteStage>) -> Result<Self> {
-        let mut eos = checkpoint.config().eos_token_ids.clone();
-        let mut sampling_defaults = SamplingParams::default();
-        let (tokenizer, chat_template_source) = match &checkpoint {
-            Checkpoint::Folder { dir, .. } => {
-                if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
-                    eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
-                    sampling_defaults =
-                        SamplingOverrides::from_generation_config(&generation).apply_to(&sampling_defaults);
-                }
-                folder_text_files(dir)?
-            }
-            Checkpoint::Gguf { file, .. } => (
-                Some(TextTokenizer::from_gguf(file)?),
-                file.get_str("tokenizer.chat_template").map(str::to_string),
-            ),
-        };
-        if let Some(id) = tokenizer
-            .as_ref()
-            .and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name)))
-        {
-            eos.push(id);
-        }
-        eos.sort_unstable();
-        eos.dedup();
-        Ok(Self {
+        Ok(Self::from_parts(path, LayerPipeline::new(decoder, remote_stages), TextSide::read(checkpoint)?))
+    }
+
+    fn from_parts(path: &Path, pipeline: LayerPipeline, text: TextSide) -> Self {
+        Self {
             path: path.to_path_buf(),
-            pipeline: LayerPipeline::new(decoder, remote_stages),
-            tokenizer,
-            chat_template_source,
-            eos_token_ids: eos,
-            sampling_defaults,
-        })
+            pipeline,
+            tokenizer: text.tokenizer,
+            chat_template_source: text.chat_template_source,
+            eos_token_ids: text.eos_token_ids,
+            sampling_defaults: text.sampling_defaults,
+        }
     }
 
     /// The local part of the decoder (embedding, first layers, head).
@@ -128,6 +114,45 @@ impl TextModel {
             tok.and_then(|t| t.bos_token.as_deref()),
             tok.and_then(|t| t.eos_token.as_deref()),
         )
+    }
+}
+
+/// What a checkpoint says about its text besides the weights.
+struct TextSide {
+    tokenizer: Option<TextTokenizer>,
+    chat_template_source: Option<String>,
+    eos_token_ids: Vec<u32>,
+    sampling_defaults: SamplingParams,
+}
+
+impl TextSide {
+    /// Reads the tokenizer, chat template, stop tokens and sampling defaults.
+    fn read(checkpoint: &Checkpoint) -> Result<Self> {
+        let mut eos = checkpoint.config().eos_token_ids.clone();
+        let mut sampling_defaults = SamplingParams::default();
+        let (tokenizer, chat_template_source) = match checkpoint {
+            Checkpoint::Folder { dir, .. } => {
+                if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
+                    eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
+                    sampling_defaults =
+                        SamplingOverrides::from_generation_config(&generation).apply_to(&sampling_defaults);
+                }
+                folder_text_files(dir)?
+            }
+            Checkpoint::Gguf { file, .. } => (
+                Some(TextTokenizer::from_gguf(file)?),
+                file.get_str("tokenizer.chat_template").map(str::to_string),
+            ),
+        };
+        if let Some(id) = tokenizer
+            .as_ref()
+            .and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name)))
+        {
+            eos.push(id);
+        }
+        eos.sort_unstable();
+        eos.dedup();
+        Ok(Self { tokenizer, chat_template_source, eos_token_ids: eos, sampling_defaults })
     }
 }
 
