@@ -200,18 +200,8 @@ mod avx512 {
     use super::{BlockKv, Partial};
     use crate::cpu::Level;
     use crate::dense::dot;
-    use crate::elementwise::exp_avx512;
+    use crate::elementwise::{exp_avx512, lanes_within};
     use std::arch::x86_64::*;
-
-    /// The lanes of a 16-lane load that fall inside `len - at` values.
-    fn mask(len: usize, at: usize) -> __mmask16 {
-        let left = len - at;
-        if left >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << left) - 1) as u16
-        }
-    }
 
     /// [`super::block_scores`] 16 keys at a time: 16 accumulators, then one
     /// transposition sums each across its lanes.
@@ -226,7 +216,7 @@ mod avx512 {
             for (i, a) in acc.iter_mut().enumerate() {
                 let key = keys.as_ptr().add((j + i) * d);
                 for c in (0..d).step_by(16) {
-                    let m = mask(d, c);
+                    let m = lanes_within(d, c);
                     *a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q.as_ptr().add(c)), _mm512_maskz_loadu_ps(m, key.add(c)), *a);
                 }
             }
@@ -260,7 +250,7 @@ mod avx512 {
         let (m, n) = (_mm512_set1_ps(max), scores.len());
         let mut sum = _mm512_setzero_ps();
         for at in (0..n).step_by(16) {
-            let k = mask(n, at);
+            let k = lanes_within(n, at);
             let p = scores.as_mut_ptr().add(at);
             let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
             _mm512_mask_storeu_ps(p, k, e);
@@ -281,7 +271,7 @@ mod avx512 {
         assert!(kv.values.len() >= n * d && records.len() >= group * record);
         for panel in (0..d).step_by(64) {
             let width = 64.min(d - panel);
-            let lanes: [Option<__mmask16>; 4] = std::array::from_fn(|k| (16 * k < width).then(|| mask(width, 16 * k)));
+            let lanes: [Option<__mmask16>; 4] = std::array::from_fn(|k| (16 * k < width).then(|| lanes_within(width, 16 * k)));
             for g0 in (0..group).step_by(4) {
                 let heads: [usize; 4] = std::array::from_fn(|h| (g0 + h).min(group - 1));
                 let mut acc = [[_mm512_setzero_ps(); 4]; 4];

@@ -24,12 +24,23 @@ unsafe fn silu_mul_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
     use std::arch::x86_64::*;
     let n = out.len();
     for at in (0..n).step_by(16) {
-        let mask: __mmask16 = if n - at >= 16 { 0xFFFF } else { ((1u32 << (n - at)) - 1) as u16 };
+        let mask = lanes_within(n, at);
         let g = _mm512_maskz_loadu_ps(mask, gate.as_ptr().add(at));
         let u = _mm512_maskz_loadu_ps(mask, up.as_ptr().add(at));
         let e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));
         let silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0), e));
         _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, _mm512_mul_ps(silu, u));
+    }
+}
+
+/// The lanes of a 16-lane load at `at` that fall inside `len` values.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn lanes_within(len: usize, at: usize) -> std::arch::x86_64::__mmask16 {
+    let left = len - at;
+    if left >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << left) - 1) as u16
     }
 }
 

@@ -186,11 +186,13 @@ impl Pool {
         self.shared.threads
     }
 
-    /// Calls `work` on contiguous ranges that cover `0..items`, one per
-    /// thread, and returns when all are done. If another job is running
+    /// Calls `work` on disjoint contiguous ranges that cover `0..items`,
+    /// on the pool's threads (each may take several, see the module doc),
+    /// and returns when all are done. If another job is running
     /// (another thread of the process is using the pool), runs it all on the
     /// calling thread instead. A panic in the work is raised here.
     pub fn run(&self, items: usize, work: &(dyn Fn(Range<usize>) + Sync)) {
+        assert!(items <= u32::MAX as usize, "{items} items in one job (a share packs its bounds in 32 bits)");
         let shared = &*self.shared;
         let guard = match self.busy.try_lock() {
             Ok(guard) if shared.threads > 1 && items > 1 => guard,
@@ -202,7 +204,6 @@ impl Pool {
         unsafe {
             *shared.job.get() = Some(Job { work: std::mem::transmute(erased), items });
         }
-        assert!(items <= u32::MAX as usize, "{items} items in one job");
         for (index, own) in shared.shares.iter().enumerate() {
             own.set(share(items, index, shared.threads));
         }
