@@ -22,6 +22,8 @@ pub struct QuantizedActivations {
     pub scaled_sums: Vec<f32>,
     /// Per block: `Σq`.
     pub sums: Vec<i32>,
+    /// Per half block (16 values): `Σq`, for weights with a scale per 16 values.
+    pub half_sums: Vec<i32>,
 }
 
 impl QuantizedActivations {
@@ -36,17 +38,19 @@ impl QuantizedActivations {
         self.scales.resize(blocks, 0.0);
         self.scaled_sums.resize(blocks, 0.0);
         self.sums.resize(blocks, 0);
-        let chunks = x.chunks_exact(BLOCK).zip(self.qs.chunks_exact_mut(BLOCK));
+        self.half_sums.resize(2 * blocks, 0);
+        let chunks = x.chunks_exact(BLOCK).zip(self.qs.chunks_exact_mut(BLOCK)).zip(self.half_sums.chunks_exact_mut(2));
         let per_block = self.scales.iter_mut().zip(self.scaled_sums.iter_mut()).zip(self.sums.iter_mut());
-        for ((values, qs), ((scale, scaled_sum), block_sum)) in chunks.zip(per_block) {
+        for (((values, qs), half_sums), ((scale, scaled_sum), block_sum)) in chunks.zip(per_block) {
             let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
             let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut sum = 0i32;
             for (q, v) in qs.iter_mut().zip(values) {
                 *q = round_small(v * inverse) as i8;
-                sum += *q as i32;
             }
+            half_sums[0] = qs[..BLOCK / 2].iter().map(|&q| q as i32).sum();
+            half_sums[1] = qs[BLOCK / 2..].iter().map(|&q| q as i32).sum();
+            let sum = half_sums[0] + half_sums[1];
             *scale = d;
             *scaled_sum = d * sum as f32;
             *block_sum = sum;
@@ -85,6 +89,7 @@ mod tests {
             let sum: i32 = a.qs[b * BLOCK..(b + 1) * BLOCK].iter().map(|&q| q as i32).sum();
             assert_eq!(a.scaled_sums[b], a.scales[b] * sum as f32);
             assert_eq!(a.sums[b], sum);
+            assert_eq!(a.half_sums[2 * b] + a.half_sums[2 * b + 1], sum);
         }
     }
 

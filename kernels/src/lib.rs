@@ -19,12 +19,12 @@
 
 /// Runs `$kernel::<N>` for the row groups `$groups` over all activation
 /// rows, `$max` rows at a time; `rest` must list every shorter remainder
-/// (1 to `$max - 1`), each of which gets its own instantiation.
+/// (1 to `$max - 1`), each of which gets its own instantiation. The kernel
+/// gets row group `g`'s tiles (or, with `groups f`, `f(g)`).
 macro_rules! over_tokens {
-    ($kernel:ident, $tiles:expr, $groups:expr, $acts:expr, $out:expr, max $max:expr, rest [$($n:literal),*]) => {{
-        let blocks = $acts.blocks_per_row();
+    (groups $row_group:expr, $kernel:ident, $groups:expr, $acts:expr, $out:expr, max $max:expr, rest [$($n:literal),*]) => {{
         for g in $groups {
-            let row_tiles = &$tiles[g * blocks..(g + 1) * blocks];
+            let row_tiles = $row_group(g);
             let mut t = 0;
             while t < $acts.rows {
                 match $acts.rows - t {
@@ -35,6 +35,10 @@ macro_rules! over_tokens {
             }
         }
     }};
+    ($kernel:ident, $tiles:expr, $groups:expr, $acts:expr, $out:expr, max $max:expr, rest [$($n:literal),*]) => {{
+        let blocks = $acts.blocks_per_row();
+        over_tokens!(groups |g: usize| &$tiles[g * blocks..(g + 1) * blocks], $kernel, $groups, $acts, $out, max $max, rest [$($n),*])
+    }};
 }
 
 pub mod activations;
@@ -42,6 +46,7 @@ pub mod attention;
 pub mod cpu;
 pub mod dense;
 pub mod elementwise;
+pub mod ggml_blocks;
 pub mod matmul;
 pub mod memory;
 pub mod packed;

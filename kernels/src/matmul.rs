@@ -90,25 +90,42 @@ pub fn matmul_quantized_stacked(ws: &[&PackedMatrix], acts: &QuantizedActivation
 }
 
 fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivations, out: &Output, level: Level) {
-    match (&w.tiles, level) {
-        #[cfg(target_arch = "x86_64")]
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::{x86_avx2 as avx2, x86_avx512 as avx512};
         // SAFETY: `Level` is only this high when the CPU has the instructions.
-        (Tiles::Q4(tiles), Level::Avx512Vnni) => unsafe { super::x86_avx512::q4(tiles, groups, acts, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Tiles::Q8(tiles), Level::Avx512Vnni) => unsafe { super::x86_avx512::q8(tiles, groups, acts, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Tiles::Q4(tiles), Level::Avx2) => unsafe { super::x86_avx2::q4(tiles, groups, acts, out) },
-        #[cfg(target_arch = "x86_64")]
-        (Tiles::Q8(tiles), Level::Avx2) => unsafe { super::x86_avx2::q8(tiles, groups, acts, out) },
-        (Tiles::Q4(tiles), _) => plain::q4(tiles, groups, acts, out),
-        (Tiles::Q8(tiles), _) => plain::q8(tiles, groups, acts, out),
+        unsafe {
+            match (&w.tiles, level) {
+                (Tiles::Q4(t), Level::Avx512Vnni) => return avx512::q4(t, groups, acts, out),
+                (Tiles::Q5(t), Level::Avx512Vnni) => return avx512::q5(t, groups, acts, out),
+                (Tiles::Q8(t), Level::Avx512Vnni) => return avx512::q8(t, groups, acts, out),
+                (Tiles::Q4K(t), Level::Avx512Vnni) => return avx512::q4k(t.group(), groups, acts, out),
+                (Tiles::Q5K(t), Level::Avx512Vnni) => return avx512::q5k(t.group(), groups, acts, out),
+                (Tiles::Q6K(t), Level::Avx512Vnni) => return avx512::q6k(t.group(), groups, acts, out),
+                (Tiles::Q4(t), Level::Avx2) => return avx2::q4(t, groups, acts, out),
+                (Tiles::Q5(t), Level::Avx2) => return avx2::q5(t, groups, acts, out),
+                (Tiles::Q8(t), Level::Avx2) => return avx2::q8(t, groups, acts, out),
+                (Tiles::Q4K(t), Level::Avx2) => return avx2::q4k(t.group(), groups, acts, out),
+                (Tiles::Q5K(t), Level::Avx2) => return avx2::q5k(t.group(), groups, acts, out),
+                (Tiles::Q6K(t), Level::Avx2) => return avx2::q6k(t.group(), groups, acts, out),
+                _ => {}
+            }
+        }
+    }
+    match &w.tiles {
+        Tiles::Q4(t) => plain::q4(t, groups, acts, out),
+        Tiles::Q5(t) => plain::q5(t, groups, acts, out),
+        Tiles::Q8(t) => plain::q8(t, groups, acts, out),
+        Tiles::Q4K(t) => plain::q4k(t.group(), groups, acts, out),
+        Tiles::Q5K(t) => plain::q5k(t.group(), groups, acts, out),
+        Tiles::Q6K(t) => plain::q6k(t.group(), groups, acts, out),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packed::tests::random_ggml;
+    use crate::packed::tests::{random_ggml, ALL_FORMATS};
     use crate::packed::GgmlFormat;
 
     fn random_activations(m: usize, k: usize, seed: u32) -> Vec<f32> {
@@ -128,8 +145,10 @@ mod tests {
     #[test]
     fn every_level_equals_the_plain_kernel_and_the_float_product() {
         let pools = [pool::Pool::new(1), pool::Pool::new(3)];
-        for dtype in [GgmlFormat::Q4_1, GgmlFormat::Q4_0, GgmlFormat::Q8_0] {
-            for (rows, cols, m) in [(16, 32, 1), (1, 64, 3), (37, 96, 5), (70, 576, 2), (33, 160, 9)] {
+        for dtype in ALL_FORMATS {
+            let block = dtype.block_values();
+            for (rows, blocks, m) in [(16, 1, 1), (1, 2, 3), (37, 3, 5), (70, 18 * 32 / block, 2), (33, 5, 9)] {
+                let cols = blocks * block;
                 let (bytes, dense) = random_ggml(dtype, rows, cols, (rows * cols) as u64);
                 let w = PackedMatrix::from_ggml(dtype, &bytes, rows, cols).unwrap();
                 let x = random_activations(m, cols, (rows + m) as u32);
@@ -160,8 +179,8 @@ mod tests {
     #[test]
     fn stacked_products_equal_the_separate_ones_side_by_side() {
         let pools = [pool::Pool::new(1), pool::Pool::new(2)];
-        let shapes = [(GgmlFormat::Q4_1, 37), (GgmlFormat::Q8_0, 16), (GgmlFormat::Q4_0, 5)];
-        let (cols, m) = (96, 3);
+        let shapes = [(GgmlFormat::Q4_1, 37), (GgmlFormat::Q8_0, 16), (GgmlFormat::Q4_K, 5), (GgmlFormat::Q6_K, 17), (GgmlFormat::Q5_0, 3)];
+        let (cols, m) = (256, 3);
         let ws: Vec<PackedMatrix> = shapes
             .iter()
             .map(|&(dtype, rows)| PackedMatrix::from_ggml(dtype, &random_ggml(dtype, rows, cols, rows as u64).0, rows, cols).unwrap())

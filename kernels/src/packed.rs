@@ -1,43 +1,39 @@
 //! Weight matrices repacked into tiles of 16 rows for the SIMD kernels.
 //!
-//! GGML stores a quantized matrix row by row, each row a run of 32-value
-//! blocks. Here one tile holds the same block column of 16 consecutive rows,
-//! interleaved so that one 64-byte load gives 4 consecutive values of each
-//! of the 16 rows: a VNNI instruction then advances 16 output rows at once.
-//! Tiles of a row group are stored one after another along the row.
+//! GGML stores a quantized matrix row by row, each row a run of blocks (see
+//! [`super::ggml_blocks`]). Here one tile holds the same 32-column block of
+//! 16 consecutive rows, interleaved so that one 64-byte load gives 4
+//! consecutive values of each of the 16 rows: a VNNI instruction then
+//! advances 16 output rows at once. Tiles of a row group are stored one
+//! after another along the row. Every weight keeps exactly the value the
+//! file gives it (the scales are the file's, never rounded).
 //!
-//! Repacking keeps the size: a Q4_1 tile is 16 × 20 bytes, a Q8_0 tile
-//! 16 × 34 bytes. Q4_0 is stored as Q4_1 with the offset `m = -8d` (exact).
+//! - [`TileQ4`] (Q4_0, Q4_1) and [`TileQ5`] (Q5_0, Q5_1): `d · q + m` per
+//!   row, `m = −8d` or `−16d` for the offset-free formats (exact).
+//! - [`TileQ8`] (Q8_0): `d · q`.
+//! - [`TileQ4K`] (Q4_K) and [`TileQ5K`] (Q5_K): integer scale and min per
+//!   row, with the super-block's `d` and `dmin` per row in [`SuperScales`].
+//! - [`TileQ6K`] (Q6_K): two signed integer scales per row (one per 16
+//!   values), the super-block's `d` per row in [`SuperScales`].
+//!
+//! 4-bit parts are stored as in [`TileQ4`]; a fifth bit (Q5) is one bit
+//! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
+//! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
+//! value `4j + i` of row `r`. Sizes per 16 × 32 values: Q4 320 bytes
+//! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
+//! Q5_K 360 (352), Q6_K 424 (420).
 
 use super::activations::BLOCK;
+pub use super::ggml_blocks::GgmlFormat;
+use super::ggml_blocks::{self as blocks, SUB_BLOCK, SUPER_BLOCK};
 use super::memory::{Zeroed, ZeroedBuffer};
 use anyhow::{ensure, Result};
 use half::f16;
 
-/// The GGML block formats repacked here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GgmlFormat {
-    /// 32 values: `d` (f16), 16 bytes of 4-bit `q`; value `d · (q - 8)`.
-    Q4_0,
-    /// 32 values: `d`, `m` (f16), 16 bytes of 4-bit `q`; value `d · q + m`.
-    Q4_1,
-    /// 32 values: `d` (f16), 32 signed bytes `q`; value `d · q`.
-    Q8_0,
-}
-
-impl GgmlFormat {
-    /// Bytes of one 32-value block.
-    pub fn block_bytes(self) -> usize {
-        match self {
-            GgmlFormat::Q4_0 => 18,
-            GgmlFormat::Q4_1 => 20,
-            GgmlFormat::Q8_0 => 34,
-        }
-    }
-}
-
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
+/// Tiles (32-column blocks) per K-quant super-block.
+pub const TILES_PER_SUPER: usize = SUPER_BLOCK / SUB_BLOCK;
 
 /// 16 rows × 32 values of 4-bit weights, `value = d · q + m`, `q` in 0..16.
 /// `qs[p][4r + i]` holds `q[r][8p + i]` in its low nibble and
@@ -50,6 +46,16 @@ pub struct TileQ4 {
     pub qs: [[u8; 64]; 4],
 }
 
+/// As [`TileQ4`] with a fifth bit: `q` in 0..32, its bit 4 in `qh`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct TileQ5 {
+    pub d: [f16; TILE_ROWS],
+    pub m: [f16; TILE_ROWS],
+    pub qs: [[u8; 64]; 4],
+    pub qh: [u8; 64],
+}
+
 /// 16 rows × 32 values of 8-bit weights, `value = d · q`.
 /// `qs[j][4r + i]` holds `q[r][4j + i]`.
 #[derive(Clone, Copy)]
@@ -59,40 +65,112 @@ pub struct TileQ8 {
     pub qs: [[i8; 64]; 8],
 }
 
+/// One sub-block of Q4_K for 16 rows: `value = d · scale · q − dmin · min`,
+/// `q` in 0..16 stored as in [`TileQ4`]; `d`, `dmin` in [`SuperScales`].
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct TileQ4K {
+    pub scale: [u8; TILE_ROWS],
+    pub min: [u8; TILE_ROWS],
+    pub qs: [[u8; 64]; 4],
+}
+
+/// As [`TileQ4K`] with a fifth bit (Q5_K): `q` in 0..32, bit 4 in `qh`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct TileQ5K {
+    pub scale: [u8; TILE_ROWS],
+    pub min: [u8; TILE_ROWS],
+    pub qs: [[u8; 64]; 4],
+    pub qh: [u8; 64],
+}
+
+/// One sub-block of Q6_K for 16 rows: `value = d · scale[h] · (q − 32)`
+/// for values `16h..16h + 16`, `q` in 0..64: the low 4 bits as in
+/// [`TileQ4`], bits 4–5 of values `4j + i` in bits `2(j % 4)`.. of
+/// `qh[j / 4][4r + i]`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct TileQ6K {
+    pub scale: [[i8; TILE_ROWS]; 2],
+    pub qs: [[u8; 64]; 4],
+    pub qh: [[u8; 64]; 2],
+}
+
+/// A K-quant super-block's scales for the 16 rows of a row group
+/// (`dmin` is zero for Q6_K).
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct SuperScales {
+    pub d: [f16; TILE_ROWS],
+    pub dmin: [f16; TILE_ROWS],
+}
+
+/// The tiles of a K-quant matrix: `row_groups × blocks_per_row` tiles and
+/// `row_groups × blocks_per_row / 8` super-block scales.
+pub struct KTiles<T: Zeroed> {
+    pub tiles: ZeroedBuffer<T>,
+    pub supers: ZeroedBuffer<SuperScales>,
+}
+
+/// A K-quant matrix's tiles and super-block scales, as the kernels take them.
+pub struct KGroup<'a, T> {
+    pub tiles: &'a [T],
+    pub supers: &'a [SuperScales],
+}
+
+impl<T> Clone for KGroup<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for KGroup<'_, T> {}
+
+impl<T: Zeroed> KTiles<T> {
+    pub fn group(&self) -> KGroup<'_, T> {
+        KGroup { tiles: &self.tiles, supers: &self.supers }
+    }
+}
+
 /// The tiles of a matrix, `row_groups × blocks_per_row` of them.
 pub enum Tiles {
     Q4(ZeroedBuffer<TileQ4>),
+    Q5(ZeroedBuffer<TileQ5>),
     Q8(ZeroedBuffer<TileQ8>),
+    Q4K(KTiles<TileQ4K>),
+    Q5K(KTiles<TileQ5K>),
+    Q6K(KTiles<TileQ6K>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
 pub struct PackedMatrix {
     pub rows: usize,
     pub cols: usize,
+    /// The GGML format the weights came in.
+    pub format: GgmlFormat,
     pub tiles: Tiles,
-}
-
-fn read_f16(bytes: &[u8]) -> f16 {
-    f16::from_le_bytes([bytes[0], bytes[1]])
 }
 
 impl PackedMatrix {
     /// Repacks a GGML matrix stored row by row (`rows × cols`, `cols` a
-    /// multiple of 32).
-    pub fn from_ggml(dtype: GgmlFormat, data: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        ensure!(cols % BLOCK == 0, "{cols} columns are not whole blocks of {BLOCK}");
+    /// multiple of the format's block).
+    pub fn from_ggml(format: GgmlFormat, data: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        let per_block = format.block_values();
+        ensure!(cols % per_block == 0, "{cols} columns are not whole {format:?} blocks of {per_block}");
         let blocks = cols / BLOCK;
-        ensure!(
-            data.len() == rows * blocks * dtype.block_bytes(),
-            "{} bytes do not hold {rows} × {cols} {dtype:?} weights",
-            data.len()
-        );
-        let source = Source { data, dtype, rows, blocks };
-        let tiles = match dtype {
+        let expected = rows.checked_mul(cols / per_block).and_then(|n| n.checked_mul(format.block_bytes()));
+        ensure!(expected == Some(data.len()), "{} bytes do not hold {rows} × {cols} {format:?} weights", data.len());
+        let source = Source { data, format, rows, blocks };
+        let tiles = match format {
             GgmlFormat::Q8_0 => Tiles::Q8(fill_tiles(&source, fill_q8)),
             GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => Tiles::Q4(fill_tiles(&source, fill_q4)),
+            GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => Tiles::Q5(fill_tiles(&source, fill_q5)),
+            GgmlFormat::Q4_K => Tiles::Q4K(fill_k_tiles(&source, fill_q4k)),
+            GgmlFormat::Q5_K => Tiles::Q5K(fill_k_tiles(&source, fill_q5k)),
+            GgmlFormat::Q6_K => Tiles::Q6K(fill_k_tiles(&source, fill_q6k)),
         };
-        Ok(Self { rows, cols, tiles })
+        Ok(Self { rows, cols, format, tiles })
     }
 
     pub fn blocks_per_row(&self) -> usize {
@@ -105,9 +183,16 @@ impl PackedMatrix {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
+        fn k<T: Zeroed>(t: &KTiles<T>) -> usize {
+            std::mem::size_of_val(&t.tiles[..]) + std::mem::size_of_val(&t.supers[..])
+        }
         match &self.tiles {
             Tiles::Q4(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Q5(t) => std::mem::size_of_val(&t[..]),
             Tiles::Q8(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Q4K(t) => k(t),
+            Tiles::Q5K(t) => k(t),
+            Tiles::Q6K(t) => k(t),
         }
     }
 
@@ -117,21 +202,37 @@ impl PackedMatrix {
         let (g, r) = (row / TILE_ROWS, row % TILE_ROWS);
         let blocks = self.blocks_per_row();
         for (b, values) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let at = g * blocks + b;
+            let s = at / TILES_PER_SUPER;
             match &self.tiles {
                 Tiles::Q4(tiles) => {
-                    let tile = &tiles[g * blocks + b];
-                    let (d, m) = (tile.d[r].to_f32(), tile.m[r].to_f32());
-                    for (v, value) in values.iter_mut().enumerate() {
-                        let byte = tile.qs[v / 8][4 * r + v % 4];
-                        let q = if v % 8 < 4 { byte & 0x0F } else { byte >> 4 };
-                        *value = d * q as f32 + m;
-                    }
+                    let t = &tiles[at];
+                    fill_linear(values, t.d[r], t.m[r], |v| low_bits(&t.qs, r, v));
+                }
+                Tiles::Q5(tiles) => {
+                    let t = &tiles[at];
+                    fill_linear(values, t.d[r], t.m[r], |v| low_bits(&t.qs, r, v) | high_bit(&t.qh, r, v) << 4);
                 }
                 Tiles::Q8(tiles) => {
-                    let tile = &tiles[g * blocks + b];
-                    let d = tile.d[r].to_f32();
+                    let t = &tiles[at];
                     for (v, value) in values.iter_mut().enumerate() {
-                        *value = d * tile.qs[v / 4][4 * r + v % 4] as f32;
+                        *value = t.d[r].to_f32() * t.qs[v / 4][4 * r + v % 4] as f32;
+                    }
+                }
+                Tiles::Q4K(k) => {
+                    let t = &k.tiles[at];
+                    fill_k(values, &k.supers[s], r, t.scale[r], t.min[r], |v| low_bits(&t.qs, r, v));
+                }
+                Tiles::Q5K(k) => {
+                    let t = &k.tiles[at];
+                    fill_k(values, &k.supers[s], r, t.scale[r], t.min[r], |v| low_bits(&t.qs, r, v) | high_bit(&t.qh, r, v) << 4);
+                }
+                Tiles::Q6K(k) => {
+                    let t = &k.tiles[at];
+                    let d = k.supers[s].d[r].to_f32();
+                    for (v, value) in values.iter_mut().enumerate() {
+                        let q = low_bits(&t.qs, r, v) | two_high_bits(&t.qh, r, v) << 4;
+                        *value = d * t.scale[v / 16][r] as f32 * (q as i32 - 32) as f32;
                     }
                 }
             }
@@ -148,19 +249,55 @@ impl PackedMatrix {
     }
 }
 
+/// The low 4 bits of value `v` of row `r` (layout of [`TileQ4`]).
+pub(crate) fn low_bits(qs: &[[u8; 64]; 4], r: usize, v: usize) -> u8 {
+    let byte = qs[v / 8][4 * r + v % 4];
+    if v % 8 < 4 {
+        byte & 0x0F
+    } else {
+        byte >> 4
+    }
+}
+
+/// Bit 4 of value `v` of row `r`, from a bit plane.
+pub(crate) fn high_bit(qh: &[u8; 64], r: usize, v: usize) -> u8 {
+    (qh[4 * r + v % 4] >> (v / 4)) & 1
+}
+
+/// Bits 4–5 of value `v` of row `r`, from two bit planes.
+pub(crate) fn two_high_bits(qh: &[[u8; 64]; 2], r: usize, v: usize) -> u8 {
+    let j = v / 4;
+    (qh[j / 4][4 * r + v % 4] >> (2 * (j % 4))) & 3
+}
+
+fn fill_linear(values: &mut [f32], d: f16, m: f16, q: impl Fn(usize) -> u8) {
+    for (v, value) in values.iter_mut().enumerate() {
+        *value = d.to_f32() * q(v) as f32 + m.to_f32();
+    }
+}
+
+fn fill_k(values: &mut [f32], supers: &SuperScales, r: usize, scale: u8, min: u8, q: impl Fn(usize) -> u8) {
+    let (scale, min) = (supers.d[r].to_f32() * scale as f32, supers.dmin[r].to_f32() * min as f32);
+    for (v, value) in values.iter_mut().enumerate() {
+        *value = scale * q(v) as f32 - min;
+    }
+}
+
 /// A GGML matrix being repacked.
 struct Source<'a> {
     data: &'a [u8],
-    dtype: GgmlFormat,
+    format: GgmlFormat,
     rows: usize,
+    /// 32-value blocks per row.
     blocks: usize,
 }
 
 impl Source<'_> {
-    /// Block `b` of row `row`.
+    /// GGML block `b` of row `row` (a 32-value block, or a super-block).
     fn block(&self, row: usize, b: usize) -> &[u8] {
-        let size = self.dtype.block_bytes();
-        let start = (row * self.blocks + b) * size;
+        let size = self.format.block_bytes();
+        let per_row = self.blocks * BLOCK / self.format.block_values();
+        let start = (row * per_row + b) * size;
         &self.data[start..start + size]
     }
 
@@ -183,17 +320,64 @@ fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) ->
     tiles
 }
 
+/// As [`fill_tiles`] for K-quants: `fill` also writes the row group's
+/// super-block scales.
+fn fill_k_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T], &mut [SuperScales])) -> KTiles<T> {
+    let groups = source.rows.div_ceil(TILE_ROWS);
+    let supers_per_row = source.blocks / TILES_PER_SUPER;
+    let mut tiles = ZeroedBuffer::<T>::new(groups * source.blocks);
+    let mut supers = ZeroedBuffer::<SuperScales>::new(groups * supers_per_row);
+    if source.blocks > 0 {
+        let rows = tiles.chunks_exact_mut(source.blocks).zip(supers.chunks_exact_mut(supers_per_row));
+        for (g, (row, supers)) in rows.enumerate() {
+            fill(source, g, row, supers);
+        }
+    }
+    KTiles { tiles, supers }
+}
+
 // SAFETY: tiles are arrays of numbers; all-zero bytes are an empty tile.
 unsafe impl Zeroed for TileQ4 {}
+unsafe impl Zeroed for TileQ5 {}
 unsafe impl Zeroed for TileQ8 {}
+unsafe impl Zeroed for TileQ4K {}
+unsafe impl Zeroed for TileQ5K {}
+unsafe impl Zeroed for TileQ6K {}
+unsafe impl Zeroed for SuperScales {}
+
+/// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
+/// pairs values `v` and `v + 4` (see [`TileQ4`]).
+fn pack_nibbles(q: &[u8; SUB_BLOCK], r: usize, qs: &mut [[u8; 64]; 4]) {
+    for p in 0..4 {
+        for i in 0..4 {
+            qs[p][4 * r + i] = (q[8 * p + i] & 0x0F) | ((q[8 * p + 4 + i] & 0x0F) << 4);
+        }
+    }
+}
+
+/// Bit 4 of row `r`'s 32 values into a bit plane.
+fn pack_high_bit(q: &[u8; SUB_BLOCK], r: usize, qh: &mut [u8; 64]) {
+    for i in 0..4 {
+        qh[4 * r + i] = (0..8).fold(0, |byte, j| byte | (((q[4 * j + i] >> 4) & 1) << j));
+    }
+}
+
+/// Bits 4–5 of row `r`'s 32 values into two bit planes.
+fn pack_two_high_bits(q: &[u8; SUB_BLOCK], r: usize, qh: &mut [[u8; 64]; 2]) {
+    for (half, plane) in qh.iter_mut().enumerate() {
+        for i in 0..4 {
+            plane[4 * r + i] = (0..4).fold(0, |byte, j| byte | (((q[4 * (4 * half + j) + i] >> 4) & 3) << (2 * j)));
+        }
+    }
+}
 
 fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
     for (b, tile) in tiles.iter_mut().enumerate() {
         for r in 0..source.rows_of_group(g) {
-            let block = source.block(g * TILE_ROWS + r, b);
-            tile.d[r] = read_f16(block);
-            for (v, &q) in block[2..].iter().enumerate() {
-                tile.qs[v / 4][4 * r + v % 4] = q as i8;
+            let (d, q) = blocks::q8_0_block(source.block(g * TILE_ROWS + r, b));
+            tile.d[r] = d;
+            for (v, q) in q.into_iter().enumerate() {
+                tile.qs[v / 4][4 * r + v % 4] = q;
             }
         }
     }
@@ -202,26 +386,71 @@ fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
 fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
     for (b, tile) in tiles.iter_mut().enumerate() {
         for r in 0..source.rows_of_group(g) {
-            let block = source.block(g * TILE_ROWS + r, b);
-            let (d, m, nibbles) = if source.dtype == GgmlFormat::Q4_1 {
-                (read_f16(block), read_f16(&block[2..]), &block[4..20])
-            } else {
-                let d = read_f16(block);
-                (d, f16::from_f32(-8.0 * d.to_f32()), &block[2..18])
-            };
-            tile.d[r] = d;
-            tile.m[r] = m;
-            // GGML keeps values 0..16 in the low nibbles and 16..32 in the
-            // high ones; a tile byte pairs values v and v + 4 (see `TileQ4`).
-            let n = nibbles;
-            for i in 0..4 {
-                tile.qs[0][4 * r + i] = (n[i] & 0x0F) | (n[4 + i] << 4);
-                tile.qs[1][4 * r + i] = (n[8 + i] & 0x0F) | (n[12 + i] << 4);
-                tile.qs[2][4 * r + i] = (n[i] >> 4) | (n[4 + i] & 0xF0);
-                tile.qs[3][4 * r + i] = (n[8 + i] >> 4) | (n[12 + i] & 0xF0);
+            let block = blocks::linear_block(source.format, source.block(g * TILE_ROWS + r, b));
+            (tile.d[r], tile.m[r]) = (block.d, block.m);
+            pack_nibbles(&block.q, r, &mut tile.qs);
+        }
+    }
+}
+
+fn fill_q5(source: &Source, g: usize, tiles: &mut [TileQ5]) {
+    for (b, tile) in tiles.iter_mut().enumerate() {
+        for r in 0..source.rows_of_group(g) {
+            let block = blocks::linear_block(source.format, source.block(g * TILE_ROWS + r, b));
+            (tile.d[r], tile.m[r]) = (block.d, block.m);
+            pack_nibbles(&block.q, r, &mut tile.qs);
+            pack_high_bit(&block.q, r, &mut tile.qh);
+        }
+    }
+}
+
+/// Runs `fill(tile, row, super-block bytes, sub-block j)` for every tile
+/// and row of row group `g`, after storing the super-block's scales
+/// (`scales` reads them from the block).
+fn each_k_sub_block<T>(
+    source: &Source,
+    g: usize,
+    tiles: &mut [T],
+    supers: &mut [SuperScales],
+    scales: fn(&[u8]) -> (f16, f16),
+    mut fill: impl FnMut(&mut T, usize, &[u8], usize),
+) {
+    for (s, (chunk, scales_out)) in tiles.chunks_exact_mut(TILES_PER_SUPER).zip(supers.iter_mut()).enumerate() {
+        for r in 0..source.rows_of_group(g) {
+            let block = source.block(g * TILE_ROWS + r, s);
+            (scales_out.d[r], scales_out.dmin[r]) = scales(block);
+            for (j, tile) in chunk.iter_mut().enumerate() {
+                fill(tile, r, block, j);
             }
         }
     }
+}
+
+fn fill_q4k(source: &Source, g: usize, tiles: &mut [TileQ4K], supers: &mut [SuperScales]) {
+    each_k_sub_block(source, g, tiles, supers, blocks::k_super_scales, |tile, r, block, j| {
+        let sub = blocks::k_block(GgmlFormat::Q4_K, block, j);
+        (tile.scale[r], tile.min[r]) = (sub.scale, sub.min);
+        pack_nibbles(&sub.q, r, &mut tile.qs);
+    });
+}
+
+fn fill_q5k(source: &Source, g: usize, tiles: &mut [TileQ5K], supers: &mut [SuperScales]) {
+    each_k_sub_block(source, g, tiles, supers, blocks::k_super_scales, |tile, r, block, j| {
+        let sub = blocks::k_block(GgmlFormat::Q5_K, block, j);
+        (tile.scale[r], tile.min[r]) = (sub.scale, sub.min);
+        pack_nibbles(&sub.q, r, &mut tile.qs);
+        pack_high_bit(&sub.q, r, &mut tile.qh);
+    });
+}
+
+fn fill_q6k(source: &Source, g: usize, tiles: &mut [TileQ6K], supers: &mut [SuperScales]) {
+    let scales = |block: &[u8]| (blocks::q6_k_scale(block), f16::ZERO);
+    each_k_sub_block(source, g, tiles, supers, scales, |tile, r, block, j| {
+        let (scale, q) = blocks::q6_k_block(block, j);
+        (tile.scale[0][r], tile.scale[1][r]) = (scale[0], scale[1]);
+        pack_nibbles(&q, r, &mut tile.qs);
+        pack_two_high_bits(&q, r, &mut tile.qh);
+    });
 }
 
 #[cfg(test)]
@@ -236,7 +465,12 @@ pub(crate) mod tests {
         let dtype = match format {
             GgmlFormat::Q4_0 => GgmlDType::Q4_0,
             GgmlFormat::Q4_1 => GgmlDType::Q4_1,
+            GgmlFormat::Q5_0 => GgmlDType::Q5_0,
+            GgmlFormat::Q5_1 => GgmlDType::Q5_1,
             GgmlFormat::Q8_0 => GgmlDType::Q8_0,
+            GgmlFormat::Q4_K => GgmlDType::Q4K,
+            GgmlFormat::Q5_K => GgmlDType::Q5K,
+            GgmlFormat::Q6_K => GgmlDType::Q6K,
         };
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let values: Vec<f32> = (0..rows * cols)
@@ -254,15 +488,37 @@ pub(crate) mod tests {
         (bytes, dequantized)
     }
 
+    pub(crate) const ALL_FORMATS: [GgmlFormat; 8] = [
+        GgmlFormat::Q4_0,
+        GgmlFormat::Q4_1,
+        GgmlFormat::Q5_0,
+        GgmlFormat::Q5_1,
+        GgmlFormat::Q8_0,
+        GgmlFormat::Q4_K,
+        GgmlFormat::Q5_K,
+        GgmlFormat::Q6_K,
+    ];
+
+    /// Matrix shapes for tests: odd row counts, several blocks per row.
+    pub(crate) fn test_shapes(format: GgmlFormat) -> [(usize, usize); 3] {
+        let block = format.block_values();
+        [(1, block), (16, 2 * block), (37, 3 * block)]
+    }
+
     #[test]
-    fn repacked_rows_dequantize_as_ggml_does() {
-        for dtype in [GgmlFormat::Q4_0, GgmlFormat::Q4_1, GgmlFormat::Q8_0] {
-            for (rows, cols) in [(1, 32), (16, 64), (37, 96)] {
-                let (bytes, expected) = random_ggml(dtype, rows, cols, rows as u64);
-                let packed = PackedMatrix::from_ggml(dtype, &bytes, rows, cols).unwrap();
+    fn repacked_rows_dequantize_as_candle_and_the_block_decoder_do() {
+        for format in ALL_FORMATS {
+            for (rows, cols) in test_shapes(format) {
+                let (bytes, expected) = random_ggml(format, rows, cols, rows as u64);
+                let packed = PackedMatrix::from_ggml(format, &bytes, rows, cols).unwrap();
                 let ours = packed.dequantize();
                 for (i, (a, b)) in ours.iter().zip(&expected).enumerate() {
-                    assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{dtype:?} {rows}×{cols} value {i}: {a} vs {b}");
+                    assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{format:?} {rows}×{cols} value {i}: {a} vs {b}");
+                }
+                let mut decoded = vec![0f32; format.block_values()];
+                for (block, expected) in bytes.chunks_exact(format.block_bytes()).zip(ours.chunks_exact(format.block_values())) {
+                    crate::ggml_blocks::dequantize_block(format, block, &mut decoded);
+                    assert_eq!(decoded, expected, "{format:?}: the block decoder and the tiles agree exactly");
                 }
                 assert_eq!(packed.row_groups(), rows.div_ceil(16));
             }
@@ -274,5 +530,8 @@ pub(crate) mod tests {
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_1, &[0; 20], 1, 16).is_err());
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_1, &[0; 19], 1, 32).is_err());
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q8_0, &[0; 34], 2, 32).is_err());
+        assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[0; 144 * 2], 1, 288).is_err(), "K-quant rows are whole super-blocks");
+        assert!(PackedMatrix::from_ggml(GgmlFormat::Q6_K, &[0; 209], 1, 256).is_err());
+        assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[], usize::MAX, 256).is_err(), "sizes that overflow are refused");
     }
 }

@@ -8,8 +8,13 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{TileQ4, TileQ8, TILE_ROWS};
+use super::packed::{self, KGroup, SuperScales, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::ops::Range;
+
+/// `Σ_v q(v) · qa[v]` over `values`.
+fn dot(qa: &[i8], values: Range<usize>, q: impl Fn(usize) -> u8) -> i32 {
+    values.map(|v| q(v) as i32 * qa[v] as i32).sum()
+}
 
 /// `out[t][row] = Σ_b …` for the rows of `groups`, every activation row `t`.
 pub(super) fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
@@ -17,15 +22,68 @@ pub(super) fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivat
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         let (da, sa) = (acts.scales[block], acts.scaled_sums[block]);
         for (r, acc) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for p in 0..4 {
-                for i in 0..4 {
-                    let byte = tile.qs[p][4 * r + i];
-                    isum += (byte & 0x0F) as i32 * qa[8 * p + i] as i32 + (byte >> 4) as i32 * qa[8 * p + 4 + i] as i32;
-                }
-            }
+            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v));
             *acc = (isum as f32).mul_add(tile.d[r].to_f32() * da, *acc);
             *acc = tile.m[r].to_f32().mul_add(sa, *acc);
+        }
+    });
+}
+
+/// As [`q4`], with the fifth bit.
+pub(super) fn q5(tiles: &[TileQ5], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    each_tile_row(tiles, groups, acts, out, |tile, block, acc| {
+        let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
+        let (da, sa) = (acts.scales[block], acts.scaled_sums[block]);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v) | packed::high_bit(&tile.qh, r, v) << 4);
+            *acc = (isum as f32).mul_add(tile.d[r].to_f32() * da, *acc);
+            *acc = tile.m[r].to_f32().mul_add(sa, *acc);
+        }
+    });
+}
+
+/// Q4_K and Q5_K: the integer dot product scaled by `d · scale · d_a`,
+/// minus `dmin · min` times `d_a · Σq_a` (`scale`, `min` as integers first
+/// multiplied by the row's `d` and `dmin`).
+fn k_sub_block(isum: i32, supers: &SuperScales, r: usize, scale: u8, min: u8, da: f32, sa: f32, acc: f32) -> f32 {
+    let scale = supers.d[r].to_f32() * scale as f32;
+    let min = supers.dmin[r].to_f32() * min as f32;
+    let acc = (isum as f32).mul_add(scale * da, acc);
+    (-min).mul_add(sa, acc)
+}
+
+pub(super) fn q4k(group: KGroup<TileQ4K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    each_k_tile_row(group, groups, acts, out, |tile, supers, block, acc| {
+        let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v));
+            *acc = k_sub_block(isum, supers, r, tile.scale[r], tile.min[r], acts.scales[block], acts.scaled_sums[block], *acc);
+        }
+    });
+}
+
+pub(super) fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    each_k_tile_row(group, groups, acts, out, |tile, supers, block, acc| {
+        let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v) | packed::high_bit(&tile.qh, r, v) << 4);
+            *acc = k_sub_block(isum, supers, r, tile.scale[r], tile.min[r], acts.scales[block], acts.scaled_sums[block], *acc);
+        }
+    });
+}
+
+/// Q6_K: per half of 16 values, `scale_h · (Σ q · q_a − 32 Σ q_a)` in
+/// integers, then scaled by `d · d_a`.
+pub(super) fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    each_k_tile_row(group, groups, acts, out, |tile, supers, block, acc| {
+        let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
+        let half_sums = [acts.half_sums[2 * block], acts.half_sums[2 * block + 1]];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let q = |v| packed::low_bits(&tile.qs, r, v) | packed::two_high_bits(&tile.qh, r, v) << 4;
+            let low = dot(qa, 0..16, q) - 32 * half_sums[0];
+            let high = dot(qa, 16..32, q) - 32 * half_sums[1];
+            let isum = tile.scale[0][r] as i32 * low + tile.scale[1][r] as i32 * high;
+            *acc = (isum as f32).mul_add(supers.d[r].to_f32() * acts.scales[block], *acc);
         }
     });
 }
@@ -45,6 +103,29 @@ pub(super) fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivat
             *acc = (isum as f32).mul_add(tile.d[r].to_f32() * da, *acc);
         }
     });
+}
+
+/// As [`each_tile_row`] for K-quant tiles, handing `add` each tile's
+/// super-block scales too.
+fn each_k_tile_row<T>(
+    group: KGroup<T>,
+    groups: Range<usize>,
+    acts: &QuantizedActivations,
+    out: &Output,
+    add: impl Fn(&T, &SuperScales, usize, &mut [f32; TILE_ROWS]),
+) {
+    let blocks = acts.blocks_per_row();
+    let supers_per_row = blocks / TILES_PER_SUPER;
+    for g in groups {
+        let supers = &group.supers[g * supers_per_row..(g + 1) * supers_per_row];
+        for t in 0..acts.rows {
+            let mut acc = [0f32; TILE_ROWS];
+            for (b, tile) in group.tiles[g * blocks..(g + 1) * blocks].iter().enumerate() {
+                add(tile, &supers[b / TILES_PER_SUPER], t * blocks + b, &mut acc);
+            }
+            out.store(t, g, &acc);
+        }
+    }
 }
 
 /// For each row group of `groups` and activation row `t`: accumulates

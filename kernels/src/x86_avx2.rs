@@ -6,7 +6,7 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{TileQ4, TileQ8, TILE_ROWS};
+use super::packed::{KGroup, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -28,39 +28,275 @@ unsafe fn store(acc: &[__m256; 2], out: &Output, t: usize, g: usize) {
     out.store(t, g, &values);
 }
 
+/// Values `4j..4j + 4` of each row of a half tile in `w[j]`, unsigned bytes.
+type Weights = [__m256i; 8];
+
+/// The low 4 bits of half `h` of a tile's values (layout of [`TileQ4`]).
+#[inline(always)]
+unsafe fn nibbles(qs: &[[u8; 64]; 4], h: usize) -> Weights {
+    let low = _mm256_set1_epi8(0x0F);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for p in 0..4 {
+        let packed = _mm256_loadu_si256(qs[p].as_ptr().add(32 * h) as *const __m256i);
+        w[2 * p] = _mm256_and_si256(packed, low);
+        w[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+    }
+    w
+}
+
+/// Bits `shift..` of each byte of `plane`, masked by `mask`, moved up by 4.
+#[inline(always)]
+unsafe fn plane_bits(plane: __m256i, shift: i32, mask: i8) -> __m256i {
+    let bits = _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask));
+    _mm256_slli_epi16(bits, 4)
+}
+
+/// Adds bit `j` of a bit plane as bit 4 of `w[j]`.
+#[inline(always)]
+unsafe fn with_high_bit(mut w: Weights, qh: &[u8; 64], h: usize) -> Weights {
+    let plane = _mm256_loadu_si256(qh.as_ptr().add(32 * h) as *const __m256i);
+    for (j, w) in w.iter_mut().enumerate() {
+        *w = _mm256_or_si256(*w, plane_bits(plane, j as i32, 1));
+    }
+    w
+}
+
+/// Adds bits 4–5 from two bit planes (Q6_K).
+#[inline(always)]
+unsafe fn with_two_high_bits(mut w: Weights, qh: &[[u8; 64]; 2], h: usize) -> Weights {
+    for (half, plane) in qh.iter().enumerate() {
+        let plane = _mm256_loadu_si256(plane.as_ptr().add(32 * h) as *const __m256i);
+        for j in 0..4 {
+            let w = &mut w[4 * half + j];
+            *w = _mm256_or_si256(*w, plane_bits(plane, 2 * j as i32, 3));
+        }
+    }
+    w
+}
+
+/// `Σ_j w[j] · a[4j..4j + 4]` for `j` in `range`, per row, with `i16`
+/// sums of `chunk` products' pairs before widening (`chunk` small enough
+/// that they cannot overflow: 8 for 4-bit, 4 for 5-bit, 2 for 6-bit values).
+#[inline(always)]
+unsafe fn dot(w: &Weights, acts: &QuantizedActivations, block: usize, range: Range<usize>, chunk: usize) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    let mut isum = _mm256_setzero_si256();
+    let mut j = range.start;
+    while j < range.end {
+        let mut pairs = _mm256_setzero_si256();
+        for j in j..(j + chunk).min(range.end) {
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[j], broadcast_four(acts, block, j)));
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ones));
+        j += chunk;
+    }
+    isum
+}
+
+/// 8 unsigned bytes as floats.
+#[inline(always)]
+unsafe fn u8_floats(bytes: &[u8]) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.as_ptr() as *const __m128i)))
+}
+
+#[inline(always)]
+unsafe fn f16_floats(values: &[half::f16]) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(values.as_ptr() as *const __m128i))
+}
+
+/// A tile of `d · q + m` weights (Q4_0, Q4_1, Q5_0, Q5_1).
+trait LinearTile {
+    /// Products of pairs summed in `i16` before widening (see [`dot`]).
+    const CHUNK: usize;
+    unsafe fn weights(&self, h: usize) -> Weights;
+    fn d(&self) -> &[half::f16; TILE_ROWS];
+    fn m(&self) -> &[half::f16; TILE_ROWS];
+}
+
+impl LinearTile for TileQ4 {
+    const CHUNK: usize = 8;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        nibbles(&self.qs, h)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    fn m(&self) -> &[half::f16; TILE_ROWS] {
+        &self.m
+    }
+}
+
+impl LinearTile for TileQ5 {
+    const CHUNK: usize = 4;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        with_high_bit(nibbles(&self.qs, h), &self.qh, h)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    fn m(&self) -> &[half::f16; TILE_ROWS] {
+        &self.m
+    }
+}
+
+fn linear_chunk<T: LinearTile>(_: &[T]) -> usize {
+    T::CHUNK
+}
+
+fn k_chunk<T: KTile>(_: &[T]) -> usize {
+    T::CHUNK
+}
+
 /// See [`super::plain::q4`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q4_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
+}
+
+/// See [`super::plain::q5`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5(tiles: &[TileQ5], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_tokens<const N: usize>(tiles: &[TileQ4], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn linear_tokens<const N: usize>(tiles: &[impl LinearTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = tiles.len();
-    let low = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
+    let chunk = linear_chunk(tiles);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (b, tile) in tiles.iter().enumerate() {
         for h in 0..2 {
-            let mut w = [_mm256_setzero_si256(); 8];
-            for p in 0..4 {
-                let packed = _mm256_loadu_si256(tile.qs[p].as_ptr().add(32 * h) as *const __m256i);
-                w[2 * p] = _mm256_and_si256(packed, low);
-                w[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-            }
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(tile.d.as_ptr().add(HALF * h) as *const __m128i));
-            let m = _mm256_cvtph_ps(_mm_loadu_si128(tile.m.as_ptr().add(HALF * h) as *const __m128i));
+            let w = tile.weights(h);
+            let d = f16_floats(&tile.d()[HALF * h..]);
+            let m = f16_floats(&tile.m()[HALF * h..]);
             for (n, acc) in acc.iter_mut().enumerate() {
                 let block = (t0 + n) * blocks + b;
-                // 16 products of at most 15 · 127 per i16 lane: no overflow.
-                let mut pairs = _mm256_setzero_si256();
-                for (j, w) in w.iter().enumerate() {
-                    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(*w, broadcast_four(acts, block, j)));
-                }
-                let isum = _mm256_madd_epi16(pairs, ones);
+                let isum = dot(&w, acts, block, 0..8, chunk);
                 let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
                 acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
                 acc[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(acts.scaled_sums[block]), acc[h]);
+            }
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(acc, out, t0 + n, g);
+    }
+}
+
+/// A Q4_K or Q5_K tile: `d · scale · q − dmin · min`.
+trait KTile {
+    const CHUNK: usize;
+    unsafe fn weights(&self, h: usize) -> Weights;
+    fn scale(&self) -> &[u8; TILE_ROWS];
+    fn min(&self) -> &[u8; TILE_ROWS];
+}
+
+impl KTile for TileQ4K {
+    const CHUNK: usize = 8;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        nibbles(&self.qs, h)
+    }
+    fn scale(&self) -> &[u8; TILE_ROWS] {
+        &self.scale
+    }
+    fn min(&self) -> &[u8; TILE_ROWS] {
+        &self.min
+    }
+}
+
+impl KTile for TileQ5K {
+    const CHUNK: usize = 4;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        with_high_bit(nibbles(&self.qs, h), &self.qh, h)
+    }
+    fn scale(&self) -> &[u8; TILE_ROWS] {
+        &self.scale
+    }
+    fn min(&self) -> &[u8; TILE_ROWS] {
+        &self.min
+    }
+}
+
+/// Row group `g` of a K-quant matrix: its tiles and super-block scales.
+#[inline(always)]
+fn k_row_group<'a, T>(group: KGroup<'a, T>, blocks: usize, g: usize) -> KGroup<'a, T> {
+    let supers = blocks / TILES_PER_SUPER;
+    KGroup { tiles: &group.tiles[g * blocks..(g + 1) * blocks], supers: &group.supers[g * supers..(g + 1) * supers] }
+}
+
+/// See [`super::plain::q4k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4k(group: KGroup<TileQ4K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
+/// See [`super::plain::q5k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let chunk = k_chunk(group.tiles);
+    let mut acc = [[_mm256_setzero_ps(); 2]; N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        for h in 0..2 {
+            let d = f16_floats(&supers.d[HALF * h..]);
+            let dmin = f16_floats(&supers.dmin[HALF * h..]);
+            for (j, tile) in tiles.iter().enumerate() {
+                let b = s * TILES_PER_SUPER + j;
+                let w = tile.weights(h);
+                let scale = _mm256_mul_ps(d, u8_floats(&tile.scale()[HALF * h..]));
+                let min = _mm256_mul_ps(dmin, u8_floats(&tile.min()[HALF * h..]));
+                for (n, acc) in acc.iter_mut().enumerate() {
+                    let block = (t0 + n) * blocks + b;
+                    let isum = dot(&w, acts, block, 0..8, chunk);
+                    let scale = _mm256_mul_ps(scale, _mm256_set1_ps(acts.scales[block]));
+                    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
+                    acc[h] = _mm256_fnmadd_ps(min, _mm256_set1_ps(acts.scaled_sums[block]), acc[h]);
+                }
+            }
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(acc, out, t0 + n, g);
+    }
+}
+
+/// See [`super::plain::q6k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let mut acc = [[_mm256_setzero_ps(); 2]; N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        for h in 0..2 {
+            let d = f16_floats(&supers.d[HALF * h..]);
+            for (j, tile) in tiles.iter().enumerate() {
+                let b = s * TILES_PER_SUPER + j;
+                let w = with_two_high_bits(nibbles(&tile.qs, h), &tile.qh, h);
+                let scales = [0, 1].map(|half| _mm256_cvtepi8_epi32(_mm_loadl_epi64(tile.scale[half][HALF * h..].as_ptr() as *const __m128i)));
+                for (n, acc) in acc.iter_mut().enumerate() {
+                    let block = (t0 + n) * blocks + b;
+                    let low = _mm256_add_epi32(dot(&w, acts, block, 0..4, 2), _mm256_set1_epi32(-32 * acts.half_sums[2 * block]));
+                    let high = _mm256_add_epi32(dot(&w, acts, block, 4..8, 2), _mm256_set1_epi32(-32 * acts.half_sums[2 * block + 1]));
+                    let isum = _mm256_add_epi32(_mm256_mullo_epi32(scales[0], low), _mm256_mullo_epi32(scales[1], high));
+                    let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
+                    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
+                }
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{TileQ4, TileQ8, TILE_ROWS};
+use super::packed::{KGroup, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -26,36 +26,246 @@ unsafe fn store(acc: __m512, out: &Output, t: usize, g: usize) {
     out.store(t, g, &values);
 }
 
+/// Values `4j..4j + 4` of each row of a tile in `w[j]`, unsigned bytes.
+type Weights = [__m512i; 8];
+
+/// The low 4 bits of a tile's values (layout of [`TileQ4`]).
+#[inline(always)]
+unsafe fn nibbles(qs: &[[u8; 64]; 4]) -> Weights {
+    let low = _mm512_set1_epi8(0x0F);
+    let mut w = [_mm512_setzero_si512(); 8];
+    for p in 0..4 {
+        let packed = _mm512_loadu_si512(qs[p].as_ptr() as *const _);
+        w[2 * p] = _mm512_and_si512(packed, low);
+        w[2 * p + 1] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+    w
+}
+
+/// Adds 16 where a bit plane has bit `j` set.
+#[inline(always)]
+unsafe fn with_high_bit(mut w: Weights, qh: &[u8; 64]) -> Weights {
+    let plane = _mm512_loadu_si512(qh.as_ptr() as *const _);
+    let sixteen = _mm512_set1_epi8(16);
+    for (j, w) in w.iter_mut().enumerate() {
+        let set = _mm512_test_epi8_mask(plane, _mm512_set1_epi8(1 << j));
+        *w = _mm512_mask_add_epi8(*w, set, *w, sixteen);
+    }
+    w
+}
+
+/// Adds bits 4–5 from two bit planes (Q6_K).
+#[inline(always)]
+unsafe fn with_two_high_bits(mut w: Weights, qh: &[[u8; 64]; 2]) -> Weights {
+    let three = _mm512_set1_epi8(3);
+    for (half, plane) in qh.iter().enumerate() {
+        let plane = _mm512_loadu_si512(plane.as_ptr() as *const _);
+        for j in 0..4 {
+            let bits = match j {
+                0 => _mm512_and_si512(plane, three),
+                1 => _mm512_and_si512(_mm512_srli_epi16(plane, 2), three),
+                2 => _mm512_and_si512(_mm512_srli_epi16(plane, 4), three),
+                _ => _mm512_and_si512(_mm512_srli_epi16(plane, 6), three),
+            };
+            let w = &mut w[4 * half + j];
+            *w = _mm512_or_si512(*w, _mm512_slli_epi16(bits, 4));
+        }
+    }
+    w
+}
+
+/// `Σ_j w[j] · a[4j..4j + 4]` for `j` in `range`, per row.
+#[inline(always)]
+unsafe fn dot(w: &Weights, acts: &QuantizedActivations, block: usize, range: Range<usize>) -> __m512i {
+    let mut isum = _mm512_setzero_si512();
+    for j in range {
+        isum = _mm512_dpbusd_epi32(isum, w[j], broadcast_four(acts, block, j));
+    }
+    isum
+}
+
+/// 16 unsigned bytes as floats.
+#[inline(always)]
+unsafe fn u8_floats(bytes: &[u8; TILE_ROWS]) -> __m512 {
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(bytes.as_ptr() as *const __m128i)))
+}
+
+#[inline(always)]
+unsafe fn f16_floats(values: &[half::f16; TILE_ROWS]) -> __m512 {
+    _mm512_cvtph_ps(_mm256_loadu_si256(values.as_ptr() as *const __m256i))
+}
+
+/// A tile of `d · q + m` weights (Q4_0, Q4_1, Q5_0, Q5_1).
+trait LinearTile {
+    unsafe fn weights(&self) -> Weights;
+    fn d(&self) -> &[half::f16; TILE_ROWS];
+    fn m(&self) -> &[half::f16; TILE_ROWS];
+}
+
+impl LinearTile for TileQ4 {
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        nibbles(&self.qs)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    fn m(&self) -> &[half::f16; TILE_ROWS] {
+        &self.m
+    }
+}
+
+impl LinearTile for TileQ5 {
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        with_high_bit(nibbles(&self.qs), &self.qh)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    fn m(&self) -> &[half::f16; TILE_ROWS] {
+        &self.m
+    }
+}
+
 /// See [`super::plain::q4`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q4_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+/// See [`super::plain::q5`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q5(tiles: &[TileQ5], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn q4_tokens<const N: usize>(tiles: &[TileQ4], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn linear_tokens<const N: usize>(tiles: &[impl LinearTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = tiles.len();
-    let low = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, tile) in tiles.iter().enumerate() {
-        // w[j]: values 4j..4j + 4 of each row, as unsigned bytes.
-        let mut w = [_mm512_setzero_si512(); 8];
-        for p in 0..4 {
-            let packed = _mm512_loadu_si512(tile.qs[p].as_ptr() as *const _);
-            w[2 * p] = _mm512_and_si512(packed, low);
-            w[2 * p + 1] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
-        }
-        let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr() as *const __m256i));
-        let m = _mm512_cvtph_ps(_mm256_loadu_si256(tile.m.as_ptr() as *const __m256i));
+        let w = tile.weights();
+        let d = f16_floats(tile.d());
+        let m = f16_floats(tile.m());
         for (n, acc) in acc.iter_mut().enumerate() {
             let block = (t0 + n) * blocks + b;
-            let mut isum = _mm512_setzero_si512();
-            for (j, w) in w.iter().enumerate() {
-                isum = _mm512_dpbusd_epi32(isum, *w, broadcast_four(acts, block, j));
-            }
+            let isum = dot(&w, acts, block, 0..8);
             let scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
             *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
             *acc = _mm512_fmadd_ps(m, _mm512_set1_ps(acts.scaled_sums[block]), *acc);
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(*acc, out, t0 + n, g);
+    }
+}
+
+/// A Q4_K or Q5_K tile: `d · scale · q − dmin · min`.
+trait KTile {
+    unsafe fn weights(&self) -> Weights;
+    fn scale(&self) -> &[u8; TILE_ROWS];
+    fn min(&self) -> &[u8; TILE_ROWS];
+}
+
+impl KTile for TileQ4K {
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        nibbles(&self.qs)
+    }
+    fn scale(&self) -> &[u8; TILE_ROWS] {
+        &self.scale
+    }
+    fn min(&self) -> &[u8; TILE_ROWS] {
+        &self.min
+    }
+}
+
+impl KTile for TileQ5K {
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        with_high_bit(nibbles(&self.qs), &self.qh)
+    }
+    fn scale(&self) -> &[u8; TILE_ROWS] {
+        &self.scale
+    }
+    fn min(&self) -> &[u8; TILE_ROWS] {
+        &self.min
+    }
+}
+
+/// Row group `g` of a K-quant matrix: its tiles and super-block scales.
+#[inline(always)]
+fn k_row_group<'a, T>(group: KGroup<'a, T>, blocks: usize, g: usize) -> KGroup<'a, T> {
+    let supers = blocks / TILES_PER_SUPER;
+    KGroup { tiles: &group.tiles[g * blocks..(g + 1) * blocks], supers: &group.supers[g * supers..(g + 1) * supers] }
+}
+
+/// See [`super::plain::q4k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q4k(group: KGroup<TileQ4K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+/// See [`super::plain::q5k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        let d = f16_floats(&supers.d);
+        let dmin = f16_floats(&supers.dmin);
+        for (j, tile) in tiles.iter().enumerate() {
+            let b = s * TILES_PER_SUPER + j;
+            let w = tile.weights();
+            let scale = _mm512_mul_ps(d, u8_floats(tile.scale()));
+            let min = _mm512_mul_ps(dmin, u8_floats(tile.min()));
+            for (n, acc) in acc.iter_mut().enumerate() {
+                let block = (t0 + n) * blocks + b;
+                let isum = dot(&w, acts, block, 0..8);
+                let scale = _mm512_mul_ps(scale, _mm512_set1_ps(acts.scales[block]));
+                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
+                *acc = _mm512_fnmadd_ps(min, _mm512_set1_ps(acts.scaled_sums[block]), *acc);
+            }
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(*acc, out, t0 + n, g);
+    }
+}
+
+/// See [`super::plain::q6k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| k_row_group(group, blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        let d = f16_floats(&supers.d);
+        for (j, tile) in tiles.iter().enumerate() {
+            let b = s * TILES_PER_SUPER + j;
+            let w = with_two_high_bits(nibbles(&tile.qs), &tile.qh);
+            let scales = [0, 1].map(|h| _mm512_cvtepi8_epi32(_mm_loadu_si128(tile.scale[h].as_ptr() as *const __m128i)));
+            for (n, acc) in acc.iter_mut().enumerate() {
+                let block = (t0 + n) * blocks + b;
+                let low = _mm512_add_epi32(dot(&w, acts, block, 0..4), _mm512_set1_epi32(-32 * acts.half_sums[2 * block]));
+                let high = _mm512_add_epi32(dot(&w, acts, block, 4..8), _mm512_set1_epi32(-32 * acts.half_sums[2 * block + 1]));
+                let isum = _mm512_add_epi32(_mm512_mullo_epi32(scales[0], low), _mm512_mullo_epi32(scales[1], high));
+                let scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
+                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
+            }
         }
     }
     for (n, acc) in acc.iter().enumerate() {

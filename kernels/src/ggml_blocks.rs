@@ -1,0 +1,284 @@
+//! GGML's block layouts, decoded one 32-value sub-block at a time.
+//!
+//! The source of truth is ggml's `ggml-common.h` (the `block_*` structs) and
+//! the `dequantize_row_*` functions of `ggml-quants.c`; every layout here is
+//! checked against the `gguf` Python package's dequantization by the
+//! fixtures of `tests/fixtures/generate_ggml_blocks.py`.
+//!
+//! A decoded sub-block gives each of its 32 values as an unsigned integer
+//! `q` and the numbers that turn `q` into the weight:
+//!
+//! | format | values per block | bytes | weight of sub-block `j` |
+//! |---|---|---|---|
+//! | Q4_0 | 32 | 18 | `d · (q − 8)`, `q` < 16 |
+//! | Q4_1 | 32 | 20 | `d · q + m` |
+//! | Q5_0 | 32 | 22 | `d · (q − 16)`, `q` < 32 |
+//! | Q5_1 | 32 | 24 | `d · q + m` |
+//! | Q8_0 | 32 | 34 | `d · q`, `q` signed |
+//! | Q4_K | 256 | 144 | `d · sc_j · q − dmin · mn_j`, 6-bit `sc`, `mn` |
+//! | Q5_K | 256 | 176 | as Q4_K, `q` < 32 |
+//! | Q6_K | 256 | 210 | `d · sc_h · (q − 32)`, `q` < 64, signed 8-bit `sc` per 16 values |
+
+use half::f16;
+
+/// The GGML block formats Cake's kernels multiply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum GgmlFormat {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+}
+
+/// Values per sub-block (and per activation block).
+pub const SUB_BLOCK: usize = 32;
+/// Values per K-quant super-block.
+pub const SUPER_BLOCK: usize = 256;
+
+impl GgmlFormat {
+    /// Values of one GGML block.
+    pub fn block_values(self) -> usize {
+        if self.is_k_quant() {
+            SUPER_BLOCK
+        } else {
+            SUB_BLOCK
+        }
+    }
+
+    /// Bytes of one GGML block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            Self::Q4_0 => 18,
+            Self::Q4_1 => 20,
+            Self::Q5_0 => 22,
+            Self::Q5_1 => 24,
+            Self::Q8_0 => 34,
+            Self::Q4_K => 144,
+            Self::Q5_K => 176,
+            Self::Q6_K => 210,
+        }
+    }
+
+    /// Whether blocks are 256-value super-blocks with per-sub-block scales.
+    pub fn is_k_quant(self) -> bool {
+        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q5_0 => "Q5_0",
+            Self::Q5_1 => "Q5_1",
+            Self::Q8_0 => "Q8_0",
+            Self::Q4_K => "Q4_K",
+            Self::Q5_K => "Q5_K",
+            Self::Q6_K => "Q6_K",
+        }
+    }
+}
+
+pub(crate) fn read_f16(bytes: &[u8]) -> f16 {
+    f16::from_le_bytes([bytes[0], bytes[1]])
+}
+
+/// One 32-value block of Q4_0/Q4_1/Q5_0/Q5_1: `weight = d · q + m`
+/// (the offsets of Q4_0 and Q5_0, `−8d` and `−16d`, are exact in f16).
+pub(crate) struct LinearBlock {
+    pub d: f16,
+    pub m: f16,
+    pub q: [u8; SUB_BLOCK],
+}
+
+/// Decodes a 32-value block of Q4_0, Q4_1, Q5_0 or Q5_1.
+pub(crate) fn linear_block(format: GgmlFormat, block: &[u8]) -> LinearBlock {
+    let d = read_f16(block);
+    let (m, rest) = match format {
+        GgmlFormat::Q4_0 => (f16::from_f32(-8.0 * d.to_f32()), &block[2..]),
+        GgmlFormat::Q5_0 => (f16::from_f32(-16.0 * d.to_f32()), &block[2..]),
+        GgmlFormat::Q4_1 | GgmlFormat::Q5_1 => (read_f16(&block[2..]), &block[4..]),
+        other => unreachable!("{other:?} is not a 32-value linear format"),
+    };
+    let mut q = [0u8; SUB_BLOCK];
+    let (high, nibbles) = match format {
+        // Q5: 32 high bits (little-endian u32), then the nibbles.
+        GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), &rest[4..20]),
+        _ => (0, &rest[..16]),
+    };
+    for i in 0..16 {
+        q[i] = (nibbles[i] & 0x0F) | ((((high >> i) & 1) as u8) << 4);
+        q[i + 16] = (nibbles[i] >> 4) | ((((high >> (i + 16)) & 1) as u8) << 4);
+    }
+    LinearBlock { d, m, q }
+}
+
+/// One Q8_0 block: `weight = d · q`.
+pub(crate) fn q8_0_block(block: &[u8]) -> (f16, [i8; SUB_BLOCK]) {
+    let mut q = [0i8; SUB_BLOCK];
+    for (q, &byte) in q.iter_mut().zip(&block[2..34]) {
+        *q = byte as i8;
+    }
+    (read_f16(block), q)
+}
+
+/// Sub-block `j` of a Q4_K or Q5_K super-block:
+/// `weight = d · scale · q − dmin · min`.
+pub(crate) struct KBlock {
+    pub scale: u8,
+    pub min: u8,
+    pub q: [u8; SUB_BLOCK],
+}
+
+/// The super-block scales of Q4_K and Q5_K: `(d, dmin)`.
+pub(crate) fn k_super_scales(block: &[u8]) -> (f16, f16) {
+    (read_f16(block), read_f16(&block[2..]))
+}
+
+/// The 6-bit scale and min of sub-block `j` from Q4_K/Q5_K's 12 packed bytes:
+/// sub-blocks 0–3 keep theirs in the low 6 bits of bytes `j` and `j + 4`;
+/// 4–7 in the nibbles of byte `j + 4` plus the top 2 bits of bytes `j − 4`
+/// and `j`.
+fn k_scale_min(scales: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (scales[j] & 63, scales[j + 4] & 63)
+    } else {
+        let scale = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
+        let min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+        (scale, min)
+    }
+}
+
+/// Sub-block `j` (0..8) of a Q4_K (`high_bits = false`) or Q5_K super-block.
+/// The nibbles of sub-blocks `2c` and `2c + 1` share 32 bytes (low and high
+/// nibbles); Q5_K's 32 bytes of high bits give bit `j` of byte `l` to value
+/// `l` of sub-block `j`.
+pub(crate) fn k_block(format: GgmlFormat, block: &[u8], j: usize) -> KBlock {
+    let (scale, min) = k_scale_min(&block[4..16], j);
+    let (high, nibbles) = match format {
+        GgmlFormat::Q4_K => (None, &block[16..144]),
+        GgmlFormat::Q5_K => (Some(&block[16..48]), &block[48..176]),
+        other => unreachable!("{other:?} is not Q4_K or Q5_K"),
+    };
+    let chunk = &nibbles[32 * (j / 2)..32 * (j / 2) + 32];
+    let mut q = [0u8; SUB_BLOCK];
+    for (l, q) in q.iter_mut().enumerate() {
+        let nibble = if j % 2 == 0 { chunk[l] & 0x0F } else { chunk[l] >> 4 };
+        let bit = high.map_or(0, |h| (h[l] >> j) & 1);
+        *q = nibble | (bit << 4);
+    }
+    KBlock { scale, min, q }
+}
+
+/// Sub-block `j` (0..8) of a Q6_K super-block: the two signed scales of its
+/// halves and its 6-bit values; `weight = d · scale[h] · (q − 32)`.
+///
+/// Layout: `ql[128]` (low nibbles), `qh[64]` (2 high bits each), `scales[16]`,
+/// `d`. Each half of the super-block (128 values) uses 64 bytes of `ql` and 32
+/// of `qh`; value `32s + l` of a half (`s` < 4, `l` < 32) takes the low
+/// (s = 0, 1) or high (s = 2, 3) nibble of `ql[l + 32·(s % 2)]` and bits
+/// `2s, 2s + 1` of `qh[l]`.
+pub(crate) fn q6_k_block(block: &[u8], j: usize) -> ([i8; 2], [u8; SUB_BLOCK]) {
+    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+    let (half, s) = (j / 4, j % 4);
+    let (ql, qh) = (&ql[64 * half..64 * half + 64], &qh[32 * half..32 * half + 32]);
+    let mut q = [0u8; SUB_BLOCK];
+    for (l, q) in q.iter_mut().enumerate() {
+        let byte = ql[l + 32 * (s % 2)];
+        let low = if s < 2 { byte & 0x0F } else { byte >> 4 };
+        *q = low | (((qh[l] >> (2 * s)) & 3) << 4);
+    }
+    // 16 scales, one per 16 values, in value order.
+    ([scales[2 * j] as i8, scales[2 * j + 1] as i8], q)
+}
+
+/// Q6_K's super-block scale.
+pub(crate) fn q6_k_scale(block: &[u8]) -> f16 {
+    read_f16(&block[208..])
+}
+
+/// The weights of one GGML block, by the formulas above (for tests and for
+/// dequantizing rows).
+pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
+    assert_eq!(out.len(), format.block_values());
+    match format {
+        GgmlFormat::Q8_0 => {
+            let (d, q) = q8_0_block(block);
+            for (o, q) in out.iter_mut().zip(q) {
+                *o = d.to_f32() * q as f32;
+            }
+        }
+        GgmlFormat::Q4_0 | GgmlFormat::Q4_1 | GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => {
+            let b = linear_block(format, block);
+            for (o, q) in out.iter_mut().zip(b.q) {
+                *o = b.d.to_f32() * q as f32 + b.m.to_f32();
+            }
+        }
+        GgmlFormat::Q4_K | GgmlFormat::Q5_K => {
+            let (d, dmin) = k_super_scales(block);
+            for (j, out) in out.chunks_exact_mut(SUB_BLOCK).enumerate() {
+                let b = k_block(format, block, j);
+                let (scale, min) = (d.to_f32() * b.scale as f32, dmin.to_f32() * b.min as f32);
+                for (o, q) in out.iter_mut().zip(b.q) {
+                    *o = scale * q as f32 - min;
+                }
+            }
+        }
+        GgmlFormat::Q6_K => {
+            let d = q6_k_scale(block).to_f32();
+            for (j, out) in out.chunks_exact_mut(SUB_BLOCK).enumerate() {
+                let (scales, q) = q6_k_block(block, j);
+                for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
+                    *o = d * scales[l / 16] as f32 * (q as i32 - 32) as f32;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packed::PackedMatrix;
+
+    /// The fixture's raw blocks and the `gguf` package's values for them.
+    fn fixture(format: GgmlFormat) -> (Vec<u8>, Vec<f32>) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ggml_blocks");
+        let read = |ext: &str| std::fs::read(dir.join(format!("{}.{ext}", format.name()))).unwrap_or_else(|e| panic!("{}: {e}", format.name()));
+        let values = read("values").chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        (read("blocks"), values)
+    }
+
+    const ALL: [GgmlFormat; 8] = [
+        GgmlFormat::Q4_0,
+        GgmlFormat::Q4_1,
+        GgmlFormat::Q5_0,
+        GgmlFormat::Q5_1,
+        GgmlFormat::Q8_0,
+        GgmlFormat::Q4_K,
+        GgmlFormat::Q5_K,
+        GgmlFormat::Q6_K,
+    ];
+
+    #[test]
+    fn random_blocks_decode_as_the_gguf_package_dequantizes_them() {
+        for format in ALL {
+            let (blocks, expected) = fixture(format);
+            let per_block = format.block_values();
+            assert_eq!(blocks.len() / format.block_bytes() * per_block, expected.len());
+            let mut values = vec![0f32; per_block];
+            for (b, (block, expected)) in blocks.chunks_exact(format.block_bytes()).zip(expected.chunks_exact(per_block)).enumerate() {
+                dequantize_block(format, block, &mut values);
+                assert_eq!(values, expected, "{format:?} block {b}");
+            }
+            // The same blocks as a matrix of one block per row, through the tiles.
+            let rows = blocks.len() / format.block_bytes();
+            let packed = PackedMatrix::from_ggml(format, &blocks, rows, per_block).unwrap();
+            assert_eq!(packed.dequantize(), expected, "{format:?} repacked");
+        }
+    }
+}
