@@ -12,6 +12,10 @@ pub struct Server {
     pub base: String,
     pub data_dir: PathBuf,
     agent: ureq::Agent,
+    /// The session cookie the UI's page hands out (`name=value`), sent with
+    /// every request as the page's own fetches would send it; fetched at the
+    /// first request (which may run in another network namespace).
+    session_cookie: std::sync::OnceLock<String>,
 }
 
 /// The response whatever its status (ureq reports 4xx/5xx as errors).
@@ -83,16 +87,29 @@ impl Server {
             base,
             data_dir: data_dir.to_path_buf(),
             agent,
+            session_cookie: Default::default(),
         }
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    /// The session cookie (`name=value`), as the UI's page receives it.
+    pub fn session_cookie(&self) -> &str {
+        self.session_cookie
+            .get_or_init(|| session_cookie_of(&any_status(self.agent.get(&format!("{}/", self.base)).call())))
+    }
+
+    fn request(&self, method: &str, path: &str) -> ureq::Request {
+        self.agent.request(method, &format!("{}{path}", self.base)).set("cookie", self.session_cookie())
     }
 
     /// POSTs `body` (raw text) to `path`; returns status and parsed JSON body.
     pub fn post_raw(&self, path: &str, body: &str) -> (u16, Value) {
         let response = any_status(
-            self.agent
-                .post(&format!("{}{path}", self.base))
-                .set("content-type", "application/json")
-                .send_string(body),
+            self.request("POST", path).set("content-type", "application/json").send_string(body),
         );
         let status = response.status();
         let text = response.into_string().unwrap();
@@ -106,10 +123,7 @@ impl Server {
     /// POSTs `body` as JSON; the response whatever its status.
     fn post_json(&self, path: &str, body: &Value) -> ureq::Response {
         any_status(
-            self.agent
-                .post(&format!("{}{path}", self.base))
-                .set("content-type", "application/json")
-                .send_string(&body.to_string()),
+            self.request("POST", path).set("content-type", "application/json").send_string(&body.to_string()),
         )
     }
 
@@ -124,7 +138,7 @@ impl Server {
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
-        let response = any_status(self.agent.get(&format!("{}{path}", self.base)).call());
+        let response = any_status(self.request("GET", path).call());
         let status = response.status();
         (status, response.into_json().unwrap())
     }
@@ -152,6 +166,12 @@ impl Server {
         }
         (status, payloads)
     }
+}
+
+/// `name=value` of the `Set-Cookie` a page response carries.
+fn session_cookie_of(response: &ureq::Response) -> String {
+    let cookie = response.header("set-cookie").expect("the UI's page sets the session cookie");
+    cookie.split(';').next().unwrap().trim().to_string()
 }
 
 impl Drop for Server {

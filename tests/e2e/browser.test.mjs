@@ -18,6 +18,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
+import { createServer } from "node:http";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const cakeBin = path.resolve(process.env.CAKE_BIN ?? path.join(here, "../../target/debug/cake"));
@@ -191,6 +192,98 @@ test("a broken model shows the engine's error and chat with another model still 
   const reply = await watchReply(page);
   assert.ok(reply.lengths.at(-1) > 0, "the default model still answers");
   await page.close();
+});
+
+/** A model reply that tries every way Markdown or HTML could run script or reach out (shared with desktop.py). */
+const HOSTILE_REPLY = readFileSync(path.join(here, "hostile_reply.md"), "utf8");
+
+test("a reply carrying script-bearing Markdown renders as text and loads nothing", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  const outside = [];
+  page.on("request", (request) => {
+    const url = request.url();
+    if (/^https?:/.test(url) && !url.startsWith(baseUrl)) outside.push(url);
+  });
+  await openApp(page);
+  const id = "hostile_markdown";
+  const conversation = {
+    id, title: "Hostile", model_id: "default", system_prompt: "", sampling: {},
+    messages: [{ role: "user", content: "Show me HTML" }, { role: "assistant", content: HOSTILE_REPLY }],
+    created_at: "2026-12-01T10:00:00Z", updated_at: "2026-12-01T10:00:01Z",
+  };
+  // The page's own fetch: same origin, JSON, with the session cookie the page received.
+  const status = await page.evaluate(async (body) => {
+    const response = await fetch("/api/save_conversation", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ conversation: body }),
+    });
+    return response.status;
+  }, conversation);
+  assert.equal(status, 200, "the UI's own request is accepted");
+  await page.reload();
+  await page.locator(`[data-testid="conversation-item"][data-conversation-id="${id}"] .conversation-open`).click();
+  const reply = page.locator('[data-testid="message"][data-role="assistant"] .message-body');
+  await reply.waitFor();
+  await page.waitForTimeout(500);
+  const found = await reply.evaluate((el) => ({
+    elements: [...el.querySelectorAll("script, img, svg, iframe, object, embed, b")].map((e) => e.tagName),
+    unsafeLinks: [...el.querySelectorAll("a")].map((a) => a.getAttribute("href")).filter((h) => !/^https?:/.test(h ?? "")),
+    handlers: [...el.querySelectorAll("*")].flatMap((e) => [...e.attributes].map((a) => a.name)).filter((n) => n.startsWith("on")),
+    strong: el.querySelectorAll("strong").length,
+    text: el.innerText,
+  }));
+  assert.deepEqual(found.elements, [], "no element came from the reply's HTML");
+  assert.deepEqual(found.unsafeLinks, [], "no javascript: or data: link");
+  assert.deepEqual(found.handlers, [], "no event handler attribute");
+  assert.ok(found.strong >= 1, "Markdown itself still renders");
+  for (const literal of ["<script>", "onerror=", "<svg onload", "<iframe", "<b>raw</b>"]) {
+    assert.ok(found.text.includes(literal), `the reply shows ${literal} as text: ${found.text}`);
+  }
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "no script from the reply ran");
+  assert.deepEqual(outside, [], "nothing was requested from outside Cake");
+  await page.screenshot({ path: path.join(outDir, "browser-hostile-markdown.png") });
+  await page.close();
+});
+
+test("a page of another site cannot drive Cake from the user's browser", async () => {
+  // The attacker's page, on another origin (localhost:<port> is another site than 127.0.0.1).
+  const evil = createServer((request, response) => {
+    response.setHeader("Content-Type", "text/html");
+    response.end(`<!doctype html><form id="f" method="post" enctype="text/plain" action="${baseUrl}/api/set_cluster_settings">
+      <input name='{"key":"planted","x":"' value='"}'></form>
+      <script>
+        fetch("${baseUrl}/api/save_conversation", { method: "POST", mode: "no-cors", credentials: "include",
+          headers: { "Content-Type": "text/plain" }, body: JSON.stringify({ conversation: { id: "planted" } }) })
+          .finally(() => document.getElementById("f").submit());
+      </script>`);
+  });
+  await new Promise((resolve) => evil.listen(0, "127.0.0.1", resolve));
+  const evilUrl = `http://localhost:${evil.address().port}/`;
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  try {
+    await openApp(page); // the user has Cake open: the browser holds its session cookie
+    const before = await page.evaluate(() => fetch("/api/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    const answers = [];
+    const attacker = await browser.newPage();
+    attacker.on("response", (response) => {
+      if (response.url().startsWith(baseUrl)) answers.push(response.status());
+    });
+    await attacker.goto(evilUrl);
+    const deadline = Date.now() + 15_000;
+    while (answers.length < 1 && Date.now() < deadline) await attacker.waitForTimeout(100);
+    await attacker.waitForTimeout(1000);
+    await attacker.close();
+    assert.ok(answers.length >= 1, "the attacker's requests reached Cake");
+    assert.ok(answers.every((status) => status === 403 || status === 415), `all refused: ${answers}`);
+    const after = await page.evaluate(() => fetch("/api/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    assert.deepEqual(after, before, "the cluster settings are unchanged");
+    const listed = await page.evaluate(() => fetch("/api/list_conversations", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    assert.ok(!listed.conversations.some((c) => c.id === "planted"), "no conversation was planted");
+  } finally {
+    await page.close();
+    evil.close();
+  }
 });
 
 /** A real drop of files onto `selector`, as a person dragging them from a file manager does. */

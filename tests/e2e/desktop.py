@@ -224,6 +224,55 @@ def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, process
     print("a reply ran through both workers")
 
 
+HOSTILE_REPLY = (Path(__file__).parent / "hostile_reply.md").read_text()
+
+# What the hostile reply's message body holds, read inside the window.
+INSPECT_REPLY = """
+const el = [...document.querySelectorAll('[data-testid="message"][data-role="assistant"] .message-body')].pop();
+if (!el || !el.innerText.includes('raw')) return null;
+return {
+  elements: [...el.querySelectorAll('script, img, svg, iframe, object, embed, b')].map(e => e.tagName),
+  unsafeLinks: [...el.querySelectorAll('a')].map(a => a.getAttribute('href')).filter(h => !/^https?:/.test(h || '')),
+  handlers: [...el.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name)).filter(n => n.startsWith('on')),
+  strong: el.querySelectorAll('strong').length,
+  text: el.innerText,
+  pwned: window.__pwned === undefined ? null : String(window.__pwned),
+};
+"""
+
+
+def hostile_markdown_check(driver: "WebDriver"):
+    """A saved reply full of HTML and script renders as text; the window's CSP blocks inline script."""
+    conversation = {
+        "id": "hostile_markdown", "title": "Hostile", "model_id": "default", "system_prompt": "", "sampling": {},
+        "messages": [{"role": "user", "content": "Show me HTML"}, {"role": "assistant", "content": HOSTILE_REPLY}],
+        "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:01Z",
+    }
+    saved = driver.run_async(
+        "const done = arguments[arguments.length - 1];"
+        "window.__TAURI__.core.invoke('app_call', {command: 'save_conversation', args: {conversation: arguments[0]}})"
+        ".then(() => done('ok'), e => done(String(e)));", conversation)
+    assert saved == "ok", saved
+    driver.run("location.reload();")
+    click(driver, '[data-testid="conversation-item"][data-conversation-id="hostile_markdown"] .conversation-open')
+    found = wait_for(driver, INSPECT_REPLY, "the hostile reply", timeout=30)
+    time.sleep(0.5)
+    found = driver.run(INSPECT_REPLY)
+    assert found["elements"] == [], found
+    assert found["unsafeLinks"] == [], found
+    assert found["handlers"] == [], found
+    assert found["strong"] >= 1, "Markdown still renders"
+    for literal in ("<script>", "onerror=", "<svg onload", "<iframe", "<b>raw</b>"):
+        assert literal in found["text"], f"{literal} shown as text: {found['text']!r}"
+    assert found["pwned"] is None, f"script from the reply ran: {found['pwned']}"
+    inline = driver.run(
+        "const s = document.createElement('script'); s.textContent = 'window.__inline = 1;';"
+        "document.body.appendChild(s); return window.__inline === 1;")
+    assert inline is False, "the window's CSP must refuse inline script"
+    driver.screenshot(OUT / "desktop-hostile-markdown.png")
+    print("a script-bearing reply renders as text; inline script is blocked by the CSP")
+
+
 def main() -> int:
     cake, tauri_driver = Path(sys.argv[1]).resolve(), sys.argv[2]
     OUT.mkdir(parents=True, exist_ok=True)
@@ -280,6 +329,7 @@ def main() -> int:
                     subprocess.run(["/usr/bin/import", "-window", "root", str(OUT / name)], env=env, check=False)
 
             screen("desktop-screen.png")
+            hostile_markdown_check(driver)
             cluster_check(driver, cake, tmp, env, processes, screen)
             print(f"screenshots in {OUT}")
         finally:

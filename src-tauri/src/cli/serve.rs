@@ -2,6 +2,7 @@
 
 use crate::app::App;
 use crate::library::catalog::Catalog;
+use crate::server::ServeOptions;
 use crate::text::model::LoadOptions;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -19,6 +20,14 @@ pub struct ServeArgs {
     pub host: String,
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// The key clients must send (`Authorization: Bearer …`, or the UI's
+    /// login page); required to serve on anything but loopback.
+    #[arg(long, env = "CAKE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// A host name clients may use to reach this server besides its
+    /// addresses and `<hostname>.local` (repeatable).
+    #[arg(long = "allow-host")]
+    pub allowed_hosts: Vec<String>,
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -50,7 +59,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(crate::server::serve(app, &args.host, args.port))
+    let options = ServeOptions {
+        host: args.host,
+        port: args.port,
+        api_key: args.api_key.filter(|key| !key.is_empty()),
+        allowed_hosts: args.allowed_hosts,
+    };
+    runtime.block_on(crate::server::serve(app, options))
 }
 
 /// Prints the outcome of loading the `--model` at start.

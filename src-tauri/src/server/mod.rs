@@ -5,12 +5,20 @@
 //! - `POST /api/<command>`: [`App::call`] as JSON, or [`App::stream`] as
 //!   Server-Sent Events; closing the connection cancels the stream.
 //! - `/v1/…`: see [`openai`].
+//!
+//! Every request first passes the [`access`] policy (host, origin, content
+//! type, session, API key).
 
+pub mod access;
 pub mod openai;
 pub mod openai_speech;
 mod ui_assets;
 
 use crate::app::engine::EventSink;
+use access::AccessPolicy;
+use axum::extract::Request;
+use axum::http::header;
+use axum::middleware::Next;
 use crate::app::error::ApiError;
 use crate::app::App;
 use axum::body::Bytes;
@@ -27,8 +35,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
-/// The HTTP routes over `app`.
-pub fn router(app: Arc<App>) -> Router {
+/// The HTTP routes over `app`, each behind `policy`.
+pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
+    let login = Router::new().route("/login", post(log_in)).with_state(policy.clone());
     Router::new()
         .route("/api/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
@@ -36,17 +45,64 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/audio/speech", post(openai_speech::speech))
         .fallback(get(ui_assets::serve_asset))
         .with_state(app)
+        .merge(login)
+        .layer(axum::middleware::from_fn_with_state(policy, guard))
+}
+
+/// What `cake serve` listens on and who it answers.
+pub struct ServeOptions {
+    pub host: String,
+    pub port: u16,
+    /// Required unless the bind is loopback.
+    pub api_key: Option<String>,
+    /// Host names accepted besides the machine's own.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Serves until the process is stopped; prints the address it listens on.
-pub async fn serve(app: Arc<App>, host: &str, port: u16) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind((host, port))
+pub async fn serve(app: Arc<App>, options: ServeOptions) -> anyhow::Result<()> {
+    let (host, port) = (&options.host, options.port);
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {host}:{port}: {e}"))?;
     let address = listener.local_addr()?;
+    let policy = Arc::new(AccessPolicy::new(address, options.api_key, &options.allowed_hosts)?);
     println!("Cake is serving on http://{address}/");
-    axum::serve(listener, router(app)).await?;
+    axum::serve(listener, router(app, policy)).await?;
     Ok(())
+}
+
+/// Applies the access policy; hands the UI's page its session cookie.
+async fn guard(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    if let Err(refusal) = policy.check(request.method(), request.uri(), request.headers()) {
+        let mut response = refusal.into_response();
+        access::add_security_headers(response.headers_mut());
+        return response;
+    }
+    let mut response = next.run(request).await;
+    if access::is_page(&path) && response.status().is_success() && !policy.needs_login() {
+        response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());
+    }
+    access::add_security_headers(response.headers_mut());
+    response
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    api_key: String,
+}
+
+/// The login form: the right key sets the session cookie and opens the UI.
+async fn log_in(State(policy): State<Arc<AccessPolicy>>, axum::Form(form): axum::Form<LoginForm>) -> Response {
+    if !policy.is_api_key(form.api_key.trim()) {
+        // A wrong key costs a second: guessing over the network stays slow.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        return (StatusCode::UNAUTHORIZED, access::login_page(Some("That is not this Cake's API key."))).into_response();
+    }
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());
+    response
 }
 
 impl IntoResponse for ApiError {
