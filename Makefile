@@ -77,10 +77,19 @@ fixtures-vibevoice:
 		--seed $${SEED:-0} --out tests/fixtures/tiny/vibevoice
 	OMP_NUM_THREADS=1 .venv-vibevoice/bin/python tests/fixtures/check_tiny_vibevoice.py tests/fixtures/tiny/vibevoice
 
-## Cake vs llama.cpp (llama-cpp-python built from source) on the default model.
+## llama.cpp's build for the bench: never native (a VM may list AMX and trap
+## it with SIGILL), AMX off, the AVX-512 flags on only where the CPU lists them.
+AVX512 := $(shell grep -qw avx512f /proc/cpuinfo && echo ON || echo OFF)
+AVX512_VNNI := $(shell grep -qw avx512_vnni /proc/cpuinfo && echo ON || echo OFF)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=$(AVX512) -DGGML_AVX512_VNNI=$(AVX512_VNNI) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
+## Cake vs llama.cpp (llama-cpp-python built from source) on the default model
+## and on the GGUF types llama.cpp's quantizer makes from it.
 bench: deps model
 	$(CARGO) build --release --no-default-features
 	$(PYTHON) -m venv .venv-bench
-	.venv-bench/bin/pip install --quiet llama-cpp-python
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-bench/bin/pip install --quiet --no-cache-dir llama-cpp-python==0.3.36 gguf
 	.venv-bench/bin/python bench/compare.py --cake target/release/cake
+	.venv-bench/bin/python bench/quant_types.py --cake target/release/cake
 	$(PYTHON) bench/cluster.py --cake target/release/cake

@@ -211,3 +211,64 @@ fn streamed_stdout_equals_the_json_text() {
     let text = String::from_utf8(streamed.stdout).unwrap();
     assert_eq!(text.strip_suffix('\n').unwrap(), out["text"].as_str().unwrap());
 }
+
+/// A conversation as the app sends it: each turn resends the history. The
+/// kept session must give exactly the tokens a fresh run gives, for greedy
+/// and sampled replies, when a turn continues the last one, repeats it
+/// (regenerate: the cache is cut back) or edits an earlier message.
+///
+/// On the weights in f32: with 8-bit activations, the rounding-level
+/// difference between reading a position in a prefill and in a decode step
+/// (candle's attention products against Cake's decode kernel) can flip an
+/// activation's rounding and so, now and then, a token, as in llama.cpp.
+#[test]
+fn continued_conversations_reuse_the_last_session_and_reply_as_fresh_runs_do() {
+    use cake::text::chat_template::ChatMessage;
+    use cake::text::generation::{generate, generate_cached, GenerationRequest};
+    use cake::text::prompt_cache::PromptCache;
+    use cake::text::sampling::SamplingParams;
+    use std::ops::ControlFlow;
+
+    let options = LoadOptions { dtype: Some(candle_core::DType::F32), ..LoadOptions::default() };
+    let model = TextModel::load(&model_path(), &options).unwrap();
+    let template = model.chat_template().unwrap();
+    let tokenizer = model.tokenizer().unwrap();
+    let mut cache = PromptCache::new();
+    let mut history = vec![ChatMessage::new("system", "You answer in one short sentence.")];
+    let turns = [
+        ("What is bread made of?", 0.0),
+        ("And butter?", 0.0),
+        ("Which one is older?", 0.9),
+    ];
+    let mut reused: Vec<(usize, usize)> = Vec::new();
+    let ask = |history: &[ChatMessage], temperature: f32, cache: &mut PromptCache| {
+        let prompt = tokenizer.encode(&template.render(history, true).unwrap(), false).unwrap();
+        let mut request = GenerationRequest::new(prompt);
+        request.max_new_tokens = 16;
+        request.sampling = SamplingParams { temperature, seed: 7, ..SamplingParams::default() };
+        let cached = generate_cached(&model, &request, cache, |_| ControlFlow::Continue(())).unwrap();
+        let fresh = generate(&model, &request, |_| ControlFlow::Continue(())).unwrap();
+        assert_eq!(cached.tokens, fresh.tokens, "a reused session replies as a fresh one");
+        (cached, request.prompt_tokens.len())
+    };
+    for (question, temperature) in turns {
+        history.push(ChatMessage::new("user", question));
+        let (reply, prompt_len) = ask(&history, temperature, &mut cache);
+        reused.push((reply.cached_prompt_tokens, prompt_len));
+        history.push(ChatMessage::new("assistant", &reply.text));
+    }
+    assert_eq!(reused[0].0, 0, "the first turn has nothing to reuse");
+    for turn in 1..reused.len() {
+        let ((cached, prompt_len), previous_prompt) = (reused[turn], reused[turn - 1].1);
+        assert!(cached >= previous_prompt && cached < prompt_len, "turn {turn}: {cached} of {prompt_len} prompt tokens reused, the last prompt had {previous_prompt}");
+    }
+    // Regenerate the last reply: the same prompt again, the cache cut back.
+    history.pop();
+    let (again, prompt_len) = ask(&history, 0.9, &mut cache);
+    assert_eq!(again.cached_prompt_tokens, prompt_len - 1, "all but the last prompt token are reused");
+    // Edit the first question: only the system prompt's tokens stay valid.
+    history[1] = ChatMessage::new("user", "Name a tree.");
+    let (edited, prompt_len) = ask(&history[..2], 0.0, &mut cache);
+    assert!(edited.cached_prompt_tokens > 0 && edited.cached_prompt_tokens < prompt_len - 4, "{} of {prompt_len}", edited.cached_prompt_tokens);
+    cache.clear(&model);
+}

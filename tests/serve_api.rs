@@ -217,3 +217,39 @@ fn unknown_commands_and_bad_arguments_are_client_errors() {
     assert_eq!(status, 400);
     assert!(body["error"]["message"].as_str().unwrap().contains("wizard"));
 }
+
+/// An OpenAI client resending the history every turn: later turns read
+/// only their new tokens (the usage says how many came from the cache),
+/// and the replies are those of the same conversation on a fresh server
+/// (the kept session is this conversation's own, nothing leaks between
+/// servers or depends on an earlier request's timing). That a reused
+/// session replies as a fresh one is tested on f32 weights in
+/// `real_model.rs`.
+#[test]
+fn a_conversation_resent_each_turn_reads_only_its_new_tokens() {
+    let root = tempfile::tempdir().unwrap();
+    let converse = |server: &Server| {
+        let mut messages: Vec<Value> = vec![json!({"role": "system", "content": "You answer in one short sentence."})];
+        let mut turns = Vec::new();
+        for question in ["What is bread made of?", "And butter?", "Which one is older?", "Thanks! One more: cheese?"] {
+            messages.push(json!({"role": "user", "content": question}));
+            let body = json!({"model": "default", "messages": messages, "temperature": 0, "max_tokens": 16});
+            let (status, reply) = server.post("/v1/chat/completions", &body);
+            assert_eq!(status, 200, "{reply}");
+            let text = reply["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+            assert!(!text.trim().is_empty());
+            let usage = &reply["usage"];
+            turns.push((text.clone(), usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap(), usage["prompt_tokens"].as_u64().unwrap()));
+            messages.push(json!({"role": "assistant", "content": text}));
+        }
+        turns
+    };
+    let first = converse(&start(&root.path().join("a")));
+    assert_eq!(first[0].1, 0, "nothing to reuse on the first turn");
+    for turn in 1..first.len() {
+        let ((_, reused, prompt), previous_prompt) = (&first[turn], first[turn - 1].2);
+        assert!(*reused >= previous_prompt && reused < prompt, "turn {turn}: {reused} of {prompt} prompt tokens from the cache, the last prompt had {previous_prompt}");
+    }
+    let again = converse(&start(&root.path().join("b")));
+    assert_eq!(first, again, "the same conversation on a fresh server gives the same replies and reuse");
+}

@@ -175,6 +175,23 @@ mod tests {
         }
     }
 
+    /// A row's product does not depend on the other rows it is multiplied with.
+    #[test]
+    fn each_row_is_the_same_whatever_rows_come_with_it() {
+        for format in [GgmlFormat::Q4_1, GgmlFormat::Q4_K, GgmlFormat::Q6_K, GgmlFormat::Q5_0] {
+            let (rows, cols) = (40, 512);
+            let w = PackedMatrix::from_ggml(format, &random_ggml(format, rows, cols, 5).0, rows, cols).unwrap();
+            let x = random_activations(53, cols, 3);
+            let mut all = vec![0f32; 53 * rows];
+            matmul(&w, &x, 53, &mut all);
+            for m in [1, 2, 3, 20, 33] {
+                let mut some = vec![0f32; m * rows];
+                matmul(&w, &x[..m * cols], m, &mut some);
+                assert_eq!(&some[..], &all[..m * rows], "{format:?}, the first {m} rows alone");
+            }
+        }
+    }
+
     /// Stacked matrices give each matrix's own product, side by side.
     #[test]
     fn stacked_products_equal_the_separate_ones_side_by_side() {

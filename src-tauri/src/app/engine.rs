@@ -13,6 +13,7 @@ use crate::text::chat_template::ChatMessage;
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
 use crate::cluster::recovery::generate_recovering;
+use crate::text::prompt_cache::PromptCache;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
 use crate::speech::vibevoice::model::VibeVoice;
 use crate::speech::vibevoice::noise::SeededNoise;
@@ -88,6 +89,8 @@ struct Worker {
     /// Run models over these workers too, when set.
     cluster: Option<ClusterSettings>,
     model: Option<(ModelEntry, TextModel)>,
+    /// The last reply's session on `model`, for the next request to continue.
+    prompt_cache: PromptCache,
     /// The speech model in memory (beside the text model).
     speech: Option<(ModelEntry, VibeVoice)>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
@@ -102,6 +105,7 @@ impl Engine {
             options,
             cluster,
             model: None,
+            prompt_cache: PromptCache::new(),
             speech: None,
             loaded: loaded.clone(),
         };
@@ -215,6 +219,9 @@ impl Worker {
     }
 
     fn set_model(&mut self, model: Option<(ModelEntry, TextModel)>) {
+        if let Some((_, old)) = &self.model {
+            self.prompt_cache.clear(old);
+        }
         *self.loaded.lock().expect("engine state") = model.as_ref().map(|(e, _)| e.clone());
         self.model = model;
     }
@@ -247,7 +254,9 @@ impl Worker {
     fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
         let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
         let mut slot = Some(model);
-        let result = self.reply_with(&entry, &mut slot, job, sink, cancel);
+        let mut cache = std::mem::take(&mut self.prompt_cache);
+        let result = self.reply_with(&entry, &mut slot, &mut cache, job, sink, cancel);
+        self.prompt_cache = cache;
         match slot {
             Some(model) => self.model = Some((entry, model)),
             None => self.set_model(None),
@@ -259,6 +268,7 @@ impl Worker {
         &self,
         entry: &ModelEntry,
         slot: &mut Option<TextModel>,
+        cache: &mut PromptCache,
         job: &ChatJob,
         sink: &mut EventSink,
         cancel: &CancelFlag,
@@ -280,7 +290,7 @@ impl Worker {
             let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
             (sink.borrow_mut())(json!({"type": "notice", "message": message}));
         };
-        let reply = generate_recovering(slot, &request, &mut reload, &mut on_lost, |event| {
+        let reply = generate_recovering(slot, &request, cache, &mut reload, &mut on_lost, |event| {
             let listening = event.text.is_empty() || (sink.borrow_mut())(json!({"type": "token", "text": event.text}));
             if listening && !cancel.load(Ordering::Relaxed) {
                 ControlFlow::Continue(())
@@ -293,6 +303,7 @@ impl Worker {
             "text": reply.text,
             "stats": {
                 "prompt_tokens": prompt_len,
+                "cached_prompt_tokens": reply.last.cached_prompt_tokens,
                 "completion_tokens": reply.tokens.len(),
                 "ttft_s": reply.last.timings.ttft_s,
                 "decode_tok_s": reply.last.timings.decode_tok_s,

@@ -6,7 +6,8 @@
 
 use super::{ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::{generate, GenerationRequest};
+use crate::text::generation::{generate_cached, GenerationRequest};
+use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingParams;
 use anyhow::Result;
 use clap::Args;
@@ -43,6 +44,8 @@ pub fn run(args: ChatArgs) -> Result<()> {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     let mut turn = 0u64;
+    // Each turn resends the history: only its new tokens are read again.
+    let mut cache = PromptCache::new();
     loop {
         write!(stdout, "\n> ")?;
         stdout.flush()?;
@@ -70,7 +73,7 @@ pub fn run(args: ChatArgs) -> Result<()> {
             ..sampling.clone()
         };
         turn += 1;
-        let result = generate(&model, &request, |event| {
+        let result = generate_cached(&model, &request, &mut cache, |event| {
             let _ = stdout.write_all(event.text.as_bytes());
             let _ = stdout.flush();
             ControlFlow::Continue(())

@@ -155,7 +155,9 @@ impl ModelArgs {
             Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,
             None => TextModel::load(&path, &options)?,
         };
-        Ok((model, start.elapsed().as_secs_f64()))
+        let load_s = start.elapsed().as_secs_f64();
+        eprintln!("kernels: {}", crate::models::kernel_census::describe(&model.decoder().kernels));
+        Ok((model, load_s))
     }
 }
 

@@ -4,6 +4,7 @@ use super::{parse_token_list, ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::GenerationRequest;
 use crate::cluster::recovery::generate_recovering;
+use crate::text::prompt_cache::PromptCache;
 use crate::text::model::TextModel;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -58,9 +59,11 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     let mut stdout = std::io::stdout().lock();
     let mut slot = Some(model);
+    let mut cache = PromptCache::new();
     let reply = generate_recovering(
         &mut slot,
         &request,
+        &mut cache,
         &mut |lost| Ok(args.model.load_model_excluding(lost)?.0),
         &mut |lost| eprintln!("\n{lost}; re-planning over the remaining machines"),
         |event| {
@@ -72,6 +75,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         },
     )?;
     let model = slot.expect("a model after a successful reply");
+    cache.clear(&model);
     let generation = reply.last;
     if args.json {
         let out = serde_json::json!({
@@ -81,6 +85,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "finish_reason": generation.finish_reason,
             "network_bytes": model.pipeline.network_bytes(),
             "stages": stage_timings(&model),
+            "kernels": model.decoder().kernels,
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,

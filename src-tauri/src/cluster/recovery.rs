@@ -3,7 +3,8 @@
 //! prompt plus what was generated so far, and continue from there.
 
 use super::remote::WorkerLost;
-use crate::text::generation::{generate, Generation, GenerationRequest, TokenEvent};
+use crate::text::generation::{generate_cached, Generation, GenerationRequest, TokenEvent};
+use crate::text::prompt_cache::PromptCache;
 use crate::text::model::TextModel;
 use anyhow::Result;
 use std::ops::ControlFlow;
@@ -19,7 +20,8 @@ pub struct RecoveredReply {
     pub lost: Vec<String>,
 }
 
-/// Generates `request` with the model in `slot`; when a worker is lost,
+/// Generates `request` with the model in `slot`, starting from what
+/// `cache` kept of the previous request on it; when a worker is lost,
 /// calls `on_lost`, frees the model, loads `reload(lost addresses so far)`
 /// into the slot and continues. Gives up when a model without workers
 /// fails, or after as many losses as the model had workers; the slot is
@@ -27,6 +29,7 @@ pub struct RecoveredReply {
 pub fn generate_recovering(
     slot: &mut Option<TextModel>,
     request: &GenerationRequest,
+    cache: &mut PromptCache,
     reload: &mut dyn FnMut(&[String]) -> Result<TextModel>,
     on_lost: &mut dyn FnMut(&WorkerLost),
     mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
@@ -44,7 +47,7 @@ pub fn generate_recovering(
         attempt.max_new_tokens = request.max_new_tokens - tokens.len();
         let mut attempt_tokens = Vec::new();
         let mut attempt_text = String::new();
-        let result = generate(model, &attempt, |event| {
+        let result = generate_cached(model, &attempt, cache, |event| {
             attempt_tokens.extend(event.id);
             attempt_text.push_str(event.text);
             on_token(event)
@@ -63,6 +66,7 @@ pub fn generate_recovering(
                 recoveries_left -= 1;
                 on_lost(worker);
                 lost.push(worker.address.clone());
+                cache.clear(model);
                 // Free the old model first: two at once may not fit.
                 *slot = None;
                 *slot = Some(reload(&lost)?);

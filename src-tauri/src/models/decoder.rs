@@ -18,6 +18,7 @@ use super::sources::selection::TensorSelection;
 use super::weights::{MappedF32, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
 use cake_kernels::packed::PackedMatrix;
+use super::kernel_census::KernelUse;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
@@ -212,6 +213,8 @@ pub struct Decoder {
     lm_head: Option<Linear>,
     dtype: DType,
     device: Device,
+    /// Which kernel each stored type of matrix went to.
+    pub kernels: Vec<KernelUse>,
 }
 
 impl Decoder {
@@ -273,6 +276,7 @@ impl Decoder {
             lm_head,
             dtype: weights.policy.dtype,
             device: weights.device.clone(),
+            kernels: weights.census.uses(),
         })
     }
 

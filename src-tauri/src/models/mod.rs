@@ -4,6 +4,7 @@ pub mod config;
 pub mod decoder;
 pub mod families;
 pub mod fp8;
+pub mod kernel_census;
 pub mod loader;
 pub mod nn;
 pub mod sources;

@@ -9,6 +9,7 @@
 //! shape panic deep inside a matmul.
 
 use super::fp8::Fp8Matrix;
+use super::kernel_census::KernelCensus;
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -69,6 +70,16 @@ impl MappedF32 {
 }
 
 impl StoredTensor {
+    /// The type as stored: the GGML type, or the float dtype.
+    pub fn type_name(&self) -> String {
+        match self {
+            Self::Dense(t) => format!("{:?}", t.dtype()).to_uppercase(),
+            Self::Quantized(q) => format!("{:?}", q.dtype()).to_uppercase().replace('K', "_K"),
+            Self::Packed(p) => p.format.name().to_string(),
+            Self::Mapped(_) => "F32".to_string(),
+        }
+    }
+
     pub fn dims(&self) -> Vec<usize> {
         match self {
             Self::Dense(t) => t.dims().to_vec(),
@@ -85,6 +96,11 @@ pub fn repackable(dtype: GgmlDType) -> Option<GgmlFormat> {
         GgmlDType::Q4_0 => Some(GgmlFormat::Q4_0),
         GgmlDType::Q4_1 => Some(GgmlFormat::Q4_1),
         GgmlDType::Q8_0 => Some(GgmlFormat::Q8_0),
+        GgmlDType::Q5_0 => Some(GgmlFormat::Q5_0),
+        GgmlDType::Q5_1 => Some(GgmlFormat::Q5_1),
+        GgmlDType::Q4K => Some(GgmlFormat::Q4_K),
+        GgmlDType::Q5K => Some(GgmlFormat::Q5_K),
+        GgmlDType::Q6K => Some(GgmlFormat::Q6_K),
         _ => None,
     }
 }
@@ -132,6 +148,8 @@ pub struct Weights {
     pub device: Device,
     /// FP8 checkpoints' `weight_block_size` (rows, columns), from config.json.
     pub fp8_block_size: Option<(usize, usize)>,
+    /// Which kernel each matrix loaded so far goes to.
+    pub census: KernelCensus,
 }
 
 /// A weight matrix ready for a matmul.
@@ -177,6 +195,7 @@ impl Weights {
             policy,
             device,
             fp8_block_size: None,
+            census: KernelCensus::default(),
         }
     }
 
@@ -212,7 +231,15 @@ impl Weights {
 
     /// A weight matrix of shape `expected`, kept quantized if the policy says so.
     pub fn matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixWeight> {
-        match self.load_checked(name, expected)? {
+        let stored = self.load_checked(name, expected)?;
+        let stored_type = stored.type_name();
+        let matrix = self.matrix_from(name, stored)?;
+        self.census.record(stored_type, &matrix);
+        Ok(matrix)
+    }
+
+    fn matrix_from(&self, name: &str, stored: StoredTensor) -> Result<MatrixWeight> {
+        match stored {
             StoredTensor::Quantized(q) if self.policy.keep_quantized => Ok(MatrixWeight::Quantized(q)),
             StoredTensor::Packed(p) if self.policy.keep_quantized => Ok(MatrixWeight::Packed(p)),
             StoredTensor::Packed(p) => Ok(MatrixWeight::Dense(MatrixWeight::Packed(p).dequantize(self.policy.dtype, &self.device)?)),

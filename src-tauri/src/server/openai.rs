@@ -138,7 +138,11 @@ fn openai_finish_reason(ours: &Value) -> &'static str {
 fn usage(stats: &Value) -> Value {
     let prompt = stats["prompt_tokens"].as_u64().unwrap_or(0);
     let completion = stats["completion_tokens"].as_u64().unwrap_or(0);
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+    let cached = stats["cached_prompt_tokens"].as_u64().unwrap_or(0);
+    json!({
+        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    })
 }
 
 pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Response {

@@ -7,6 +7,7 @@
 
 use super::detokenizer::Detokenizer;
 use super::model::TextModel;
+use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::StopStrings;
 use crate::models::decoder::LogitsFor;
@@ -83,12 +84,30 @@ pub struct Generation {
     pub text: String,
     pub finish_reason: FinishReason,
     pub timings: Timings,
+    /// Prompt tokens whose keys and values came from the previous request
+    /// instead of being read again (see [`PromptCache`]).
+    pub cached_prompt_tokens: usize,
 }
 
-/// Runs `request` on `model`, calling `on_token` for every new token.
+/// Runs `request` on `model` in a fresh session, calling `on_token` for
+/// every new token.
 pub fn generate(
     model: &TextModel,
     request: &GenerationRequest,
+    on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
+) -> Result<Generation> {
+    let mut cache = PromptCache::new();
+    let generation = generate_cached(model, request, &mut cache, on_token);
+    cache.clear(model);
+    generation
+}
+
+/// Runs `request` on `model`, starting from what `cache` kept of the
+/// previous request and keeping this one's session in it afterwards.
+pub fn generate_cached(
+    model: &TextModel,
+    request: &GenerationRequest,
+    cache: &mut PromptCache,
     mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let prompt = &request.prompt_tokens;
@@ -106,7 +125,12 @@ pub fn generate(
     let mut sampler = Sampler::new(request.sampling.clone());
     let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
     let mut stops = StopStrings::new(&request.stop_strings);
-    let mut session = model.new_session();
+    let (mut session, cached_prompt_tokens) = if request.no_kv_cache {
+        cache.clear(model);
+        (model.new_session(), 0)
+    } else {
+        cache.session_for(model, prompt)
+    };
     let mut history = prompt.clone();
     let mut generated = Vec::new();
     let mut text = String::new();
@@ -115,7 +139,7 @@ pub fn generate(
     let mut first_token_at = None;
     let mut finish_reason = FinishReason::MaxTokens;
 
-    let mut next_input: Vec<u32> = prompt.clone();
+    let mut next_input: Vec<u32> = prompt[cached_prompt_tokens..].to_vec();
     while generated.len() < request.max_new_tokens {
         if history.len() >= context {
             finish_reason = FinishReason::ContextFull;
@@ -140,7 +164,7 @@ pub fn generate(
         if first_token_at.is_none() {
             let elapsed = start.elapsed().as_secs_f64();
             timings.ttft_s = elapsed;
-            timings.prompt_tok_s = prompt.len() as f64 / elapsed.max(1e-9);
+            timings.prompt_tok_s = (prompt.len() - cached_prompt_tokens) as f64 / elapsed.max(1e-9);
             first_token_at = Some(Instant::now());
         }
         generated.push(token);
@@ -185,7 +209,13 @@ pub fn generate(
             let _ = on_token(TokenEvent { id: None, text: &rest });
         }
     }
-    model.end_session(session);
+    if request.no_kv_cache {
+        model.end_session(session);
+    } else {
+        // The session holds every token fed to the model: all but the unfed last input.
+        let held = history.len() - next_input.len();
+        cache.keep(model, session, history[..held].to_vec());
+    }
     if let Some(t) = first_token_at {
         let decoded_after_first = generated.len().saturating_sub(1);
         timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);
@@ -195,5 +225,6 @@ pub fn generate(
         text,
         finish_reason,
         timings,
+        cached_prompt_tokens,
     })
 }

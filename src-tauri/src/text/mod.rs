@@ -6,6 +6,7 @@ pub mod detokenizer;
 pub mod generation;
 pub mod model;
 pub mod perplexity;
+pub mod prompt_cache;
 pub mod sampling;
 pub mod stop_strings;
 pub mod tokenizer;

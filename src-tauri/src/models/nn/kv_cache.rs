@@ -111,6 +111,24 @@ impl LayerCache {
         Ok(())
     }
 
+    /// Forgets every position from `n` on; false (and nothing changed) when
+    /// this layer cannot: a recurrent state holds no earlier states, and a
+    /// sliding window may have let go of keys that position `n` needs.
+    fn can_truncate(&self, n: usize) -> bool {
+        if self.recurrent.is_some() || self.dropped > 0 {
+            return self.len() == n;
+        }
+        n <= self.len()
+    }
+
+    fn truncate(&mut self, n: usize) {
+        if let Some(buffers) = &mut self.kv {
+            if self.recurrent.is_none() && self.dropped == 0 {
+                buffers.stored = buffers.stored.min(n);
+            }
+        }
+    }
+
     /// Calls `f` with the cached keys and values where they lie, when they
     /// are f32 on the CPU for one sequence; otherwise returns `None`.
     pub fn with_f32_in_place<R>(&self, f: impl FnOnce(&CachedKv) -> R) -> Option<R> {
@@ -161,6 +179,18 @@ impl KvCache {
     /// Positions already processed.
     pub fn position(&self) -> usize {
         self.layers.first().map_or(0, LayerCache::len)
+    }
+
+    /// Keeps only the first `n` positions, if every layer can (see
+    /// [`LayerCache::can_truncate`]); returns whether it did.
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if !self.layers.iter().all(|layer| layer.can_truncate(n)) {
+            return false;
+        }
+        for layer in &mut self.layers {
+            layer.truncate(n);
+        }
+        true
     }
 
     /// Forgets everything (a new conversation).

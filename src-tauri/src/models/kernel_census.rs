@@ -1,0 +1,52 @@
+//! Which kernel multiplies each weight matrix, by the type it is stored in,
+//! counted as a model loads: `cake run --json` and the load log show it, so
+//! no stored type takes a slow path unseen.
+
+use super::weights::MatrixWeight;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Matrices per (stored type, kernel).
+#[derive(Debug, Default)]
+pub struct KernelCensus(Mutex<BTreeMap<(String, &'static str), usize>>);
+
+/// One line of the census.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelUse {
+    /// The type in the file: `Q4_K`, `F32`, `BF16`, …
+    pub stored: String,
+    /// What multiplies it: `cake avx2`, `cake f32 stream`, `candle`, …
+    pub kernel: &'static str,
+    pub matrices: usize,
+}
+
+impl KernelCensus {
+    /// Counts `matrix`, stored in the file as `stored`.
+    pub fn record(&self, stored: String, matrix: &MatrixWeight) {
+        let kernel = match matrix {
+            MatrixWeight::Packed(_) => match cake_kernels::cpu::Level::detected() {
+                cake_kernels::cpu::Level::Plain => "cake plain",
+                cake_kernels::cpu::Level::Avx2 => "cake avx2",
+                cake_kernels::cpu::Level::Avx512Vnni => "cake avx512-vnni",
+            },
+            MatrixWeight::Mapped(_) => "cake f32 stream",
+            MatrixWeight::Quantized(_) => "candle ggml",
+            MatrixWeight::Dense(_) => "candle dense",
+            MatrixWeight::Fp8(_) => "fp8 dequantized per product",
+        };
+        *self.0.lock().expect("census").entry((stored, kernel)).or_default() += 1;
+    }
+
+    /// Every (stored type, kernel) with its count, by type.
+    pub fn uses(&self) -> Vec<KernelUse> {
+        let counts = self.0.lock().expect("census");
+        counts.iter().map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel, matrices }).collect()
+    }
+}
+
+/// `Q4_K ×96 cake avx2, F32 ×1 cake f32 stream`.
+pub fn describe(uses: &[KernelUse]) -> String {
+    let parts: Vec<String> = uses.iter().map(|u| format!("{} ×{} {}", u.stored, u.matrices, u.kernel)).collect();
+    parts.join(", ")
+}

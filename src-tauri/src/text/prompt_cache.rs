@@ -1,0 +1,74 @@
+//! The session of the last request, kept so that the next one can start
+//! where it left off: a chat resends its whole history every turn, and only
+//! the tokens after the part already computed need to be read again.
+//!
+//! The kept session holds the keys and values of `tokens`. A new prompt
+//! reuses the longest common prefix of the two (never all of the prompt:
+//! its last token must run to give the next token's logits). Cutting the
+//! cache back is possible where every layer allows it (see
+//! [`crate::models::nn::kv_cache::KvCache::truncate`]) and the layers all
+//! run here; otherwise the session is reused only when nothing needs
+//! cutting, else a fresh one starts.
+
+use super::model::TextModel;
+use crate::cluster::pipeline::Session;
+
+/// A session and the tokens whose keys and values it holds.
+struct Kept {
+    session: Session,
+    tokens: Vec<u32>,
+}
+
+/// The session kept from the last request on one loaded model.
+#[derive(Default)]
+pub struct PromptCache {
+    kept: Option<Kept>,
+}
+
+impl PromptCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A session for `prompt` and how many of its first tokens the session
+    /// already holds.
+    pub fn session_for(&mut self, model: &TextModel, prompt: &[u32]) -> (Session, usize) {
+        let Some(Kept { mut session, tokens }) = self.kept.take() else {
+            return (model.new_session(), 0);
+        };
+        let common = tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let reuse = common.min(prompt.len().saturating_sub(1));
+        let cut_needed = reuse < tokens.len();
+        let local_only = model.pipeline.remote_stages.is_empty();
+        let reusable = reuse > 0 && (!cut_needed || (local_only && session.cache.truncate(reuse)));
+        if reusable {
+            (session, reuse)
+        } else {
+            model.end_session(session);
+            (model.new_session(), 0)
+        }
+    }
+
+    /// Keeps `session`, which holds the keys and values of `tokens`, for
+    /// the next request.
+    pub fn keep(&mut self, model: &TextModel, session: Session, tokens: Vec<u32>) {
+        self.clear(model);
+        self.kept = Some(Kept { session, tokens });
+    }
+
+    /// Ends the kept session (frees the workers' caches too).
+    pub fn clear(&mut self, model: &TextModel) {
+        if let Some(kept) = self.kept.take() {
+            model.end_session(kept.session);
+        }
+    }
+
+    /// Tokens the kept session holds.
+    pub fn len(&self) -> usize {
+        self.kept.as_ref().map_or(0, |kept| kept.tokens.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
