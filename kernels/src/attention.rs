@@ -70,6 +70,70 @@ pub fn decode_attention(q: &[f32], kv: &CachedKv, heads: usize, scale: f32, soft
     }
 }
 
+/// Rows of queries handled per pass of [`prefill_attention`] (bounds the
+/// blocks' records kept at once).
+const ROWS_PER_PASS: usize = 32;
+
+/// The attention of `t` new positions, the last `t` of the cache, each
+/// computed exactly as [`decode_attention`] computes a step at that
+/// position: row `i` (of `q` and `out`, each `t × heads × head_dim`) sees
+/// the first `kv.len − t + i + 1` cached positions. So a prompt read in one
+/// piece or in several, and a token read in a prefill or in a decode step,
+/// get the same values to the last bit.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill_attention(q: &[f32], kv: &CachedKv, t: usize, heads: usize, scale: f32, softcap: Option<f32>, out: &mut [f32], level: Level, pool: &Pool) {
+    let d = kv.head_dim;
+    let width = heads * d;
+    assert!(t >= 1 && t <= kv.len && q.len() == t * width && out.len() == t * width, "{t} rows for a cache of {}", kv.len);
+    assert!(heads % kv.kv_heads == 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()), "cache too short");
+    let group = heads / kv.kv_heads;
+    let record = Partial::len(d);
+    let first_len = kv.len - t + 1;
+    let mut partials = Vec::new();
+    for pass in (0..t).step_by(ROWS_PER_PASS) {
+        let rows = ROWS_PER_PASS.min(t - pass);
+        // Items of row r: kv_heads × its blocks, after those of the rows before it.
+        let blocks_of = |r: usize| (first_len + pass + r).div_ceil(POSITIONS_PER_ITEM);
+        let mut first_item = Vec::with_capacity(rows + 1);
+        first_item.push(0);
+        for r in 0..rows {
+            first_item.push(first_item[r] + kv.kv_heads * blocks_of(r));
+        }
+        let items = first_item[rows];
+        partials.clear();
+        partials.resize(items * group * record, 0f32);
+        let sink = Sink(partials.as_mut_ptr());
+        pool.run(items, &|range| {
+            let mut scores = Vec::new();
+            for item in range {
+                let r = first_item.partition_point(|&first| first <= item) - 1;
+                let (blocks, within) = (blocks_of(r), item - first_item[r]);
+                let (kv_head, block) = (within / blocks, within % blocks);
+                let len = first_len + pass + r;
+                let first = block * POSITIONS_PER_ITEM;
+                let n = POSITIONS_PER_ITEM.min(len - first);
+                let start = kv_head * kv.head_stride + first * d;
+                let block_kv = BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+                let row_q = &q[(pass + r) * width..(pass + r + 1) * width];
+                let queries = &row_q[kv_head * group * d..(kv_head + 1) * group * d];
+                // SAFETY: item `item`'s records, written by this thread only.
+                let records = unsafe { sink.records(item, group * record) };
+                attend_block(queries, &block_kv, scale, softcap, &mut scores, records, level);
+            }
+        });
+        for r in 0..rows {
+            let blocks = blocks_of(r);
+            let row_out = &mut out[(pass + r) * width..(pass + r + 1) * width];
+            for h in 0..heads {
+                let (kv_head, g) = (h / group, h % group);
+                let at = |b: usize| ((first_item[r] + kv_head * blocks + b) * group + g) * record;
+                let parts = (0..blocks).map(|b| Partial::of(&partials, at(b), d));
+                merge(parts, &mut row_out[h * d..(h + 1) * d]);
+            }
+        }
+    }
+}
+
 /// One block of cached positions of one kv head: `n` rows of `d` values.
 struct BlockKv<'a> {
     keys: &'a [f32],
@@ -293,6 +357,37 @@ mod avx512 {
                         if let Some(m) = m {
                             _mm512_mask_storeu_ps(records.as_mut_ptr().add(g * record + 2 + panel + 16 * k), m, *a);
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+
+    /// Every row of a prefill equals the decode step at its position, bit
+    /// for bit, at every level and with one or several threads.
+    #[test]
+    fn prefill_rows_equal_decode_steps_bit_for_bit() {
+        let (kv_heads, heads, d, capacity) = (3, 9, 64, 200);
+        let value = |i: usize| ((i * 2654435761usize % 1000) as f32 - 500.0) / 300.0;
+        let keys: Vec<f32> = (0..kv_heads * capacity * d).map(value).collect();
+        let values: Vec<f32> = (0..kv_heads * capacity * d).map(|i| value(i + 7)).collect();
+        for (len, t) in [(1, 1), (5, 5), (70, 70), (150, 33), (129, 2)] {
+            let q: Vec<f32> = (0..t * heads * d).map(|i| value(i + 3)).collect();
+            for level in Level::all_supported() {
+                for pool in [Pool::new(1), Pool::new(3)] {
+                    let kv = CachedKv { keys: &keys, values: &values, kv_heads, head_stride: capacity * d, len, head_dim: d };
+                    let mut out = vec![f32::NAN; t * heads * d];
+                    prefill_attention(&q, &kv, t, heads, 0.125, Some(30.0), &mut out, level, &pool);
+                    for r in 0..t {
+                        let step = CachedKv { len: len - t + r + 1, ..kv };
+                        let mut expected = vec![0f32; heads * d];
+                        decode_attention(&q[r * heads * d..(r + 1) * heads * d], &step, heads, 0.125, Some(30.0), &mut expected, level, &pool);
+                        assert_eq!(&out[r * heads * d..(r + 1) * heads * d], &expected[..], "len {len}, t {t}, row {r}, {level:?}");
                     }
                 }
             }

@@ -41,6 +41,9 @@ pub const SUB_BLOCK: usize = 32;
 pub const SUPER_BLOCK: usize = 256;
 
 impl GgmlFormat {
+    /// Every format, in the order of the table above.
+    pub const ALL: [GgmlFormat; 8] = [Self::Q4_0, Self::Q4_1, Self::Q5_0, Self::Q5_1, Self::Q8_0, Self::Q4_K, Self::Q5_K, Self::Q6_K];
+
     /// Values of one GGML block.
     pub fn block_values(self) -> usize {
         if self.is_k_quant() {
@@ -253,20 +256,9 @@ mod tests {
         (read("blocks"), values)
     }
 
-    const ALL: [GgmlFormat; 8] = [
-        GgmlFormat::Q4_0,
-        GgmlFormat::Q4_1,
-        GgmlFormat::Q5_0,
-        GgmlFormat::Q5_1,
-        GgmlFormat::Q8_0,
-        GgmlFormat::Q4_K,
-        GgmlFormat::Q5_K,
-        GgmlFormat::Q6_K,
-    ];
-
     #[test]
     fn random_blocks_decode_as_the_gguf_package_dequantizes_them() {
-        for format in ALL {
+        for format in GgmlFormat::ALL {
             let (blocks, expected) = fixture(format);
             let per_block = format.block_values();
             assert_eq!(blocks.len() / format.block_bytes() * per_block, expected.len());

@@ -125,7 +125,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packed::tests::{random_ggml, ALL_FORMATS};
+    use crate::packed::tests::random_ggml;
     use crate::packed::GgmlFormat;
 
     fn random_activations(m: usize, k: usize, seed: u32) -> Vec<f32> {
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn every_level_equals_the_plain_kernel_and_the_float_product() {
         let pools = [pool::Pool::new(1), pool::Pool::new(3)];
-        for dtype in ALL_FORMATS {
+        for dtype in GgmlFormat::ALL {
             let block = dtype.block_values();
             for (rows, blocks, m) in [(16, 1, 1), (1, 2, 3), (37, 3, 5), (70, 18 * 32 / block, 2), (33, 5, 9)] {
                 let cols = blocks * block;

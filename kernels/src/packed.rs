@@ -127,6 +127,15 @@ impl<T> Clone for KGroup<'_, T> {
 
 impl<T> Copy for KGroup<'_, T> {}
 
+impl<'a, T> KGroup<'a, T> {
+    /// Row group `g`'s tiles and super-block scales, for rows of `blocks` tiles.
+    #[inline(always)]
+    pub fn row_group(self, blocks: usize, g: usize) -> KGroup<'a, T> {
+        let supers = blocks / TILES_PER_SUPER;
+        KGroup { tiles: &self.tiles[g * blocks..(g + 1) * blocks], supers: &self.supers[g * supers..(g + 1) * supers] }
+    }
+}
+
 impl<T: Zeroed> KTiles<T> {
     pub fn group(&self) -> KGroup<'_, T> {
         KGroup { tiles: &self.tiles, supers: &self.supers }
@@ -488,17 +497,6 @@ pub(crate) mod tests {
         (bytes, dequantized)
     }
 
-    pub(crate) const ALL_FORMATS: [GgmlFormat; 8] = [
-        GgmlFormat::Q4_0,
-        GgmlFormat::Q4_1,
-        GgmlFormat::Q5_0,
-        GgmlFormat::Q5_1,
-        GgmlFormat::Q8_0,
-        GgmlFormat::Q4_K,
-        GgmlFormat::Q5_K,
-        GgmlFormat::Q6_K,
-    ];
-
     /// Matrix shapes for tests: odd row counts, several blocks per row.
     pub(crate) fn test_shapes(format: GgmlFormat) -> [(usize, usize); 3] {
         let block = format.block_values();
@@ -507,7 +505,7 @@ pub(crate) mod tests {
 
     #[test]
     fn repacked_rows_dequantize_as_candle_and_the_block_decoder_do() {
-        for format in ALL_FORMATS {
+        for format in GgmlFormat::ALL {
             for (rows, cols) in test_shapes(format) {
                 let (bytes, expected) = random_ggml(format, rows, cols, rows as u64);
                 let packed = PackedMatrix::from_ggml(format, &bytes, rows, cols).unwrap();

@@ -115,13 +115,12 @@ fn each_k_tile_row<T>(
     add: impl Fn(&T, &SuperScales, usize, &mut [f32; TILE_ROWS]),
 ) {
     let blocks = acts.blocks_per_row();
-    let supers_per_row = blocks / TILES_PER_SUPER;
     for g in groups {
-        let supers = &group.supers[g * supers_per_row..(g + 1) * supers_per_row];
+        let row = group.row_group(blocks, g);
         for t in 0..acts.rows {
             let mut acc = [0f32; TILE_ROWS];
-            for (b, tile) in group.tiles[g * blocks..(g + 1) * blocks].iter().enumerate() {
-                add(tile, &supers[b / TILES_PER_SUPER], t * blocks + b, &mut acc);
+            for (b, tile) in row.tiles.iter().enumerate() {
+                add(tile, &row.supers[b / TILES_PER_SUPER], t * blocks + b, &mut acc);
             }
             out.store(t, g, &acc);
         }

@@ -221,25 +221,18 @@ impl KTile for TileQ5K {
     }
 }
 
-/// Row group `g` of a K-quant matrix: its tiles and super-block scales.
-#[inline(always)]
-fn k_row_group<'a, T>(group: KGroup<'a, T>, blocks: usize, g: usize) -> KGroup<'a, T> {
-    let supers = blocks / TILES_PER_SUPER;
-    KGroup { tiles: &group.tiles[g * blocks..(g + 1) * blocks], supers: &group.supers[g * supers..(g + 1) * supers] }
-}
-
 /// See [`super::plain::q4k`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4k(group: KGroup<TileQ4K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
-    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(groups |g| group.row_group(blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
 }
 
 /// See [`super::plain::q5k`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
-    over_tokens!(groups |g| k_row_group(group, blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(groups |g| group.row_group(blocks, g), k_tokens, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -275,7 +268,7 @@ unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedAc
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
-    over_tokens!(groups |g| k_row_group(group, blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(groups |g| group.row_group(blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

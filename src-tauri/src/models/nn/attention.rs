@@ -124,9 +124,13 @@ impl Attention {
             cache.keep_last(window)?;
         }
         let mask = attention_mask(start, t, first_key, total, self.sliding_window, x.device())?;
-        // One new position over an unmasked f32 cache: read the cache in place.
-        let in_place = match (t, &mask, q.dtype()) {
-            (1, None, DType::F32) => self.decode_in_place(&q, cache)?,
+        // Over an f32 cache that hides only the future (or one position with
+        // nothing to hide), Cake's kernel reads the cache in place, every row
+        // exactly as a decode step at its position would: a prompt gives the
+        // same values read whole, in pieces, or continued from a kept session.
+        let only_causal = self.sliding_window.is_none() && first_key == 0;
+        let in_place = match q.dtype() {
+            DType::F32 if only_causal || (t == 1 && mask.is_none()) => self.attend_in_place(&q, cache)?,
             _ => None,
         };
         let out = match in_place {
@@ -170,20 +174,26 @@ impl Attention {
             .reshape((b, t, self.num_heads * self.head_dim))?)
     }
 
-    /// One query position attending over the cache where it lies (see
-    /// [`cake_kernels::attention`]): `(1, 1, heads · head_dim)`, or `None`
-    /// where the cache is not f32 on the CPU.
-    fn decode_in_place(&self, q: &Tensor, cache: &LayerCache) -> Result<Option<Tensor>> {
+    /// The `t` newest positions' queries `q (1, heads, t, head_dim)` over
+    /// the cache where it lies (see [`cake_kernels::attention`]):
+    /// `(1, t, heads · head_dim)`, or `None` where the cache is not f32 on
+    /// the CPU.
+    fn attend_in_place(&self, q: &Tensor, cache: &LayerCache) -> Result<Option<Tensor>> {
+        let t = q.dim(2)?;
         let width = self.num_heads * self.head_dim;
-        let q = q.flatten_all()?.to_vec1::<f32>()?;
-        let mut out = vec![0f32; width];
+        let q = q.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let mut out = vec![0f32; t * width];
         let done = cache.with_f32_in_place(|kv| {
             let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
-            let softcap = self.logit_softcap.map(|c| c as f32);
-            cake_kernels::attention::decode_attention(&q, kv, self.num_heads, self.scale as f32, softcap, &mut out, level, pool);
+            let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
+            if t == 1 {
+                cake_kernels::attention::decode_attention(&q, kv, self.num_heads, scale, softcap, &mut out, level, pool);
+            } else {
+                cake_kernels::attention::prefill_attention(&q, kv, t, self.num_heads, scale, softcap, &mut out, level, pool);
+            }
         });
         Ok(match done {
-            Some(()) => Some(Tensor::from_vec(out, (1, 1, width), &Device::Cpu)?),
+            Some(()) => Some(Tensor::from_vec(out, (1, t, width), &Device::Cpu)?),
             None => None,
         })
     }
