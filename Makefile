@@ -92,4 +92,5 @@ bench: deps model
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-bench/bin/pip install --quiet --no-cache-dir llama-cpp-python==0.3.36 gguf
 	.venv-bench/bin/python bench/compare.py --cake target/release/cake
 	.venv-bench/bin/python bench/quant_types.py --cake target/release/cake
+	$(PYTHON) bench/chat_turns.py --cake target/release/cake
 	$(PYTHON) bench/cluster.py --cake target/release/cake

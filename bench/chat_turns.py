@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Time to first token of each turn of a 10-turn conversation through
+`cake serve`'s OpenAI API, the client resending the whole history each turn
+(as OpenAI clients do). With the kept session a later turn reads only its
+new tokens, so its time to first token should not grow with the history.
+
+Prints per turn: prompt tokens, tokens reused from the cache, time to first
+token (streamed, from the request to the first content chunk).
+
+    python bench/chat_turns.py --cake target/release/cake [--turns 10] [--max-tokens 64]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+QUESTIONS = [
+    "Tell me about the history of bread in three sentences.",
+    "How did sourdough come about?",
+    "What changed with industrial baking?",
+    "Which grains besides wheat make good bread?",
+    "How does rye behave differently from wheat?",
+    "What is the role of salt in dough?",
+    "Why do some breads have a hard crust?",
+    "How long should a dough rest, and why?",
+    "What makes a baguette different from a loaf of sandwich bread?",
+    "Summarise everything we discussed in two sentences.",
+]
+
+
+def start_server(cake: str, data: Path):
+    env = dict(os.environ, CAKE_DATA_DIR=str(data), HF_HUB_CACHE=str(data / "hf"))
+    proc = subprocess.Popen([cake, "serve", "--host", "127.0.0.1", "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in proc.stdout:
+        if line.startswith("Cake is serving on "):
+            return proc, line.split("on ", 1)[1].strip().rstrip("/")
+    raise SystemExit("cake serve did not start")
+
+
+def turn(base: str, messages, max_tokens: int):
+    body = json.dumps({"model": "default", "messages": messages, "stream": True, "temperature": 0,
+                       "max_tokens": max_tokens, "stream_options": {"include_usage": True}}).encode()
+    request = urllib.request.Request(f"{base}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    first, text, usage = None, "", None
+    with urllib.request.urlopen(request, timeout=600) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices", []):
+                piece = choice.get("delta", {}).get("content")
+                if piece:
+                    first = first or time.perf_counter() - start
+                    text += piece
+    return first, text, usage
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cake", default="target/release/cake")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        data = Path(root)
+        (data / "models").mkdir()
+        model = Path(os.environ.get("CAKE_DATA_DIR", Path.home() / ".local/share/cake")) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        (data / "models" / model.name).symlink_to(model)
+        proc, base = start_server(args.cake, data)
+        try:
+            turn(base, [{"role": "user", "content": "Hi"}], 1)  # load the model
+            messages = [{"role": "system", "content": "You are a helpful baker."}]
+            print("| turn | prompt tokens | reused | time to first token, ms |")
+            print("|---|---|---|---|")
+            first_ttft = None
+            for i, question in enumerate(QUESTIONS[: args.turns], 1):
+                messages.append({"role": "user", "content": question})
+                ttft, text, usage = turn(base, messages, args.max_tokens)
+                reused = usage["prompt_tokens_details"]["cached_tokens"]
+                print(f"| {i} | {usage['prompt_tokens']} | {reused} | {1000 * ttft:.1f} |", flush=True)
+                first_ttft = first_ttft or ttft
+                messages.append({"role": "assistant", "content": text})
+            print(f"\nturn {args.turns} / turn 1 time to first token: {ttft / first_ttft:.2f}x")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+if __name__ == "__main__":
+    main()
