@@ -204,8 +204,8 @@ pub(crate) fn q6_k_scale(block: &[u8]) -> f16 {
     read_f16(&block[208..])
 }
 
-/// The weights of one GGML block, by the formulas above (for tests and for
-/// dequantizing rows).
+/// The weights of one GGML block, by the formulas above: the reference the
+/// repacked tiles and the `gguf` package's values are checked against.
 pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
     assert_eq!(out.len(), format.block_values());
     match format {

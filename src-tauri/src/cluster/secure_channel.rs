@@ -77,7 +77,7 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
 
 /// Compares MACs in constant time.
 fn same_tag(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 
 fn random_nonce() -> [u8; NONCE_LEN] {

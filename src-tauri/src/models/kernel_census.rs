@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 /// Matrices per (stored type, kernel).
 #[derive(Debug, Default)]
-pub struct KernelCensus(Mutex<BTreeMap<(String, &'static str), usize>>);
+pub struct KernelCensus(Mutex<BTreeMap<(String, String), usize>>);
 
 /// One line of the census.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,7 +17,7 @@ pub struct KernelUse {
     /// The type in the file: `Q4_K`, `F32`, `BF16`, …
     pub stored: String,
     /// What multiplies it: `cake avx2`, `cake f32 stream`, `candle`, …
-    pub kernel: &'static str,
+    pub kernel: String,
     pub matrices: usize,
 }
 
@@ -25,15 +25,11 @@ impl KernelCensus {
     /// Counts `matrix`, stored in the file as `stored`.
     pub fn record(&self, stored: String, matrix: &MatrixWeight) {
         let kernel = match matrix {
-            MatrixWeight::Packed(_) => match cake_kernels::cpu::Level::detected() {
-                cake_kernels::cpu::Level::Plain => "cake plain",
-                cake_kernels::cpu::Level::Avx2 => "cake avx2",
-                cake_kernels::cpu::Level::Avx512Vnni => "cake avx512-vnni",
-            },
-            MatrixWeight::Mapped(_) => "cake f32 stream",
-            MatrixWeight::Quantized(_) => "candle ggml",
-            MatrixWeight::Dense(_) => "candle dense",
-            MatrixWeight::Fp8(_) => "fp8 dequantized per product",
+            MatrixWeight::Packed(_) => format!("cake {}", cake_kernels::cpu::Level::detected().name()),
+            MatrixWeight::Mapped(_) => "cake f32 stream".into(),
+            MatrixWeight::Quantized(_) => "candle ggml".into(),
+            MatrixWeight::Dense(_) => "candle dense".into(),
+            MatrixWeight::Fp8(_) => "fp8 dequantized per product".into(),
         };
         *self.0.lock().expect("census").entry((stored, kernel)).or_default() += 1;
     }
@@ -41,7 +37,7 @@ impl KernelCensus {
     /// Every (stored type, kernel) with its count, by type.
     pub fn uses(&self) -> Vec<KernelUse> {
         let counts = self.0.lock().expect("census");
-        counts.iter().map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel, matrices }).collect()
+        counts.iter().map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel: kernel.clone(), matrices }).collect()
     }
 }
 

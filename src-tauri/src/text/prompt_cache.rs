@@ -62,13 +62,4 @@ impl PromptCache {
             model.end_session(kept.session);
         }
     }
-
-    /// Tokens the kept session holds.
-    pub fn len(&self) -> usize {
-        self.kept.as_ref().map_or(0, |kept| kept.tokens.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

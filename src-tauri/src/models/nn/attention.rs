@@ -123,19 +123,19 @@ impl Attention {
             // Later queries never look further back than the window.
             cache.keep_last(window)?;
         }
-        let mask = attention_mask(start, t, first_key, total, self.sliding_window, x.device())?;
+        let mask = || attention_mask(start, t, first_key, total, self.sliding_window, x.device());
         // Over an f32 cache that hides only the future (or one position with
         // nothing to hide), Cake's kernel reads the cache in place, every row
         // exactly as a decode step at its position would: a prompt gives the
         // same values read whole, in pieces, or continued from a kept session.
         let only_causal = self.sliding_window.is_none() && first_key == 0;
         let in_place = match q.dtype() {
-            DType::F32 if only_causal || (t == 1 && mask.is_none()) => self.attend_in_place(&q, cache)?,
+            DType::F32 if only_causal || (t == 1 && mask()?.is_none()) => self.attend_in_place(&q, cache)?,
             _ => None,
         };
         let out = match in_place {
             Some(out) => out,
-            None => self.attend(&q, &k, &v, mask.as_ref())?,
+            None => self.attend(&q, &k, &v, mask()?.as_ref())?,
         };
         let out = match gate {
             Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,

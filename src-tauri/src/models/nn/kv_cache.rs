@@ -121,11 +121,10 @@ impl LayerCache {
         n <= self.len()
     }
 
+    /// Only after [`Self::can_truncate`] said yes.
     fn truncate(&mut self, n: usize) {
         if let Some(buffers) = &mut self.kv {
-            if self.recurrent.is_none() && self.dropped == 0 {
-                buffers.stored = buffers.stored.min(n);
-            }
+            buffers.stored = buffers.stored.min(n - self.dropped);
         }
     }
 
