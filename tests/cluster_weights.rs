@@ -4,7 +4,7 @@
 
 mod common;
 
-use cake::formats::gguf::{byte_size, GgufFile};
+use cake::formats::gguf::GgufFile;
 use common::cake_json;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -77,11 +77,11 @@ fn transfer_report(stderr: &str) -> (String, u64, u64) {
 /// Header bytes plus the data of the tensors of layers `start..end`.
 fn expected_bytes(model: &Path, start: usize, end: usize) -> u64 {
     let file = GgufFile::open(model).unwrap();
-    let mut total = file.content.tensor_data_offset;
-    for (name, info) in &file.content.tensor_infos {
+    let mut total = file.header.tensor_data_offset;
+    for (name, info) in &file.header.tensor_infos {
         let layer: Option<usize> = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
         if layer.is_some_and(|l| (start..end).contains(&l)) {
-            total += byte_size(info).unwrap();
+            total += info.byte_size();
         }
     }
     total

@@ -10,7 +10,7 @@
 //! a transfer cut short resumes where it stopped and a model already cached
 //! (same files, same tensor set: same [`ModelManifest::key`]) costs nothing.
 
-use crate::formats::gguf::{byte_size, GgufFile};
+use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::loader::TensorLayout;
 use crate::models::sources::selection::TensorSelection;
@@ -73,16 +73,16 @@ impl ModelManifest {
         if gguf {
             let file = GgufFile::open(path)?;
             let len = std::fs::metadata(path)?.len();
-            let header = file.content.tensor_data_offset;
+            let header = file.header.tensor_data_offset;
             let mut pieces = vec![Piece { offset: 0, len: header }];
-            let mut names: Vec<&String> = file.content.tensor_infos.keys().collect();
+            let mut names: Vec<&String> = file.header.tensor_infos.keys().collect();
             names.sort();
             for name in names {
-                let info = &file.content.tensor_infos[name];
+                let info = &file.header.tensor_infos[name];
                 let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse::<usize>().ok());
                 let every_stage = EVERY_STAGE_GGUF_TENSORS.contains(&name.as_str());
                 if every_stage || layer.is_some_and(|l| selection.layers.contains(&l)) {
-                    pieces.push(Piece { offset: header + info.offset, len: byte_size(info)? });
+                    pieces.push(Piece { offset: header + info.offset, len: info.byte_size() });
                     hasher.update(name.as_bytes());
                 }
             }

@@ -1,13 +1,13 @@
 //! Reading single-file GGUF models without trusting them.
 //!
-//! candle's GGUF parser already bounds every length it reads by the file's
-//! size; this module adds what it leaves to the caller: every tensor's byte
-//! range must lie inside the file and be aligned, errors name the file, and
-//! tensor data is sliced from a memory map instead of read into buffers.
-//! Metadata helpers turn missing or mistyped keys into clear errors.
+//! The header is parsed by [`super::gguf_header`], which bounds every count
+//! and length by the file's size and checks that every tensor's bytes lie
+//! inside the file, aligned and apart; errors name the file. Tensor data is
+//! sliced from a memory map instead of read into buffers. Metadata helpers
+//! turn missing or mistyped keys into clear errors.
 
+pub use super::gguf_header::{GgmlType, Header, TensorInfo, Value};
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{ggml_file, GgmlDType, QTensor};
 use candle_core::Device;
 use std::fs::File;
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// A validated, memory-mapped GGUF file.
 pub struct GgufFile {
     pub path: PathBuf,
-    pub content: Content,
+    pub header: Header,
     mmap: std::sync::Arc<memmap2::Mmap>,
 }
 
@@ -40,35 +40,18 @@ impl GgufFile {
         }
         // Parsed from the map: a tokenizer's tens of thousands of strings
         // would otherwise cost a system call each.
-        let mut reader = std::io::Cursor::new(&mmap[..]);
-        let content = Content::read(&mut reader).map_err(|e| {
-            // candle may append a backtrace after the first line.
-            let reason = e.to_string().lines().next().unwrap_or_default().to_string();
-            let reason = if reason.contains("failed to fill whole buffer") {
-                "the file ends inside its header (truncated file?)".to_string()
-            } else if reason.contains("remaining") {
-                format!("{reason} (truncated file?)")
-            } else if reason.contains("unknown magic") {
-                format!("not a GGUF file ({reason})")
-            } else {
-                reason
-            };
-            anyhow::anyhow!("{}: invalid GGUF header: {reason}", path.display())
-        })?;
-        for (name, info) in &content.tensor_infos {
-            check_tensor_range(name, info, content.tensor_data_offset, file_len)
-                .with_context(|| format!("{}: invalid GGUF tensor table", path.display()))?;
-        }
+        let header = super::gguf_header::parse(&mmap[..], file_len)
+            .map_err(|e| anyhow::anyhow!("{}: invalid GGUF header: {e}", path.display()))?;
         Ok(Self {
             path: path.to_path_buf(),
-            content,
+            header,
             mmap: std::sync::Arc::new(mmap),
         })
     }
 
     /// The metadata value under `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.content.metadata.get(key)
+        self.header.metadata.get(key)
     }
 
     /// A required metadata value.
@@ -106,20 +89,20 @@ impl GgufFile {
 
     /// The shape (row-major, outermost first) and type of a tensor.
     pub fn tensor_info(&self, name: &str) -> Option<&TensorInfo> {
-        self.content.tensor_infos.get(name)
+        self.header.tensor_infos.get(name)
     }
 
     /// The raw bytes of tensor `name`.
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
         let start = self.tensor_offset(name)?;
-        let len = byte_size(&self.content.tensor_infos[name])? as usize;
+        let len = self.header.tensor_infos[name].byte_size() as usize;
         Ok(&self.mmap[start..start + len])
     }
 
     /// Where tensor `name`'s data starts in the file (and the map).
     pub fn tensor_offset(&self, name: &str) -> Result<usize> {
         let info = self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
-        Ok((self.content.tensor_data_offset + info.offset) as usize)
+        Ok((self.header.tensor_data_offset + info.offset) as usize)
     }
 
     /// The whole file's memory map, to read tensors where they lie.
@@ -154,8 +137,7 @@ impl GgufFile {
     /// Where tensor `name`'s bytes lie in the map: (start, length).
     fn tensor_range(&self, name: &str) -> Option<(usize, usize)> {
         let info = self.tensor_info(name)?;
-        let len = byte_size(info).ok()?;
-        Some(((self.content.tensor_data_offset + info.offset) as usize, len as usize))
+        Some(((self.header.tensor_data_offset + info.offset) as usize, info.byte_size() as usize))
     }
 
     /// Loads tensor `name` as a (possibly quantized) candle tensor.
@@ -163,63 +145,49 @@ impl GgufFile {
         let info = self.tensor_info(name).with_context(|| {
             format!("{}: tensor `{name}` is missing", self.path.display())
         })?;
-        qtensor_from_bytes(info.ggml_dtype, self.tensor_bytes(name)?, info.shape.dims(), device)
+        qtensor_from_bytes(info.ggml_type, self.tensor_bytes(name)?, &info.dims, device)
             .with_context(|| format!("{}: cannot load tensor `{name}`", self.path.display()))
     }
 }
 
-/// Builds a quantized tensor of `dims` from raw GGML block bytes.
+/// candle's name for a GGML type, where candle has the type.
+pub fn candle_type(ggml_type: GgmlType) -> Option<GgmlDType> {
+    Some(match ggml_type {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q8_1 => GgmlDType::Q8_1,
+        GgmlType::Q2_K => GgmlDType::Q2K,
+        GgmlType::Q3_K => GgmlDType::Q3K,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+        GgmlType::Q8_K => GgmlDType::Q8K,
+        _ => return None,
+    })
+}
+
+/// Builds a candle tensor of `dims` from raw GGML block bytes. Types neither
+/// candle nor Cake's kernels can multiply are refused by name.
 pub fn qtensor_from_bytes(
-    dtype: GgmlDType,
+    ggml_type: GgmlType,
     bytes: &[u8],
     dims: &[usize],
     device: &Device,
 ) -> Result<QTensor> {
-    let elements: usize = dims.iter().product();
-    let expected = elements / dtype.block_size() * dtype.type_size();
-    if elements % dtype.block_size() != 0 || bytes.len() != expected {
-        bail!("{} bytes do not hold a {dtype:?} tensor of shape {dims:?}", bytes.len());
+    let Some(dtype) = candle_type(ggml_type) else {
+        bail!("{ggml_type} tensors are not supported yet (Cake reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL and IQ4_XS)");
+    };
+    let elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+    if elements.and_then(|e| ggml_type.bytes_for(e)) != Some(bytes.len() as u64) {
+        bail!("{} bytes do not hold a {ggml_type} tensor of shape {dims:?}", bytes.len());
     }
     Ok(ggml_file::qtensor_from_ggml(dtype, bytes, dims.to_vec(), device)?)
-}
-
-/// Bytes a tensor occupies in the file.
-pub fn byte_size(info: &TensorInfo) -> Result<u64> {
-    let elements = info
-        .shape
-        .dims()
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
-        .context("tensor shape overflows")?;
-    let block = info.ggml_dtype.block_size() as u64;
-    if elements % block != 0 {
-        bail!(
-            "{elements} elements are not a whole number of {:?} blocks",
-            info.ggml_dtype
-        );
-    }
-    (elements / block)
-        .checked_mul(info.ggml_dtype.type_size() as u64)
-        .context("tensor size overflows")
-}
-
-fn check_tensor_range(name: &str, info: &TensorInfo, data_offset: u64, file_len: u64) -> Result<()> {
-    let size = byte_size(info).with_context(|| format!("tensor `{name}`"))?;
-    let start = data_offset
-        .checked_add(info.offset)
-        .with_context(|| format!("tensor `{name}` has an absurd offset"))?;
-    let end = start
-        .checked_add(size)
-        .with_context(|| format!("tensor `{name}` has an absurd size"))?;
-    if end > file_len {
-        bail!(
-            "tensor `{name}` needs bytes {start}..{end} but the file has {file_len} (truncated file?)"
-        );
-    }
-    if start % 4 != 0 {
-        bail!("tensor `{name}` starts at unaligned offset {start}");
-    }
-    Ok(())
 }
 
 /// An integer metadata value of any width.

@@ -1,4 +1,5 @@
 //! Checkpoint file formats, read without trusting their contents.
 
 pub mod gguf;
+pub mod gguf_header;
 pub mod safetensors;

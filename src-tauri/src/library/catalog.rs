@@ -315,10 +315,10 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     let (config, _) = families::from_gguf(&file)?;
     let mut parameters = 0u64;
     let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
-    for info in file.content.tensor_infos.values() {
-        let n = info.shape.elem_count() as u64;
+    for info in file.header.tensor_infos.values() {
+        let n = info.elements();
         parameters += n;
-        *by_dtype.entry(format!("{:?}", info.ggml_dtype)).or_default() += n;
+        *by_dtype.entry(info.ggml_type.name()).or_default() += n;
     }
     let dtype = most_common(by_dtype);
     let quantization = dtype.clone().filter(|d| !matches!(d.as_str(), "F32" | "F16" | "BF16"));

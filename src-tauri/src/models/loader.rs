@@ -219,9 +219,9 @@ impl Checkpoint {
                 }
             }
             Self::Gguf { file, .. } => {
-                for (name, info) in &file.content.tensor_infos {
+                for (name, info) in &file.header.tensor_infos {
                     let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
-                    add(layer, crate::formats::gguf::byte_size(info)?);
+                    add(layer, info.byte_size());
                 }
             }
         }

@@ -12,7 +12,8 @@ use super::fp8::Fp8Matrix;
 use super::kernel_census::KernelCensus;
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::{GgmlDType, QTensor};
+use crate::formats::gguf::GgmlType;
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
 
@@ -91,18 +92,18 @@ impl StoredTensor {
 }
 
 /// The GGML types Cake's own kernels multiply (others go through candle's).
-pub fn repackable(dtype: GgmlDType) -> Option<GgmlFormat> {
-    match dtype {
-        GgmlDType::Q4_0 => Some(GgmlFormat::Q4_0),
-        GgmlDType::Q4_1 => Some(GgmlFormat::Q4_1),
-        GgmlDType::Q8_0 => Some(GgmlFormat::Q8_0),
-        GgmlDType::Q5_0 => Some(GgmlFormat::Q5_0),
-        GgmlDType::Q5_1 => Some(GgmlFormat::Q5_1),
-        GgmlDType::Q4K => Some(GgmlFormat::Q4_K),
-        GgmlDType::Q5K => Some(GgmlFormat::Q5_K),
-        GgmlDType::Q6K => Some(GgmlFormat::Q6_K),
-        _ => None,
-    }
+pub fn repackable(ggml_type: GgmlType) -> Option<GgmlFormat> {
+    Some(match ggml_type {
+        GgmlType::Q4_0 => GgmlFormat::Q4_0,
+        GgmlType::Q4_1 => GgmlFormat::Q4_1,
+        GgmlType::Q5_0 => GgmlFormat::Q5_0,
+        GgmlType::Q5_1 => GgmlFormat::Q5_1,
+        GgmlType::Q8_0 => GgmlFormat::Q8_0,
+        GgmlType::Q4_K => GgmlFormat::Q4_K,
+        GgmlType::Q5_K => GgmlFormat::Q5_K,
+        GgmlType::Q6_K => GgmlFormat::Q6_K,
+        _ => return None,
+    })
 }
 
 /// A source of named tensors.

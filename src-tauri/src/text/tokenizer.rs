@@ -8,7 +8,7 @@
 
 use crate::formats::gguf::{value_to_u64, GgufFile};
 use anyhow::{bail, Context, Result};
-use candle_core::quantized::gguf_file::Value;
+use crate::formats::gguf::Value;
 use std::collections::HashSet;
 use std::path::Path;
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;

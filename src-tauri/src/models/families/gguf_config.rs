@@ -6,11 +6,9 @@
 //! configuration from them, so that one mapping per family ([`super`])
 //! serves folders and GGUF files alike.
 
-use crate::formats::gguf::GgufFile;
+use crate::formats::gguf::{GgmlType, GgufFile, Value};
 use crate::models::config::HfConfig;
 use anyhow::{bail, ensure, Context, Result};
-use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::GgmlDType;
 use serde_json::{json, Map};
 
 /// `general.architecture` names read this way, with their transformers class.
@@ -47,7 +45,7 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
     let head_dim = optional_usize("attention.key_length")?.unwrap_or(hidden / heads);
     let vocab = file
         .tensor_info("token_embd.weight")
-        .map(|info| info.shape.dims()[0])
+        .map(|info| info.dims[0])
         .with_context(|| format!("{}: tensor `token_embd.weight` is missing", file.path.display()))?;
     let mut cfg: Map<String, serde_json::Value> = json!({
         "architectures": [class],
@@ -176,7 +174,7 @@ fn layer_types(file: &GgufFile, pattern: &Value) -> Result<Vec<&'static str>> {
 /// A small f32 tensor's values (LongRoPE factors).
 fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
     let info = file.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", file.path.display()))?;
-    ensure!(info.ggml_dtype == GgmlDType::F32, "{}: tensor `{name}` is {:?}, not F32", file.path.display(), info.ggml_dtype);
+    ensure!(info.ggml_type == GgmlType::F32, "{}: tensor `{name}` is {}, not F32", file.path.display(), info.ggml_type);
     let bytes = file.tensor_bytes(name)?;
     Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect())
 }

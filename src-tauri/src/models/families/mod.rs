@@ -228,7 +228,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
     };
     let vocab_size = file
         .tensor_info("token_embd.weight")
-        .map(|info| info.shape.dims()[0])
+        .map(|info| info.dims[0])
         .with_context(|| format!("{}: tensor `token_embd.weight` is missing", file.path.display()))?;
     let has = |name: &str| file.tensor_info(name).is_some();
     let config = ModelConfig {

@@ -8,12 +8,11 @@
 //! load. Rows are whole quantization blocks, so this works on quantized data
 //! as a byte shuffle and the weights stay quantized.
 
-use crate::formats::gguf::{qtensor_from_bytes, GgufFile};
+use crate::formats::gguf::{qtensor_from_bytes, GgmlType, GgufFile};
 use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
 use crate::models::weights::{repackable, MappedF32, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
-use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device, Tensor};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -172,7 +171,7 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
 
 impl GgufStore {
     /// A Gated DeltaNet tensor put back as the checkpoint had it (see [`Undo`]).
-    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &[usize], dtype: GgmlDType, device: &Device) -> Result<StoredTensor> {
+    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &[usize], dtype: GgmlType, device: &Device) -> Result<StoredTensor> {
         let s = self.linear.context("a linear-attention tensor in a model without linear attention")?;
         let (nk, nv, dk, dv) = (s.num_key_heads, s.num_value_heads, s.key_head_dim, s.value_head_dim);
         let rows = dims.first().copied().unwrap_or(0);
@@ -222,12 +221,12 @@ impl GgufStore {
 /// A tensor from its GGUF bytes: floats copied once, the matrices Cake's
 /// kernels multiply repacked straight from the map, other quantized types
 /// kept as candle's.
-fn stored_tensor(dtype: GgmlDType, bytes: &[u8], dims: &[usize], device: &Device) -> Result<StoredTensor> {
+fn stored_tensor(dtype: GgmlType, bytes: &[u8], dims: &[usize], device: &Device) -> Result<StoredTensor> {
     Ok(match (dtype, repackable(dtype)) {
-        (GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16, _) => {
+        (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16, _) => {
             let float = match dtype {
-                GgmlDType::F32 => DType::F32,
-                GgmlDType::F16 => DType::F16,
+                GgmlType::F32 => DType::F32,
+                GgmlType::F16 => DType::F16,
                 _ => DType::BF16,
             };
             StoredTensor::Dense(Tensor::from_raw_buffer(bytes, float, dims, device)?)
@@ -240,7 +239,7 @@ fn stored_tensor(dtype: GgmlDType, bytes: &[u8], dims: &[usize], device: &Device
 }
 
 /// A tensor's values as f32, dequantizing if it is quantized.
-fn f32_values(bytes: &[u8], dtype: GgmlDType, dims: &[usize]) -> Result<Vec<f32>> {
+fn f32_values(bytes: &[u8], dtype: GgmlType, dims: &[usize]) -> Result<Vec<f32>> {
     let tensor = qtensor_from_bytes(dtype, bytes, dims, &Device::Cpu)?.dequantize(&Device::Cpu)?;
     Ok(tensor.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
 }
@@ -325,7 +324,7 @@ impl WeightStore for GgufStore {
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
         let location = gguf_location(name, self.architecture)?;
-        let mut dims = self.file.tensor_info(&location.tensor)?.shape.dims().to_vec();
+        let mut dims = self.file.tensor_info(&location.tensor)?.dims.clone();
         match location.undo {
             Undo::ConvChannels if dims.len() == 2 => dims.insert(1, 1),
             Undo::BaRows { .. } if !dims.is_empty() => dims[0] /= 2,
@@ -346,7 +345,7 @@ impl WeightStore for GgufStore {
             .file
             .tensor_info(&gname)
             .with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
-        let mut dims = info.shape.dims().to_vec();
+        let mut dims = info.dims.clone();
         let mut raw = self.file.tensor_bytes(&gname)?;
         let mut last_use = true;
         if let Some(expert) = location.expert {
@@ -363,7 +362,7 @@ impl WeightStore for GgufStore {
             dims.remove(0);
         }
         let plain = location.expert.is_none() && location.undo == Undo::None && self.permuted_heads(name).is_none();
-        if plain && info.ggml_dtype == GgmlDType::F32 && dims.len() == 2 && device.is_cpu() {
+        if plain && info.ggml_type == GgmlType::F32 && dims.len() == 2 && device.is_cpu() {
             let start = self.file.tensor_offset(&gname)?;
             if let Some(mapped) = MappedF32::new(self.file.map().clone(), start, dims[0], dims[1]) {
                 // Read where it lies from now on: map its pages in at once,
@@ -381,13 +380,13 @@ impl WeightStore for GgufStore {
         };
         if location.undo != Undo::None {
             let stored = self
-                .undo_linear_attention(location.undo, &bytes, &dims, info.ggml_dtype, device)
+                .undo_linear_attention(location.undo, &bytes, &dims, info.ggml_type, device)
                 .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
             drop(bytes);
             self.file.release(&gname);
             return Ok(stored);
         }
-        let stored = stored_tensor(info.ggml_dtype, &bytes, &dims, device)
+        let stored = stored_tensor(info.ggml_type, &bytes, &dims, device)
             .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
         drop(bytes);
         if last_use {
