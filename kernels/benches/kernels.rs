@@ -5,6 +5,7 @@
 //!     cargo bench -p cake-kernels
 //!
 //! `decode` multiplies one activation row (a generated token), `prefill` 64.
+//! `decode_format` times one decode product of each GGML format.
 //! `decode_step` runs every product of a whole decode step of that model
 //! (about 96 MB of weights) on 1 and on 2 threads: it reads more than any
 //! cache holds, so it shows how far memory lets the products scale.
@@ -33,11 +34,12 @@ const SHAPES: [(GgmlFormat, usize, usize); 4] = [
     (GgmlFormat::Q8_0, 49152, 576),
 ];
 
+/// candle's type for the formats of [`SHAPES`].
 fn candle_dtype(format: GgmlFormat) -> GgmlDType {
     match format {
-        GgmlFormat::Q4_0 => GgmlDType::Q4_0,
         GgmlFormat::Q4_1 => GgmlDType::Q4_1,
         GgmlFormat::Q8_0 => GgmlDType::Q8_0,
+        other => unimplemented!("{other:?} is not among the benchmark's shapes"),
     }
 }
 
@@ -106,21 +108,35 @@ fn prefill(bencher: Bencher, level: &str) {
 /// One layer's matrices: q, k, v, o, gate, up (576 wide) and down (1536 wide).
 struct Layer([PackedMatrix; 7]);
 
-/// Random GGML blocks (valid scales, random codes): repacking them is much
-/// quicker than quantizing floats, and speed does not depend on the values.
+/// Random GGML blocks (random bytes, small finite f16 scales): repacking
+/// them is much quicker than quantizing floats, and speed does not depend
+/// on the values.
 fn random_matrix(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> PackedMatrix {
-    let codes = values(rows * cols, seed);
-    let mut data = Vec::with_capacity(rows * cols / 32 * format.block_bytes());
-    for block in codes.chunks_exact(32) {
-        data.extend_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
-        if format == GgmlFormat::Q8_0 {
-            data.extend(block.iter().map(|v| (v * 127.0) as i8 as u8));
-        } else {
-            data.extend_from_slice(&half::f16::from_f32(-0.05).to_le_bytes());
-            data.extend(block.chunks_exact(2).map(|p| ((p[0] + 1.0) * 7.5) as u8 | (((p[1] + 1.0) * 7.5) as u8) << 4));
+    let bytes = values(rows * cols / format.block_values() * format.block_bytes(), seed);
+    let mut data: Vec<u8> = bytes.iter().map(|v| ((v + 1.0) * 127.5) as u8).collect();
+    for block in data.chunks_exact_mut(format.block_bytes()) {
+        for &at in format.f16_offsets() {
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
         }
     }
     PackedMatrix::from_ggml(format, &data, rows, cols).unwrap()
+}
+
+fn format_names() -> Vec<&'static str> {
+    GgmlFormat::ALL.iter().map(|f| f.name()).collect()
+}
+
+/// One decode-shaped product (one activation row, a 2048 × 2048 matrix)
+/// per format, at the CPU's best level.
+#[divan::bench(args = format_names())]
+fn decode_format(bencher: Bencher, format: &str) {
+    let format = GgmlFormat::ALL.into_iter().find(|f| f.name() == format).unwrap();
+    let (rows, cols) = (2048, 2048);
+    let w = random_matrix(format, rows, cols, 1);
+    let mut acts = QuantizedActivations::default();
+    acts.quantize(&values(cols, 7), 1, cols);
+    let mut out = vec![0f32; rows];
+    bencher.bench_local(|| matmul_quantized(&w, &acts, &mut out, Level::detected(), pool()));
 }
 
 /// All the products of one decode step of SmolLM2-135M (30 layers, Q4_1,

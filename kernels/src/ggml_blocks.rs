@@ -18,6 +18,9 @@
 //! | Q4_K | 256 | 144 | `d · sc_j · q − dmin · mn_j`, 6-bit `sc`, `mn` |
 //! | Q5_K | 256 | 176 | as Q4_K, `q` < 32 |
 //! | Q6_K | 256 | 210 | `d · sc_h · (q − 32)`, `q` < 64, signed 8-bit `sc` per 16 values |
+//! | IQ4_NL | 32 | 18 | `d · IQ4_VALUES[q]`, `q` < 16 |
+//!
+//! (`sc_h`: the scale of the 16 values `h`.)
 
 use half::f16;
 
@@ -33,6 +36,7 @@ pub enum GgmlFormat {
     Q4_K,
     Q5_K,
     Q6_K,
+    IQ4_NL,
 }
 
 /// Values per sub-block (and per activation block).
@@ -42,7 +46,17 @@ pub const SUPER_BLOCK: usize = 256;
 
 impl GgmlFormat {
     /// Every format, in the order of the table above.
-    pub const ALL: [GgmlFormat; 8] = [Self::Q4_0, Self::Q4_1, Self::Q5_0, Self::Q5_1, Self::Q8_0, Self::Q4_K, Self::Q5_K, Self::Q6_K];
+    pub const ALL: [GgmlFormat; 9] = [
+        Self::Q4_0,
+        Self::Q4_1,
+        Self::Q5_0,
+        Self::Q5_1,
+        Self::Q8_0,
+        Self::Q4_K,
+        Self::Q5_K,
+        Self::Q6_K,
+        Self::IQ4_NL,
+    ];
 
     /// Values of one GGML block.
     pub fn block_values(self) -> usize {
@@ -64,12 +78,23 @@ impl GgmlFormat {
             Self::Q4_K => 144,
             Self::Q5_K => 176,
             Self::Q6_K => 210,
+            Self::IQ4_NL => 18,
         }
     }
 
     /// Whether blocks are 256-value super-blocks with per-sub-block scales.
     pub fn is_k_quant(self) -> bool {
         matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K)
+    }
+
+    /// Byte offsets of the f16 scales (`d`, and `m` or `dmin`) in a block;
+    /// every other byte of a block may hold anything.
+    pub fn f16_offsets(self) -> &'static [usize] {
+        match self {
+            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => &[0],
+            Self::Q4_1 | Self::Q5_1 | Self::Q4_K | Self::Q5_K => &[0, 2],
+            Self::Q6_K => &[208],
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -82,6 +107,7 @@ impl GgmlFormat {
             Self::Q4_K => "Q4_K",
             Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
+            Self::IQ4_NL => "IQ4_NL",
         }
     }
 }
@@ -107,17 +133,36 @@ pub(crate) fn linear_block(format: GgmlFormat, block: &[u8]) -> LinearBlock {
         GgmlFormat::Q4_1 | GgmlFormat::Q5_1 => (read_f16(&block[2..]), &block[4..]),
         other => unreachable!("{other:?} is not a 32-value linear format"),
     };
-    let mut q = [0u8; SUB_BLOCK];
     let (high, nibbles) = match format {
         // Q5: 32 high bits (little-endian u32), then the nibbles.
         GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), &rest[4..20]),
         _ => (0, &rest[..16]),
     };
-    for i in 0..16 {
-        q[i] = (nibbles[i] & 0x0F) | ((((high >> i) & 1) as u8) << 4);
-        q[i + 16] = (nibbles[i] >> 4) | ((((high >> (i + 16)) & 1) as u8) << 4);
+    let mut q = split_nibbles(nibbles);
+    for (i, q) in q.iter_mut().enumerate() {
+        *q |= (((high >> i) & 1) as u8) << 4;
     }
     LinearBlock { d, m, q }
+}
+
+/// The 32 values of 16 bytes of nibbles as the 32-value formats store
+/// them: value `i` < 16 is the low nibble of byte `i`, value `i + 16` its
+/// high nibble.
+fn split_nibbles(bytes: &[u8]) -> [u8; SUB_BLOCK] {
+    let mut q = [0u8; SUB_BLOCK];
+    for (i, &byte) in bytes[..16].iter().enumerate() {
+        (q[i], q[i + 16]) = (byte & 0x0F, byte >> 4);
+    }
+    q
+}
+
+/// The 16 values of IQ4_NL's and IQ4_XS's 4-bit codes (ggml's
+/// `kvalues_iq4nl`): a non-linear grid, denser near zero.
+pub const IQ4_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// An IQ4_NL block: `d`, then 16 bytes of codes; `weight = d · IQ4_VALUES[q]`.
+pub(crate) fn iq4_nl_block(block: &[u8]) -> (f16, [u8; SUB_BLOCK]) {
+    (read_f16(block), split_nibbles(&block[2..18]))
 }
 
 /// One Q8_0 block: `weight = d · q`.
@@ -238,6 +283,12 @@ pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
                 for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
                     *o = d * scales[l / 16] as f32 * (q as i32 - 32) as f32;
                 }
+            }
+        }
+        GgmlFormat::IQ4_NL => {
+            let (d, q) = iq4_nl_block(block);
+            for (o, q) in out.iter_mut().zip(q) {
+                *o = d.to_f32() * IQ4_VALUES[q as usize] as f32;
             }
         }
     }

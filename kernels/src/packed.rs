@@ -15,13 +15,15 @@
 //!   row, with the super-block's `d` and `dmin` per row in [`SuperScales`].
 //! - [`TileQ6K`] (Q6_K): two signed integer scales per row (one per 16
 //!   values), the super-block's `d` per row in [`SuperScales`].
+//! - [`TileIq4Nl`] (IQ4_NL): 4-bit codes of a table of 16 values, `d` per
+//!   row (see [`iq4`]).
 //!
 //! 4-bit parts are stored as in [`TileQ4`]; a fifth bit (Q5) is one bit
 //! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
 //! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
 //! value `4j + i` of row `r`. Sizes per 16 × 32 values: Q4 320 bytes
 //! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
-//! Q5_K 360 (352), Q6_K 424 (420).
+//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288).
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
@@ -29,6 +31,10 @@ use super::ggml_blocks::{self as blocks, SUB_BLOCK, SUPER_BLOCK};
 use super::memory::{Zeroed, ZeroedBuffer};
 use anyhow::{ensure, Result};
 use half::f16;
+
+mod iq4;
+pub(crate) use iq4::iq4_value;
+pub use iq4::TileIq4Nl;
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -150,6 +156,7 @@ pub enum Tiles {
     Q4K(KTiles<TileQ4K>),
     Q5K(KTiles<TileQ5K>),
     Q6K(KTiles<TileQ6K>),
+    Iq4Nl(ZeroedBuffer<TileIq4Nl>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -178,6 +185,7 @@ impl PackedMatrix {
             GgmlFormat::Q4_K => Tiles::Q4K(fill_k_tiles(&source, fill_q4k)),
             GgmlFormat::Q5_K => Tiles::Q5K(fill_k_tiles(&source, fill_q5k)),
             GgmlFormat::Q6_K => Tiles::Q6K(fill_k_tiles(&source, fill_q6k)),
+            GgmlFormat::IQ4_NL => Tiles::Iq4Nl(fill_tiles(&source, iq4::fill_iq4_nl)),
         };
         Ok(Self { rows, cols, format, tiles })
     }
@@ -202,6 +210,7 @@ impl PackedMatrix {
             Tiles::Q4K(t) => k(t),
             Tiles::Q5K(t) => k(t),
             Tiles::Q6K(t) => k(t),
+            Tiles::Iq4Nl(t) => std::mem::size_of_val(&t[..]),
         }
     }
 
@@ -244,6 +253,7 @@ impl PackedMatrix {
                         *value = d * t.scale[v / 16][r] as f32 * (q as i32 - 32) as f32;
                     }
                 }
+                Tiles::Iq4Nl(tiles) => iq4::iq4_nl_values(&tiles[at], r, values),
             }
         }
     }
@@ -353,6 +363,7 @@ unsafe impl Zeroed for TileQ4K {}
 unsafe impl Zeroed for TileQ5K {}
 unsafe impl Zeroed for TileQ6K {}
 unsafe impl Zeroed for SuperScales {}
+unsafe impl Zeroed for TileIq4Nl {}
 
 /// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
 /// pairs values `v` and `v + 4` (see [`TileQ4`]).
@@ -468,10 +479,23 @@ pub(crate) mod tests {
     use candle_core::quantized::{GgmlDType, QTensor};
     use candle_core::{Device, Tensor};
 
-    /// A random `rows × cols` matrix quantized by candle to `dtype`, with its
-    /// GGML bytes and its dequantized values.
+    /// Xorshift numbers from `seed`.
+    fn random_numbers(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    /// A random `rows × cols` matrix of `format` with its GGML bytes and its
+    /// values: quantized by candle where candle has the format, else made
+    /// of random blocks (see [`random_blocks`]).
     pub(crate) fn random_ggml(format: GgmlFormat, rows: usize, cols: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
         let dtype = match format {
+            GgmlFormat::IQ4_NL => return random_blocks(format, rows, cols, seed),
             GgmlFormat::Q4_0 => GgmlDType::Q4_0,
             GgmlFormat::Q4_1 => GgmlDType::Q4_1,
             GgmlFormat::Q5_0 => GgmlDType::Q5_0,
@@ -481,20 +505,31 @@ pub(crate) mod tests {
             GgmlFormat::Q5_K => GgmlDType::Q5K,
             GgmlFormat::Q6_K => GgmlDType::Q6K,
         };
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let values: Vec<f32> = (0..rows * cols)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect();
+        let mut random = random_numbers(seed);
+        let values: Vec<f32> = (0..rows * cols).map(|_| (random() % 2001) as f32 / 1000.0 - 1.0).collect();
         let tensor = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
         let q = QTensor::quantize(&tensor, dtype).unwrap();
         let bytes = q.data().unwrap().into_owned();
         let dequantized = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
         (bytes, dequantized)
+    }
+
+    /// A `rows × cols` matrix of random GGML blocks: random bytes but for
+    /// the f16 scales, drawn in ±0.05 (as the Python fixtures do), with the
+    /// values the block decoder gives them.
+    pub(crate) fn random_blocks(format: GgmlFormat, rows: usize, cols: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+        let mut random = random_numbers(seed);
+        let count = rows * cols / format.block_values();
+        let mut bytes: Vec<u8> = (0..count * format.block_bytes()).map(|_| random() as u8).collect();
+        let mut values = vec![0f32; rows * cols];
+        for (block, values) in bytes.chunks_exact_mut(format.block_bytes()).zip(values.chunks_exact_mut(format.block_values())) {
+            for &at in format.f16_offsets() {
+                let scale = f16::from_f32((random() % 1001) as f32 / 10_000.0 - 0.05);
+                block[at..at + 2].copy_from_slice(&scale.to_le_bytes());
+            }
+            crate::ggml_blocks::dequantize_block(format, block, values);
+        }
+        (bytes, values)
     }
 
     /// Matrix shapes for tests: odd row counts, several blocks per row.

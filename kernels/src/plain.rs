@@ -8,7 +8,8 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{self, KGroup, SuperScales, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use half::f16;
 use std::ops::Range;
 
 /// `Σ_v q(v) · qa[v]` over `values`.
@@ -90,19 +91,37 @@ pub(super) fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &Quantized
 
 /// As [`q4`], for 8-bit weights.
 pub(super) fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    signed(tiles, groups, acts, out, |tile| &tile.d, |tile, r, v| tile.qs[v / 4][4 * r + v % 4]);
+}
+
+/// IQ4_NL: as [`q8`], each code standing for its value in the table.
+pub(super) fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    signed(tiles, groups, acts, out, |tile| &tile.d, |tile, r, v| packed::iq4_value(&tile.qs, r, v));
+}
+
+/// Tiles of `d · w`, `w(tile, r, v)` a signed integer: the integer dot
+/// product scaled by `d · d_a`.
+fn signed<T>(
+    tiles: &[T],
+    groups: Range<usize>,
+    acts: &QuantizedActivations,
+    out: &Output,
+    d: impl Fn(&T) -> &[f16; TILE_ROWS],
+    w: impl Fn(&T, usize, usize) -> i8,
+) {
     each_tile_row(tiles, groups, acts, out, |tile, block, acc| {
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         let da = acts.scales[block];
         for (r, acc) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for j in 0..8 {
-                for i in 0..4 {
-                    isum += tile.qs[j][4 * r + i] as i32 * qa[4 * j + i] as i32;
-                }
-            }
-            *acc = (isum as f32).mul_add(tile.d[r].to_f32() * da, *acc);
+            let isum = signed_dot(qa, |v| w(tile, r, v));
+            *acc = (isum as f32).mul_add(d(tile)[r].to_f32() * da, *acc);
         }
     });
+}
+
+/// `Σ_v w(v) · qa[v]` over a block.
+fn signed_dot(qa: &[i8], w: impl Fn(usize) -> i8) -> i32 {
+    (0..BLOCK).map(|v| w(v) as i32 * qa[v] as i32).sum()
 }
 
 /// As [`each_tile_row`] for K-quant tiles, handing `add` each tile's

@@ -6,7 +6,8 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{KGroup, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::ggml_blocks::IQ4_VALUES;
+use super::packed::{KGroup, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -298,30 +299,85 @@ unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedAct
     }
 }
 
-/// See [`super::plain::q8`]. `vpmaddubsw` wants one unsigned operand: the
-/// weights' magnitudes, with their signs moved onto the activations.
+/// A tile of `d · w` with signed integer weights (Q8_0, IQ4_NL).
+trait SignedTile {
+    unsafe fn signed_weights(&self, h: usize) -> Weights;
+    fn d(&self) -> &[half::f16; TILE_ROWS];
+}
+
+impl SignedTile for TileQ8 {
+    #[inline(always)]
+    unsafe fn signed_weights(&self, h: usize) -> Weights {
+        let mut w = [_mm256_setzero_si256(); 8];
+        for (j, w) in w.iter_mut().enumerate() {
+            *w = _mm256_loadu_si256(self.qs[j].as_ptr().add(32 * h) as *const __m256i);
+        }
+        w
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl SignedTile for TileIq4Nl {
+    #[inline(always)]
+    unsafe fn signed_weights(&self, h: usize) -> Weights {
+        look_up_iq4(nibbles(&self.qs, h))
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+/// IQ4 codes (bytes < 16) replaced by their signed values: one `vpshufb`
+/// per vector, the table repeated in both 128-bit lanes.
+#[inline(always)]
+unsafe fn look_up_iq4(mut codes: Weights) -> Weights {
+    let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(IQ4_VALUES.as_ptr() as *const __m128i));
+    for w in codes.iter_mut() {
+        *w = _mm256_shuffle_epi8(table, *w);
+    }
+    codes
+}
+
+/// `Σ_j w[j] · a[4j..4j + 4]` per row for signed weights. `vpmaddubsw`
+/// wants one unsigned operand: the weights' magnitudes, with their signs
+/// moved onto the activations. Its two products of at most 128 · 127 per
+/// `i16` lane cannot overflow; each is widened at once.
+#[inline(always)]
+unsafe fn signed_dot(w: &Weights, acts: &QuantizedActivations, block: usize) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    let mut isum = _mm256_setzero_si256();
+    for (j, w) in w.iter().enumerate() {
+        let a = _mm256_sign_epi8(broadcast_four(acts, block, j), *w);
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(*w), a), ones));
+    }
+    isum
+}
+
+/// See [`super::plain::q8`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q8_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(signed_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
+}
+
+/// See [`super::plain::iq4_nl`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(signed_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_tokens<const N: usize>(tiles: &[TileQ8], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = tiles.len();
-    let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (b, tile) in tiles.iter().enumerate() {
         for h in 0..2 {
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(tile.d.as_ptr().add(HALF * h) as *const __m128i));
+            let w = tile.signed_weights(h);
+            let d = f16_floats(&tile.d()[HALF * h..]);
             for (n, acc) in acc.iter_mut().enumerate() {
                 let block = (t0 + n) * blocks + b;
-                let mut isum = _mm256_setzero_si256();
-                for j in 0..8 {
-                    let w = _mm256_loadu_si256(tile.qs[j].as_ptr().add(32 * h) as *const __m256i);
-                    let a = _mm256_sign_epi8(broadcast_four(acts, block, j), w);
-                    // Two products of at most 128 · 127 per i16 lane: no overflow.
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), a), ones));
-                }
+                let isum = signed_dot(&w, acts, block);
                 let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
                 acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
             }

@@ -5,7 +5,8 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{KGroup, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::ggml_blocks::IQ4_VALUES;
+use super::packed::{KGroup, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -266,30 +267,94 @@ unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedAct
     }
 }
 
-/// See [`super::plain::q8`]. `vpdpbusd` wants unsigned weights: they are
-/// offset by 128 (a sign-bit flip) and `128 · Σq_a` is taken back off.
+/// A tile of `d · w` with signed integer weights (Q8_0, IQ4_NL). `vpdpbusd`
+/// wants unsigned weights: they are given as `w + 128` and [`offset_dot`]
+/// takes `128 · Σq_a` back off.
+trait SignedTile {
+    unsafe fn weights_plus_128(&self) -> Weights;
+    fn d(&self) -> &[half::f16; TILE_ROWS];
+}
+
+impl SignedTile for TileQ8 {
+    /// `w + 128` is `w` with its sign bit flipped.
+    #[inline(always)]
+    unsafe fn weights_plus_128(&self) -> Weights {
+        let sign = _mm512_set1_epi8(-128);
+        let mut w = [_mm512_setzero_si512(); 8];
+        for (j, w) in w.iter_mut().enumerate() {
+            *w = _mm512_xor_si512(_mm512_loadu_si512(self.qs[j].as_ptr() as *const _), sign);
+        }
+        w
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl SignedTile for TileIq4Nl {
+    #[inline(always)]
+    unsafe fn weights_plus_128(&self) -> Weights {
+        look_up_iq4_plus_128(nibbles(&self.qs))
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+/// [`IQ4_VALUES`] plus 128: all in 1..=241, unsigned bytes.
+const IQ4_VALUES_PLUS_128: [u8; 16] = {
+    let mut table = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        table[i] = (IQ4_VALUES[i] as u8) ^ 0x80;
+        i += 1;
+    }
+    table
+};
+
+/// IQ4 codes (bytes < 16) replaced by their values plus 128: one
+/// `vpshufb` per vector, the table repeated in each 128-bit lane.
+#[inline(always)]
+unsafe fn look_up_iq4_plus_128(mut codes: Weights) -> Weights {
+    let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4_VALUES_PLUS_128.as_ptr() as *const __m128i));
+    for w in codes.iter_mut() {
+        *w = _mm512_shuffle_epi8(table, *w);
+    }
+    codes
+}
+
+/// `Σ_j (w[j] − 128) · a[4j..4j + 4]` per row, for weights given plus 128.
+#[inline(always)]
+unsafe fn offset_dot(w: &Weights, acts: &QuantizedActivations, block: usize) -> __m512i {
+    let mut isum = _mm512_set1_epi32(-128 * acts.sums[block]);
+    for (j, w) in w.iter().enumerate() {
+        isum = _mm512_dpbusd_epi32(isum, *w, broadcast_four(acts, block, j));
+    }
+    isum
+}
+
+/// See [`super::plain::q8`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
-    over_tokens!(q8_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
+    over_tokens!(signed_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+/// See [`super::plain::iq4_nl`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(signed_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn q8_tokens<const N: usize>(tiles: &[TileQ8], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = tiles.len();
-    let sign = _mm512_set1_epi8(-128);
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, tile) in tiles.iter().enumerate() {
-        let mut w = [_mm512_setzero_si512(); 8];
-        for (j, w) in w.iter_mut().enumerate() {
-            *w = _mm512_xor_si512(_mm512_loadu_si512(tile.qs[j].as_ptr() as *const _), sign);
-        }
-        let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr() as *const __m256i));
+        let w = tile.weights_plus_128();
+        let d = f16_floats(tile.d());
         for (n, acc) in acc.iter_mut().enumerate() {
             let block = (t0 + n) * blocks + b;
-            let mut isum = _mm512_set1_epi32(-128 * acts.sums[block]);
-            for (j, w) in w.iter().enumerate() {
-                isum = _mm512_dpbusd_epi32(isum, *w, broadcast_four(acts, block, j));
-            }
+            let isum = offset_dot(&w, acts, block);
             let scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
             *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
         }
