@@ -19,6 +19,7 @@
 //! | Q5_K | 256 | 176 | as Q4_K, `q` < 32 |
 //! | Q6_K | 256 | 210 | `d · sc_h · (q − 32)`, `q` < 64, signed 8-bit `sc` per 16 values |
 //! | IQ4_NL | 32 | 18 | `d · IQ4_VALUES[q]`, `q` < 16 |
+//! | IQ4_XS | 256 | 136 | `d · ls_j · IQ4_VALUES[q]`, signed 6-bit `ls` (stored `+ 32`) |
 //!
 //! (`sc_h`: the scale of the 16 values `h`.)
 
@@ -37,6 +38,7 @@ pub enum GgmlFormat {
     Q5_K,
     Q6_K,
     IQ4_NL,
+    IQ4_XS,
 }
 
 /// Values per sub-block (and per activation block).
@@ -46,7 +48,7 @@ pub const SUPER_BLOCK: usize = 256;
 
 impl GgmlFormat {
     /// Every format, in the order of the table above.
-    pub const ALL: [GgmlFormat; 9] = [
+    pub const ALL: [GgmlFormat; 10] = [
         Self::Q4_0,
         Self::Q4_1,
         Self::Q5_0,
@@ -56,6 +58,7 @@ impl GgmlFormat {
         Self::Q5_K,
         Self::Q6_K,
         Self::IQ4_NL,
+        Self::IQ4_XS,
     ];
 
     /// Values of one GGML block.
@@ -79,19 +82,21 @@ impl GgmlFormat {
             Self::Q5_K => 176,
             Self::Q6_K => 210,
             Self::IQ4_NL => 18,
+            Self::IQ4_XS => 136,
         }
     }
 
-    /// Whether blocks are 256-value super-blocks with per-sub-block scales.
+    /// Whether blocks are 256-value super-blocks with per-sub-block scales
+    /// (IQ4_XS too).
     pub fn is_k_quant(self) -> bool {
-        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K)
+        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS)
     }
 
     /// Byte offsets of the f16 scales (`d`, and `m` or `dmin`) in a block;
     /// every other byte of a block may hold anything.
     pub fn f16_offsets(self) -> &'static [usize] {
         match self {
-            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => &[0],
+            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL | Self::IQ4_XS => &[0],
             Self::Q4_1 | Self::Q5_1 | Self::Q4_K | Self::Q5_K => &[0, 2],
             Self::Q6_K => &[208],
         }
@@ -108,6 +113,7 @@ impl GgmlFormat {
             Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
             Self::IQ4_NL => "IQ4_NL",
+            Self::IQ4_XS => "IQ4_XS",
         }
     }
 }
@@ -163,6 +169,26 @@ pub const IQ4_VALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 1
 /// An IQ4_NL block: `d`, then 16 bytes of codes; `weight = d · IQ4_VALUES[q]`.
 pub(crate) fn iq4_nl_block(block: &[u8]) -> (f16, [u8; SUB_BLOCK]) {
     (read_f16(block), split_nibbles(&block[2..18]))
+}
+
+/// IQ4_XS's super-block scale `d`.
+pub(crate) fn iq4_xs_scale(block: &[u8]) -> f16 {
+    read_f16(block)
+}
+
+/// Sub-block `j` (0..8) of an IQ4_XS super-block: its signed scale
+/// `ls − 32` and codes; `weight = d · (ls − 32) · IQ4_VALUES[q]`.
+///
+/// Layout: `d`, `scales_h` (u16), `scales_l[4]`, `qs[128]`. The 6-bit `ls`
+/// of sub-block `j` has its low 4 bits in nibble `j % 2` of `scales_l[j / 2]`
+/// and its top 2 in bits `2j, 2j + 1` of `scales_h`; its codes are
+/// `qs[16j..16j + 16]`, split as IQ4_NL's.
+pub(crate) fn iq4_xs_block(block: &[u8], j: usize) -> (i8, [u8; SUB_BLOCK]) {
+    let scales_h = u16::from_le_bytes([block[2], block[3]]);
+    let low = (block[4 + j / 2] >> (4 * (j % 2))) & 0x0F;
+    let high = ((scales_h >> (2 * j)) & 3) as u8;
+    let ls = (low | (high << 4)) as i8 - 32;
+    (ls, split_nibbles(&block[8 + 16 * j..8 + 16 * j + 16]))
 }
 
 /// One Q8_0 block: `weight = d · q`.
@@ -289,6 +315,16 @@ pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
             let (d, q) = iq4_nl_block(block);
             for (o, q) in out.iter_mut().zip(q) {
                 *o = d.to_f32() * IQ4_VALUES[q as usize] as f32;
+            }
+        }
+        GgmlFormat::IQ4_XS => {
+            let d = iq4_xs_scale(block).to_f32();
+            for (j, out) in out.chunks_exact_mut(SUB_BLOCK).enumerate() {
+                let (ls, q) = iq4_xs_block(block, j);
+                let scale = d * ls as f32;
+                for (o, q) in out.iter_mut().zip(q) {
+                    *o = scale * IQ4_VALUES[q as usize] as f32;
+                }
             }
         }
     }

@@ -103,6 +103,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
                 (Tiles::Q5K(t), Level::Avx512Vnni) => return avx512::q5k(t.group(), groups, acts, out),
                 (Tiles::Q6K(t), Level::Avx512Vnni) => return avx512::q6k(t.group(), groups, acts, out),
                 (Tiles::Iq4Nl(t), Level::Avx512Vnni) => return avx512::iq4_nl(t, groups, acts, out),
+                (Tiles::Iq4Xs(t), Level::Avx512Vnni) => return avx512::iq4_xs(t.group(), groups, acts, out),
                 (Tiles::Q4(t), Level::Avx2) => return avx2::q4(t, groups, acts, out),
                 (Tiles::Q5(t), Level::Avx2) => return avx2::q5(t, groups, acts, out),
                 (Tiles::Q8(t), Level::Avx2) => return avx2::q8(t, groups, acts, out),
@@ -110,6 +111,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
                 (Tiles::Q5K(t), Level::Avx2) => return avx2::q5k(t.group(), groups, acts, out),
                 (Tiles::Q6K(t), Level::Avx2) => return avx2::q6k(t.group(), groups, acts, out),
                 (Tiles::Iq4Nl(t), Level::Avx2) => return avx2::iq4_nl(t, groups, acts, out),
+                (Tiles::Iq4Xs(t), Level::Avx2) => return avx2::iq4_xs(t.group(), groups, acts, out),
                 _ => {}
             }
         }
@@ -122,6 +124,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
         Tiles::Q5K(t) => plain::q5k(t.group(), groups, acts, out),
         Tiles::Q6K(t) => plain::q6k(t.group(), groups, acts, out),
         Tiles::Iq4Nl(t) => plain::iq4_nl(t, groups, acts, out),
+        Tiles::Iq4Xs(t) => plain::iq4_xs(t.group(), groups, acts, out),
     }
 }
 

@@ -16,14 +16,15 @@
 //! - [`TileQ6K`] (Q6_K): two signed integer scales per row (one per 16
 //!   values), the super-block's `d` per row in [`SuperScales`].
 //! - [`TileIq4Nl`] (IQ4_NL): 4-bit codes of a table of 16 values, `d` per
-//!   row (see [`iq4`]).
+//!   row; [`TileIq4Xs`] (IQ4_XS): the same codes, a signed integer scale
+//!   per row, the super-block's `d` per row in [`SuperScales`] (see [`iq4`]).
 //!
 //! 4-bit parts are stored as in [`TileQ4`]; a fifth bit (Q5) is one bit
 //! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
 //! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
 //! value `4j + i` of row `r`. Sizes per 16 × 32 values: Q4 320 bytes
 //! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
-//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288).
+//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272).
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
@@ -34,7 +35,7 @@ use half::f16;
 
 mod iq4;
 pub(crate) use iq4::iq4_value;
-pub use iq4::TileIq4Nl;
+pub use iq4::{TileIq4Nl, TileIq4Xs};
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -157,6 +158,7 @@ pub enum Tiles {
     Q5K(KTiles<TileQ5K>),
     Q6K(KTiles<TileQ6K>),
     Iq4Nl(ZeroedBuffer<TileIq4Nl>),
+    Iq4Xs(KTiles<TileIq4Xs>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -186,6 +188,7 @@ impl PackedMatrix {
             GgmlFormat::Q5_K => Tiles::Q5K(fill_k_tiles(&source, fill_q5k)),
             GgmlFormat::Q6_K => Tiles::Q6K(fill_k_tiles(&source, fill_q6k)),
             GgmlFormat::IQ4_NL => Tiles::Iq4Nl(fill_tiles(&source, iq4::fill_iq4_nl)),
+            GgmlFormat::IQ4_XS => Tiles::Iq4Xs(fill_k_tiles(&source, iq4::fill_iq4_xs)),
         };
         Ok(Self { rows, cols, format, tiles })
     }
@@ -211,6 +214,7 @@ impl PackedMatrix {
             Tiles::Q5K(t) => k(t),
             Tiles::Q6K(t) => k(t),
             Tiles::Iq4Nl(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Iq4Xs(t) => k(t),
         }
     }
 
@@ -254,6 +258,7 @@ impl PackedMatrix {
                     }
                 }
                 Tiles::Iq4Nl(tiles) => iq4::iq4_nl_values(&tiles[at], r, values),
+                Tiles::Iq4Xs(k) => iq4::iq4_xs_values(&k.tiles[at], &k.supers[s], r, values),
             }
         }
     }
@@ -364,6 +369,7 @@ unsafe impl Zeroed for TileQ5K {}
 unsafe impl Zeroed for TileQ6K {}
 unsafe impl Zeroed for SuperScales {}
 unsafe impl Zeroed for TileIq4Nl {}
+unsafe impl Zeroed for TileIq4Xs {}
 
 /// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
 /// pairs values `v` and `v + 4` (see [`TileQ4`]).
@@ -495,7 +501,7 @@ pub(crate) mod tests {
     /// of random blocks (see [`random_blocks`]).
     pub(crate) fn random_ggml(format: GgmlFormat, rows: usize, cols: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
         let dtype = match format {
-            GgmlFormat::IQ4_NL => return random_blocks(format, rows, cols, seed),
+            GgmlFormat::IQ4_NL | GgmlFormat::IQ4_XS => return random_blocks(format, rows, cols, seed),
             GgmlFormat::Q4_0 => GgmlDType::Q4_0,
             GgmlFormat::Q4_1 => GgmlDType::Q4_1,
             GgmlFormat::Q5_0 => GgmlDType::Q5_0,

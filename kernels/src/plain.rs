@@ -8,7 +8,7 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use half::f16;
 use std::ops::Range;
 
@@ -97,6 +97,18 @@ pub(super) fn q8(tiles: &[TileQ8], groups: Range<usize>, acts: &QuantizedActivat
 /// IQ4_NL: as [`q8`], each code standing for its value in the table.
 pub(super) fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     signed(tiles, groups, acts, out, |tile| &tile.d, |tile, r, v| packed::iq4_value(&tile.qs, r, v));
+}
+
+/// IQ4_XS: the sub-block's signed scale times the dot product of the
+/// codes' values, in integers, scaled by `d · d_a`.
+pub(super) fn iq4_xs(group: KGroup<TileIq4Xs>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    each_k_tile_row(group, groups, acts, out, |tile, supers, block, acc| {
+        let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let isum = tile.scale[r] as i32 * signed_dot(qa, |v| packed::iq4_value(&tile.qs, r, v));
+            *acc = (isum as f32).mul_add(supers.d[r].to_f32() * acts.scales[block], *acc);
+        }
+    });
 }
 
 /// Tiles of `d · w`, `w(tile, r, v)` a signed integer: the integer dot

@@ -7,7 +7,7 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -92,6 +92,12 @@ unsafe fn dot(w: &Weights, acts: &QuantizedActivations, block: usize, range: Ran
         j += chunk;
     }
     isum
+}
+
+/// 8 signed bytes as `i32` lanes.
+#[inline(always)]
+unsafe fn i8_lanes(bytes: &[i8]) -> __m256i {
+    _mm256_cvtepi8_epi32(_mm_loadl_epi64(bytes[..HALF].as_ptr() as *const __m128i))
 }
 
 /// 8 unsigned bytes as floats.
@@ -282,7 +288,7 @@ unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedAct
             for (j, tile) in tiles.iter().enumerate() {
                 let b = s * TILES_PER_SUPER + j;
                 let w = with_two_high_bits(nibbles(&tile.qs, h), &tile.qh, h);
-                let scales = [0, 1].map(|half| _mm256_cvtepi8_epi32(_mm_loadl_epi64(tile.scale[half][HALF * h..].as_ptr() as *const __m128i)));
+                let scales = [i8_lanes(&tile.scale[0][HALF * h..]), i8_lanes(&tile.scale[1][HALF * h..])];
                 for (n, acc) in acc.iter_mut().enumerate() {
                     let block = (t0 + n) * blocks + b;
                     let low = _mm256_add_epi32(dot(&w, acts, block, 0..4, 2), _mm256_set1_epi32(-32 * acts.half_sums[2 * block]));
@@ -380,6 +386,38 @@ unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &Quanti
                 let isum = signed_dot(&w, acts, block);
                 let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
                 acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
+            }
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(acc, out, t0 + n, g);
+    }
+}
+
+/// See [`super::plain::iq4_xs`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_xs(group: KGroup<TileIq4Xs>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| group.row_group(blocks, g), iq4_xs_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_tokens<const N: usize>(group: KGroup<TileIq4Xs>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let mut acc = [[_mm256_setzero_ps(); 2]; N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        for h in 0..2 {
+            let d = f16_floats(&supers.d[HALF * h..]);
+            for (j, tile) in tiles.iter().enumerate() {
+                let b = s * TILES_PER_SUPER + j;
+                let w = look_up_iq4(nibbles(&tile.qs, h));
+                let scale = i8_lanes(&tile.scale[HALF * h..]);
+                for (n, acc) in acc.iter_mut().enumerate() {
+                    let block = (t0 + n) * blocks + b;
+                    let isum = _mm256_mullo_epi32(scale, signed_dot(&w, acts, block));
+                    let d_scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
+                    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d_scale, acc[h]);
+                }
             }
         }
     }

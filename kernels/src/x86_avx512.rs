@@ -6,7 +6,7 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -83,6 +83,12 @@ unsafe fn dot(w: &Weights, acts: &QuantizedActivations, block: usize, range: Ran
         isum = _mm512_dpbusd_epi32(isum, w[j], broadcast_four(acts, block, j));
     }
     isum
+}
+
+/// 16 signed bytes as `i32` lanes.
+#[inline(always)]
+unsafe fn i8_lanes(bytes: &[i8; TILE_ROWS]) -> __m512i {
+    _mm512_cvtepi8_epi32(_mm_loadu_si128(bytes.as_ptr() as *const __m128i))
 }
 
 /// 16 unsigned bytes as floats.
@@ -251,7 +257,7 @@ unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedAct
         for (j, tile) in tiles.iter().enumerate() {
             let b = s * TILES_PER_SUPER + j;
             let w = with_two_high_bits(nibbles(&tile.qs), &tile.qh);
-            let scales = [0, 1].map(|h| _mm512_cvtepi8_epi32(_mm_loadu_si128(tile.scale[h].as_ptr() as *const __m128i)));
+            let scales = [i8_lanes(&tile.scale[0]), i8_lanes(&tile.scale[1])];
             for (n, acc) in acc.iter_mut().enumerate() {
                 let block = (t0 + n) * blocks + b;
                 let low = _mm512_add_epi32(dot(&w, acts, block, 0..4), _mm512_set1_epi32(-32 * acts.half_sums[2 * block]));
@@ -357,6 +363,36 @@ unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &Quanti
             let isum = offset_dot(&w, acts, block);
             let scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
             *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
+        }
+    }
+    for (n, acc) in acc.iter().enumerate() {
+        store(*acc, out, t0 + n, g);
+    }
+}
+
+/// See [`super::plain::iq4_xs`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn iq4_xs(group: KGroup<TileIq4Xs>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| group.row_group(blocks, g), iq4_xs_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+unsafe fn iq4_xs_tokens<const N: usize>(group: KGroup<TileIq4Xs>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+    let blocks = group.tiles.len();
+    let mut acc = [_mm512_setzero_ps(); N];
+    for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
+        let d = f16_floats(&supers.d);
+        for (j, tile) in tiles.iter().enumerate() {
+            let b = s * TILES_PER_SUPER + j;
+            let w = look_up_iq4_plus_128(nibbles(&tile.qs));
+            let scale = i8_lanes(&tile.scale);
+            for (n, acc) in acc.iter_mut().enumerate() {
+                let block = (t0 + n) * blocks + b;
+                let isum = _mm512_mullo_epi32(scale, offset_dot(&w, acts, block));
+                let d_scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
+                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d_scale, *acc);
+            }
         }
     }
     for (n, acc) in acc.iter().enumerate() {
