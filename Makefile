@@ -84,13 +84,15 @@ AVX512_VNNI := $(shell grep -qw avx512_vnni /proc/cpuinfo && echo ON || echo OFF
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=$(AVX512) -DGGML_AVX512_VNNI=$(AVX512_VNNI) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-## Cake vs llama.cpp (llama-cpp-python built from source) on the default model
-## and on the GGUF types llama.cpp's quantizer makes from it.
+## Cake vs llama.cpp (llama-cpp-python built from source) on the default model,
+## on the GGUF types llama.cpp's quantizer makes from it, and on 1B and 8B
+## shapes with random weights (cached in ~/.cache/cake-bench, 16 GB for 8B).
 bench: deps model
 	$(CARGO) build --release --no-default-features
 	$(PYTHON) -m venv .venv-bench
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-bench/bin/pip install --quiet --no-cache-dir llama-cpp-python==0.3.36 gguf
 	.venv-bench/bin/python bench/compare.py --cake target/release/cake
 	.venv-bench/bin/python bench/quant_types.py --cake target/release/cake
+	.venv-bench/bin/python bench/large_models.py --cake target/release/cake
 	$(PYTHON) bench/chat_turns.py --cake target/release/cake
 	$(PYTHON) bench/cluster.py --cake target/release/cake

@@ -70,7 +70,7 @@ def quantized(f32: Path, kind: str, out_dir: Path) -> Path:
     """`f32` quantized to `kind` by llama.cpp (cached)."""
     import llama_cpp
 
-    target = out_dir / f"{f32.stem.removesuffix('.F32')}.{kind}.gguf"
+    target = out_dir / f"{f32.stem.removesuffix('.F32').removesuffix('.F16')}.{kind}.gguf"
     if not target.exists():
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = getattr(llama_cpp, FTYPES[kind])

@@ -2,11 +2,15 @@
 //! authentication, sealed frames, and every way a peer might cheat or send
 //! garbage.
 
-use cake::cluster::secure_channel::{ClusterKey, SecureChannel, MAX_FRAME, PROTOCOL_VERSION};
+mod common;
+
+use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
+use cake::cluster::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
+use common::worker::Worker;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn key(text: &str) -> ClusterKey {
     ClusterKey::from_passphrase(text).unwrap()
@@ -272,4 +276,129 @@ fn the_fingerprint_does_not_reveal_the_key() {
     assert_ne!(print, key("correct horse batterz").fingerprint());
     assert!(!format!("{k:?}").contains("correct"));
     assert!(ClusterKey::from_passphrase("short").is_err());
+}
+
+/// A TCP connection to `to` from the loopback address `source`.
+fn connect_from(source: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let address = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_zero: [0; 8],
+    };
+    let SocketAddr::V4(to) = to else { panic!("IPv4 only") };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket owned by the TcpStream (closed on drop), and
+    // addresses that live across the calls.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stream = TcpStream::from_raw_fd(fd);
+        let from = address(source, 0);
+        if libc::bind(fd, &from as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let to = address(*to.ip(), to.port());
+        if libc::connect(fd, &to as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}
+
+/// Threads and open descriptors of process `pid`.
+fn threads_and_descriptors(pid: u32) -> (usize, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let threads = status.lines().find_map(|l| l.strip_prefix("Threads:")).unwrap().trim().parse().unwrap();
+    let descriptors = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    (threads, descriptors)
+}
+
+/// Lets this process hold `n` sockets.
+fn allow_descriptors(n: u64) {
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_cur.max(n.min(limit.rlim_max));
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+}
+
+/// Whether the other end has closed `stream` (checked without waiting).
+fn hung_up(stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let closed = match (&*stream).read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).unwrap();
+    closed
+}
+
+#[test]
+fn a_peer_dripping_its_hello_is_dropped_at_the_handshake_deadline() {
+    let worker = Worker::start("correct horse battery", "drip", None);
+    let mut stream = TcpStream::connect(&worker.address).unwrap();
+    let started = Instant::now();
+    let mut dropped_after = None;
+    // One byte a second of a plausible hello: each byte would restart a per-read timeout.
+    for byte in b"CAKE\0\x01".iter().cycle().take(30) {
+        thread::sleep(Duration::from_secs(1));
+        if stream.write_all(&[*byte]).is_err() {
+            dropped_after = Some(started.elapsed());
+            break;
+        }
+        if hung_up(&stream) {
+            dropped_after = Some(started.elapsed());
+            break;
+        }
+    }
+    let after = dropped_after.expect("the worker was still serving the dripping peer after 30 s");
+    assert!(after <= HANDSHAKE_DEADLINE + Duration::from_secs(3), "dropped after {after:?}");
+}
+
+#[test]
+fn a_thousand_idle_connections_cost_a_worker_a_fixed_share_and_a_master_still_gets_in() {
+    allow_descriptors(1200);
+    let worker = Worker::start("correct horse battery", "flood", None);
+    let address: SocketAddr = worker.address.parse().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let (threads_before, descriptors_before) = threads_and_descriptors(worker.child.id());
+    let attacker = Ipv4Addr::new(127, 0, 0, 2);
+    let idle: Vec<TcpStream> = (0..1000).filter_map(|_| connect_from(attacker, address).ok()).collect();
+    assert!(idle.len() >= 900, "only {} connections opened", idle.len());
+    thread::sleep(Duration::from_secs(1));
+    let (threads, descriptors) = threads_and_descriptors(worker.child.id());
+    assert!(threads <= threads_before + 8, "{threads} threads (from {threads_before}) under 1000 idle connections");
+    assert!(descriptors <= descriptors_before + 16, "{descriptors} descriptors (from {descriptors_before})");
+    let started = Instant::now();
+    let master = RemoteWorker::connect(&worker.address, &key("correct horse battery")).expect("a genuine master gets in");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(master.info.name, "flood");
+    drop(idle);
+}
+
+#[test]
+fn a_silent_worker_holds_a_master_no_longer_than_the_contact_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    // Accepts, reads the master's hello, and says nothing.
+    let silent = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 38];
+        let _ = stream.read_exact(&mut hello);
+        thread::sleep(CONTACT_DEADLINE + Duration::from_secs(3));
+    });
+    let started = Instant::now();
+    let err = RemoteWorker::connect(&address, &key("correct horse battery")).err().expect("a silent worker is refused");
+    let took = started.elapsed();
+    assert!(took >= CONTACT_DEADLINE - Duration::from_millis(500) && took <= CONTACT_DEADLINE + Duration::from_secs(1), "{took:?}");
+    assert!(format!("{err:#}").contains(&address), "{err:#}");
+    silent.join().unwrap();
 }

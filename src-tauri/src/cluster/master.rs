@@ -266,13 +266,17 @@ impl ClusterSettings {
             problem: None,
             info: Some(me.clone()),
         });
+        let candidates: Vec<Candidate> = self.candidates()?.into_iter().filter(|c| !excluded.contains(&c.address)).collect();
+        // All at once: each contact is bounded by CONTACT_DEADLINE, so a
+        // silent worker delays the others by at most that.
+        let contacts: Vec<Result<RemoteWorker>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = candidates.iter().map(|c| scope.spawn(|| RemoteWorker::connect(&c.address, &self.key))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("contacting the worker panicked")))).collect()
+        });
         let mut workers = Vec::new();
-        for candidate in self.candidates()? {
-            if excluded.contains(&candidate.address) {
-                continue;
-            }
+        for (candidate, contact) in candidates.into_iter().zip(contacts) {
             let name = candidate.name.clone().unwrap_or_else(|| candidate.address.clone());
-            match RemoteWorker::connect(&candidate.address, &self.key) {
+            match contact {
                 Ok(worker) => {
                     self.monitor.machine_seen(MachineView {
                         name: worker.info.name.clone(),

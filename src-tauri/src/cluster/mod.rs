@@ -1,5 +1,6 @@
 //! Running one model across the machines of a LAN.
 //!
+//! - [`admission`]: what a peer without the key can cost a worker.
 //! - [`secure_channel`]: the mutually authenticated, encrypted connection
 //!   every cluster message travels over.
 //! - [`protocol`]: the messages inside it.
@@ -14,6 +15,7 @@
 //! - [`monitor`]: the master's live view of its cluster, for the UI.
 //! - [`weight_transfer`]: sending workers exactly the weights of their layers.
 
+pub mod admission;
 pub mod assignment;
 pub mod discovery;
 pub mod machine;

@@ -21,6 +21,9 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a connection may stay idle before the master sends a heartbeat.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// How long reaching a worker may take, from the TCP connection to its
+/// description: a silent or slow worker is left out after this.
+pub const CONTACT_DEADLINE: Duration = Duration::from_secs(5);
 
 /// A worker stopped answering (it died, or the network between us broke).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -72,18 +75,27 @@ impl Drop for RemoteWorker {
 }
 
 impl RemoteWorker {
-    /// Connects, authenticates and asks the worker to describe itself.
+    /// Connects, authenticates and asks the worker to describe itself, all
+    /// within [`CONTACT_DEADLINE`].
     pub fn connect(address: &str, key: &ClusterKey) -> Result<Self> {
+        let deadline = Instant::now() + CONTACT_DEADLINE;
+        let left = || {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!("worker {address} did not answer within {} s", CONTACT_DEADLINE.as_secs());
+            }
+            Ok(left)
+        };
         let socket = address
             .to_socket_addrs()
             .with_context(|| format!("`{address}` is not a host:port"))?
             .next()
             .with_context(|| format!("`{address}` resolves to nothing"))?;
-        let stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
+        let stream = TcpStream::connect_timeout(&socket, left()?)
             .with_context(|| format!("cannot reach worker {address}"))?;
-        stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        let channel = SecureChannel::connect(stream, key, &format!("worker {address}"))?;
+        let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left()?)?;
+        channel.stream().set_read_timeout(Some(left()?))?;
         let mut worker = Self {
             address: address.to_string(),
             info: WorkerInfo {
@@ -104,6 +116,11 @@ impl RemoteWorker {
         match worker.ask(&Request::Info, &[])? {
             (Response::Info(info), _) => worker.info = info,
             (other, _) => bail!("worker {address} answered {other:?} to Info"),
+        }
+        {
+            let connection = worker.channel.lock().expect("worker connection");
+            connection.channel.stream().set_read_timeout(Some(ANSWER_TIMEOUT))?;
+            connection.channel.stream().set_write_timeout(Some(ANSWER_TIMEOUT))?;
         }
         worker.start_heartbeat();
         Ok(worker)

@@ -23,10 +23,15 @@ use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use super::admission::Deadlined;
 use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
 
 /// Version of the cluster protocol this build speaks.
 pub const PROTOCOL_VERSION: u16 = 1;
+/// How long a whole handshake may take, from the first byte to the last.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest sealed frame accepted (64 MiB).
 pub const MAX_FRAME: usize = 64 << 20;
 const MAGIC: &[u8; 4] = b"CAKE";
@@ -141,6 +146,22 @@ pub struct SecureChannel<S> {
     pub peer: String,
 }
 
+impl<S> SecureChannel<S> {
+    /// The same channel over another stream (the handshake's deadline
+    /// wrapper swapped for the socket it wrapped).
+    fn with_stream<T>(self, stream: T) -> SecureChannel<T> {
+        SecureChannel {
+            stream,
+            keys: self.keys,
+            sent: self.sent,
+            received: self.received,
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            peer: self.peer,
+        }
+    }
+}
+
 impl<S: Read + Write> SecureChannel<S> {
     /// The master's side of the handshake.
     pub fn connect(mut stream: S, key: &ClusterKey, peer: &str) -> Result<Self> {
@@ -253,5 +274,20 @@ impl<S: Read + Write> SecureChannel<S> {
     /// The underlying stream (to set timeouts or shut it down).
     pub fn stream(&self) -> &S {
         &self.stream
+    }
+}
+
+impl SecureChannel<TcpStream> {
+    /// [`Self::connect`] with the whole handshake bounded by `allowance`.
+    pub fn connect_within(mut stream: TcpStream, key: &ClusterKey, peer: &str, allowance: Duration) -> Result<Self> {
+        let channel = SecureChannel::connect(Deadlined::new(&mut stream, allowance), key, peer)?.with_stream(());
+        Ok(channel.with_stream(stream))
+    }
+
+    /// [`Self::accept`] with the whole handshake bounded by `allowance`: a
+    /// peer that stalls or drips its bytes is dropped when it runs out.
+    pub fn accept_within(mut stream: TcpStream, key: &ClusterKey, peer: &str, allowance: Duration) -> Result<Self> {
+        let channel = SecureChannel::accept(Deadlined::new(&mut stream, allowance), key, peer)?.with_stream(());
+        Ok(channel.with_stream(stream))
     }
 }

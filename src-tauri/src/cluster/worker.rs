@@ -9,7 +9,8 @@
 
 use super::machine;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
-use super::secure_channel::{ClusterKey, SecureChannel};
+use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
+use super::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
 use crate::models::loader::{parse_dtype, Checkpoint, LoadOptions};
@@ -139,11 +140,24 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
         let sessions = sessions.clone();
         std::thread::Builder::new().name("cake-worker".into()).spawn(move || {
             let next_id = AtomicU64::new(0);
+            let admission = Admission::new(Limits::default());
+            let mut backoff = AcceptBackoff::default();
             for stream in listener.incoming() {
                 if stopping.load(Ordering::Relaxed) {
                     break;
                 }
-                let Ok(stream) = stream else { continue };
+                let stream = match stream {
+                    Ok(stream) => {
+                        backoff.succeeded();
+                        stream
+                    }
+                    Err(_) => {
+                        backoff.failed();
+                        continue;
+                    }
+                };
+                // No slot, no thread: the connection is closed at once.
+                let Some(ticket) = stream.peer_addr().ok().and_then(|a| admission.admit(a.ip())) else { continue };
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
                 let peer = stream.peer_addr().map_or_else(|_| "a master".to_string(), |a| format!("master {a}"));
                 {
@@ -154,16 +168,20 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
                 }
                 let config = config.clone();
                 let info = info.clone();
-                let sessions = sessions.clone();
-                std::thread::spawn(move || {
-                    let report = SessionReport { id, sessions: &sessions };
-                    if let Err(e) = session(stream, &config, info, &peer, &report) {
+                let views = sessions.clone();
+                let spawned = std::thread::Builder::new().name("cake-worker-session".into()).spawn(move || {
+                    let report = SessionReport { id, sessions: &views };
+                    if let Err(e) = session(stream, ticket, &config, info, &peer, &report) {
                         eprintln!("worker {}: {peer}: {e:#}", config.name);
                     }
-                    let mut all = sessions.lock().expect("worker sessions");
+                    let mut all = views.lock().expect("worker sessions");
                     all.views.remove(&id);
                     all.sockets.remove(&id);
                 });
+                if spawned.is_err() {
+                    sessions.lock().expect("worker sessions").sockets.remove(&id);
+                    backoff.failed();
+                }
             }
         })?
     };
@@ -190,11 +208,15 @@ impl SessionReport<'_> {
 }
 
 /// One master's connection, from handshake to hang-up.
-fn session(stream: TcpStream, config: &WorkerConfig, info: WorkerInfo, peer: &str, report: &SessionReport) -> Result<()> {
-    stream.set_read_timeout(Some(config.idle_timeout))?;
+fn session(stream: TcpStream, mut ticket: Ticket, config: &WorkerConfig, info: WorkerInfo, peer: &str, report: &SessionReport) -> Result<()> {
     stream.set_nodelay(true)?;
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let mut channel = SecureChannel::accept(stream, &config.key, peer)?;
+    let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
+    if !ticket.authenticated() {
+        anyhow::bail!("refused: this worker already serves as many masters as it takes");
+    }
+    channel.stream().set_read_timeout(Some(config.idle_timeout))?;
+    channel.stream().set_write_timeout(Some(config.idle_timeout))?;
     eprintln!("worker {}: {peer} authenticated", config.name);
     report.sessions.lock().expect("worker sessions").views.insert(
         report.id,
