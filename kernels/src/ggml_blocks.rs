@@ -20,6 +20,7 @@
 //! | Q6_K | 256 | 210 | `d · sc_h · (q − 32)`, `q` < 64, signed 8-bit `sc` per 16 values |
 //! | IQ4_NL | 32 | 18 | `d · IQ4_VALUES[q]`, `q` < 16 |
 //! | IQ4_XS | 256 | 136 | `d · ls_j · IQ4_VALUES[q]`, signed 6-bit `ls` (stored `+ 32`) |
+//! | Q3_K | 256 | 110 | `d · sc_h · (q − 4)`, `q` < 8, signed 6-bit `sc` per 16 values |
 //!
 //! (`sc_h`: the scale of the 16 values `h`.)
 
@@ -39,6 +40,7 @@ pub enum GgmlFormat {
     Q6_K,
     IQ4_NL,
     IQ4_XS,
+    Q3_K,
 }
 
 /// Values per sub-block (and per activation block).
@@ -48,7 +50,7 @@ pub const SUPER_BLOCK: usize = 256;
 
 impl GgmlFormat {
     /// Every format, in the order of the table above.
-    pub const ALL: [GgmlFormat; 10] = [
+    pub const ALL: [GgmlFormat; 11] = [
         Self::Q4_0,
         Self::Q4_1,
         Self::Q5_0,
@@ -59,6 +61,7 @@ impl GgmlFormat {
         Self::Q6_K,
         Self::IQ4_NL,
         Self::IQ4_XS,
+        Self::Q3_K,
     ];
 
     /// Values of one GGML block.
@@ -83,13 +86,14 @@ impl GgmlFormat {
             Self::Q6_K => 210,
             Self::IQ4_NL => 18,
             Self::IQ4_XS => 136,
+            Self::Q3_K => 110,
         }
     }
 
     /// Whether blocks are 256-value super-blocks with per-sub-block scales
     /// (IQ4_XS too).
     pub fn is_k_quant(self) -> bool {
-        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS)
+        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS | Self::Q3_K)
     }
 
     /// Byte offsets of the f16 scales (`d`, and `m` or `dmin`) in a block;
@@ -99,6 +103,7 @@ impl GgmlFormat {
             Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL | Self::IQ4_XS => &[0],
             Self::Q4_1 | Self::Q5_1 | Self::Q4_K | Self::Q5_K => &[0, 2],
             Self::Q6_K => &[208],
+            Self::Q3_K => &[108],
         }
     }
 
@@ -114,6 +119,7 @@ impl GgmlFormat {
             Self::Q6_K => "Q6_K",
             Self::IQ4_NL => "IQ4_NL",
             Self::IQ4_XS => "IQ4_XS",
+            Self::Q3_K => "Q3_K",
         }
     }
 }
@@ -206,6 +212,47 @@ pub(crate) struct KBlock {
     pub scale: u8,
     pub min: u8,
     pub q: [u8; SUB_BLOCK],
+}
+
+/// Values `32j .. 32j + 32` of a super-block's 2-bit fields as Q3_K and
+/// Q2_K store them in 64 bytes: value `32j + l` is bits `2(j % 4)`,
+/// `2(j % 4) + 1` of byte `l + 32·(j / 4)`.
+fn two_bit_values(qs: &[u8], j: usize) -> [u8; SUB_BLOCK] {
+    let bytes = &qs[32 * (j / 4)..32 * (j / 4) + 32];
+    let mut q = [0u8; SUB_BLOCK];
+    for (q, byte) in q.iter_mut().zip(bytes) {
+        *q = (byte >> (2 * (j % 4))) & 3;
+    }
+    q
+}
+
+/// Scale `i` (0..16) of Q3_K's 12 packed bytes, signed: its low 4 bits
+/// are nibble `i / 8` of byte `i % 8`, its top 2 bits are bits
+/// `2(i / 4)`, `2(i / 4) + 1` of byte `8 + i % 4`; stored plus 32.
+fn q3_k_scale(scales: &[u8], i: usize) -> i8 {
+    let low = (scales[i % 8] >> (4 * (i / 8))) & 0x0F;
+    let high = (scales[8 + i % 4] >> (2 * (i / 4))) & 3;
+    (low | (high << 4)) as i8 - 32
+}
+
+/// Sub-block `j` (0..8) of a Q3_K super-block: the signed scales of its
+/// halves and its values `q` (< 8); `weight = d · scale[h] · (q − 4)`.
+///
+/// Layout: `hmask[32]`, `qs[64]`, `scales[12]`, `d`. The low 2 bits of `q`
+/// are in `qs` (see [`two_bit_values`]); bit 2 of value `32j + l` is bit
+/// `j` of `hmask[l]` (ggml subtracts 4 where that bit is clear).
+pub(crate) fn q3_k_block(block: &[u8], j: usize) -> ([i8; 2], [u8; SUB_BLOCK]) {
+    let (hmask, qs, scales) = (&block[..32], &block[32..96], &block[96..108]);
+    let mut q = two_bit_values(qs, j);
+    for (q, mask) in q.iter_mut().zip(hmask) {
+        *q |= ((mask >> j) & 1) << 2;
+    }
+    ([q3_k_scale(scales, 2 * j), q3_k_scale(scales, 2 * j + 1)], q)
+}
+
+/// Q3_K's super-block scale.
+pub(crate) fn q3_k_scale_d(block: &[u8]) -> f16 {
+    read_f16(&block[108..])
 }
 
 /// The super-block scales of Q4_K and Q5_K: `(d, dmin)`.
@@ -324,6 +371,15 @@ pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
                 let scale = d * ls as f32;
                 for (o, q) in out.iter_mut().zip(q) {
                     *o = scale * IQ4_VALUES[q as usize] as f32;
+                }
+            }
+        }
+        GgmlFormat::Q3_K => {
+            let d = q3_k_scale_d(block).to_f32();
+            for (j, out) in out.chunks_exact_mut(SUB_BLOCK).enumerate() {
+                let (scales, q) = q3_k_block(block, j);
+                for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
+                    *o = d * scales[l / 16] as f32 * (q as i32 - 4) as f32;
                 }
             }
         }

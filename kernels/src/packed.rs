@@ -15,6 +15,7 @@
 //!   row, with the super-block's `d` and `dmin` per row in [`SuperScales`].
 //! - [`TileQ6K`] (Q6_K): two signed integer scales per row (one per 16
 //!   values), the super-block's `d` per row in [`SuperScales`].
+//! - [`TileQ3K`] (Q3_K): as Q6_K, with 3-bit values (see [`low_k`]).
 //! - [`TileIq4Nl`] (IQ4_NL): 4-bit codes of a table of 16 values, `d` per
 //!   row; [`TileIq4Xs`] (IQ4_XS): the same codes, a signed integer scale
 //!   per row, the super-block's `d` per row in [`SuperScales`] (see [`iq4`]).
@@ -22,9 +23,10 @@
 //! 4-bit parts are stored as in [`TileQ4`]; a fifth bit (Q5) is one bit
 //! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
 //! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
-//! value `4j + i` of row `r`. Sizes per 16 × 32 values: Q4 320 bytes
+//! value `4j + i` of row `r`. Q3_K's values are two planes of 2 bits and a
+//! bit plane. Sizes per 16 × 32 values: Q4 320 bytes
 //! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
-//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272).
+//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272), Q3_K 232 (220).
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
@@ -34,8 +36,11 @@ use anyhow::{ensure, Result};
 use half::f16;
 
 mod iq4;
+mod low_k;
 pub(crate) use iq4::iq4_value;
+pub(crate) use low_k::q3k_value;
 pub use iq4::{TileIq4Nl, TileIq4Xs};
+pub use low_k::TileQ3K;
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -159,6 +164,7 @@ pub enum Tiles {
     Q6K(KTiles<TileQ6K>),
     Iq4Nl(ZeroedBuffer<TileIq4Nl>),
     Iq4Xs(KTiles<TileIq4Xs>),
+    Q3K(KTiles<TileQ3K>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -189,6 +195,7 @@ impl PackedMatrix {
             GgmlFormat::Q6_K => Tiles::Q6K(fill_k_tiles(&source, fill_q6k)),
             GgmlFormat::IQ4_NL => Tiles::Iq4Nl(fill_tiles(&source, iq4::fill_iq4_nl)),
             GgmlFormat::IQ4_XS => Tiles::Iq4Xs(fill_k_tiles(&source, iq4::fill_iq4_xs)),
+            GgmlFormat::Q3_K => Tiles::Q3K(fill_k_tiles(&source, low_k::fill_q3k)),
         };
         Ok(Self { rows, cols, format, tiles })
     }
@@ -215,6 +222,7 @@ impl PackedMatrix {
             Tiles::Q6K(t) => k(t),
             Tiles::Iq4Nl(t) => std::mem::size_of_val(&t[..]),
             Tiles::Iq4Xs(t) => k(t),
+            Tiles::Q3K(t) => k(t),
         }
     }
 
@@ -253,12 +261,13 @@ impl PackedMatrix {
                     let t = &k.tiles[at];
                     let d = k.supers[s].d[r].to_f32();
                     for (v, value) in values.iter_mut().enumerate() {
-                        let q = low_bits(&t.qs, r, v) | two_high_bits(&t.qh, r, v) << 4;
+                        let q = low_bits(&t.qs, r, v) | two_bits(&t.qh, r, v) << 4;
                         *value = d * t.scale[v / 16][r] as f32 * (q as i32 - 32) as f32;
                     }
                 }
                 Tiles::Iq4Nl(tiles) => iq4::iq4_nl_values(&tiles[at], r, values),
                 Tiles::Iq4Xs(k) => iq4::iq4_xs_values(&k.tiles[at], &k.supers[s], r, values),
+                Tiles::Q3K(k) => low_k::q3k_values(&k.tiles[at], &k.supers[s], r, values),
             }
         }
     }
@@ -283,13 +292,14 @@ pub(crate) fn low_bits(qs: &[[u8; 64]; 4], r: usize, v: usize) -> u8 {
     }
 }
 
-/// Bit 4 of value `v` of row `r`, from a bit plane.
+/// The bit of value `v` of row `r` in a bit plane (Q5's bit 4, Q3_K's bit 2).
 pub(crate) fn high_bit(qh: &[u8; 64], r: usize, v: usize) -> u8 {
     (qh[4 * r + v % 4] >> (v / 4)) & 1
 }
 
-/// Bits 4–5 of value `v` of row `r`, from two bit planes.
-pub(crate) fn two_high_bits(qh: &[[u8; 64]; 2], r: usize, v: usize) -> u8 {
+/// The 2-bit field of value `v` of row `r`, from two planes (Q6_K's bits
+/// 4–5, Q3_K's and Q2_K's bits 0–1).
+pub(crate) fn two_bits(qh: &[[u8; 64]; 2], r: usize, v: usize) -> u8 {
     let j = v / 4;
     (qh[j / 4][4 * r + v % 4] >> (2 * (j % 4))) & 3
 }
@@ -370,6 +380,7 @@ unsafe impl Zeroed for TileQ6K {}
 unsafe impl Zeroed for SuperScales {}
 unsafe impl Zeroed for TileIq4Nl {}
 unsafe impl Zeroed for TileIq4Xs {}
+unsafe impl Zeroed for TileQ3K {}
 
 /// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
 /// pairs values `v` and `v + 4` (see [`TileQ4`]).
@@ -381,18 +392,18 @@ fn pack_nibbles(q: &[u8; SUB_BLOCK], r: usize, qs: &mut [[u8; 64]; 4]) {
     }
 }
 
-/// Bit 4 of row `r`'s 32 values into a bit plane.
-fn pack_high_bit(q: &[u8; SUB_BLOCK], r: usize, qh: &mut [u8; 64]) {
+/// Bit `bit` of row `r`'s 32 values into a bit plane.
+fn pack_bit(q: &[u8; SUB_BLOCK], bit: u32, r: usize, qh: &mut [u8; 64]) {
     for i in 0..4 {
-        qh[4 * r + i] = (0..8).fold(0, |byte, j| byte | (((q[4 * j + i] >> 4) & 1) << j));
+        qh[4 * r + i] = (0..8).fold(0, |byte, j| byte | (((q[4 * j + i] >> bit) & 1) << j));
     }
 }
 
-/// Bits 4–5 of row `r`'s 32 values into two bit planes.
-fn pack_two_high_bits(q: &[u8; SUB_BLOCK], r: usize, qh: &mut [[u8; 64]; 2]) {
+/// Bits `shift`, `shift + 1` of row `r`'s 32 values into two planes.
+fn pack_two_bits(q: &[u8; SUB_BLOCK], shift: u32, r: usize, qh: &mut [[u8; 64]; 2]) {
     for (half, plane) in qh.iter_mut().enumerate() {
         for i in 0..4 {
-            plane[4 * r + i] = (0..4).fold(0, |byte, j| byte | (((q[4 * (4 * half + j) + i] >> 4) & 3) << (2 * j)));
+            plane[4 * r + i] = (0..4).fold(0, |byte, j| byte | (((q[4 * (4 * half + j) + i] >> shift) & 3) << (2 * j)));
         }
     }
 }
@@ -425,7 +436,7 @@ fn fill_q5(source: &Source, g: usize, tiles: &mut [TileQ5]) {
             let block = blocks::linear_block(source.format, source.block(g * TILE_ROWS + r, b));
             (tile.d[r], tile.m[r]) = (block.d, block.m);
             pack_nibbles(&block.q, r, &mut tile.qs);
-            pack_high_bit(&block.q, r, &mut tile.qh);
+            pack_bit(&block.q, 4, r, &mut tile.qh);
         }
     }
 }
@@ -465,7 +476,7 @@ fn fill_q5k(source: &Source, g: usize, tiles: &mut [TileQ5K], supers: &mut [Supe
         let sub = blocks::k_block(GgmlFormat::Q5_K, block, j);
         (tile.scale[r], tile.min[r]) = (sub.scale, sub.min);
         pack_nibbles(&sub.q, r, &mut tile.qs);
-        pack_high_bit(&sub.q, r, &mut tile.qh);
+        pack_bit(&sub.q, 4, r, &mut tile.qh);
     });
 }
 
@@ -475,7 +486,7 @@ fn fill_q6k(source: &Source, g: usize, tiles: &mut [TileQ6K], supers: &mut [Supe
         let (scale, q) = blocks::q6_k_block(block, j);
         (tile.scale[0][r], tile.scale[1][r]) = (scale[0], scale[1]);
         pack_nibbles(&q, r, &mut tile.qs);
-        pack_two_high_bits(&q, r, &mut tile.qh);
+        pack_two_bits(&q, 4, r, &mut tile.qh);
     });
 }
 
@@ -510,6 +521,7 @@ pub(crate) mod tests {
             GgmlFormat::Q4_K => GgmlDType::Q4K,
             GgmlFormat::Q5_K => GgmlDType::Q5K,
             GgmlFormat::Q6_K => GgmlDType::Q6K,
+            GgmlFormat::Q3_K => GgmlDType::Q3K,
         };
         let mut random = random_numbers(seed);
         let values: Vec<f32> = (0..rows * cols).map(|_| (random() % 2001) as f32 / 1000.0 - 1.0).collect();

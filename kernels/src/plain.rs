@@ -8,7 +8,7 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use half::f16;
 use std::ops::Range;
 
@@ -73,18 +73,50 @@ pub(super) fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &Quantized
     });
 }
 
-/// Q6_K: per half of 16 values, `scale_h · (Σ q · q_a − 32 Σ q_a)` in
-/// integers, then scaled by `d · d_a`.
+/// Q6_K: `scale_h · (Σ q · q_a − 32 Σ q_a)` per half (see [`halves`]).
 pub(super) fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let scales = |tile: &TileQ6K, r: usize| HalfScales { scales: tile.scale.map(|s| s[r] as i32), mins: None };
+    halves(group, groups, acts, out, 32, scales, |tile, r, v| packed::low_bits(&tile.qs, r, v) | packed::two_bits(&tile.qh, r, v) << 4);
+}
+
+/// Q3_K: as [`q6k`], 3-bit values offset by 4.
+pub(super) fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let scales = |tile: &TileQ3K, r: usize| HalfScales { scales: tile.scale.map(|s| s[r] as i32), mins: None };
+    halves(group, groups, acts, out, 4, scales, packed::q3k_value);
+}
+
+/// A row's integer scales of a tile's two halves of 16 values, and mins
+/// for the formats that have them.
+struct HalfScales {
+    scales: [i32; 2],
+    mins: Option<[i32; 2]>,
+}
+
+/// Tiles with a scale per 16 values (Q6_K, Q3_K, Q2_K), `weight = d ·
+/// scale_h · (q − offset) − dmin · min_h`: per half, `scale_h · (Σ q · q_a −
+/// offset · Σ q_a)` in integers, summed and scaled by `d · d_a`; then, with
+/// mins, `Σ_h min_h · Σ q_a` scaled by `dmin · d_a` taken off.
+fn halves<T>(
+    group: KGroup<T>,
+    groups: Range<usize>,
+    acts: &QuantizedActivations,
+    out: &Output,
+    offset: i32,
+    half_scales: impl Fn(&T, usize) -> HalfScales,
+    q: impl Fn(&T, usize, usize) -> u8,
+) {
     each_k_tile_row(group, groups, acts, out, |tile, supers, block, acc| {
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         let half_sums = [acts.half_sums[2 * block], acts.half_sums[2 * block + 1]];
+        let da = acts.scales[block];
         for (r, acc) in acc.iter_mut().enumerate() {
-            let q = |v| packed::low_bits(&tile.qs, r, v) | packed::two_high_bits(&tile.qh, r, v) << 4;
-            let low = dot(qa, 0..16, q) - 32 * half_sums[0];
-            let high = dot(qa, 16..32, q) - 32 * half_sums[1];
-            let isum = tile.scale[0][r] as i32 * low + tile.scale[1][r] as i32 * high;
-            *acc = (isum as f32).mul_add(supers.d[r].to_f32() * acts.scales[block], *acc);
+            let HalfScales { scales, mins } = half_scales(tile, r);
+            let isum: i32 = (0..2).map(|h| scales[h] * (dot(qa, 16 * h..16 * h + 16, |v| q(tile, r, v)) - offset * half_sums[h])).sum();
+            *acc = (isum as f32).mul_add(supers.d[r].to_f32() * da, *acc);
+            if let Some(mins) = mins {
+                let msum = mins[0] * half_sums[0] + mins[1] * half_sums[1];
+                *acc = (-(msum as f32)).mul_add(supers.dmin[r].to_f32() * da, *acc);
+            }
         }
     });
 }

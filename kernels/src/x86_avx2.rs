@@ -7,7 +7,7 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -45,32 +45,41 @@ unsafe fn nibbles(qs: &[[u8; 64]; 4], h: usize) -> Weights {
     w
 }
 
-/// Bits `shift..` of each byte of `plane`, masked by `mask`, moved up by 4.
+/// Bits `shift..` of each byte of `plane`, masked by `mask`.
 #[inline(always)]
 unsafe fn plane_bits(plane: __m256i, shift: i32, mask: i8) -> __m256i {
-    let bits = _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask));
-    _mm256_slli_epi16(bits, 4)
+    _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(mask))
 }
 
-/// Adds bit `j` of a bit plane as bit 4 of `w[j]`.
+/// Adds bit `j` of a bit plane as bit `to` of `w[j]` (Q5's bit 4, Q3_K's 2).
 #[inline(always)]
-unsafe fn with_high_bit(mut w: Weights, qh: &[u8; 64], h: usize) -> Weights {
+unsafe fn with_plane_bit(mut w: Weights, qh: &[u8; 64], h: usize, to: i32) -> Weights {
     let plane = _mm256_loadu_si256(qh.as_ptr().add(32 * h) as *const __m256i);
     for (j, w) in w.iter_mut().enumerate() {
-        *w = _mm256_or_si256(*w, plane_bits(plane, j as i32, 1));
+        *w = _mm256_or_si256(*w, _mm256_sll_epi16(plane_bits(plane, j as i32, 1), _mm_cvtsi32_si128(to)));
     }
     w
 }
 
-/// Adds bits 4–5 from two bit planes (Q6_K).
+/// The 2-bit fields of two planes: bits `2j, 2j + 1` of plane `p` in
+/// `w[4p + j]`.
 #[inline(always)]
-unsafe fn with_two_high_bits(mut w: Weights, qh: &[[u8; 64]; 2], h: usize) -> Weights {
-    for (half, plane) in qh.iter().enumerate() {
+unsafe fn two_bit_fields(planes: &[[u8; 64]; 2], h: usize) -> Weights {
+    let mut w = [_mm256_setzero_si256(); 8];
+    for (p, plane) in planes.iter().enumerate() {
         let plane = _mm256_loadu_si256(plane.as_ptr().add(32 * h) as *const __m256i);
         for j in 0..4 {
-            let w = &mut w[4 * half + j];
-            *w = _mm256_or_si256(*w, plane_bits(plane, 2 * j as i32, 3));
+            w[4 * p + j] = plane_bits(plane, 2 * j as i32, 3);
         }
+    }
+    w
+}
+
+/// Adds bits 4–5 from two planes of 2-bit fields (Q6_K).
+#[inline(always)]
+unsafe fn with_two_high_bits(mut w: Weights, qh: &[[u8; 64]; 2], h: usize) -> Weights {
+    for (w, high) in w.iter_mut().zip(two_bit_fields(qh, h)) {
+        *w = _mm256_or_si256(*w, _mm256_slli_epi16(high, 4));
     }
     w
 }
@@ -138,7 +147,7 @@ impl LinearTile for TileQ5 {
     const CHUNK: usize = 4;
     #[inline(always)]
     unsafe fn weights(&self, h: usize) -> Weights {
-        with_high_bit(nibbles(&self.qs, h), &self.qh, h)
+        with_plane_bit(nibbles(&self.qs, h), &self.qh, h, 4)
     }
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
@@ -218,7 +227,7 @@ impl KTile for TileQ5K {
     const CHUNK: usize = 4;
     #[inline(always)]
     unsafe fn weights(&self, h: usize) -> Weights {
-        with_high_bit(nibbles(&self.qs, h), &self.qh, h)
+        with_plane_bit(nibbles(&self.qs, h), &self.qh, h, 4)
     }
     fn scale(&self) -> &[u8; TILE_ROWS] {
         &self.scale
@@ -271,31 +280,99 @@ unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedAc
     }
 }
 
+/// A tile with a scale per 16 values (Q6_K, Q3_K, Q2_K):
+/// `weight = d · scale_h · (q − OFFSET) − dmin · min_h`.
+trait HalvesTile {
+    const OFFSET: i32;
+    /// Products of pairs summed in `i16` before widening (see [`dot`]).
+    const CHUNK: usize;
+    unsafe fn weights(&self, h: usize) -> Weights;
+    /// Each half's scale, one `i32` lane per row of half tile `h`.
+    unsafe fn scales(&self, h: usize) -> [__m256i; 2];
+    /// Each half's min, for the formats that have them.
+    unsafe fn mins(&self, h: usize) -> Option<[__m256i; 2]>;
+}
+
+impl HalvesTile for TileQ6K {
+    const OFFSET: i32 = 32;
+    const CHUNK: usize = 2;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        with_two_high_bits(nibbles(&self.qs, h), &self.qh, h)
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, h: usize) -> [__m256i; 2] {
+        [i8_lanes(&self.scale[0][HALF * h..]), i8_lanes(&self.scale[1][HALF * h..])]
+    }
+    unsafe fn mins(&self, _: usize) -> Option<[__m256i; 2]> {
+        None
+    }
+}
+
+impl HalvesTile for TileQ3K {
+    const OFFSET: i32 = 4;
+    const CHUNK: usize = 4;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        with_plane_bit(two_bit_fields(&self.ql, h), &self.qh, h, 2)
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, h: usize) -> [__m256i; 2] {
+        [i8_lanes(&self.scale[0][HALF * h..]), i8_lanes(&self.scale[1][HALF * h..])]
+    }
+    unsafe fn mins(&self, _: usize) -> Option<[__m256i; 2]> {
+        None
+    }
+}
+
+fn halves_consts<T: HalvesTile>(_: &[T]) -> (i32, usize) {
+    (T::OFFSET, T::CHUNK)
+}
+
 /// See [`super::plain::q6k`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
-    over_tokens!(groups |g| group.row_group(blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1])
 }
 
+/// See [`super::plain::q3k`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+pub(super) unsafe fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
+/// See [`super::plain::halves`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn halves_tokens<const N: usize>(group: KGroup<impl HalvesTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = group.tiles.len();
+    let (offset, chunk) = halves_consts(group.tiles);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
         for h in 0..2 {
             let d = f16_floats(&supers.d[HALF * h..]);
+            let dmin = f16_floats(&supers.dmin[HALF * h..]);
             for (j, tile) in tiles.iter().enumerate() {
                 let b = s * TILES_PER_SUPER + j;
-                let w = with_two_high_bits(nibbles(&tile.qs, h), &tile.qh, h);
-                let scales = [i8_lanes(&tile.scale[0][HALF * h..]), i8_lanes(&tile.scale[1][HALF * h..])];
+                let w = tile.weights(h);
+                let (scales, mins) = (tile.scales(h), tile.mins(h));
                 for (n, acc) in acc.iter_mut().enumerate() {
                     let block = (t0 + n) * blocks + b;
-                    let low = _mm256_add_epi32(dot(&w, acts, block, 0..4, 2), _mm256_set1_epi32(-32 * acts.half_sums[2 * block]));
-                    let high = _mm256_add_epi32(dot(&w, acts, block, 4..8, 2), _mm256_set1_epi32(-32 * acts.half_sums[2 * block + 1]));
-                    let isum = _mm256_add_epi32(_mm256_mullo_epi32(scales[0], low), _mm256_mullo_epi32(scales[1], high));
-                    let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts.scales[block]));
-                    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[h]);
+                    let half_sums = [acts.half_sums[2 * block], acts.half_sums[2 * block + 1]];
+                    let mut isum = _mm256_setzero_si256();
+                    for half in 0..2 {
+                        let sum = dot(&w, acts, block, 4 * half..4 * half + 4, chunk);
+                        let sum = _mm256_add_epi32(sum, _mm256_set1_epi32(-offset * half_sums[half]));
+                        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(scales[half], sum));
+                    }
+                    let da = _mm256_set1_ps(acts.scales[block]);
+                    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, da), acc[h]);
+                    if let Some(mins) = mins {
+                        let low = _mm256_mullo_epi32(mins[0], _mm256_set1_epi32(half_sums[0]));
+                        let msum = _mm256_add_epi32(low, _mm256_mullo_epi32(mins[1], _mm256_set1_epi32(half_sums[1])));
+                        acc[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, da), acc[h]);
+                    }
                 }
             }
         }

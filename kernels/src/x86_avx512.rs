@@ -6,7 +6,7 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -43,34 +43,40 @@ unsafe fn nibbles(qs: &[[u8; 64]; 4]) -> Weights {
     w
 }
 
-/// Adds 16 where a bit plane has bit `j` set.
+/// Adds `value` to `w[j]` where a bit plane has bit `j` set (Q5's bit 4:
+/// 16, Q3_K's bit 2: 4).
 #[inline(always)]
-unsafe fn with_high_bit(mut w: Weights, qh: &[u8; 64]) -> Weights {
+unsafe fn with_plane_bit(mut w: Weights, qh: &[u8; 64], value: i8) -> Weights {
     let plane = _mm512_loadu_si512(qh.as_ptr() as *const _);
-    let sixteen = _mm512_set1_epi8(16);
+    let value = _mm512_set1_epi8(value);
     for (j, w) in w.iter_mut().enumerate() {
         let set = _mm512_test_epi8_mask(plane, _mm512_set1_epi8(1 << j));
-        *w = _mm512_mask_add_epi8(*w, set, *w, sixteen);
+        *w = _mm512_mask_add_epi8(*w, set, *w, value);
     }
     w
 }
 
-/// Adds bits 4–5 from two bit planes (Q6_K).
+/// The 2-bit fields of two planes: bits `2j, 2j + 1` of plane `p` in
+/// `w[4p + j]`.
+#[inline(always)]
+unsafe fn two_bit_fields(planes: &[[u8; 64]; 2]) -> Weights {
+    let three = _mm512_set1_epi8(3);
+    let mut w = [_mm512_setzero_si512(); 8];
+    for (p, plane) in planes.iter().enumerate() {
+        let plane = _mm512_loadu_si512(plane.as_ptr() as *const _);
+        w[4 * p] = _mm512_and_si512(plane, three);
+        w[4 * p + 1] = _mm512_and_si512(_mm512_srli_epi16(plane, 2), three);
+        w[4 * p + 2] = _mm512_and_si512(_mm512_srli_epi16(plane, 4), three);
+        w[4 * p + 3] = _mm512_and_si512(_mm512_srli_epi16(plane, 6), three);
+    }
+    w
+}
+
+/// Adds bits 4–5 from two planes of 2-bit fields (Q6_K).
 #[inline(always)]
 unsafe fn with_two_high_bits(mut w: Weights, qh: &[[u8; 64]; 2]) -> Weights {
-    let three = _mm512_set1_epi8(3);
-    for (half, plane) in qh.iter().enumerate() {
-        let plane = _mm512_loadu_si512(plane.as_ptr() as *const _);
-        for j in 0..4 {
-            let bits = match j {
-                0 => _mm512_and_si512(plane, three),
-                1 => _mm512_and_si512(_mm512_srli_epi16(plane, 2), three),
-                2 => _mm512_and_si512(_mm512_srli_epi16(plane, 4), three),
-                _ => _mm512_and_si512(_mm512_srli_epi16(plane, 6), three),
-            };
-            let w = &mut w[4 * half + j];
-            *w = _mm512_or_si512(*w, _mm512_slli_epi16(bits, 4));
-        }
+    for (w, high) in w.iter_mut().zip(two_bit_fields(qh)) {
+        *w = _mm512_or_si512(*w, _mm512_slli_epi16(high, 4));
     }
     w
 }
@@ -125,7 +131,7 @@ impl LinearTile for TileQ4 {
 impl LinearTile for TileQ5 {
     #[inline(always)]
     unsafe fn weights(&self) -> Weights {
-        with_high_bit(nibbles(&self.qs), &self.qh)
+        with_plane_bit(nibbles(&self.qs), &self.qh, 16)
     }
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
@@ -191,7 +197,7 @@ impl KTile for TileQ4K {
 impl KTile for TileQ5K {
     #[inline(always)]
     unsafe fn weights(&self) -> Weights {
-        with_high_bit(nibbles(&self.qs), &self.qh)
+        with_plane_bit(nibbles(&self.qs), &self.qh, 16)
     }
     fn scale(&self) -> &[u8; TILE_ROWS] {
         &self.scale
@@ -241,30 +247,93 @@ unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedAc
     }
 }
 
+/// A tile with a scale per 16 values (Q6_K, Q3_K, Q2_K):
+/// `weight = d · scale_h · (q − OFFSET) − dmin · min_h`.
+trait HalvesTile {
+    const OFFSET: i32;
+    unsafe fn weights(&self) -> Weights;
+    /// Each half's scale, one `i32` lane per row.
+    unsafe fn scales(&self) -> [__m512i; 2];
+    /// Each half's min, for the formats that have them.
+    unsafe fn mins(&self) -> Option<[__m512i; 2]>;
+}
+
+impl HalvesTile for TileQ6K {
+    const OFFSET: i32 = 32;
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        with_two_high_bits(nibbles(&self.qs), &self.qh)
+    }
+    #[inline(always)]
+    unsafe fn scales(&self) -> [__m512i; 2] {
+        [i8_lanes(&self.scale[0]), i8_lanes(&self.scale[1])]
+    }
+    unsafe fn mins(&self) -> Option<[__m512i; 2]> {
+        None
+    }
+}
+
+impl HalvesTile for TileQ3K {
+    const OFFSET: i32 = 4;
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        with_plane_bit(two_bit_fields(&self.ql), &self.qh, 4)
+    }
+    #[inline(always)]
+    unsafe fn scales(&self) -> [__m512i; 2] {
+        [i8_lanes(&self.scale[0]), i8_lanes(&self.scale[1])]
+    }
+    unsafe fn mins(&self) -> Option<[__m512i; 2]> {
+        None
+    }
+}
+
+fn offset<T: HalvesTile>(_: &[T]) -> i32 {
+    T::OFFSET
+}
+
 /// See [`super::plain::q6k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
-    over_tokens!(groups |g| group.row_group(blocks, g), q6k_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+    over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
+/// See [`super::plain::q3k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn q6k_tokens<const N: usize>(group: KGroup<TileQ6K>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+pub(super) unsafe fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+/// See [`super::plain::halves`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+unsafe fn halves_tokens<const N: usize>(group: KGroup<impl HalvesTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
     let blocks = group.tiles.len();
+    let offset = offset(group.tiles);
     let mut acc = [_mm512_setzero_ps(); N];
     for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
         let d = f16_floats(&supers.d);
+        let dmin = f16_floats(&supers.dmin);
         for (j, tile) in tiles.iter().enumerate() {
             let b = s * TILES_PER_SUPER + j;
-            let w = with_two_high_bits(nibbles(&tile.qs), &tile.qh);
-            let scales = [i8_lanes(&tile.scale[0]), i8_lanes(&tile.scale[1])];
+            let w = tile.weights();
+            let (scales, mins) = (tile.scales(), tile.mins());
             for (n, acc) in acc.iter_mut().enumerate() {
                 let block = (t0 + n) * blocks + b;
-                let low = _mm512_add_epi32(dot(&w, acts, block, 0..4), _mm512_set1_epi32(-32 * acts.half_sums[2 * block]));
-                let high = _mm512_add_epi32(dot(&w, acts, block, 4..8), _mm512_set1_epi32(-32 * acts.half_sums[2 * block + 1]));
-                let isum = _mm512_add_epi32(_mm512_mullo_epi32(scales[0], low), _mm512_mullo_epi32(scales[1], high));
-                let scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.scales[block]));
-                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *acc);
+                let half_sums = [acts.half_sums[2 * block], acts.half_sums[2 * block + 1]];
+                let mut isum = _mm512_setzero_si512();
+                for h in 0..2 {
+                    let half = _mm512_add_epi32(dot(&w, acts, block, 4 * h..4 * h + 4), _mm512_set1_epi32(-offset * half_sums[h]));
+                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(scales[h], half));
+                }
+                let da = _mm512_set1_ps(acts.scales[block]);
+                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, da), *acc);
+                if let Some(mins) = mins {
+                    let low = _mm512_mullo_epi32(mins[0], _mm512_set1_epi32(half_sums[0]));
+                    let msum = _mm512_add_epi32(low, _mm512_mullo_epi32(mins[1], _mm512_set1_epi32(half_sums[1])));
+                    *acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, da), *acc);
+                }
             }
         }
     }
