@@ -21,6 +21,7 @@
 //! | IQ4_NL | 32 | 18 | `d · IQ4_VALUES[q]`, `q` < 16 |
 //! | IQ4_XS | 256 | 136 | `d · ls_j · IQ4_VALUES[q]`, signed 6-bit `ls` (stored `+ 32`) |
 //! | Q3_K | 256 | 110 | `d · sc_h · (q − 4)`, `q` < 8, signed 6-bit `sc` per 16 values |
+//! | Q2_K | 256 | 84 | `d · sc_h · q − dmin · mn_h`, `q` < 4, 4-bit `sc`, `mn` per 16 values |
 //!
 //! (`sc_h`: the scale of the 16 values `h`.)
 
@@ -41,6 +42,7 @@ pub enum GgmlFormat {
     IQ4_NL,
     IQ4_XS,
     Q3_K,
+    Q2_K,
 }
 
 /// Values per sub-block (and per activation block).
@@ -50,7 +52,7 @@ pub const SUPER_BLOCK: usize = 256;
 
 impl GgmlFormat {
     /// Every format, in the order of the table above.
-    pub const ALL: [GgmlFormat; 11] = [
+    pub const ALL: [GgmlFormat; 12] = [
         Self::Q4_0,
         Self::Q4_1,
         Self::Q5_0,
@@ -62,6 +64,7 @@ impl GgmlFormat {
         Self::IQ4_NL,
         Self::IQ4_XS,
         Self::Q3_K,
+        Self::Q2_K,
     ];
 
     /// Values of one GGML block.
@@ -87,13 +90,14 @@ impl GgmlFormat {
             Self::IQ4_NL => 18,
             Self::IQ4_XS => 136,
             Self::Q3_K => 110,
+            Self::Q2_K => 84,
         }
     }
 
     /// Whether blocks are 256-value super-blocks with per-sub-block scales
     /// (IQ4_XS too).
     pub fn is_k_quant(self) -> bool {
-        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS | Self::Q3_K)
+        matches!(self, Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS | Self::Q3_K | Self::Q2_K)
     }
 
     /// Byte offsets of the f16 scales (`d`, and `m` or `dmin`) in a block;
@@ -104,6 +108,7 @@ impl GgmlFormat {
             Self::Q4_1 | Self::Q5_1 | Self::Q4_K | Self::Q5_K => &[0, 2],
             Self::Q6_K => &[208],
             Self::Q3_K => &[108],
+            Self::Q2_K => &[80, 82],
         }
     }
 
@@ -120,6 +125,7 @@ impl GgmlFormat {
             Self::IQ4_NL => "IQ4_NL",
             Self::IQ4_XS => "IQ4_XS",
             Self::Q3_K => "Q3_K",
+            Self::Q2_K => "Q2_K",
         }
     }
 }
@@ -255,6 +261,21 @@ pub(crate) fn q3_k_scale_d(block: &[u8]) -> f16 {
     read_f16(&block[108..])
 }
 
+/// Sub-block `j` (0..8) of a Q2_K super-block: the scale-and-min byte of
+/// each half (scale in the low nibble, min in the high) and its values `q`
+/// (< 4); `weight = d · scale · q − dmin · min`.
+///
+/// Layout: `scales[16]` (one byte per 16 values), `qs[64]` (see
+/// [`two_bit_values`]), `d`, `dmin`.
+pub(crate) fn q2_k_block(block: &[u8], j: usize) -> ([u8; 2], [u8; SUB_BLOCK]) {
+    ([block[2 * j], block[2 * j + 1]], two_bit_values(&block[16..80], j))
+}
+
+/// Q2_K's super-block scales: `(d, dmin)`.
+pub(crate) fn q2_k_super_scales(block: &[u8]) -> (f16, f16) {
+    (read_f16(&block[80..]), read_f16(&block[82..]))
+}
+
 /// The super-block scales of Q4_K and Q5_K: `(d, dmin)`.
 pub(crate) fn k_super_scales(block: &[u8]) -> (f16, f16) {
     (read_f16(block), read_f16(&block[2..]))
@@ -380,6 +401,17 @@ pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
                 let (scales, q) = q3_k_block(block, j);
                 for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
                     *o = d * scales[l / 16] as f32 * (q as i32 - 4) as f32;
+                }
+            }
+        }
+        GgmlFormat::Q2_K => {
+            let (d, dmin) = q2_k_super_scales(block);
+            for (j, out) in out.chunks_exact_mut(SUB_BLOCK).enumerate() {
+                let (scale_mins, q) = q2_k_block(block, j);
+                for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
+                    let scale_min = scale_mins[l / 16];
+                    let (scale, min) = (d.to_f32() * (scale_min & 0x0F) as f32, dmin.to_f32() * (scale_min >> 4) as f32);
+                    *o = scale * q as f32 - min;
                 }
             }
         }

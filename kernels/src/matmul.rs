@@ -105,6 +105,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
                 (Tiles::Iq4Nl(t), Level::Avx512Vnni) => return avx512::iq4_nl(t, groups, acts, out),
                 (Tiles::Iq4Xs(t), Level::Avx512Vnni) => return avx512::iq4_xs(t.group(), groups, acts, out),
                 (Tiles::Q3K(t), Level::Avx512Vnni) => return avx512::q3k(t.group(), groups, acts, out),
+                (Tiles::Q2K(t), Level::Avx512Vnni) => return avx512::q2k(t.group(), groups, acts, out),
                 (Tiles::Q4(t), Level::Avx2) => return avx2::q4(t, groups, acts, out),
                 (Tiles::Q5(t), Level::Avx2) => return avx2::q5(t, groups, acts, out),
                 (Tiles::Q8(t), Level::Avx2) => return avx2::q8(t, groups, acts, out),
@@ -114,6 +115,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
                 (Tiles::Iq4Nl(t), Level::Avx2) => return avx2::iq4_nl(t, groups, acts, out),
                 (Tiles::Iq4Xs(t), Level::Avx2) => return avx2::iq4_xs(t.group(), groups, acts, out),
                 (Tiles::Q3K(t), Level::Avx2) => return avx2::q3k(t.group(), groups, acts, out),
+                (Tiles::Q2K(t), Level::Avx2) => return avx2::q2k(t.group(), groups, acts, out),
                 _ => {}
             }
         }
@@ -128,6 +130,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
         Tiles::Iq4Nl(t) => plain::iq4_nl(t, groups, acts, out),
         Tiles::Iq4Xs(t) => plain::iq4_xs(t.group(), groups, acts, out),
         Tiles::Q3K(t) => plain::q3k(t.group(), groups, acts, out),
+        Tiles::Q2K(t) => plain::q2k(t.group(), groups, acts, out),
     }
 }
 

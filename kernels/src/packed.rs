@@ -15,7 +15,9 @@
 //!   row, with the super-block's `d` and `dmin` per row in [`SuperScales`].
 //! - [`TileQ6K`] (Q6_K): two signed integer scales per row (one per 16
 //!   values), the super-block's `d` per row in [`SuperScales`].
-//! - [`TileQ3K`] (Q3_K): as Q6_K, with 3-bit values (see [`low_k`]).
+//! - [`TileQ3K`] (Q3_K): as Q6_K, with 3-bit values; [`TileQ2K`] (Q2_K):
+//!   2-bit values, a 4-bit scale and min per 16 values and row, `d` and
+//!   `dmin` per row in [`SuperScales`] (see [`low_k`]).
 //! - [`TileIq4Nl`] (IQ4_NL): 4-bit codes of a table of 16 values, `d` per
 //!   row; [`TileIq4Xs`] (IQ4_XS): the same codes, a signed integer scale
 //!   per row, the super-block's `d` per row in [`SuperScales`] (see [`iq4`]).
@@ -24,9 +26,10 @@
 //! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
 //! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
 //! value `4j + i` of row `r`. Q3_K's values are two planes of 2 bits and a
-//! bit plane. Sizes per 16 × 32 values: Q4 320 bytes
+//! bit plane, Q2_K's two planes of 2 bits. Sizes per 16 × 32 values: Q4 320 bytes
 //! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
-//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272), Q3_K 232 (220).
+//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272), Q3_K 232 (220), Q2_K 168
+//! (168).
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
@@ -40,7 +43,7 @@ mod low_k;
 pub(crate) use iq4::iq4_value;
 pub(crate) use low_k::q3k_value;
 pub use iq4::{TileIq4Nl, TileIq4Xs};
-pub use low_k::TileQ3K;
+pub use low_k::{TileQ2K, TileQ3K};
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -165,6 +168,7 @@ pub enum Tiles {
     Iq4Nl(ZeroedBuffer<TileIq4Nl>),
     Iq4Xs(KTiles<TileIq4Xs>),
     Q3K(KTiles<TileQ3K>),
+    Q2K(KTiles<TileQ2K>),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -196,6 +200,7 @@ impl PackedMatrix {
             GgmlFormat::IQ4_NL => Tiles::Iq4Nl(fill_tiles(&source, iq4::fill_iq4_nl)),
             GgmlFormat::IQ4_XS => Tiles::Iq4Xs(fill_k_tiles(&source, iq4::fill_iq4_xs)),
             GgmlFormat::Q3_K => Tiles::Q3K(fill_k_tiles(&source, low_k::fill_q3k)),
+            GgmlFormat::Q2_K => Tiles::Q2K(fill_k_tiles(&source, low_k::fill_q2k)),
         };
         Ok(Self { rows, cols, format, tiles })
     }
@@ -223,6 +228,7 @@ impl PackedMatrix {
             Tiles::Iq4Nl(t) => std::mem::size_of_val(&t[..]),
             Tiles::Iq4Xs(t) => k(t),
             Tiles::Q3K(t) => k(t),
+            Tiles::Q2K(t) => k(t),
         }
     }
 
@@ -268,6 +274,7 @@ impl PackedMatrix {
                 Tiles::Iq4Nl(tiles) => iq4::iq4_nl_values(&tiles[at], r, values),
                 Tiles::Iq4Xs(k) => iq4::iq4_xs_values(&k.tiles[at], &k.supers[s], r, values),
                 Tiles::Q3K(k) => low_k::q3k_values(&k.tiles[at], &k.supers[s], r, values),
+                Tiles::Q2K(k) => low_k::q2k_values(&k.tiles[at], &k.supers[s], r, values),
             }
         }
     }
@@ -381,6 +388,7 @@ unsafe impl Zeroed for SuperScales {}
 unsafe impl Zeroed for TileIq4Nl {}
 unsafe impl Zeroed for TileIq4Xs {}
 unsafe impl Zeroed for TileQ3K {}
+unsafe impl Zeroed for TileQ2K {}
 
 /// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
 /// pairs values `v` and `v + 4` (see [`TileQ4`]).
@@ -522,6 +530,7 @@ pub(crate) mod tests {
             GgmlFormat::Q5_K => GgmlDType::Q5K,
             GgmlFormat::Q6_K => GgmlDType::Q6K,
             GgmlFormat::Q3_K => GgmlDType::Q3K,
+            GgmlFormat::Q2_K => GgmlDType::Q2K,
         };
         let mut random = random_numbers(seed);
         let values: Vec<f32> = (0..rows * cols).map(|_| (random() % 2001) as f32 / 1000.0 - 1.0).collect();

@@ -8,7 +8,7 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use half::f16;
 use std::ops::Range;
 
@@ -83,6 +83,15 @@ pub(super) fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &Quantized
 pub(super) fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let scales = |tile: &TileQ3K, r: usize| HalfScales { scales: tile.scale.map(|s| s[r] as i32), mins: None };
     halves(group, groups, acts, out, 4, scales, packed::q3k_value);
+}
+
+/// Q2_K: `scale_h · Σ q · q_a` per half, and mins (see [`halves`]).
+pub(super) fn q2k(group: KGroup<TileQ2K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let scales = |tile: &TileQ2K, r: usize| {
+        let [low, high] = tile.scale_min.map(|s| s[r]);
+        HalfScales { scales: [(low & 0x0F) as i32, (high & 0x0F) as i32], mins: Some([(low >> 4) as i32, (high >> 4) as i32]) }
+    };
+    halves(group, groups, acts, out, 0, scales, |tile, r, v| packed::two_bits(&tile.qs, r, v));
 }
 
 /// A row's integer scales of a tile's two halves of 16 values, and mins

@@ -6,7 +6,7 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -288,6 +288,29 @@ impl HalvesTile for TileQ3K {
     }
 }
 
+impl HalvesTile for TileQ2K {
+    const OFFSET: i32 = 0;
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        two_bit_fields(&self.qs)
+    }
+    #[inline(always)]
+    unsafe fn scales(&self) -> [__m512i; 2] {
+        [nibble_lanes(&self.scale_min[0])[0], nibble_lanes(&self.scale_min[1])[0]]
+    }
+    #[inline(always)]
+    unsafe fn mins(&self) -> Option<[__m512i; 2]> {
+        Some([nibble_lanes(&self.scale_min[0])[1], nibble_lanes(&self.scale_min[1])[1]])
+    }
+}
+
+/// The low and the high nibbles of 16 bytes, one `i32` lane each.
+#[inline(always)]
+unsafe fn nibble_lanes(bytes: &[u8; TILE_ROWS]) -> [__m512i; 2] {
+    let lanes = _mm512_cvtepu8_epi32(_mm_loadu_si128(bytes.as_ptr() as *const __m128i));
+    [_mm512_and_si512(lanes, _mm512_set1_epi32(0x0F)), _mm512_srli_epi32(lanes, 4)]
+}
+
 fn offset<T: HalvesTile>(_: &[T]) -> i32 {
     T::OFFSET
 }
@@ -302,6 +325,13 @@ pub(super) unsafe fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &Qu
 /// See [`super::plain::q3k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 pub(super) unsafe fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    let blocks = acts.blocks_per_row();
+    over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
+/// See [`super::plain::q2k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q2k(group: KGroup<TileQ2K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let blocks = acts.blocks_per_row();
     over_tokens!(groups |g| group.row_group(blocks, g), halves_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
