@@ -17,19 +17,20 @@
 //!   values), the super-block's `d` per row in [`SuperScales`].
 //! - [`TileQ3K`] (Q3_K): as Q6_K, with 3-bit values; [`TileQ2K`] (Q2_K):
 //!   2-bit values, a 4-bit scale and min per 16 values and row, `d` and
-//!   `dmin` per row in [`SuperScales`] (see [`low_k`]).
+//!   `dmin` per row in [`SuperScales`] (in `packed/low_k.rs`).
 //! - [`TileIq4Nl`] (IQ4_NL): 4-bit codes of a table of 16 values, `d` per
 //!   row; [`TileIq4Xs`] (IQ4_XS): the same codes, a signed integer scale
-//!   per row, the super-block's `d` per row in [`SuperScales`] (see [`iq4`]).
+//!   per row, the super-block's `d` per row in [`SuperScales`] (in
+//!   `packed/iq4.rs`).
 //!
 //! 4-bit parts are stored as in [`TileQ4`]; a fifth bit (Q5) is one bit
 //! plane of 64 bytes, two more bits (Q6_K) two planes: byte `4r + i` of a
 //! plane holds, in bit `j` (or bits `2j'`, `2j' + 1`), the high bits of
 //! value `4j + i` of row `r`. Q3_K's values are two planes of 2 bits and a
-//! bit plane, Q2_K's two planes of 2 bits. Sizes per 16 × 32 values: Q4 320 bytes
-//! (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296 (288),
-//! Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280 (272), Q3_K 232 (220), Q2_K 168
-//! (168).
+//! bit plane, Q2_K's two planes of 2 bits. Sizes per 16 × 32 values: Q4
+//! 320 bytes (GGML 288–320), Q5 384 (352–384), Q8 544 (544), Q4_K 296
+//! (288), Q5_K 360 (352), Q6_K 424 (420), IQ4_NL 288 (288), IQ4_XS 280
+//! (272), Q3_K 232 (220), Q2_K 168 (168).
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;

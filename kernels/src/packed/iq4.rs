@@ -1,6 +1,7 @@
 //! Tiles of the non-linear 4-bit formats, IQ4_NL and IQ4_XS: 4-bit codes
-//! stored as in [`TileQ4`](super::TileQ4), each standing for one of the 16 signed values
-//! of [`IQ4_VALUES`]; the kernels look the codes up in that table.
+//! stored as in [`TileQ4`](super::TileQ4), each standing for one of the 16
+//! signed values of [`IQ4_VALUES`]; the kernels look the codes up in that
+//! table (`vpshufb`).
 
 use super::{each_k_sub_block, pack_nibbles, Source, SuperScales, TILE_ROWS};
 use crate::ggml_blocks::{self as blocks, IQ4_VALUES, SUB_BLOCK};
