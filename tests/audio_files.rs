@@ -60,7 +60,11 @@ fn every_encoding_reads_back_mixed_down_to_mono() {
             // The mix of channels scaled 1, 1/2, 1/3, … is the mean of those scales.
             let gain: f32 = (0..channels).map(|c| 1.0 / (c as f32 + 1.0)).sum::<f32>() / channels as f32;
             for (got, want) in input.audio.samples.iter().zip(&frames) {
-                assert!((got - want * gain).abs() <= tolerance, "{bits}-bit {format:?} x{channels}: {got} vs {}", want * gain);
+                assert!(
+                    (got - want * gain).abs() <= tolerance,
+                    "{bits}-bit {format:?} x{channels}: {got} vs {}",
+                    want * gain
+                );
             }
         }
     }

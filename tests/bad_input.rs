@@ -133,7 +133,9 @@ fn unknown_architecture_lists_supported_ones() {
     let config = std::fs::read_to_string(&config_path).unwrap();
     std::fs::write(
         &config_path,
-        config.replace("LlamaForCausalLM", "FooForCausalLM").replace("\"model_type\": \"llama\"", "\"model_type\": \"foo\""),
+        config
+            .replace("LlamaForCausalLM", "FooForCausalLM")
+            .replace("\"model_type\": \"llama\"", "\"model_type\": \"foo\""),
     )
     .unwrap();
     let err = run_error(dir.path());

@@ -51,7 +51,17 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
     let _stranger = Stranger(
         place
             .command(env!("CARGO_BIN_EXE_cake"))
-            .args(["worker", "--cluster-key", "another cluster", "--name", "stranger", "--port", "0", "--mdns-iface", "lo"])
+            .args([
+                "worker",
+                "--cluster-key",
+                "another cluster",
+                "--name",
+                "stranger",
+                "--port",
+                "0",
+                "--mdns-iface",
+                "lo",
+            ])
             .env("CAKE_DATA_DIR", root.path().join("stranger"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())

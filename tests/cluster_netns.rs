@@ -32,7 +32,8 @@ impl TestNetwork {
             return None;
         }
         let mut network = Self { bridge: bridge.clone(), hosts: Vec::new() };
-        let ok = ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]) && ip(&["-n", &bridge, "link", "set", "br0", "up"]);
+        let ok = ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"])
+            && ip(&["-n", &bridge, "link", "set", "br0", "up"]);
         assert!(ok, "cannot create the bridge");
         for i in 0..count {
             let host = format!("cakeh{i}-{tag}");
@@ -117,8 +118,21 @@ fn master_and_two_workers_in_three_namespaces_discover_each_other_and_generate()
     let out = network
         .command(0)
         .args([
-            "run", "--model", dir.to_str().unwrap(), "--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16",
-            "--temperature", "0", "--ignore-eos", "--json", "--discovery-timeout", "5", "--max-memory", &other.to_string(),
+            "run",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompt-tokens",
+            &join_ids(&prompt),
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+            "--json",
+            "--discovery-timeout",
+            "5",
+            "--max-memory",
+            &other.to_string(),
         ])
         .output()
         .unwrap();

@@ -12,8 +12,8 @@ use common::worker::Worker;
 use common::{cake_json, fixture, join_ids};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "discovery cluster key";
@@ -75,9 +75,16 @@ fn tiny_models_split_over_three_processes_match_transformers() {
         let a = Worker::start(KEY, "a", Some(layers[0]));
         let b = Worker::start(KEY, "b", Some(layers[1]));
         let folder = if model.is_file() { model.parent().unwrap().to_path_buf() } else { model.clone() };
-        let reference: Value = serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
-        let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-        let out = distributed_tokens(&model, &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"], &[&a, &b], other);
+        let reference: Value =
+            serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+        let prompt: Vec<u64> =
+            reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let out = distributed_tokens(
+            &model,
+            &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"],
+            &[&a, &b],
+            other,
+        );
         assert_eq!(out["tokens"], reference["greedy_tokens"], "{}", model.display());
     }
 }
@@ -91,7 +98,8 @@ fn default_model_split_over_three_processes_matches_one_process() {
     let b = Worker::start(KEY, "b", None);
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
     let split = distributed_tokens(&model, &prompt, &[&a, &b], other + third);
-    let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
+    let mut single_args =
+        vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
     let single = cake_json(&single_args);
     assert_eq!(split["tokens"], single["tokens"]);
@@ -103,8 +111,17 @@ fn a_master_with_the_wrong_key_is_refused() {
     let a = Worker::start(KEY, "a", None);
     let model = fixture("tiny/qwen2");
     let out = common::cake(&[
-        "run", "--model", model.to_str().unwrap(), "--prompt-tokens", "5,6,7", "--max-tokens", "2",
-        "--worker", &a.address, "--cluster-key", "not the right key",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt-tokens",
+        "5,6,7",
+        "--max-tokens",
+        "2",
+        "--worker",
+        &a.address,
+        "--cluster-key",
+        "not the right key",
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -139,7 +156,8 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
         assert!(!err.contains(DISCOVERY_KEY), "the key must never be printed");
         // Both workers hold layers: the model runs over three processes.
         for name in ["disc-a", "disc-b"] {
-            let plan = err.lines().find(|l| l.starts_with(&format!("{name}: layers"))).unwrap_or_else(|| panic!("{err}"));
+            let plan =
+                err.lines().find(|l| l.starts_with(&format!("{name}: layers"))).unwrap_or_else(|| panic!("{err}"));
             assert!(!plan.contains("no layers"), "{plan}");
         }
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
@@ -149,10 +167,16 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     for family in TINY_FAMILIES {
         let dir = fixture(&format!("tiny/{family}"));
         let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
-        let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
-        let prompt: Vec<u64> = reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let reference: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+        let prompt: Vec<u64> =
+            reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         let ids = join_ids(&prompt);
-        let result = discovered_run(&dir, [other, layers[0], layers[1]], &["--prompt-tokens", &ids, "--max-tokens", "16", "--dtype", "f32"]);
+        let result = discovered_run(
+            &dir,
+            [other, layers[0], layers[1]],
+            &["--prompt-tokens", &ids, "--max-tokens", "16", "--dtype", "f32"],
+        );
         assert_eq!(result["tokens"], reference["greedy_tokens"], "{family}");
     }
 
@@ -163,7 +187,8 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
     let rest = layers.iter().sum::<u64>() - 2 * third;
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
     let split = discovered_run(&model, [other + third, third, rest], &prompt);
-    let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
+    let mut single_args =
+        vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
     let single = cake_json(&single_args);
     assert_eq!(split["tokens"], single["tokens"]);
@@ -224,7 +249,8 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
     let delay = noticed_at.saturating_duration_since(killed_at);
     assert!(delay < Duration::from_secs(5), "noticed after {delay:?}");
 
-    let mut single_args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
+    let mut single_args =
+        vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
     let single = cake_json(&single_args);
     let text = String::from_utf8(streamed).unwrap();
@@ -259,8 +285,17 @@ fn cake_serve_answers_through_the_cluster() {
     );
     assert_eq!(status, 200, "{reply}");
     let single = cake_json(&[
-        "run", "--model", model.to_str().unwrap(), "--chat", "--prompt", "What is the capital of France?",
-        "--temperature", "0", "--max-tokens", "12", "--json",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--chat",
+        "--prompt",
+        "What is the capital of France?",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "12",
+        "--json",
     ]);
     assert_eq!(reply["choices"][0]["message"]["content"], single["text"]);
     let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
@@ -297,13 +332,22 @@ fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
     let out = common::cake(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains(&format!("fixed: layers {}..{n} — layers {}-{}, as the topology file says", 2 * n / 3, 2 * n / 3, n - 1)), "{err}");
+    assert!(
+        err.contains(&format!(
+            "fixed: layers {}..{n} — layers {}-{}, as the topology file says",
+            2 * n / 3,
+            2 * n / 3,
+            n - 1
+        )),
+        "{err}"
+    );
     assert!(err.contains("free: layers "), "{err}");
     let split: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(split["tokens"], single["tokens"]);
 
     // A topology the model cannot follow is refused with the reason.
-    std::fs::write(&topology, format!("fixed:\n  host: {}\n  layers: ['model.layers.0-{}']\n", fixed.address, n + 3)).unwrap();
+    std::fs::write(&topology, format!("fixed:\n  host: {}\n  layers: ['model.layers.0-{}']\n", fixed.address, n + 3))
+        .unwrap();
     let err = common::cake_error(&args);
     assert!(err.contains("do not exist"), "{err}");
 }

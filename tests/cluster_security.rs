@@ -378,7 +378,8 @@ fn a_thousand_idle_connections_cost_a_worker_a_fixed_share_and_a_master_still_ge
     assert!(threads <= threads_before + 8, "{threads} threads (from {threads_before}) under 1000 idle connections");
     assert!(descriptors <= descriptors_before + 16, "{descriptors} descriptors (from {descriptors_before})");
     let started = Instant::now();
-    let master = RemoteWorker::connect(&worker.address, &key("correct horse battery")).expect("a genuine master gets in");
+    let master =
+        RemoteWorker::connect(&worker.address, &key("correct horse battery")).expect("a genuine master gets in");
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(master.info.name, "flood");
     drop(idle);
@@ -398,7 +399,10 @@ fn a_silent_worker_holds_a_master_no_longer_than_the_contact_deadline() {
     let started = Instant::now();
     let err = RemoteWorker::connect(&address, &key("correct horse battery")).err().expect("a silent worker is refused");
     let took = started.elapsed();
-    assert!(took >= CONTACT_DEADLINE - Duration::from_millis(500) && took <= CONTACT_DEADLINE + Duration::from_secs(1), "{took:?}");
+    assert!(
+        took >= CONTACT_DEADLINE - Duration::from_millis(500) && took <= CONTACT_DEADLINE + Duration::from_secs(1),
+        "{took:?}"
+    );
     assert!(format!("{err:#}").contains(&address), "{err:#}");
     silent.join().unwrap();
 }

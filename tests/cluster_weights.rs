@@ -66,10 +66,7 @@ fn master(model: &Path, worker: &Worker, master_memory: u64) -> Command {
 fn transfer_report(stderr: &str) -> (String, u64, u64) {
     let line = stderr.lines().find(|l| l.contains("bytes of weights sent")).unwrap_or_else(|| panic!("{stderr}"));
     let layers = line.split("layers ").nth(1).unwrap().split(' ').next().unwrap().to_string();
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|s| s.parse().ok())
-        .collect();
+    let numbers: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
     let n = numbers.len();
     (layers, numbers[n - 2], numbers[n - 1])
 }
@@ -93,14 +90,24 @@ fn a_worker_receives_only_its_layers_resumes_a_cut_transfer_and_reuses_its_cache
     let (layers, other) = cake::models::loader::Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
     let master_memory = other + layers.iter().take(10).sum::<u64>();
     let single = cake_json(&[
-        "run", "--model", model.to_str().unwrap(), "--prompt", "The capital of France is", "--max-tokens", "8",
-        "--temperature", "0", "--ignore-eos", "--json",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "The capital of France is",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
+        "--ignore-eos",
+        "--json",
     ]);
     let data = tempfile::tempdir().unwrap();
 
     // 1. A transfer cut short: the master dies after the first chunk arrives.
     let worker = Worker::start(data.path());
-    let mut doomed = master(&model, &worker, master_memory).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut doomed =
+        master(&model, &worker, master_memory).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     loop {
         let line = worker.lines.recv().expect("the worker reports chunks");
         if line.contains("received chunk") {

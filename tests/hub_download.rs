@@ -54,10 +54,7 @@ fn download_reports_progress_and_lands_in_the_hf_cache_layout() {
 
 #[test]
 fn interrupted_download_resumes_where_it_stopped() {
-    let hub = hub(Behaviour {
-        cut_weights_after: Some(40_000),
-        ..Default::default()
-    });
+    let hub = hub(Behaviour { cut_weights_after: Some(40_000), ..Default::default() });
     let cache = tempfile::tempdir().unwrap();
     let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
     let first = downloader.download(REPO, &mut |_| true);
@@ -69,17 +66,15 @@ fn interrupted_download_resumes_where_it_stopped() {
     let ranges = hub.weight_ranges();
     assert_eq!(ranges.len(), 2, "{ranges:?}");
     assert_eq!(ranges[0], None);
-    let resumed_from: usize = ranges[1].as_deref().unwrap().trim_start_matches("bytes=").trim_end_matches('-').parse().unwrap();
+    let resumed_from: usize =
+        ranges[1].as_deref().unwrap().trim_start_matches("bytes=").trim_end_matches('-').parse().unwrap();
     assert!(resumed_from >= 36_000 && resumed_from < hub.weights_len(), "resumed from {resumed_from}");
     assert!(!blobs(cache.path()).iter().any(|b| b.ends_with(".incomplete")));
 }
 
 #[test]
 fn corrupted_file_is_detected_deleted_and_not_used() {
-    let hub = hub(Behaviour {
-        corrupt_weights: true,
-        ..Default::default()
-    });
+    let hub = hub(Behaviour { corrupt_weights: true, ..Default::default() });
     let cache = tempfile::tempdir().unwrap();
     let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
     let message = format!("{:#}", downloader.download(REPO, &mut |_| true).unwrap_err());
@@ -96,10 +91,7 @@ fn corrupted_file_is_detected_deleted_and_not_used() {
 #[test]
 fn refused_access_says_what_to_do() {
     for code in [401, 403] {
-        let hub = hub(Behaviour {
-            refuse_with: Some(code),
-            ..Default::default()
-        });
+        let hub = hub(Behaviour { refuse_with: Some(code), ..Default::default() });
         let cache = tempfile::tempdir().unwrap();
         let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
         let message = format!("{:#}", downloader.download(REPO, &mut |_| true).unwrap_err());
@@ -109,10 +101,7 @@ fn refused_access_says_what_to_do() {
 
 #[test]
 fn cancelled_download_keeps_its_part_for_later() {
-    let hub = hub(Behaviour {
-        slow_ms: 5,
-        ..Default::default()
-    });
+    let hub = hub(Behaviour { slow_ms: 5, ..Default::default() });
     let cache = tempfile::tempdir().unwrap();
     let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
     let mut weight_progress = 0;
@@ -182,7 +171,14 @@ fn cake_pull_list_and_rm() {
 #[test]
 fn a_vibevoice_download_fetches_the_tokenizer_it_lacks_from_its_language_model() {
     let fixture = common::fixture("tiny/vibevoice");
-    let tokenizer_files: &[&str] = &["tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "added_tokens.json"];
+    let tokenizer_files: &[&str] = &[
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.json",
+        "merges.txt",
+        "special_tokens_map.json",
+        "added_tokens.json",
+    ];
     let hub = common::fake_hub::FakeHub::start_repos(
         &[("microsoft/VibeVoice-1.5B", &fixture, tokenizer_files), ("Qwen/Qwen2.5-1.5B", &fixture, &[])],
         Behaviour::default(),

@@ -37,9 +37,8 @@ fn sharded_copy(family: &str, dir: &Path) {
         std::fs::copy(src.join(name), dir.join(name)).unwrap();
     }
     let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).unwrap();
-    let (first, second): (HashMap<_, _>, HashMap<_, _>) = tensors
-        .into_iter()
-        .partition(|(name, _)| name == "model.embed_tokens.weight" || layer_index(name) == Some(0));
+    let (first, second): (HashMap<_, _>, HashMap<_, _>) =
+        tensors.into_iter().partition(|(name, _)| name == "model.embed_tokens.weight" || layer_index(name) == Some(0));
     let mut weight_map = serde_json::Map::new();
     for (file, part) in [("model-00001-of-00002.safetensors", &first), ("model-00002-of-00002.safetensors", &second)] {
         candle_core::safetensors::save(part, dir.join(file)).unwrap();
@@ -88,18 +87,11 @@ fn header_sizes_account_for_every_byte_without_reading_data() {
 fn a_stage_opens_only_the_shards_it_needs() {
     let dir = tempfile::tempdir().unwrap();
     sharded_copy("qwen2", dir.path());
-    let last_stage = TensorSelection {
-        layers: 1..2,
-        embedding: false,
-        head: true,
-    };
+    let last_stage = TensorSelection { layers: 1..2, embedding: false, head: true };
     // qwen2's head is not tied to its embedding: the embedding's shard stays closed.
     let store = SafetensorsFolder::open(dir.path(), |name| last_stage.wants(name, false)).unwrap();
-    let opened: Vec<String> = store
-        .opened_files()
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let opened: Vec<String> =
+        store.opened_files().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(opened, vec!["model-00002-of-00002.safetensors"]);
 }
 
@@ -136,7 +128,8 @@ fn half_precision_checkpoint_stays_in_its_dtype_unless_overridden() {
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
     let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).unwrap();
-    let bf16: HashMap<String, Tensor> = tensors.into_iter().map(|(n, t)| (n, t.to_dtype(DType::BF16).unwrap())).collect();
+    let bf16: HashMap<String, Tensor> =
+        tensors.into_iter().map(|(n, t)| (n, t.to_dtype(DType::BF16).unwrap())).collect();
     candle_core::safetensors::save(&bf16, dir.path().join("model.safetensors")).unwrap();
 
     let model = TextModel::load(dir.path(), &LoadOptions::default()).unwrap();

@@ -14,9 +14,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 fn model_path() -> PathBuf {
-    let path = std::env::var_os("CAKE_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(cake::library::paths::default_model_path);
+    let path =
+        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::library::paths::default_model_path);
     assert!(
         path.exists(),
         "the default model is missing at {}: run `make model` (or set CAKE_TEST_MODEL)",
@@ -37,14 +36,7 @@ fn ids(value: &Value) -> Vec<u64> {
 fn perplexity_of_english(dtype: Option<&str>) -> (Vec<u64>, f64) {
     let model = model_path();
     let file = fixture("english.txt");
-    let mut args = vec![
-        "perplexity",
-        "--model",
-        model.to_str().unwrap(),
-        "--file",
-        file.to_str().unwrap(),
-        "--json",
-    ];
+    let mut args = vec!["perplexity", "--model", model.to_str().unwrap(), "--file", file.to_str().unwrap(), "--json"];
     if let Some(d) = dtype {
         args.extend(["--dtype", d]);
     }
@@ -125,9 +117,22 @@ fn same_seed_gives_same_sampled_text_and_other_seed_differs() {
     let model = model_path();
     let sample = |seed: &str| {
         cake_json(&[
-            "run", "--model", model.to_str().unwrap(), "--prompt", "Tell me a story about a dragon.",
-            "--chat", "--temperature", "1.0", "--top-p", "0.95", "--seed", seed, "--max-tokens", "24",
-            "--ignore-eos", "--json",
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt",
+            "Tell me a story about a dragon.",
+            "--chat",
+            "--temperature",
+            "1.0",
+            "--top-p",
+            "0.95",
+            "--seed",
+            seed,
+            "--max-tokens",
+            "24",
+            "--ignore-eos",
+            "--json",
         ])["tokens"]
             .clone()
     };
@@ -141,8 +146,21 @@ fn chat_prompt_uses_the_models_template() {
     // On the exact (f32) weights: whether this small model stops by itself
     // is a close call, which 4-bit weights with 8-bit activations tip either way.
     let out = cake_json(&[
-        "run", "--model", model.to_str().unwrap(), "--prompt", "What is 2+2?", "--chat",
-        "--system", "You answer briefly.", "--temperature", "0", "--max-tokens", "200", "--dtype", "f32", "--json",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "What is 2+2?",
+        "--chat",
+        "--system",
+        "You answer briefly.",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "200",
+        "--dtype",
+        "f32",
+        "--json",
     ]);
     let loaded = TextModel::load(&model, &LoadOptions::default()).unwrap();
     let tokenizer = loaded.tokenizer().unwrap();
@@ -180,8 +198,16 @@ fn stop_string_ends_generation_and_is_not_shown() {
     let model = model_path();
     let run = |extra: &[&str]| {
         let mut args = vec![
-            "run", "--model", model.to_str().unwrap(), "--prompt", "The capital of France is", "--temperature", "0",
-            "--max-tokens", "32", "--json",
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt",
+            "The capital of France is",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "32",
+            "--json",
         ];
         args.extend_from_slice(extra);
         cake_json(&args)
@@ -202,8 +228,15 @@ fn stop_string_ends_generation_and_is_not_shown() {
 fn streamed_stdout_equals_the_json_text() {
     let model = model_path();
     let args = [
-        "run", "--model", model.to_str().unwrap(), "--prompt", "Once upon a time", "--temperature", "0",
-        "--max-tokens", "40",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "Once upon a time",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "40",
     ];
     let streamed = common::cake(&args);
     assert!(streamed.status.success());
@@ -236,11 +269,7 @@ fn continued_conversations_reuse_the_last_session_and_reply_as_fresh_runs_do() {
     let tokenizer = model.tokenizer().unwrap();
     let mut cache = PromptCache::new();
     let mut history = vec![ChatMessage::new("system", "You answer in one short sentence.")];
-    let turns = [
-        ("What is bread made of?", 0.0),
-        ("And butter?", 0.0),
-        ("Which one is older?", 0.9),
-    ];
+    let turns = [("What is bread made of?", 0.0), ("And butter?", 0.0), ("Which one is older?", 0.9)];
     let mut reused: Vec<(usize, usize)> = Vec::new();
     let ask = |history: &[ChatMessage], temperature: f32, cache: &mut PromptCache| {
         let prompt = tokenizer.encode(&template.render(history, true).unwrap(), false).unwrap();
@@ -261,7 +290,10 @@ fn continued_conversations_reuse_the_last_session_and_reply_as_fresh_runs_do() {
     assert_eq!(reused[0].0, 0, "the first turn has nothing to reuse");
     for turn in 1..reused.len() {
         let ((cached, prompt_len), previous_prompt) = (reused[turn], reused[turn - 1].1);
-        assert!(cached >= previous_prompt && cached < prompt_len, "turn {turn}: {cached} of {prompt_len} prompt tokens reused, the last prompt had {previous_prompt}");
+        assert!(
+            cached >= previous_prompt && cached < prompt_len,
+            "turn {turn}: {cached} of {prompt_len} prompt tokens reused, the last prompt had {previous_prompt}"
+        );
     }
     // Regenerate the last reply: the same prompt again, the cache cut back.
     history.pop();
@@ -270,6 +302,10 @@ fn continued_conversations_reuse_the_last_session_and_reply_as_fresh_runs_do() {
     // Edit the first question: only the system prompt's tokens stay valid.
     history[1] = ChatMessage::new("user", "Name a tree.");
     let (edited, prompt_len) = ask(&history[..2], 0.0, &mut cache);
-    assert!(edited.cached_prompt_tokens > 0 && edited.cached_prompt_tokens < prompt_len - 4, "{} of {prompt_len}", edited.cached_prompt_tokens);
+    assert!(
+        edited.cached_prompt_tokens > 0 && edited.cached_prompt_tokens < prompt_len - 4,
+        "{} of {prompt_len}",
+        edited.cached_prompt_tokens
+    );
     cache.clear(&model);
 }

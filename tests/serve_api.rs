@@ -62,8 +62,21 @@ fn streamed_completion_equals_cake_run_with_the_same_seed() {
 
     let model = common::server::default_model_file();
     let run = cake_json(&[
-        "run", "--model", model.to_str().unwrap(), "--chat", "--prompt", "Write a haiku about bread.",
-        "--temperature", "0.8", "--top-p", "0.95", "--seed", "1234", "--max-tokens", "24", "--json",
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--chat",
+        "--prompt",
+        "Write a haiku about bread.",
+        "--temperature",
+        "0.8",
+        "--top-p",
+        "0.95",
+        "--seed",
+        "1234",
+        "--max-tokens",
+        "24",
+        "--json",
     ]);
     assert_eq!(streamed, run["text"].as_str().unwrap());
 }
@@ -92,7 +105,10 @@ fn bad_requests_get_openai_shaped_errors_and_the_server_keeps_working() {
     assert_eq!(body["error"]["type"], "invalid_request_error");
     assert!(body["error"]["message"].as_str().unwrap().contains("not valid JSON"));
 
-    let (status, body) = server.post("/v1/chat/completions", &json!({"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]}));
+    let (status, body) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]}),
+    );
     assert_eq!(status, 404);
     assert!(body["error"]["message"].as_str().unwrap().contains("no-such-model"));
 
@@ -213,7 +229,8 @@ fn unknown_commands_and_bad_arguments_are_client_errors() {
     let (status, body) = server.post("/api/get_conversation", &json!({"wrong": 1}));
     assert_eq!(status, 400);
     assert!(body["error"]["message"].as_str().unwrap().contains("invalid arguments"));
-    let (status, body) = server.post("/api/chat", &json!({"model_id": "default", "messages": [{"role": "wizard", "content": "x"}]}));
+    let (status, body) =
+        server.post("/api/chat", &json!({"model_id": "default", "messages": [{"role": "wizard", "content": "x"}]}));
     assert_eq!(status, 400);
     assert!(body["error"]["message"].as_str().unwrap().contains("wizard"));
 }
@@ -231,10 +248,24 @@ fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fres
     let model = TextModel::load(&model_file, &LoadOptions::default()).unwrap();
     let (template, tokenizer) = (model.chat_template().unwrap(), model.tokenizer().unwrap());
     let fresh_run = |messages: &[Value]| {
-        let history: Vec<ChatMessage> = messages.iter().map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
+        let history: Vec<ChatMessage> = messages
+            .iter()
+            .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
         let ids = tokenizer.encode(&template.render(&history, true).unwrap(), false).unwrap();
         let ids = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let run = cake_json(&["run", "--model", model_file.to_str().unwrap(), "--prompt-tokens", &ids, "--temperature", "0", "--max-tokens", "16", "--json"]);
+        let run = cake_json(&[
+            "run",
+            "--model",
+            model_file.to_str().unwrap(),
+            "--prompt-tokens",
+            &ids,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "16",
+            "--json",
+        ]);
         run["text"].as_str().unwrap().to_string()
     };
     let converse = |server: &Server| {
@@ -248,7 +279,11 @@ fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fres
             let text = reply["choices"][0]["message"]["content"].as_str().unwrap().to_string();
             assert_eq!(text, fresh_run(&messages), "turn {}: the reply equals a fresh run", turns.len());
             let usage = &reply["usage"];
-            turns.push((text.clone(), usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap(), usage["prompt_tokens"].as_u64().unwrap()));
+            turns.push((
+                text.clone(),
+                usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap(),
+                usage["prompt_tokens"].as_u64().unwrap(),
+            ));
             messages.push(json!({"role": "assistant", "content": text}));
         }
         turns
@@ -257,6 +292,9 @@ fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fres
     assert_eq!(first[0].1, 0, "nothing to reuse on the first turn");
     for turn in 1..first.len() {
         let ((_, reused, prompt), previous_prompt) = (&first[turn], first[turn - 1].2);
-        assert!(*reused >= previous_prompt && reused < prompt, "turn {turn}: {reused} of {prompt} prompt tokens from the cache, the last prompt had {previous_prompt}");
+        assert!(
+            *reused >= previous_prompt && reused < prompt,
+            "turn {turn}: {reused} of {prompt} prompt tokens from the cache, the last prompt had {previous_prompt}"
+        );
     }
 }

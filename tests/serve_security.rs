@@ -43,7 +43,11 @@ fn exchange(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
     reader.read_line(&mut status_line).unwrap();
-    let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status in {status_line:?}"));
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {status_line:?}"));
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
@@ -85,7 +89,10 @@ fn snapshot(roots: &[&Path]) -> BTreeMap<PathBuf, Vec<u8>> {
                 walk(&path, out);
             } else if path.extension().is_some_and(|e| e == "gguf") {
                 // The model: its presence and size (reading 100 MB per snapshot adds nothing).
-                out.insert(path.clone(), std::fs::metadata(&path).map(|m| m.len().to_le_bytes().to_vec()).unwrap_or_default());
+                out.insert(
+                    path.clone(),
+                    std::fs::metadata(&path).map(|m| m.len().to_le_bytes().to_vec()).unwrap_or_default(),
+                );
             } else {
                 out.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
             }
@@ -125,20 +132,33 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
     let plant_conversation = json!({"conversation": planted}).to_string();
     let cookie = server.session_cookie();
     let rebound = format!("rebind.evil.example:{port}");
-    for (command, body) in [("set_cluster_settings", &plant_key), ("delete_model", &delete_default), ("save_conversation", &plant_conversation)] {
+    for (command, body) in [
+        ("set_cluster_settings", &plant_key),
+        ("delete_model", &delete_default),
+        ("save_conversation", &plant_conversation),
+    ] {
         let path = format!("/api/{command}");
         let host = ("Host", own_host.as_str());
         let attempts: [(&str, Vec<(&str, &str)>, u16); 5] = [
             ("a cross-site simple POST", vec![host, ("Origin", EVIL_ORIGIN), ("Content-Type", "text/plain")], 403),
             ("a simple POST without an origin", vec![host, ("Content-Type", "text/plain"), ("Cookie", cookie)], 415),
             ("JSON without the session", vec![host, ("Content-Type", "application/json")], 403),
-            ("JSON with the session from a foreign page", vec![host, ("Origin", EVIL_ORIGIN), ("Content-Type", "application/json"), ("Cookie", cookie)], 403),
-            ("JSON with the session under a rebound name", vec![("Host", &rebound), ("Content-Type", "application/json"), ("Cookie", cookie)], 403),
+            (
+                "JSON with the session from a foreign page",
+                vec![host, ("Origin", EVIL_ORIGIN), ("Content-Type", "application/json"), ("Cookie", cookie)],
+                403,
+            ),
+            (
+                "JSON with the session under a rebound name",
+                vec![("Host", &rebound), ("Content-Type", "application/json"), ("Cookie", cookie)],
+                403,
+            ),
         ];
         for (what, headers, status) in attempts {
             let reply = exchange(port, "POST", &path, &headers, body);
             assert_eq!(reply.status, status, "{what} to {path}: {}", reply.body);
-            let message = serde_json::from_str::<Value>(&reply.body).unwrap()["error"]["message"].as_str().unwrap().to_string();
+            let message =
+                serde_json::from_str::<Value>(&reply.body).unwrap()["error"]["message"].as_str().unwrap().to_string();
             assert!(!message.is_empty(), "{what}: the refusal says why");
         }
     }
@@ -163,7 +183,13 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
         assert!(!reply.body.contains("Mine"), "nothing of the user's in a refusal");
     }
     // A cross-site form post at the OpenAI API.
-    let form = exchange(port, "POST", "/v1/chat/completions", &[("Host", &own_host), ("Origin", EVIL_ORIGIN), ("Content-Type", "application/x-www-form-urlencoded")], "a=b");
+    let form = exchange(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        &[("Host", &own_host), ("Origin", EVIL_ORIGIN), ("Content-Type", "application/x-www-form-urlencoded")],
+        "a=b",
+    );
     assert_eq!(form.status, 403, "{}", form.body);
 
     assert!(before == snapshot(&[&data, &hf_cache]), "a refused request changed the data folder or the cache");
@@ -177,19 +203,45 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
     assert!(page.header("content-security-policy").is_some_and(|p| p.contains("script-src 'self'")));
 
     // Local clients with no setup: an OpenAI request without any cookie works.
-    let chat = json!({"model": "default", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}).to_string();
-    let reply = exchange(port, "POST", "/v1/chat/completions", &[("Host", &own_host), ("Content-Type", "application/json"), ("Authorization", "Bearer anything")], &chat);
+    let chat =
+        json!({"model": "default", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0})
+            .to_string();
+    let reply = exchange(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        &[("Host", &own_host), ("Content-Type", "application/json"), ("Authorization", "Bearer anything")],
+        &chat,
+    );
     assert_eq!(reply.status, 200, "{}", reply.body);
 
     // The legitimate way, the same request changes what the attacks could not.
-    let ok = exchange(port, "POST", "/api/save_conversation", &[("Host", &own_host), ("Origin", &format!("http://{own_host}")), ("Content-Type", "application/json"), ("Cookie", cookie)], &plant_conversation);
+    let ok = exchange(
+        port,
+        "POST",
+        "/api/save_conversation",
+        &[
+            ("Host", &own_host),
+            ("Origin", &format!("http://{own_host}")),
+            ("Content-Type", "application/json"),
+            ("Cookie", cookie),
+        ],
+        &plant_conversation,
+    );
     assert_eq!(ok.status, 200, "{}", ok.body);
-    assert!(before != snapshot(&[&data, &hf_cache]), "the page's own request is the control: it must change the conversation");
+    assert!(
+        before != snapshot(&[&data, &hf_cache]),
+        "the page's own request is the control: it must change the conversation"
+    );
 }
 
 /// `cake serve` started inside `place` with `args`; its printed port, or
 /// its exit status and stderr when it refuses to start.
-fn serve_in(place: &Place, data: &Path, args: &[&str]) -> Result<(std::process::Child, u16), (std::process::ExitStatus, String)> {
+fn serve_in(
+    place: &Place,
+    data: &Path,
+    args: &[&str],
+) -> Result<(std::process::Child, u16), (std::process::ExitStatus, String)> {
     let mut child = place
         .command(env!("CARGO_BIN_EXE_cake"))
         .arg("serve")
@@ -224,29 +276,42 @@ fn a_lan_bind_needs_an_api_key_and_then_every_request_needs_it() {
     // All interfaces of a namespace of its own (only its loopback exists there).
     let place = Place::new("serve-lan");
     let started = Instant::now();
-    let (status, stderr) = serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0"]).err().expect("no key: it must refuse to start");
+    let (status, stderr) =
+        serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0"]).err().expect("no key: it must refuse to start");
     assert!(!status.success());
     assert!(stderr.contains("without an API key") && stderr.contains("--api-key"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(20));
-    let (_, stderr) = serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0", "--api-key", "short"]).err().expect("a short key is refused");
+    let (_, stderr) = serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0", "--api-key", "short"])
+        .err()
+        .expect("a short key is refused");
     assert!(stderr.contains("too short"), "{stderr}");
 
     let key = "correct-horse-battery-staple-42";
-    let (mut child, port) = serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0", "--api-key", key]).expect("with a key it serves");
+    let (mut child, port) =
+        serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0", "--api-key", key]).expect("with a key it serves");
     place.run(|| {
         let host = format!("127.0.0.1:{port}");
         let bearer = format!("Bearer {key}");
         let json = ("Content-Type", "application/json");
         let h = ("Host", host.as_str());
         assert_eq!(exchange(port, "GET", "/v1/models", &[h], "").status, 401);
-        assert_eq!(exchange(port, "GET", "/v1/models", &[h, ("Authorization", "Bearer wrong-key-of-some-length")], "").status, 401);
+        assert_eq!(
+            exchange(port, "GET", "/v1/models", &[h, ("Authorization", "Bearer wrong-key-of-some-length")], "").status,
+            401
+        );
         assert_eq!(exchange(port, "POST", "/api/list_models", &[h, json], "{}").status, 401);
         let models = exchange(port, "GET", "/v1/models", &[h, ("Authorization", &bearer)], "");
         assert_eq!(models.status, 200, "{}", models.body);
-        assert_eq!(exchange(port, "POST", "/api/list_models", &[h, json, ("Authorization", &bearer)], "{}").status, 200);
+        assert_eq!(
+            exchange(port, "POST", "/api/list_models", &[h, json, ("Authorization", &bearer)], "{}").status,
+            200
+        );
         // The key does not excuse a rebound name.
         let rebound = format!("rebind.evil.example:{port}");
-        assert_eq!(exchange(port, "GET", "/v1/models", &[("Host", &rebound), ("Authorization", &bearer)], "").status, 403);
+        assert_eq!(
+            exchange(port, "GET", "/v1/models", &[("Host", &rebound), ("Authorization", &bearer)], "").status,
+            403
+        );
 
         // The UI: a login page first, no session for a wrong key, then the app.
         let page = exchange(port, "GET", "/", &[h], "");

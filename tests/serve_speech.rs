@@ -65,7 +65,8 @@ fn voices_clips_and_the_openai_speech_route() {
     assert!((alice["duration_s"].as_f64().unwrap() - 0.5).abs() < 0.01, "{alice}");
     let upload = std::fs::read(model_dir.join("voice1.wav")).unwrap();
     let bob = call(&server, "add_voice", json!({"name": "Bob", "wav_base64": base64(&upload)}));
-    let (status, error) = server.post("/api/add_voice", &json!({"name": "noise.wav", "wav_base64": base64(b"RIFF....WAVEjunk")}));
+    let (status, error) =
+        server.post("/api/add_voice", &json!({"name": "noise.wav", "wav_base64": base64(b"RIFF....WAVEjunk")}));
     assert_eq!(status, 400);
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("noise.wav") && message.contains("not a valid WAV file"), "{message}");
@@ -74,16 +75,22 @@ fn voices_clips_and_the_openai_speech_route() {
     assert_eq!(wav_facts(&prompt), (24_000, 1, 16, 12_000));
 
     // The wrong kind of model is refused either way.
-    let (status, error) = server.post("/api/speak", &json!({"model_id": "default", "script": "Hi", "voice_ids": [alice["id"]]}));
+    let (status, error) =
+        server.post("/api/speak", &json!({"model_id": "default", "script": "Hi", "voice_ids": [alice["id"]]}));
     assert_eq!(status, 400, "{error}");
-    let (status, _) = server.stream("/api/chat", &json!({"model_id": model_id, "messages": [{"role": "user", "content": "hi"}]}), |_, _| true);
+    let (status, _) = server.stream(
+        "/api/chat",
+        &json!({"model_id": model_id, "messages": [{"role": "user", "content": "hi"}]}),
+        |_, _| true,
+    );
     assert_eq!(status, 400);
 
     // Speaking a two-speaker script reports progress and keeps a clip.
     let request = json!({"model_id": model_id, "script": "Speaker 1: Hello.\nSpeaker 2: Hi there.", "voice_ids": [alice["id"], bob["id"]], "seed": 7, "max_seconds": 1.0});
     let (status, events) = server.stream("/api/speak", &request, |_, _| true);
     assert_eq!(status, 200, "{:?}", server.post("/api/speak", &request));
-    let progress: Vec<Value> = events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "progress").collect();
+    let progress: Vec<Value> =
+        events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "progress").collect();
     assert_eq!(progress.len(), 8, "{events:?}");
     assert_eq!(progress.last().unwrap()["frames"], 8);
     let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
@@ -95,7 +102,11 @@ fn voices_clips_and_the_openai_speech_route() {
     assert_eq!(wav_facts(&audio), (24_000, 1, 16, 8 * 3200));
 
     // A script with more speakers than voices is refused before any work.
-    let (status, events) = server.stream("/api/speak", &json!({"model_id": model_id, "script": "Speaker 1: a\nSpeaker 2: b", "voice_ids": [alice["id"]]}), |_, _| true);
+    let (status, events) = server.stream(
+        "/api/speak",
+        &json!({"model_id": model_id, "script": "Speaker 1: a\nSpeaker 2: b", "voice_ids": [alice["id"]]}),
+        |_, _| true,
+    );
     assert_eq!(status, 200);
     assert!(events.last().unwrap().contains("2 speakers but 1 voice"), "{events:?}");
     drop(server);
@@ -108,15 +119,20 @@ fn voices_clips_and_the_openai_speech_route() {
     assert_eq!(clips["clips"][0]["id"], clip["id"]);
 
     // OpenAI's speech route: a voice by name, WAV back.
-    let (status, content_type, body) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Bob"}));
+    let (status, content_type, body) =
+        server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Bob"}));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(content_type, "audio/wav");
     let (rate, channels, bits, samples) = wav_facts(&body);
     assert_eq!((rate, channels, bits), (24_000, 1, 16));
     assert!(samples > 0 && samples % 3200 == 0, "{samples}");
-    let (status, _, body) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Nobody"}));
+    let (status, _, body) =
+        server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Nobody"}));
     assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
-    let (status, _, _) = server.post_bytes("/v1/audio/speech", &json!({"model": model_id, "input": "Hello.", "voice": "Bob", "response_format": "mp3"}));
+    let (status, _, _) = server.post_bytes(
+        "/v1/audio/speech",
+        &json!({"model": model_id, "input": "Hello.", "voice": "Bob", "response_format": "mp3"}),
+    );
     assert_eq!(status, 400);
 
     // Deleting.
@@ -134,7 +150,17 @@ fn cake_tts_writes_speech_and_playback_without_a_device_is_only_a_notice() {
     let voice = model.join("voice0.wav");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
         .args(["tts", "--model", model.to_str().unwrap(), "--voice", voice.to_str().unwrap()])
-        .args(["--text", "Hello there.", "--out", out.to_str().unwrap(), "--seed", "1", "--max-seconds", "0.5", "--play"])
+        .args([
+            "--text",
+            "Hello there.",
+            "--out",
+            out.to_str().unwrap(),
+            "--seed",
+            "1",
+            "--max-seconds",
+            "0.5",
+            "--play",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

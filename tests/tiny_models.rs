@@ -15,12 +15,7 @@ fn reference(family: &str) -> Value {
 }
 
 fn ids(value: &Value) -> Vec<u64> {
-    value
-        .as_array()
-        .expect("array of ids")
-        .iter()
-        .map(|v| v.as_u64().expect("id"))
-        .collect()
+    value.as_array().expect("array of ids").iter().map(|v| v.as_u64().expect("id")).collect()
 }
 
 /// The model of `family`: its folder, or with `file` a file in it (a GGUF
@@ -190,7 +185,8 @@ gguf_tests! {
 /// reordering moves it by about 0.8.
 #[test]
 fn q8_0_conversions_score_close_to_transformers() {
-    for family in ["olmo2", "phi4_mini_longrope", "qwen3_moe_sparse", "qwen3_5_moe", "qwen3_next_sparse", "gemma3_gguf"] {
+    for family in ["olmo2", "phi4_mini_longrope", "qwen3_moe_sparse", "qwen3_5_moe", "qwen3_next_sparse", "gemma3_gguf"]
+    {
         let (ours, theirs) = nll_beside_transformers(family, Some("model-q8_0.gguf"), &[]);
         let mean: f64 = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).sum::<f64>() / ours.len() as f64;
         assert!(mean < 0.1, "{family}: Q8_0 NLL is {mean:.3} nats per token from transformers' f32");
@@ -346,7 +342,9 @@ fn gemma3_multimodal_checkpoints_in_both_layouts_load_their_text_model() {
         "vision_config": {"model_type": "siglip_vision_model"},
         "mm_tokens_per_image": 256,
     });
-    for (prefix, head) in [("model.language_model.", "lm_head.weight"), ("language_model.model.", "language_model.lm_head.weight")] {
+    for (prefix, head) in
+        [("model.language_model.", "lm_head.weight"), ("language_model.model.", "language_model.lm_head.weight")]
+    {
         let dir = as_multimodal("gemma3_hybrid", outer.clone(), prefix, head);
         check_nll_of_folder(dir.path(), "gemma3_hybrid");
     }

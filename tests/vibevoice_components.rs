@@ -41,7 +41,11 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn get(&self, name: &str) -> Tensor {
-        self.reference.load(name, &Device::Cpu).unwrap_or_else(|e| panic!("{name}: {e:#}")).to_dtype(DType::F32).unwrap()
+        self.reference
+            .load(name, &Device::Cpu)
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"))
+            .to_dtype(DType::F32)
+            .unwrap()
     }
 }
 
@@ -63,16 +67,32 @@ fn scheduler_tables_and_a_full_solver_run_match() {
     let f = fixture();
     for steps in [10, 20] {
         let solver = DpmSolver::new(steps).unwrap();
-        let expected: Vec<i64> = f.reference.load(&format!("sched.{steps}.timesteps"), &Device::Cpu).unwrap().to_dtype(DType::I64).unwrap().to_vec1().unwrap();
+        let expected: Vec<i64> = f
+            .reference
+            .load(&format!("sched.{steps}.timesteps"), &Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::I64)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         let got: Vec<i64> = solver.timesteps().iter().map(|&t| t as i64).collect();
         assert_eq!(got, expected);
         let sigmas = Tensor::new(solver.sigmas(), &Device::Cpu).unwrap();
         assert_close("sigmas", &sigmas, &f.get(&format!("sched.{steps}.sigmas")), 1e-6);
         // The solver alone, with a fixed velocity function.
         let out = solver
-            .sample(&f.get("sched.noise"), |x, _| Ok(((x * 0.5)? + 0.1)?), |i, _, x| {
-                assert_close(&format!("{steps} steps, step {i}"), x, &f.get(&format!("sched.{steps}.fake.{i}")), 1e-5);
-            })
+            .sample(
+                &f.get("sched.noise"),
+                |x, _| Ok(((x * 0.5)? + 0.1)?),
+                |i, _, x| {
+                    assert_close(
+                        &format!("{steps} steps, step {i}"),
+                        x,
+                        &f.get(&format!("sched.{steps}.fake.{i}")),
+                        1e-5,
+                    );
+                },
+            )
             .unwrap();
         assert_close("fake solver output", &out, &f.get(&format!("sched.{steps}.fake.out")), 1e-5);
     }
@@ -93,10 +113,20 @@ fn diffusion_head_with_guidance_matches_every_step() {
                 |x, t| {
                     let both = Tensor::cat(&[x, x], 0)?;
                     let v = head.forward(&both, t as f32, &condition)?;
-                    assert_close(&format!("{steps}: head {index}"), &v, &f.get(&format!("sched.{steps}.head.{index}.v")), 1e-4);
+                    assert_close(
+                        &format!("{steps}: head {index}"),
+                        &v,
+                        &f.get(&format!("sched.{steps}.head.{index}.v")),
+                        1e-4,
+                    );
                     let (c, u) = (v.narrow(0, 0, 1)?, v.narrow(0, 1, 1)?);
                     let guided = (&u + ((c - &u)? * CFG_SCALE)?)?;
-                    assert_close(&format!("{steps}: guided {index}"), &guided, &f.get(&format!("sched.{steps}.head.{index}.guided")), 1e-4);
+                    assert_close(
+                        &format!("{steps}: guided {index}"),
+                        &guided,
+                        &f.get(&format!("sched.{steps}.head.{index}.guided")),
+                        1e-4,
+                    );
                     index += 1;
                     Ok(guided)
                 },
@@ -114,8 +144,10 @@ fn diffusion_head_with_guidance_matches_every_step() {
 fn connectors_match_on_every_generated_frame() {
     let f = fixture();
     let hidden = 48;
-    let acoustic = SpeechConnector::load(&f.weights, "model.acoustic_connector", f.config.acoustic.vae_dim, hidden).unwrap();
-    let semantic = SpeechConnector::load(&f.weights, "model.semantic_connector", f.config.semantic.vae_dim, hidden).unwrap();
+    let acoustic =
+        SpeechConnector::load(&f.weights, "model.acoustic_connector", f.config.acoustic.vae_dim, hidden).unwrap();
+    let semantic =
+        SpeechConnector::load(&f.weights, "model.semantic_connector", f.config.semantic.vae_dim, hidden).unwrap();
     for frame in 0..5 {
         let p = format!("frame{frame}");
         let a = acoustic.forward(&f.get(&format!("{p}.acoustic_connector.in"))).unwrap();

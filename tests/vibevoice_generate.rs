@@ -10,17 +10,17 @@ use cake::audio::wav;
 use cake::cluster::discovery::MdnsScope;
 use cake::cluster::master::ClusterSettings;
 use cake::cluster::secure_channel::ClusterKey;
-use cake::models::loader::Checkpoint;
 use cake::formats::safetensors::SafetensorsFile;
+use cake::models::loader::Checkpoint;
 use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
 use cake::speech::vibevoice::model::VibeVoice;
 use cake::speech::vibevoice::noise::NoiseTape;
 use cake::speech::vibevoice::processor::{build_prompt, parse_script};
 use candle_core::{DType, Device, Tensor};
+use common::worker::Worker;
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::time::Duration;
-use common::worker::Worker;
 
 fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
@@ -76,29 +76,34 @@ impl SpeechObserver for Checker {
 fn speak_like_the_reference(model: &VibeVoice) {
     let dir = common::fixture("tiny/vibevoice");
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
-    let ids = |key: &str| -> Vec<u32> { meta[key].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect() };
+    let ids =
+        |key: &str| -> Vec<u32> { meta[key].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect() };
 
-    let voices: Vec<Vec<f32>> = ["voice0.wav", "voice1.wav"]
-        .iter()
-        .map(|f| wav::read(&dir.join(f), 60.0).unwrap().audio.samples)
-        .collect();
+    let voices: Vec<Vec<f32>> =
+        ["voice0.wav", "voice1.wav"].iter().map(|f| wav::read(&dir.join(f), 60.0).unwrap().audio.samples).collect();
     let lines = parse_script(meta["script"].as_str().unwrap()).unwrap();
     let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop()).unwrap();
     assert_eq!(prompt.input_ids, ids("input_ids"));
-    let positions: Vec<usize> = meta["speech_input_positions"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let positions: Vec<usize> =
+        meta["speech_input_positions"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
     assert_eq!(prompt.speech_positions, positions);
 
     let reference = SafetensorsFile::open(&dir.join("reference.safetensors")).unwrap();
     let tape: Vec<Tensor> = (0..meta["noise_tape"].as_array().unwrap().len())
         .map(|i| reference.load(&format!("tape.{i}"), &Device::Cpu).unwrap())
         .collect();
-    let mut checker = Checker { reference, forced: ids("token_script_ids"), unforced: ids("unforced_argmax"), worst: 0.0 };
+    let mut checker =
+        Checker { reference, forced: ids("token_script_ids"), unforced: ids("unforced_argmax"), worst: 0.0 };
     // The normalised voices are the reference's speech tensors (before padding).
     for (k, voice) in prompt.voices.iter().enumerate() {
         let row = checker.get("proc.speech_tensors").get(k).unwrap().narrow(0, 0, voice.len()).unwrap();
         checker.check_against(&format!("voice {k}"), &Tensor::new(voice.as_slice(), &Device::Cpu).unwrap(), &row);
     }
-    let settings = SpeechSettings { cfg_scale: meta["cfg_scale"].as_f64().unwrap(), steps: meta["diffusion_steps"].as_u64().unwrap() as usize, max_seconds: None };
+    let settings = SpeechSettings {
+        cfg_scale: meta["cfg_scale"].as_f64().unwrap(),
+        steps: meta["diffusion_steps"].as_u64().unwrap() as usize,
+        max_seconds: None,
+    };
     let output = model.generate(&prompt, &settings, &mut NoiseTape::new(tape), &mut checker).unwrap();
     assert_eq!(output.tokens, ids("generated"));
     assert_eq!(output.end, SpeechEnd::EndOfText);
@@ -127,8 +132,10 @@ fn the_language_model_split_over_two_worker_processes_still_matches_the_referenc
     cluster.workers = vec![a.address.clone(), b.address.clone()];
     cluster.master_memory = Some(other);
     let mut progress = Vec::new();
-    let model = VibeVoice::load_over(&cluster, &dir, DType::F32, &mut |_, message| progress.push(message.to_string())).unwrap();
-    let stages: Vec<_> = model.language_model.remote_stages.iter().map(|s| (s.worker.info.name.clone(), s.layers.clone())).collect();
+    let model =
+        VibeVoice::load_over(&cluster, &dir, DType::F32, &mut |_, message| progress.push(message.to_string())).unwrap();
+    let stages: Vec<_> =
+        model.language_model.remote_stages.iter().map(|s| (s.worker.info.name.clone(), s.layers.clone())).collect();
     assert_eq!(stages, [("speech-a".to_string(), 0..1), ("speech-b".to_string(), 1..2)]);
     assert!(progress.iter().any(|m| m.starts_with("sending speech-a the weights of layers 0–0")), "{progress:?}");
     speak_like_the_reference(&model);
@@ -143,19 +150,45 @@ fn cake_tts_reads_voices_and_reports_problems_clearly() {
     let out = tmp.path().join("speech.wav");
     let voice0 = dir.join("voice0.wav");
     let voice1 = dir.join("voice1.wav");
-    let (m, v0, v1, o) = (dir.to_str().unwrap(), voice0.to_str().unwrap(), voice1.to_str().unwrap(), out.to_str().unwrap());
+    let (m, v0, v1, o) =
+        (dir.to_str().unwrap(), voice0.to_str().unwrap(), voice1.to_str().unwrap(), out.to_str().unwrap());
 
     // The random model ends at once (its greedy choice is the end of text): said plainly.
-    let err = common::cake_error(&["tts", "--model", m, "--voice", v0, "--voice", v1, "--text", "Speaker 1: Hi.\nSpeaker 2: Hello.", "--out", o, "--seed", "3"]);
+    let err = common::cake_error(&[
+        "tts",
+        "--model",
+        m,
+        "--voice",
+        v0,
+        "--voice",
+        v1,
+        "--text",
+        "Speaker 1: Hi.\nSpeaker 2: Hello.",
+        "--out",
+        o,
+        "--seed",
+        "3",
+    ]);
     assert!(err.contains("produced no speech"), "{err}");
     assert!(!out.exists(), "no file is written when there is no speech");
 
-    let err = common::cake_error(&["tts", "--model", m, "--voice", v0, "--text", "Speaker 1: Hi.\nSpeaker 2: Hello.", "--out", o]);
+    let err = common::cake_error(&[
+        "tts",
+        "--model",
+        m,
+        "--voice",
+        v0,
+        "--text",
+        "Speaker 1: Hi.\nSpeaker 2: Hello.",
+        "--out",
+        o,
+    ]);
     assert!(err.contains("2 speakers but 1 voice"), "{err}");
 
     let not_wav = tmp.path().join("voice.wav");
     std::fs::write(&not_wav, b"definitely not audio").unwrap();
-    let err = common::cake_error(&["tts", "--model", m, "--voice", not_wav.to_str().unwrap(), "--text", "Hi.", "--out", o]);
+    let err =
+        common::cake_error(&["tts", "--model", m, "--voice", not_wav.to_str().unwrap(), "--text", "Hi.", "--out", o]);
     assert!(err.contains("voice.wav") && err.contains("not a valid WAV file"), "{err}");
 
     // A checkpoint without its tokenizer says which file to add.
@@ -164,6 +197,7 @@ fn cake_tts_reads_voices_and_reports_problems_clearly() {
     for file in ["config.json", "model.safetensors"] {
         std::fs::copy(dir.join(file), bare.join(file)).unwrap();
     }
-    let err = common::cake_error(&["tts", "--model", bare.to_str().unwrap(), "--voice", v0, "--text", "Hi.", "--out", o]);
+    let err =
+        common::cake_error(&["tts", "--model", bare.to_str().unwrap(), "--voice", v0, "--text", "Hi.", "--out", o]);
     assert!(err.contains("tokenizer.json") && err.contains("Qwen2.5"), "{err}");
 }

@@ -33,7 +33,8 @@ impl WeightStore for ShapeOnly {
         self.shapes.get(name).cloned()
     }
     fn load(&self, name: &str, device: &Device) -> anyhow::Result<StoredTensor> {
-        let shape = self.shapes.get(name).ok_or_else(|| anyhow::anyhow!("`{name}` is not in the reference state dict"))?;
+        let shape =
+            self.shapes.get(name).ok_or_else(|| anyhow::anyhow!("`{name}` is not in the reference state dict"))?;
         self.loaded.lock().unwrap().insert(name.to_string(), shape.clone());
         // The scaling scalars must be finite for the loader; the rest is never read.
         let value = if name.ends_with("speech_scaling_factor") { 1.0f32 } else { 0.0 };
@@ -53,7 +54,8 @@ fn the_loader_reads_every_tensor_of_the_real_1_5b_layout_with_its_shape() {
     assert_eq!(config.acoustic.decoder_depths, vec![8, 3, 3, 3, 3, 3, 3]);
     // The real checkpoints ship no tokenizer; any with the speech tokens serves here.
     let tokenizer = TextTokenizer::from_folder(&common::fixture("tiny/vibevoice")).unwrap();
-    let model = VibeVoice::load_from(config, tokenizer, Box::new(store.clone()), Box::new(store.clone()), DType::F32).unwrap();
+    let model =
+        VibeVoice::load_from(config, tokenizer, Box::new(store.clone()), Box::new(store.clone()), DType::F32).unwrap();
     assert_eq!(model.language_model.decoder.config.num_hidden_layers(), 28);
     let loaded = store.loaded.lock().unwrap().clone();
     let missing: Vec<&String> = reference.keys().filter(|k| !loaded.contains_key(*k)).collect();

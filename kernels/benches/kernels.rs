@@ -212,7 +212,9 @@ fn candle(bencher: Bencher, tokens: usize) {
 #[divan::bench(args = [1, 2], sample_size = 32)]
 fn pool_round_trip(bencher: Bencher, threads: usize) {
     let pool = Pool::new(threads);
-    bencher.bench_local(|| pool.run(2, &|range| {
-        divan::black_box(range);
-    }));
+    bencher.bench_local(|| {
+        pool.run(2, &|range| {
+            divan::black_box(range);
+        })
+    });
 }

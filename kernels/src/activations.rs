@@ -30,7 +30,11 @@ impl QuantizedActivations {
     /// Quantizes `x`, `rows` rows of `k` values each (`k` a multiple of
     /// [`BLOCK`]), replacing what was held.
     pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
-        assert!(k % BLOCK == 0 && x.len() == rows * k, "{rows} rows of {k} values do not make {} values in blocks of {BLOCK}", x.len());
+        assert!(
+            k % BLOCK == 0 && x.len() == rows * k,
+            "{rows} rows of {k} values do not make {} values in blocks of {BLOCK}",
+            x.len()
+        );
         let blocks = rows * k / BLOCK;
         self.rows = rows;
         self.k = k;
@@ -95,7 +99,16 @@ mod tests {
 
     #[test]
     fn small_values_round_to_the_nearest_integer_ties_to_even() {
-        for (x, expected) in [(0.4, 0.0), (0.5, 0.0), (1.5, 2.0), (2.5, 2.0), (-2.5, -2.0), (-0.6, -1.0), (126.7, 127.0), (-127.0, -127.0)] {
+        for (x, expected) in [
+            (0.4, 0.0),
+            (0.5, 0.0),
+            (1.5, 2.0),
+            (2.5, 2.0),
+            (-2.5, -2.0),
+            (-0.6, -1.0),
+            (126.7, 127.0),
+            (-127.0, -127.0),
+        ] {
             assert_eq!(round_small(x), expected, "{x}");
         }
         for i in -1270..=1270 {

@@ -40,10 +40,22 @@ pub struct CachedKv<'a> {
 /// groups (`heads / kv_heads` per kv head). With `softcap`, scores become
 /// `cap · tanh(score / cap)` first.
 #[allow(clippy::too_many_arguments)]
-pub fn decode_attention(q: &[f32], kv: &CachedKv, heads: usize, scale: f32, softcap: Option<f32>, out: &mut [f32], level: Level, pool: &Pool) {
+pub fn decode_attention(
+    q: &[f32],
+    kv: &CachedKv,
+    heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    level: Level,
+    pool: &Pool,
+) {
     let d = kv.head_dim;
     assert!(heads % kv.kv_heads == 0 && q.len() == heads * d && out.len() == heads * d, "head counts disagree");
-    assert!(kv.len > 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()), "cache too short");
+    assert!(
+        kv.len > 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
+        "cache too short"
+    );
     let group = heads / kv.kv_heads;
     let blocks = kv.len.div_ceil(POSITIONS_PER_ITEM);
     let record = Partial::len(d);
@@ -56,7 +68,8 @@ pub fn decode_attention(q: &[f32], kv: &CachedKv, heads: usize, scale: f32, soft
             let first = block * POSITIONS_PER_ITEM;
             let n = POSITIONS_PER_ITEM.min(kv.len - first);
             let start = kv_head * kv.head_stride + first * d;
-            let block_kv = BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+            let block_kv =
+                BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
             let queries = &q[kv_head * group * d..(kv_head + 1) * group * d];
             // SAFETY: item `item`'s records, written by this thread only.
             let records = unsafe { sink.records(item, group * record) };
@@ -81,11 +94,29 @@ const ROWS_PER_PASS: usize = 32;
 /// piece or in several, and a token read in a prefill or in a decode step,
 /// get the same values to the last bit.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill_attention(q: &[f32], kv: &CachedKv, t: usize, heads: usize, scale: f32, softcap: Option<f32>, out: &mut [f32], level: Level, pool: &Pool) {
+pub fn prefill_attention(
+    q: &[f32],
+    kv: &CachedKv,
+    t: usize,
+    heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    level: Level,
+    pool: &Pool,
+) {
     let d = kv.head_dim;
     let width = heads * d;
-    assert!(t >= 1 && t <= kv.len && q.len() == t * width && out.len() == t * width, "{t} rows for a cache of {}", kv.len);
-    assert!(heads % kv.kv_heads == 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()), "cache too short");
+    assert!(
+        t >= 1 && t <= kv.len && q.len() == t * width && out.len() == t * width,
+        "{t} rows for a cache of {}",
+        kv.len
+    );
+    assert!(
+        heads % kv.kv_heads == 0
+            && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
+        "cache too short"
+    );
     let group = heads / kv.kv_heads;
     let record = Partial::len(d);
     let first_len = kv.len - t + 1;
@@ -113,7 +144,8 @@ pub fn prefill_attention(q: &[f32], kv: &CachedKv, t: usize, heads: usize, scale
                 let first = block * POSITIONS_PER_ITEM;
                 let n = POSITIONS_PER_ITEM.min(len - first);
                 let start = kv_head * kv.head_stride + first * d;
-                let block_kv = BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+                let block_kv =
+                    BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
                 let row_q = &q[(pass + r) * width..(pass + r + 1) * width];
                 let queries = &row_q[kv_head * group * d..(kv_head + 1) * group * d];
                 // SAFETY: item `item`'s records, written by this thread only.
@@ -175,7 +207,15 @@ impl Sink {
 
 /// Writes a [`Partial`] record per query head of `queries` (group × d)
 /// over one block of positions.
-fn attend_block(queries: &[f32], kv: &BlockKv, scale: f32, softcap: Option<f32>, scores: &mut Vec<f32>, records: &mut [f32], level: Level) {
+fn attend_block(
+    queries: &[f32],
+    kv: &BlockKv,
+    scale: f32,
+    softcap: Option<f32>,
+    scores: &mut Vec<f32>,
+    records: &mut [f32],
+    level: Level,
+) {
     let (n, d) = (kv.n, kv.d);
     let record = Partial::len(d);
     scores.clear();
@@ -281,7 +321,11 @@ mod avx512 {
                 let key = keys.as_ptr().add((j + i) * d);
                 for c in (0..d).step_by(16) {
                     let m = lanes_within(d, c);
-                    *a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q.as_ptr().add(c)), _mm512_maskz_loadu_ps(m, key.add(c)), *a);
+                    *a = _mm512_fmadd_ps(
+                        _mm512_maskz_loadu_ps(m, q.as_ptr().add(c)),
+                        _mm512_maskz_loadu_ps(m, key.add(c)),
+                        *a,
+                    );
                 }
             }
             _mm512_storeu_ps(out.as_mut_ptr().add(j), sum_each(&acc));
@@ -302,7 +346,8 @@ mod avx512 {
             let (x, y) = (_mm512_castps_pd(ab), _mm512_castps_pd(cd));
             _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)))
         };
-        let r: [__m512; 4] = std::array::from_fn(|k| quads(pairs(v[4 * k], v[4 * k + 1]), pairs(v[4 * k + 2], v[4 * k + 3])));
+        let r: [__m512; 4] =
+            std::array::from_fn(|k| quads(pairs(v[4 * k], v[4 * k + 1]), pairs(v[4 * k + 2], v[4 * k + 3])));
         // Adds 128-bit lanes 0+1 and 2+3 of `a`, then of `b`.
         let halves = |a, b| _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(a, b), _mm512_shuffle_f32x4::<0xDD>(a, b));
         halves(halves(r[0], r[1]), halves(r[2], r[3]))
@@ -335,7 +380,8 @@ mod avx512 {
         assert!(kv.values.len() >= n * d && records.len() >= group * record);
         for panel in (0..d).step_by(64) {
             let width = 64.min(d - panel);
-            let lanes: [Option<__mmask16>; 4] = std::array::from_fn(|k| (16 * k < width).then(|| lanes_within(width, 16 * k)));
+            let lanes: [Option<__mmask16>; 4] =
+                std::array::from_fn(|k| (16 * k < width).then(|| lanes_within(width, 16 * k)));
             for g0 in (0..group).step_by(4) {
                 let heads: [usize; 4] = std::array::from_fn(|h| (g0 + h).min(group - 1));
                 let mut acc = [[_mm512_setzero_ps(); 4]; 4];
@@ -380,14 +426,34 @@ mod prefill_tests {
             let q: Vec<f32> = (0..t * heads * d).map(|i| value(i + 3)).collect();
             for level in Level::all_supported() {
                 for pool in [Pool::new(1), Pool::new(3)] {
-                    let kv = CachedKv { keys: &keys, values: &values, kv_heads, head_stride: capacity * d, len, head_dim: d };
+                    let kv = CachedKv {
+                        keys: &keys,
+                        values: &values,
+                        kv_heads,
+                        head_stride: capacity * d,
+                        len,
+                        head_dim: d,
+                    };
                     let mut out = vec![f32::NAN; t * heads * d];
                     prefill_attention(&q, &kv, t, heads, 0.125, Some(30.0), &mut out, level, &pool);
                     for r in 0..t {
                         let step = CachedKv { len: len - t + r + 1, ..kv };
                         let mut expected = vec![0f32; heads * d];
-                        decode_attention(&q[r * heads * d..(r + 1) * heads * d], &step, heads, 0.125, Some(30.0), &mut expected, level, &pool);
-                        assert_eq!(&out[r * heads * d..(r + 1) * heads * d], &expected[..], "len {len}, t {t}, row {r}, {level:?}");
+                        decode_attention(
+                            &q[r * heads * d..(r + 1) * heads * d],
+                            &step,
+                            heads,
+                            0.125,
+                            Some(30.0),
+                            &mut expected,
+                            level,
+                            &pool,
+                        );
+                        assert_eq!(
+                            &out[r * heads * d..(r + 1) * heads * d],
+                            &expected[..],
+                            "len {len}, t {t}, row {r}, {level:?}"
+                        );
                     }
                 }
             }
@@ -409,7 +475,11 @@ mod tests {
             for (&s, &e) in scores.iter().zip(&shifted) {
                 let exact = (s as f64 - 3.0).exp();
                 exact_sum += exact;
-                assert!((e as f64 - exact).abs() <= 3e-7 * exact + 1e-40, "{level:?}: exp({}) = {e}, not {exact}", s - 3.0);
+                assert!(
+                    (e as f64 - exact).abs() <= 3e-7 * exact + 1e-40,
+                    "{level:?}: exp({}) = {e}, not {exact}",
+                    s - 3.0
+                );
             }
             assert!((sum as f64 - exact_sum).abs() <= 1e-6 * exact_sum, "{level:?}: sum {sum} vs {exact_sum}");
         }
@@ -437,7 +507,10 @@ mod tests {
                             let base = (h / (heads / kv_heads)) * head_stride;
                             let mut scores: Vec<f64> = (0..len)
                                 .map(|j| {
-                                    let s: f64 = (0..d).map(|c| q[h * d + c] as f64 * keys[base + j * d + c] as f64).sum::<f64>() * 0.3;
+                                    let s: f64 = (0..d)
+                                        .map(|c| q[h * d + c] as f64 * keys[base + j * d + c] as f64)
+                                        .sum::<f64>()
+                                        * 0.3;
                                     softcap.map_or(s, |cap| cap as f64 * (s / cap as f64).tanh())
                                 })
                                 .collect();
@@ -445,7 +518,8 @@ mod tests {
                             scores.iter_mut().for_each(|s| *s = (*s - max).exp());
                             let total: f64 = scores.iter().sum();
                             for c in 0..d {
-                                let expected: f64 = (0..len).map(|j| scores[j] / total * values[base + j * d + c] as f64).sum();
+                                let expected: f64 =
+                                    (0..len).map(|j| scores[j] / total * values[base + j * d + c] as f64).sum();
                                 let got = out[h * d + c] as f64;
                                 let at = format!("{heads}/{kv_heads} heads of {d}, {len} positions, head {h} value {c}, {level:?} {softcap:?}");
                                 assert!((got - expected).abs() < 1e-5, "{at}: {got} vs {expected}");

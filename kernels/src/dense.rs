@@ -18,7 +18,16 @@ pub const MAX_ROWS: usize = 64;
 const ROWS_PER_ITEM: usize = 16;
 
 /// `out (m × rows) = x (m × cols) · Wᵀ` with `W` row-major `rows × cols`.
-pub fn matmul_f32(w: &[f32], rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32], level: Level, pool: &Pool) {
+pub fn matmul_f32(
+    w: &[f32],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    level: Level,
+    pool: &Pool,
+) {
     assert!(w.len() == rows * cols && x.len() == m * cols && out.len() == m * rows, "sizes disagree");
     let output = Output(out.as_mut_ptr());
     pool.run(rows.div_ceil(ROWS_PER_ITEM), &|items| {
@@ -32,7 +41,16 @@ struct Output(*mut f32);
 unsafe impl Sync for Output {}
 
 #[allow(clippy::too_many_arguments)]
-fn rows_of(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out: &Output, stride: usize, level: Level) {
+fn rows_of(
+    w: &[f32],
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    range: Range<usize>,
+    out: &Output,
+    stride: usize,
+    level: Level,
+) {
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx512Vnni && m > 1 {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
@@ -54,7 +72,15 @@ fn rows_of(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out
 /// the repeats' results.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_of_avx512(w: &[f32], cols: usize, x: &[f32], m: usize, range: Range<usize>, out: &Output, stride: usize) {
+unsafe fn rows_of_avx512(
+    w: &[f32],
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    range: Range<usize>,
+    out: &Output,
+    stride: usize,
+) {
     let mut r0 = range.start;
     while r0 < range.end {
         let rn = 4.min(range.end - r0);
@@ -81,7 +107,17 @@ unsafe fn rows_of_avx512(w: &[f32], cols: usize, x: &[f32], m: usize, range: Ran
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_avx512<const T: usize>(w: &[&[f32]; 4], r0: usize, rn: usize, x: &[f32], t0: usize, tn: usize, cols: usize, out: &Output, stride: usize) {
+unsafe fn block_avx512<const T: usize>(
+    w: &[&[f32]; 4],
+    r0: usize,
+    rn: usize,
+    x: &[f32],
+    t0: usize,
+    tn: usize,
+    cols: usize,
+    out: &Output,
+    stride: usize,
+) {
     let x_rows: [&[f32]; T] = std::array::from_fn(|k| {
         let t = t0 + k.min(tn - 1);
         &x[t * cols..(t + 1) * cols]
@@ -210,7 +246,9 @@ mod tests {
     #[test]
     fn every_level_matches_a_double_precision_product() {
         let pools = [Pool::new(1), Pool::new(3)];
-        for (rows, cols, m) in [(1, 1, 1), (5, 7, 2), (37, 100, 4), (64, 576, 1), (17, 1000, 3), (7, 33, 9), (21, 64, 6)] {
+        for (rows, cols, m) in
+            [(1, 1, 1), (5, 7, 2), (37, 100, 4), (64, 576, 1), (17, 1000, 3), (7, 33, 9), (21, 64, 6)]
+        {
             let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
             let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
             for level in Level::all_supported() {
@@ -223,7 +261,10 @@ mod tests {
                             let exact: f64 = pairs.clone().sum();
                             let scale: f64 = pairs.map(f64::abs).sum();
                             let got = out[t * rows + r] as f64;
-                            assert!((got - exact).abs() <= 1e-6 * scale + 1e-9, "{rows}×{cols}, token {t} row {r}, {level:?}: {got} vs {exact}");
+                            assert!(
+                                (got - exact).abs() <= 1e-6 * scale + 1e-9,
+                                "{rows}×{cols}, token {t} row {r}, {level:?}: {got} vs {exact}"
+                            );
                         }
                     }
                 }

@@ -55,7 +55,10 @@ pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_
     const LN2_LOW: f32 = -2.121_944_4e-4;
     let x = _mm512_max_ps(x, _mm512_set1_ps(-104.0));
     let x = _mm512_min_ps(x, _mm512_set1_ps(89.0));
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+        x,
+        _mm512_set1_ps(std::f32::consts::LOG2_E),
+    ));
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HIGH), x);
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LOW), r);
     let mut p = _mm512_set1_ps(1.0 / 5040.0);
@@ -79,7 +82,10 @@ mod tests {
             for ((&g, &u), &o) in gate.iter().zip(&up).zip(&out) {
                 let (g64, u64) = (g as f64, u as f64);
                 let exact = g64 / (1.0 + (-g64).exp()) * u64;
-                assert!((o as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30, "{level:?}: silu({g}) · {u} = {o}, not {exact}");
+                assert!(
+                    (o as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30,
+                    "{level:?}: silu({g}) · {u} = {o}, not {exact}"
+                );
             }
         }
     }

@@ -410,7 +410,8 @@ pub fn dequantize_block(format: GgmlFormat, block: &[u8], out: &mut [f32]) {
                 let (scale_mins, q) = q2_k_block(block, j);
                 for (l, (o, q)) in out.iter_mut().zip(q).enumerate() {
                     let scale_min = scale_mins[l / 16];
-                    let (scale, min) = (d.to_f32() * (scale_min & 0x0F) as f32, dmin.to_f32() * (scale_min >> 4) as f32);
+                    let (scale, min) =
+                        (d.to_f32() * (scale_min & 0x0F) as f32, dmin.to_f32() * (scale_min >> 4) as f32);
                     *o = scale * q as f32 - min;
                 }
             }
@@ -426,7 +427,10 @@ mod tests {
     /// The fixture's raw blocks and the `gguf` package's values for them.
     fn fixture(format: GgmlFormat) -> (Vec<u8>, Vec<f32>) {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ggml_blocks");
-        let read = |ext: &str| std::fs::read(dir.join(format!("{}.{ext}", format.name()))).unwrap_or_else(|e| panic!("{}: {e}", format.name()));
+        let read = |ext: &str| {
+            std::fs::read(dir.join(format!("{}.{ext}", format.name())))
+                .unwrap_or_else(|e| panic!("{}: {e}", format.name()))
+        };
         let values = read("values").chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         (read("blocks"), values)
     }
@@ -438,7 +442,9 @@ mod tests {
             let per_block = format.block_values();
             assert_eq!(blocks.len() / format.block_bytes() * per_block, expected.len());
             let mut values = vec![0f32; per_block];
-            for (b, (block, expected)) in blocks.chunks_exact(format.block_bytes()).zip(expected.chunks_exact(per_block)).enumerate() {
+            for (b, (block, expected)) in
+                blocks.chunks_exact(format.block_bytes()).zip(expected.chunks_exact(per_block)).enumerate()
+            {
                 dequantize_block(format, block, &mut values);
                 assert_eq!(values, expected, "{format:?} block {b}");
             }

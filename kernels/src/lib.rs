@@ -50,8 +50,8 @@ pub mod ggml_blocks;
 pub mod matmul;
 pub mod memory;
 pub mod packed;
-pub mod pool;
 mod plain;
+pub mod pool;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

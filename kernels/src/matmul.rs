@@ -54,13 +54,25 @@ pub fn matmul_stacked(ws: &[&PackedMatrix], x: &[f32], m: usize, out: &mut [f32]
 
 /// [`matmul`] with activations already quantized, at a given level and on
 /// a given pool.
-pub fn matmul_quantized(w: &PackedMatrix, acts: &QuantizedActivations, out: &mut [f32], level: Level, pool: &pool::Pool) {
+pub fn matmul_quantized(
+    w: &PackedMatrix,
+    acts: &QuantizedActivations,
+    out: &mut [f32],
+    level: Level,
+    pool: &pool::Pool,
+) {
     matmul_quantized_stacked(&[w], acts, out, level, pool)
 }
 
 /// [`matmul_stacked`] with activations already quantized, at a given level
 /// and on a given pool.
-pub fn matmul_quantized_stacked(ws: &[&PackedMatrix], acts: &QuantizedActivations, out: &mut [f32], level: Level, pool: &pool::Pool) {
+pub fn matmul_quantized_stacked(
+    ws: &[&PackedMatrix],
+    acts: &QuantizedActivations,
+    out: &mut [f32],
+    level: Level,
+    pool: &pool::Pool,
+) {
     let total_rows: usize = ws.iter().map(|w| w.rows).sum();
     assert_eq!(out.len(), acts.rows * total_rows, "output of {} values for {} × {total_rows}", out.len(), acts.rows);
     let mut first_group = 0;
@@ -172,7 +184,12 @@ mod tests {
                     for pool in &pools {
                         let mut out = vec![f32::NAN; m * rows];
                         matmul_quantized(&w, &acts, &mut out, level, pool);
-                        assert_eq!(out, reference, "{dtype:?} {rows}×{cols}, {m} rows, {level:?}, {} threads", pool.threads());
+                        assert_eq!(
+                            out,
+                            reference,
+                            "{dtype:?} {rows}×{cols}, {m} rows, {level:?}, {} threads",
+                            pool.threads()
+                        );
                     }
                 }
                 for t in 0..m {
@@ -180,7 +197,10 @@ mod tests {
                         let exact: f32 = (0..cols).map(|c| x[t * cols + c] * dense[r * cols + c]).sum();
                         let scale: f32 = (0..cols).map(|c| (x[t * cols + c] * dense[r * cols + c]).abs()).sum();
                         let got = reference[t * rows + r];
-                        assert!((got - exact).abs() <= 0.02 * scale + 1e-4, "{dtype:?} token {t} row {r}: {got} vs {exact}");
+                        assert!(
+                            (got - exact).abs() <= 0.02 * scale + 1e-4,
+                            "{dtype:?} token {t} row {r}: {got} vs {exact}"
+                        );
                     }
                 }
             }
@@ -208,11 +228,19 @@ mod tests {
     #[test]
     fn stacked_products_equal_the_separate_ones_side_by_side() {
         let pools = [pool::Pool::new(1), pool::Pool::new(2)];
-        let shapes = [(GgmlFormat::Q4_1, 37), (GgmlFormat::Q8_0, 16), (GgmlFormat::Q4_K, 5), (GgmlFormat::Q6_K, 17), (GgmlFormat::Q5_0, 3)];
+        let shapes = [
+            (GgmlFormat::Q4_1, 37),
+            (GgmlFormat::Q8_0, 16),
+            (GgmlFormat::Q4_K, 5),
+            (GgmlFormat::Q6_K, 17),
+            (GgmlFormat::Q5_0, 3),
+        ];
         let (cols, m) = (256, 3);
         let ws: Vec<PackedMatrix> = shapes
             .iter()
-            .map(|&(dtype, rows)| PackedMatrix::from_ggml(dtype, &random_ggml(dtype, rows, cols, rows as u64).0, rows, cols).unwrap())
+            .map(|&(dtype, rows)| {
+                PackedMatrix::from_ggml(dtype, &random_ggml(dtype, rows, cols, rows as u64).0, rows, cols).unwrap()
+            })
             .collect();
         let x = random_activations(m, cols, 11);
         let mut acts = QuantizedActivations::default();
@@ -227,7 +255,11 @@ mod tests {
                     let mut own = vec![0f32; m * w.rows];
                     matmul_quantized(w, &acts, &mut own, level, pool);
                     for t in 0..m {
-                        assert_eq!(&stacked[t * total + column..][..w.rows], &own[t * w.rows..][..w.rows], "{level:?}, token {t}, matrix at column {column}");
+                        assert_eq!(
+                            &stacked[t * total + column..][..w.rows],
+                            &own[t * w.rows..][..w.rows],
+                            "{level:?}, token {t}, matrix at column {column}"
+                        );
                     }
                     column += w.rows;
                 }

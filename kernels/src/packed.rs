@@ -42,8 +42,8 @@ use half::f16;
 mod iq4;
 mod low_k;
 pub(crate) use iq4::iq4_value;
-pub(crate) use low_k::q3k_value;
 pub use iq4::{TileIq4Nl, TileIq4Xs};
+pub(crate) use low_k::q3k_value;
 pub use low_k::{TileQ2K, TileQ3K};
 
 /// Rows per tile.
@@ -262,7 +262,9 @@ impl PackedMatrix {
                 }
                 Tiles::Q5K(k) => {
                     let t = &k.tiles[at];
-                    fill_k(values, &k.supers[s], r, t.scale[r], t.min[r], |v| low_bits(&t.qs, r, v) | high_bit(&t.qh, r, v) << 4);
+                    fill_k(values, &k.supers[s], r, t.scale[r], t.min[r], |v| {
+                        low_bits(&t.qs, r, v) | high_bit(&t.qh, r, v) << 4
+                    });
                 }
                 Tiles::Q6K(k) => {
                     let t = &k.tiles[at];
@@ -550,7 +552,9 @@ pub(crate) mod tests {
         let count = rows * cols / format.block_values();
         let mut bytes: Vec<u8> = (0..count * format.block_bytes()).map(|_| random() as u8).collect();
         let mut values = vec![0f32; rows * cols];
-        for (block, values) in bytes.chunks_exact_mut(format.block_bytes()).zip(values.chunks_exact_mut(format.block_values())) {
+        for (block, values) in
+            bytes.chunks_exact_mut(format.block_bytes()).zip(values.chunks_exact_mut(format.block_values()))
+        {
             for &at in format.f16_offsets() {
                 let scale = f16::from_f32((random() % 1001) as f32 / 10_000.0 - 0.05);
                 block[at..at + 2].copy_from_slice(&scale.to_le_bytes());
@@ -577,7 +581,9 @@ pub(crate) mod tests {
                     assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{format:?} {rows}×{cols} value {i}: {a} vs {b}");
                 }
                 let mut decoded = vec![0f32; format.block_values()];
-                for (block, expected) in bytes.chunks_exact(format.block_bytes()).zip(ours.chunks_exact(format.block_values())) {
+                for (block, expected) in
+                    bytes.chunks_exact(format.block_bytes()).zip(ours.chunks_exact(format.block_values()))
+                {
                     crate::ggml_blocks::dequantize_block(format, block, &mut decoded);
                     assert_eq!(decoded, expected, "{format:?}: the block decoder and the tiles agree exactly");
                 }
@@ -591,8 +597,14 @@ pub(crate) mod tests {
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_1, &[0; 20], 1, 16).is_err());
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_1, &[0; 19], 1, 32).is_err());
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q8_0, &[0; 34], 2, 32).is_err());
-        assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[0; 144 * 2], 1, 288).is_err(), "K-quant rows are whole super-blocks");
+        assert!(
+            PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[0; 144 * 2], 1, 288).is_err(),
+            "K-quant rows are whole super-blocks"
+        );
         assert!(PackedMatrix::from_ggml(GgmlFormat::Q6_K, &[0; 209], 1, 256).is_err());
-        assert!(PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[], usize::MAX, 256).is_err(), "sizes that overflow are refused");
+        assert!(
+            PackedMatrix::from_ggml(GgmlFormat::Q4_K, &[], usize::MAX, 256).is_err(),
+            "sizes that overflow are refused"
+        );
     }
 }

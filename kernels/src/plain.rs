@@ -8,7 +8,10 @@
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
-use super::packed::{self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::packed::{
+    self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K,
+    TileQ8, TILES_PER_SUPER, TILE_ROWS,
+};
 use half::f16;
 use std::ops::Range;
 
@@ -58,7 +61,16 @@ pub(super) fn q4k(group: KGroup<TileQ4K>, groups: Range<usize>, acts: &Quantized
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         for (r, acc) in acc.iter_mut().enumerate() {
             let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v));
-            *acc = k_sub_block(isum, supers, r, tile.scale[r], tile.min[r], acts.scales[block], acts.scaled_sums[block], *acc);
+            *acc = k_sub_block(
+                isum,
+                supers,
+                r,
+                tile.scale[r],
+                tile.min[r],
+                acts.scales[block],
+                acts.scaled_sums[block],
+                *acc,
+            );
         }
     });
 }
@@ -68,7 +80,16 @@ pub(super) fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &Quantized
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         for (r, acc) in acc.iter_mut().enumerate() {
             let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v) | packed::high_bit(&tile.qh, r, v) << 4);
-            *acc = k_sub_block(isum, supers, r, tile.scale[r], tile.min[r], acts.scales[block], acts.scaled_sums[block], *acc);
+            *acc = k_sub_block(
+                isum,
+                supers,
+                r,
+                tile.scale[r],
+                tile.min[r],
+                acts.scales[block],
+                acts.scaled_sums[block],
+                *acc,
+            );
         }
     });
 }
@@ -76,7 +97,9 @@ pub(super) fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &Quantized
 /// Q6_K: `scale_h · (Σ q · q_a − 32 Σ q_a)` per half (see [`halves`]).
 pub(super) fn q6k(group: KGroup<TileQ6K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let scales = |tile: &TileQ6K, r: usize| HalfScales { scales: tile.scale.map(|s| s[r] as i32), mins: None };
-    halves(group, groups, acts, out, 32, scales, |tile, r, v| packed::low_bits(&tile.qs, r, v) | packed::two_bits(&tile.qh, r, v) << 4);
+    halves(group, groups, acts, out, 32, scales, |tile, r, v| {
+        packed::low_bits(&tile.qs, r, v) | packed::two_bits(&tile.qh, r, v) << 4
+    });
 }
 
 /// Q3_K: as [`q6k`], 3-bit values offset by 4.
@@ -89,7 +112,10 @@ pub(super) fn q3k(group: KGroup<TileQ3K>, groups: Range<usize>, acts: &Quantized
 pub(super) fn q2k(group: KGroup<TileQ2K>, groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     let scales = |tile: &TileQ2K, r: usize| {
         let [low, high] = tile.scale_min.map(|s| s[r]);
-        HalfScales { scales: [(low & 0x0F) as i32, (high & 0x0F) as i32], mins: Some([(low >> 4) as i32, (high >> 4) as i32]) }
+        HalfScales {
+            scales: [(low & 0x0F) as i32, (high & 0x0F) as i32],
+            mins: Some([(low >> 4) as i32, (high >> 4) as i32]),
+        }
     };
     halves(group, groups, acts, out, 0, scales, |tile, r, v| packed::two_bits(&tile.qs, r, v));
 }
@@ -120,7 +146,9 @@ fn halves<T>(
         let da = acts.scales[block];
         for (r, acc) in acc.iter_mut().enumerate() {
             let HalfScales { scales, mins } = half_scales(tile, r);
-            let isum: i32 = (0..2).map(|h| scales[h] * (dot(qa, 16 * h..16 * h + 16, |v| q(tile, r, v)) - offset * half_sums[h])).sum();
+            let isum: i32 = (0..2)
+                .map(|h| scales[h] * (dot(qa, 16 * h..16 * h + 16, |v| q(tile, r, v)) - offset * half_sums[h]))
+                .sum();
             *acc = (isum as f32).mul_add(supers.d[r].to_f32() * da, *acc);
             if let Some(mins) = mins {
                 let msum = mins[0] * half_sums[0] + mins[1] * half_sums[1];

@@ -53,11 +53,8 @@ static GLOBAL: OnceLock<Pool> = OnceLock::new();
 pub fn global() -> &'static Pool {
     GLOBAL.get_or_init(|| {
         let requested = REQUESTED_THREADS.load(Ordering::SeqCst);
-        let threads = if requested > 0 {
-            requested
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        };
+        let threads =
+            if requested > 0 { requested } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
         Pool::new(threads)
     })
 }
@@ -240,7 +237,9 @@ fn helper(shared: &Shared, index: usize) {
         // keeps it (and the work it points to) alive until `running` is 0.
         let job = unsafe { (*shared.job.get()).expect("a job was posted") };
         let work = unsafe { &*job.work };
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, index, job.items, work))).is_err() {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, index, job.items, work)))
+            .is_err()
+        {
             shared.panicked.store(true, Ordering::SeqCst);
         }
         shared.running.fetch_sub(1, Ordering::Release);

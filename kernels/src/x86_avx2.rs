@@ -5,9 +5,12 @@
 //! [`super::plain`].
 
 use super::activations::{QuantizedActivations, BLOCK};
-use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::matmul::Output;
+use super::packed::{
+    KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER,
+    TILE_ROWS,
+};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -178,7 +181,13 @@ pub(super) unsafe fn q5(tiles: &[TileQ5], groups: Range<usize>, acts: &Quantized
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn linear_tokens<const N: usize>(tiles: &[impl LinearTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn linear_tokens<const N: usize>(
+    tiles: &[impl LinearTile],
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = tiles.len();
     let chunk = linear_chunk(tiles);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
@@ -252,7 +261,13 @@ pub(super) unsafe fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &Qu
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn k_tokens<const N: usize>(
+    group: KGroup<impl KTile>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let chunk = k_chunk(group.tiles);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
@@ -376,7 +391,13 @@ pub(super) unsafe fn q2k(group: KGroup<TileQ2K>, groups: Range<usize>, acts: &Qu
 
 /// See [`super::plain::halves`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn halves_tokens<const N: usize>(group: KGroup<impl HalvesTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn halves_tokens<const N: usize>(
+    group: KGroup<impl HalvesTile>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let (offset, chunk) = halves_consts(group.tiles);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
@@ -482,7 +503,13 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn signed_tokens<const N: usize>(
+    tiles: &[impl SignedTile],
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = tiles.len();
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (b, tile) in tiles.iter().enumerate() {
@@ -510,7 +537,13 @@ pub(super) unsafe fn iq4_xs(group: KGroup<TileIq4Xs>, groups: Range<usize>, acts
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_xs_tokens<const N: usize>(group: KGroup<TileIq4Xs>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn iq4_xs_tokens<const N: usize>(
+    group: KGroup<TileIq4Xs>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {

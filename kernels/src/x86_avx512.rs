@@ -4,9 +4,12 @@
 //! Same arithmetic, in the same order, as [`super::plain`].
 
 use super::activations::{QuantizedActivations, BLOCK};
-use super::matmul::Output;
 use super::ggml_blocks::IQ4_VALUES;
-use super::packed::{KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS};
+use super::matmul::Output;
+use super::packed::{
+    KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER,
+    TILE_ROWS,
+};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -154,7 +157,13 @@ pub(super) unsafe fn q5(tiles: &[TileQ5], groups: Range<usize>, acts: &Quantized
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn linear_tokens<const N: usize>(tiles: &[impl LinearTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn linear_tokens<const N: usize>(
+    tiles: &[impl LinearTile],
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = tiles.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, tile) in tiles.iter().enumerate() {
@@ -222,7 +231,13 @@ pub(super) unsafe fn q5k(group: KGroup<TileQ5K>, groups: Range<usize>, acts: &Qu
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn k_tokens<const N: usize>(group: KGroup<impl KTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn k_tokens<const N: usize>(
+    group: KGroup<impl KTile>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {
@@ -338,7 +353,13 @@ pub(super) unsafe fn q2k(group: KGroup<TileQ2K>, groups: Range<usize>, acts: &Qu
 
 /// See [`super::plain::halves`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn halves_tokens<const N: usize>(group: KGroup<impl HalvesTile>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn halves_tokens<const N: usize>(
+    group: KGroup<impl HalvesTile>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let offset = offset(group.tiles);
     let mut acc = [_mm512_setzero_ps(); N];
@@ -354,7 +375,10 @@ unsafe fn halves_tokens<const N: usize>(group: KGroup<impl HalvesTile>, acts: &Q
                 let half_sums = [acts.half_sums[2 * block], acts.half_sums[2 * block + 1]];
                 let mut isum = _mm512_setzero_si512();
                 for h in 0..2 {
-                    let half = _mm512_add_epi32(dot(&w, acts, block, 4 * h..4 * h + 4), _mm512_set1_epi32(-offset * half_sums[h]));
+                    let half = _mm512_add_epi32(
+                        dot(&w, acts, block, 4 * h..4 * h + 4),
+                        _mm512_set1_epi32(-offset * half_sums[h]),
+                    );
                     isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(scales[h], half));
                 }
                 let da = _mm512_set1_ps(acts.scales[block]);
@@ -451,7 +475,13 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn signed_tokens<const N: usize>(tiles: &[impl SignedTile], acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn signed_tokens<const N: usize>(
+    tiles: &[impl SignedTile],
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = tiles.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (b, tile) in tiles.iter().enumerate() {
@@ -477,7 +507,13 @@ pub(super) unsafe fn iq4_xs(group: KGroup<TileIq4Xs>, groups: Range<usize>, acts
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
-unsafe fn iq4_xs_tokens<const N: usize>(group: KGroup<TileIq4Xs>, acts: &QuantizedActivations, t0: usize, g: usize, out: &Output) {
+unsafe fn iq4_xs_tokens<const N: usize>(
+    group: KGroup<TileIq4Xs>,
+    acts: &QuantizedActivations,
+    t0: usize,
+    g: usize,
+    out: &Output,
+) {
     let blocks = group.tiles.len();
     let mut acc = [_mm512_setzero_ps(); N];
     for (s, (tiles, supers)) in group.tiles.chunks_exact(TILES_PER_SUPER).zip(group.supers).enumerate() {

@@ -72,11 +72,7 @@ impl FakeHub {
             }
             served.insert(repo.to_string(), files);
         }
-        let hub = Arc::new(Hub {
-            repos: served,
-            behaviour: Mutex::new(behaviour),
-            log: Mutex::new(Vec::new()),
-        });
+        let hub = Arc::new(Hub { repos: served, behaviour: Mutex::new(behaviour), log: Mutex::new(Vec::new()) });
         let app = Router::new()
             .route("/api/models/{org}/{name}/revision/main", axum::routing::get(repo_info))
             .route("/{org}/{name}/resolve/main/{file}", axum::routing::any(resolve))
@@ -116,9 +112,11 @@ impl Hub {
 }
 
 fn refused(hub: &Hub) -> Option<Response> {
-    hub.behaviour.lock().unwrap().refuse_with.map(|code| {
-        (StatusCode::from_u16(code).unwrap(), "Access to this model is restricted").into_response()
-    })
+    hub.behaviour
+        .lock()
+        .unwrap()
+        .refuse_with
+        .map(|code| (StatusCode::from_u16(code).unwrap(), "Access to this model is restricted").into_response())
 }
 
 async fn repo_info(State(hub): State<Arc<Hub>>, Path((org, name)): Path<(String, String)>) -> Response {
@@ -187,10 +185,8 @@ async fn cdn(State(hub): State<Arc<Hub>>, Path(sha): Path<String>, headers: Head
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0xff;
     }
-    let start: usize = range
-        .as_deref()
-        .and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok())
-        .unwrap_or(0);
+    let start: usize =
+        range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
     let total = bytes.len();
     let body_bytes = bytes[start.min(total)..].to_vec();
     let cut = behaviour;

@@ -29,14 +29,9 @@ pub fn cake(args: &[&str]) -> Output {
 /// Runs `cake` with `args`, expects success and parses stdout as JSON.
 pub fn cake_json(args: &[&str]) -> Value {
     let out = cake(args);
-    assert!(
-        out.status.success(),
-        "cake {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("cake {args:?} printed no JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
-    })
+    assert!(out.status.success(), "cake {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("cake {args:?} printed no JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Runs `cake` with `args`, expects failure and returns stderr.

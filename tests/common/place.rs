@@ -14,12 +14,18 @@ impl Place {
     /// A fresh namespace named after `tag` (with loopback up), or none when not root.
     pub fn new(tag: &str) -> Self {
         let name = format!("cake-{tag}-{}", std::process::id());
-        let created = Command::new("ip").args(["netns", "add", &name]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+        let created = Command::new("ip")
+            .args(["netns", "add", &name])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
             && Command::new("ip").args(["-n", &name, "link", "set", "lo", "up"]).status().is_ok_and(|s| s.success());
         if created {
             Self { netns: Some(name) }
         } else {
-            eprintln!("note: cannot create a network namespace (not root?): mDNS stays on IPv4 loopback of this machine");
+            eprintln!(
+                "note: cannot create a network namespace (not root?): mDNS stays on IPv4 loopback of this machine"
+            );
             Self { netns: None }
         }
     }
@@ -50,17 +56,20 @@ impl Place {
     /// test can speak to servers started with [`Place::command`]).
     pub fn run<R: Send>(&self, work: impl FnOnce() -> R + Send) -> R {
         let netns = self.netns.clone();
-        std::thread::scope(|scope| scope.spawn(move || {
-            if let Some(ns) = netns {
-                let file = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("the namespace exists");
-                use std::os::fd::AsRawFd;
-                // SAFETY: setns only changes this thread's network namespace.
-                let done = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(done, 0, "cannot enter namespace {ns}: {}", std::io::Error::last_os_error());
-            }
-            work()
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    if let Some(ns) = netns {
+                        let file = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("the namespace exists");
+                        use std::os::fd::AsRawFd;
+                        // SAFETY: setns only changes this thread's network namespace.
+                        let done = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                        assert_eq!(done, 0, "cannot enter namespace {ns}: {}", std::io::Error::last_os_error());
+                    }
+                    work()
+                })
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     }
 }

@@ -28,9 +28,8 @@ fn any_status(result: Result<ureq::Response, ureq::Error>) -> ureq::Response {
 
 /// The installed default model (see `make model`).
 pub fn default_model_file() -> PathBuf {
-    let path = std::env::var_os("CAKE_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(cake::library::paths::default_model_path);
+    let path =
+        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::library::paths::default_model_path);
     assert!(path.exists(), "the default model is missing at {}: run `make model`", path.display());
     path
 }
@@ -57,7 +56,13 @@ impl Server {
 
     /// Like [`Server::start_with_env`], running `cake` through `command`
     /// (say, inside a network namespace).
-    pub fn start_command(mut command: Command, data_dir: &Path, hf_cache: &Path, extra_args: &[&str], envs: &[(&str, &str)]) -> Self {
+    pub fn start_command(
+        mut command: Command,
+        data_dir: &Path,
+        hf_cache: &Path,
+        extra_args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let mut child = command
             .envs(envs.iter().copied())
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
@@ -82,13 +87,7 @@ impl Server {
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build();
-        Self {
-            child,
-            base,
-            data_dir: data_dir.to_path_buf(),
-            agent,
-            session_cookie: Default::default(),
-        }
+        Self { child, base, data_dir: data_dir.to_path_buf(), agent, session_cookie: Default::default() }
     }
 
     /// The port the server listens on.
@@ -108,9 +107,7 @@ impl Server {
 
     /// POSTs `body` (raw text) to `path`; returns status and parsed JSON body.
     pub fn post_raw(&self, path: &str, body: &str) -> (u16, Value) {
-        let response = any_status(
-            self.request("POST", path).set("content-type", "application/json").send_string(body),
-        );
+        let response = any_status(self.request("POST", path).set("content-type", "application/json").send_string(body));
         let status = response.status();
         let text = response.into_string().unwrap();
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
@@ -122,9 +119,7 @@ impl Server {
 
     /// POSTs `body` as JSON; the response whatever its status.
     fn post_json(&self, path: &str, body: &Value) -> ureq::Response {
-        any_status(
-            self.request("POST", path).set("content-type", "application/json").send_string(&body.to_string()),
-        )
+        any_status(self.request("POST", path).set("content-type", "application/json").send_string(&body.to_string()))
     }
 
     /// POSTs JSON and returns the status, content type and raw body bytes.
@@ -146,7 +141,12 @@ impl Server {
     /// POSTs to a streaming endpoint and returns the `data:` payloads, calling
     /// `keep_going(index, payload)` after each; reading stops (and the
     /// connection closes) when it returns false.
-    pub fn stream(&self, path: &str, body: &Value, mut keep_going: impl FnMut(usize, &str) -> bool) -> (u16, Vec<String>) {
+    pub fn stream(
+        &self,
+        path: &str,
+        body: &Value,
+        mut keep_going: impl FnMut(usize, &str) -> bool,
+    ) -> (u16, Vec<String>) {
         let response = self.post_json(path, body);
         let status = response.status();
         let mut payloads = Vec::new();

@@ -55,4 +55,3 @@ impl Drop for Worker {
         let _ = self.child.wait();
     }
 }
-

@@ -161,7 +161,8 @@ impl ClusterControl {
             prefs.worker_port = port;
         }
         if let Some(interfaces) = update.mdns_interfaces {
-            prefs.mdns_interfaces = interfaces.into_iter().map(|i| i.trim().to_string()).filter(|i| !i.is_empty()).collect();
+            prefs.mdns_interfaces =
+                interfaces.into_iter().map(|i| i.trim().to_string()).filter(|i| !i.is_empty()).collect();
         }
         if let Some(seconds) = update.discovery_timeout_s {
             if !(0.0..=60.0).contains(&seconds) {
@@ -231,15 +232,13 @@ impl ClusterControl {
             },
         )?;
         let advertisement = advertise(&prefs.worker_name, port, &key, &scope(prefs))?;
-        Ok(ServingWorker {
-            running,
-            _advertisement: Some(advertisement),
-        })
+        Ok(ServingWorker { running, _advertisement: Some(advertisement) })
     }
 
     /// Looks for workers now and records what it finds (as a master).
     pub fn scan(&self) -> Result<()> {
-        let settings = self.master_settings().context("set a cluster key (and leave worker mode) to look for workers")?;
+        let settings =
+            self.master_settings().context("set a cluster key (and leave worker mode) to look for workers")?;
         settings.survey()
     }
 
@@ -290,16 +289,16 @@ impl ClusterControl {
 
 fn read_preferences(path: &Path) -> Result<ClusterPreferences> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable cluster settings", path.display())),
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable cluster settings", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ClusterPreferences::default()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 
 fn scope(prefs: &ClusterPreferences) -> MdnsScope {
-    MdnsScope {
-        interfaces: prefs.mdns_interfaces.clone(),
-    }
+    MdnsScope { interfaces: prefs.mdns_interfaces.clone() }
 }
 
 fn timeout(prefs: &ClusterPreferences) -> Duration {

@@ -9,9 +9,9 @@ use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, SpeakJob};
 use super::error::ApiError;
 use super::App;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
-use crate::speech::vibevoice::generate::SpeechSettings;
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::library::hf_cache;
+use crate::speech::vibevoice::generate::SpeechSettings;
 use crate::text::chat_template::ChatMessage;
 use crate::text::sampling::SamplingOverrides;
 use serde::de::DeserializeOwned;
@@ -149,7 +149,8 @@ impl App {
                 let voice = match (a.path, a.wav_base64) {
                     (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
                     (None, Some(data)) => {
-                        let bytes = base64_decode(&data).map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
+                        let bytes = base64_decode(&data)
+                            .map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
                         self.speech.add_voice_bytes(&a.name, a.file_name.as_deref().unwrap_or(&a.name), &bytes)
                     }
                     _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
@@ -226,10 +227,14 @@ impl App {
             "download_model" => {
                 let a: RepoArgs = args(command, value)?;
                 if !hf_cache::looks_like_repo_id(&a.repo_id) {
-                    return Err(ApiError::BadRequest(format!("`{}` is not a Hugging Face model id (org/name)", a.repo_id)));
+                    return Err(ApiError::BadRequest(format!(
+                        "`{}` is not a Hugging Face model id (org/name)",
+                        a.repo_id
+                    )));
                 }
                 let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
-                let catalog = Catalog::new(self.catalog.data_dir().to_path_buf(), self.catalog.hf_cache().to_path_buf());
+                let catalog =
+                    Catalog::new(self.catalog.data_dir().to_path_buf(), self.catalog.hf_cache().to_path_buf());
                 std::thread::spawn(move || download(downloader, catalog, a.repo_id, sink, cancel));
                 Ok(())
             }
@@ -271,13 +276,7 @@ impl App {
         if let Err(e) = sampling.apply_to(&Default::default()).validate() {
             return Err(ApiError::bad(e));
         }
-        Ok(ChatJob {
-            model,
-            messages: a.messages,
-            sampling,
-            max_tokens: a.max_tokens,
-            stop: a.stop,
-        })
+        Ok(ChatJob { model, messages: a.messages, sampling, max_tokens: a.max_tokens, stop: a.stop })
     }
 
     /// Checks a speech request and gathers its model and voices.

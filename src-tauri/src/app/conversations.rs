@@ -82,7 +82,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ConversationStore::new(dir.path().to_path_buf());
         let a = serde_json::json!({"id": "a1", "title": "first", "updated_at": "2026-01-01T00:00:00Z", "messages": []});
-        let b = serde_json::json!({"id": "b2", "title": "second", "updated_at": "2026-02-01T00:00:00Z", "messages": []});
+        let b =
+            serde_json::json!({"id": "b2", "title": "second", "updated_at": "2026-02-01T00:00:00Z", "messages": []});
         store.save(&a).unwrap();
         store.save(&b).unwrap();
         std::fs::write(dir.path().join("broken.json"), "{not json").unwrap();

@@ -6,21 +6,21 @@
 //! [`EventSink`]; when the sink's receiver has gone (a closed browser tab) or
 //! the job's cancel flag is set, the job stops at the next token.
 
-use crate::cluster::master::ClusterSettings;
-use crate::cluster::remote::WorkerLost;
-use crate::library::catalog::ModelEntry;
-use crate::text::chat_template::ChatMessage;
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
+use crate::cluster::master::ClusterSettings;
 use crate::cluster::recovery::generate_recovering;
-use crate::text::prompt_cache::PromptCache;
+use crate::cluster::remote::WorkerLost;
+use crate::library::catalog::ModelEntry;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
 use crate::speech::vibevoice::model::VibeVoice;
 use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::SAMPLE_RATE;
+use crate::text::chat_template::ChatMessage;
 use crate::text::generation::GenerationRequest;
 use crate::text::model::{LoadOptions, TextModel};
+use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
@@ -117,10 +117,7 @@ impl Engine {
                 }
             })
             .expect("can spawn the engine thread");
-        Self {
-            jobs: Mutex::new(tx),
-            loaded,
-        }
+        Self { jobs: Mutex::new(tx), loaded }
     }
 
     /// The model currently in memory.
@@ -152,11 +149,7 @@ impl Engine {
     /// Queues speech; events: `loading` … (if the model must be loaded),
     /// `progress` …, then `done` or `error`.
     pub fn speak(&self, job: SpeakJob, sink: EventSink, cancel: CancelFlag) {
-        self.send(Job::Speak {
-            job: Box::new(job),
-            sink,
-            cancel,
-        });
+        self.send(Job::Speak { job: Box::new(job), sink, cancel });
     }
 
     /// Queues a change of cluster settings, used from the next load on.
@@ -370,7 +363,11 @@ impl Worker {
 /// message}`, at most about ten events a second (the last always goes): a
 /// weight transfer reports every chunk, and a flood of events would only
 /// burden the UI.
-fn throttled_progress<'a>(sink: &'a mut EventSink, event_type: &'a str, model_name: &str) -> impl FnMut(f64, &str) + 'a {
+fn throttled_progress<'a>(
+    sink: &'a mut EventSink,
+    event_type: &'a str,
+    model_name: &str,
+) -> impl FnMut(f64, &str) + 'a {
     let name = model_name.to_string();
     let mut last_sent: Option<std::time::Instant> = None;
     move |fraction: f64, message: &str| {

@@ -31,7 +31,8 @@ const ACCOUNT: &str = "cluster-key";
 impl KeyStore {
     /// A store whose fallback file is `file`.
     pub fn new(file: PathBuf) -> Self {
-        let use_keyring = cfg!(feature = "gui") && std::env::var("CAKE_KEYRING").map_or(true, |v| v != "off") && keyring_reachable();
+        let use_keyring =
+            cfg!(feature = "gui") && std::env::var("CAKE_KEYRING").map_or(true, |v| v != "off") && keyring_reachable();
         Self { file, use_keyring }
     }
 
@@ -159,10 +160,7 @@ mod tests {
     #[test]
     fn the_file_fallback_is_private_and_round_trips() {
         let dir = tempfile::tempdir().unwrap();
-        let store = KeyStore {
-            file: dir.path().join("cluster-key"),
-            use_keyring: false,
-        };
+        let store = KeyStore { file: dir.path().join("cluster-key"), use_keyring: false };
         assert_eq!(store.load().unwrap(), None);
         assert_eq!(store.save("correct horse").unwrap(), KeyStorage::File);
         assert_eq!(store.load().unwrap(), Some(("correct horse".into(), KeyStorage::File)));

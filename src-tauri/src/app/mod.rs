@@ -17,8 +17,8 @@ use crate::library::catalog::Catalog;
 use crate::text::model::LoadOptions;
 use cluster::ClusterControl;
 use conversations::ConversationStore;
-use speech_library::SpeechLibrary;
 use engine::{CancelFlag, Engine};
+use speech_library::SpeechLibrary;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -120,10 +120,7 @@ pub struct SpeechLibrary {
 
 impl SpeechLibrary {
     pub fn new(data_dir: &Path) -> Self {
-        Self {
-            voices: Shelf { dir: data_dir.join("voices") },
-            clips: Shelf { dir: data_dir.join("clips") },
-        }
+        Self { voices: Shelf { dir: data_dir.join("voices") }, clips: Shelf { dir: data_dir.join("clips") } }
     }
 
     /// Reads a WAV file (checked, mixed to mono, resampled to 24 kHz, cut at
@@ -142,10 +139,7 @@ impl SpeechLibrary {
         if name.is_empty() || name.chars().count() > 80 {
             bail!("a voice needs a name of 1 to 80 characters");
         }
-        let audio = Audio {
-            samples: prompt.samples,
-            sample_rate: SAMPLE_RATE,
-        };
+        let audio = Audio { samples: prompt.samples, sample_rate: SAMPLE_RATE };
         let voice = Voice {
             id: new_id(),
             name: name.to_string(),

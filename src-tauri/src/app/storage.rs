@@ -44,7 +44,8 @@ mod tests {
         write_json_atomically(&path, &vec![1, 2]).unwrap();
         write_json_atomically(&path, &vec![3]).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap().replace(char::is_whitespace, ""), "[3]");
-        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> =
+            std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("file.json")]);
     }
 }

@@ -28,9 +28,6 @@ impl Audio {
         if rate == self.sample_rate {
             return Ok(self.clone());
         }
-        Ok(Audio {
-            samples: resample::resample(&self.samples, self.sample_rate, rate)?,
-            sample_rate: rate,
-        })
+        Ok(Audio { samples: resample::resample(&self.samples, self.sample_rate, rate)?, sample_rate: rate })
     }
 }

@@ -19,7 +19,8 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>> {
     let input = InterleavedSlice::new(samples, 1, samples.len()).map_err(|e| anyhow!("resampling: {e}"))?;
     let needed = resampler.process_all_needed_output_len(samples.len());
     let mut output = vec![0f32; needed];
-    let mut output_adapter = InterleavedSlice::new_mut(&mut output, 1, needed).map_err(|e| anyhow!("resampling: {e}"))?;
+    let mut output_adapter =
+        InterleavedSlice::new_mut(&mut output, 1, needed).map_err(|e| anyhow!("resampling: {e}"))?;
     let (_, produced) = resampler
         .process_all_into_buffer(&input, &mut output_adapter, samples.len(), None)
         .map_err(|e| anyhow!("resampling {from} Hz to {to} Hz failed: {e}"))?;

@@ -64,7 +64,12 @@ pub fn read_from<R: Read>(source: R, origin: &str, max_seconds: f64) -> Result<W
         }
     };
     let wanted = frames_to_read * channels;
-    let truncated = |read: usize| format!("{origin}: the file is truncated (its header promises {claimed_frames} frames, it ends after {})", read / channels);
+    let truncated = |read: usize| {
+        format!(
+            "{origin}: the file is truncated (its header promises {claimed_frames} frames, it ends after {})",
+            read / channels
+        )
+    };
     match spec.sample_format {
         SampleFormat::Float => {
             for (index, sample) in reader.samples::<f32>().take(wanted).enumerate() {
@@ -86,10 +91,7 @@ pub fn read_from<R: Read>(source: R, origin: &str, max_seconds: f64) -> Result<W
         bail!("{origin}: the file holds no audio (zero samples)");
     }
     Ok(WavInput {
-        audio: Audio {
-            samples,
-            sample_rate: spec.sample_rate,
-        },
+        audio: Audio { samples, sample_rate: spec.sample_rate },
         channels: spec.channels,
         truncated_from_s: (claimed_frames > frames_to_read).then(|| claimed_frames as f64 / spec.sample_rate as f64),
     })
@@ -107,7 +109,9 @@ fn check_spec(origin: &str, spec: &WavSpec) -> Result<()> {
     }
     match (spec.sample_format, spec.bits_per_sample) {
         (SampleFormat::Int, 8 | 16 | 24 | 32) | (SampleFormat::Float, 32) => Ok(()),
-        (format, bits) => bail!("{origin}: {bits}-bit {format:?} samples are not supported (use 8/16/24/32-bit PCM or 32-bit float)"),
+        (format, bits) => {
+            bail!("{origin}: {bits}-bit {format:?} samples are not supported (use 8/16/24/32-bit PCM or 32-bit float)")
+        }
     }
 }
 
@@ -132,12 +136,8 @@ pub fn write(path: &Path, audio: &Audio) -> Result<()> {
 
 /// `audio` as the bytes of a 16-bit PCM mono WAV file.
 pub fn encode(audio: &Audio) -> Result<Vec<u8>> {
-    let spec = WavSpec {
-        channels: 1,
-        sample_rate: audio.sample_rate,
-        bits_per_sample: 16,
-        sample_format: SampleFormat::Int,
-    };
+    let spec =
+        WavSpec { channels: 1, sample_rate: audio.sample_rate, bits_per_sample: 16, sample_format: SampleFormat::Int };
     let mut bytes = std::io::Cursor::new(Vec::with_capacity(44 + audio.samples.len() * 2));
     write_to(&mut bytes, spec, &audio.samples)?;
     Ok(bytes.into_inner())

@@ -35,11 +35,7 @@ pub fn run(args: ChatArgs) -> Result<()> {
     let template = model.chat_template()?;
     let sampling = args.sampling.resolve(&model);
     let tokenizer = model.tokenizer()?;
-    let mut history: Vec<ChatMessage> = args
-        .system
-        .iter()
-        .map(|s| ChatMessage::new("system", s))
-        .collect();
+    let mut history: Vec<ChatMessage> = args.system.iter().map(|s| ChatMessage::new("system", s)).collect();
     eprintln!("ready: type a message (/reset to start over, /exit to quit)");
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
@@ -68,10 +64,7 @@ pub fn run(args: ChatArgs) -> Result<()> {
         let prompt = tokenizer.encode(&template.render(&history, true)?, false)?;
         let mut request = GenerationRequest::new(prompt);
         request.max_new_tokens = args.max_tokens;
-        request.sampling = SamplingParams {
-            seed: sampling.seed.wrapping_add(turn),
-            ..sampling.clone()
-        };
+        request.sampling = SamplingParams { seed: sampling.seed.wrapping_add(turn), ..sampling.clone() };
         turn += 1;
         let result = generate_cached(&model, &request, &mut cache, |event| {
             let _ = stdout.write_all(event.text.as_bytes());

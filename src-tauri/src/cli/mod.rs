@@ -1,12 +1,12 @@
 //! The `cake` command line: argument parsing and dispatch.
 
 mod chat;
-mod worker;
 mod library;
 mod perplexity;
 mod run;
 mod serve;
 mod tts;
+mod worker;
 
 use crate::cluster::discovery::scope_from;
 use crate::cluster::master::ClusterSettings;
@@ -119,11 +119,7 @@ impl ClusterArgs {
 
 impl ModelArgs {
     pub fn dtype(&self) -> Result<Option<DType>> {
-        self.dtype
-            .as_deref()
-            .map(crate::models::loader::parse_dtype)
-            .transpose()
-            .context("--dtype")
+        self.dtype.as_deref().map(crate::models::loader::parse_dtype).transpose().context("--dtype")
     }
 
     /// Applies `--threads` before any kernel runs.
@@ -146,10 +142,7 @@ impl ModelArgs {
     pub fn load_model_excluding(&self, excluded: &[String]) -> Result<(TextModel, f64)> {
         self.apply_threads()?;
         let path = resolve_model(self.model.as_deref())?;
-        let options = LoadOptions {
-            dtype: self.dtype()?,
-            ..Default::default()
-        };
+        let options = LoadOptions { dtype: self.dtype()?, ..Default::default() };
         let start = std::time::Instant::now();
         let model = match self.cluster.settings()? {
             Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,

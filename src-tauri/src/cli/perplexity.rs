@@ -35,11 +35,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string(&result)?);
     } else {
-        println!(
-            "{} tokens, perplexity {:.4}",
-            result.tokens.len(),
-            result.perplexity
-        );
+        println!("{} tokens, perplexity {:.4}", result.tokens.len(), result.perplexity);
     }
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! `cake run`: generate from a prompt.
 
 use super::{parse_token_list, ModelArgs, SamplingArgs};
+use crate::cluster::recovery::generate_recovering;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::GenerationRequest;
-use crate::cluster::recovery::generate_recovering;
-use crate::text::prompt_cache::PromptCache;
 use crate::text::model::TextModel;
+use crate::text::prompt_cache::PromptCache;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;

@@ -62,7 +62,11 @@ impl SpeechObserver for Progress {
         if self.last.elapsed().as_millis() >= 500 {
             self.last = Instant::now();
             let seconds = (frame + 1) as f64 * self.hop as f64 / SAMPLE_RATE as f64;
-            eprintln!("frame {}: {seconds:.1} s of audio after {:.1} s", frame + 1, self.started.elapsed().as_secs_f64());
+            eprintln!(
+                "frame {}: {seconds:.1} s of audio after {:.1} s",
+                frame + 1,
+                self.started.elapsed().as_secs_f64()
+            );
         }
         ControlFlow::Continue(())
     }
@@ -71,7 +75,9 @@ impl SpeechObserver for Progress {
 pub fn run(args: TtsArgs) -> Result<()> {
     let script = match (&args.text, &args.script) {
         (Some(text), None) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the script", path.display()))?,
+        (None, Some(path)) => {
+            std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the script", path.display()))?
+        }
         _ => bail!("give the words to speak with --text or --script"),
     };
     let lines = parse_script(&as_script(&script))?;
@@ -91,25 +97,14 @@ pub fn run(args: TtsArgs) -> Result<()> {
     };
     eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
     let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop())?;
-    let settings = SpeechSettings {
-        cfg_scale: args.cfg_scale,
-        steps: args.steps,
-        max_seconds: args.max_seconds,
-    };
+    let settings = SpeechSettings { cfg_scale: args.cfg_scale, steps: args.steps, max_seconds: args.max_seconds };
     let seed = args.seed.unwrap_or_else(rand::random);
-    let mut progress = Progress {
-        started: Instant::now(),
-        last: Instant::now(),
-        hop: model.hop(),
-    };
+    let mut progress = Progress { started: Instant::now(), last: Instant::now(), hop: model.hop() };
     let output = model.generate(&prompt, &settings, &mut SeededNoise::new(seed), &mut progress)?;
     if output.audio.is_empty() {
         bail!("the model produced no speech (it ended after {} tokens)", output.tokens.len());
     }
-    let audio = Audio {
-        samples: output.audio,
-        sample_rate: SAMPLE_RATE,
-    };
+    let audio = Audio { samples: output.audio, sample_rate: SAMPLE_RATE };
     wav::write(&args.out, &audio)?;
     eprintln!(
         "wrote {} ({:.2} s of audio, {} frames, {:?}) in {:.1} s",

@@ -46,11 +46,8 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     let port = listener.local_addr()?.port();
-    let _advertisement = if args.no_mdns {
-        None
-    } else {
-        Some(advertise(&name, port, &key, &scope_from(&args.mdns_interfaces))?)
-    };
+    let _advertisement =
+        if args.no_mdns { None } else { Some(advertise(&name, port, &key, &scope_from(&args.mdns_interfaces))?) };
     serve(
         listener,
         WorkerConfig {

@@ -124,12 +124,7 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
         let reason = if end == start {
             "no layers: the others are fast enough and have room".to_string()
         } else if memory_bound {
-            format!(
-                "{} layers ({}): as many as fit in its {} of memory",
-                end - start,
-                gb(bytes),
-                gb(node.memory_bytes)
-            )
+            format!("{} layers ({}): as many as fit in its {} of memory", end - start, gb(bytes), gb(node.memory_bytes))
         } else {
             format!(
                 "{} layers ({}): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
@@ -148,10 +143,7 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
         });
         start = end;
     }
-    Ok(Plan {
-        stages,
-        bottleneck_seconds: bottleneck,
-    })
+    Ok(Plan { stages, bottleneck_seconds: bottleneck })
 }
 
 /// A plan in which some workers must run fixed layers (from a topology
@@ -193,7 +185,9 @@ pub fn plan_with_fixed(
     let free: Vec<usize> = (0..layers).filter(|&l| owner[l].is_none()).collect();
     let gap = match (free.first(), free.last()) {
         (Some(&a), Some(&b)) if b - a + 1 == free.len() => a..b + 1,
-        (Some(_), Some(_)) => bail!("the layers given to no machine ({}) are not one contiguous range", describe_layers(&free)),
+        (Some(_), Some(_)) => {
+            bail!("the layers given to no machine ({}) are not one contiguous range", describe_layers(&free))
+        }
         _ => 0..0,
     };
     // The master runs the first layers, so it shares the gap only if the gap starts at 0.
@@ -217,38 +211,43 @@ pub fn plan_with_fixed(
     }
     if !master_shares {
         if master_extra_bytes > nodes[0].memory_bytes {
-            bail!("{} must hold the embedding and LM head ({}) but has only {} available", nodes[0].name, gb(master_extra_bytes), gb(nodes[0].memory_bytes));
+            bail!(
+                "{} must hold the embedding and LM head ({}) but has only {} available",
+                nodes[0].name,
+                gb(master_extra_bytes),
+                gb(nodes[0].memory_bytes)
+            );
         }
-        stages.push((0, StageAssignment {
-            node: nodes[0].name.clone(),
-            layers: 0..0,
-            bytes: master_extra_bytes,
-            seconds_per_token: 0.0,
-            reason: "no layers: the topology file gives the first layers to a worker".into(),
-        }));
+        stages.push((
+            0,
+            StageAssignment {
+                node: nodes[0].name.clone(),
+                layers: 0..0,
+                bytes: master_extra_bytes,
+                seconds_per_token: 0.0,
+                reason: "no layers: the topology file gives the first layers to a worker".into(),
+            },
+        ));
     }
     for (index, range) in fixed.iter().enumerate() {
         let Some(range) = range else { continue };
         let bytes: u64 = layer_bytes[range.clone()].iter().sum();
-        stages.push((index, StageAssignment {
-            node: nodes[index].name.clone(),
-            layers: range.clone(),
-            bytes,
-            seconds_per_token: bytes as f64 / nodes[index].bytes_per_second,
-            reason: format!("layers {}-{}, as the topology file says", range.start, range.end - 1),
-        }));
+        stages.push((
+            index,
+            StageAssignment {
+                node: nodes[index].name.clone(),
+                layers: range.clone(),
+                bytes,
+                seconds_per_token: bytes as f64 / nodes[index].bytes_per_second,
+                reason: format!("layers {}-{}, as the topology file says", range.start, range.end - 1),
+            },
+        ));
     }
     // Pipeline order: the master, then by first layer; empty stages last.
     stages.sort_by_key(|(index, stage)| (*index != 0, stage.layers.is_empty(), stage.layers.start));
     let bottleneck = stages.iter().map(|(_, s)| s.seconds_per_token).fold(0.0, f64::max);
     let order = stages.iter().map(|(index, _)| *index).collect();
-    Ok((
-        Plan {
-            stages: stages.into_iter().map(|(_, s)| s).collect(),
-            bottleneck_seconds: bottleneck,
-        },
-        order,
-    ))
+    Ok((Plan { stages: stages.into_iter().map(|(_, s)| s).collect(), bottleneck_seconds: bottleneck }, order))
 }
 
 /// `[0, 1, 2, 7]` as `0-2, 7`.
@@ -271,11 +270,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str, memory: u64, speed: f64) -> NodeCapacity {
-        NodeCapacity {
-            name: name.into(),
-            memory_bytes: memory,
-            bytes_per_second: speed,
-        }
+        NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed }
     }
 
     fn ranges(plan: &Plan) -> Vec<Range<usize>> {
@@ -305,7 +300,8 @@ mod tests {
 
     #[test]
     fn a_model_too_big_says_how_much_memory_is_missing() {
-        let err = plan(&[1_000_000_000; 10], 0, &[node("a", 4_000_000_000, 1.0), node("b", 4_000_000_000, 1.0)]).unwrap_err();
+        let err =
+            plan(&[1_000_000_000; 10], 0, &[node("a", 4_000_000_000, 1.0), node("b", 4_000_000_000, 1.0)]).unwrap_err();
         let message = format!("{err:#}");
         assert!(message.contains("needs 10.00 GB") && message.contains("2.00 GB missing"), "{message}");
     }

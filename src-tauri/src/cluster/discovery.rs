@@ -60,11 +60,7 @@ impl Drop for Advertisement {
 pub fn advertise(name: &str, port: u16, key: &ClusterKey, scope: &MdnsScope) -> Result<Advertisement> {
     let daemon = scope.daemon()?;
     let unique = format!("{}-{:08x}", sanitize(name), rand::random::<u32>());
-    let properties = [
-        ("name", name.to_string()),
-        ("fp", key.fingerprint()),
-        ("v", PROTOCOL_VERSION.to_string()),
-    ];
+    let properties = [("name", name.to_string()), ("fp", key.fingerprint()), ("v", PROTOCOL_VERSION.to_string())];
     let host = format!("{unique}.local.");
     let info = if scope.loopback_only() {
         ServiceInfo::new(SERVICE_TYPE, &unique, &host, "127.0.0.1", port, &properties[..])
@@ -79,7 +75,11 @@ pub fn advertise(name: &str, port: u16, key: &ClusterKey, scope: &MdnsScope) -> 
 
 fn sanitize(name: &str) -> String {
     let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    if s.is_empty() { "worker".into() } else { s }
+    if s.is_empty() {
+        "worker".into()
+    } else {
+        s
+    }
 }
 
 /// A worker seen on the network.
@@ -122,12 +122,7 @@ pub fn browse(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<
         let version = service.get_property_val_str("v").and_then(|v| v.parse().ok()).unwrap_or(0);
         found.insert(
             service.get_fullname().to_string(),
-            FoundWorker {
-                name,
-                address: SocketAddr::new(ip, service.get_port()),
-                version,
-                same_cluster,
-            },
+            FoundWorker { name, address: SocketAddr::new(ip, service.get_port()), version, same_cluster },
         );
     }
     let _ = daemon.shutdown();
@@ -138,9 +133,7 @@ pub fn browse(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<
 
 /// Parses `--mdns-iface` values.
 pub fn scope_from(interfaces: &[String]) -> MdnsScope {
-    MdnsScope {
-        interfaces: interfaces.to_vec(),
-    }
+    MdnsScope { interfaces: interfaces.to_vec() }
 }
 
 impl FoundWorker {

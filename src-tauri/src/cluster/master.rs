@@ -100,17 +100,24 @@ pub fn load_distributed<M>(
             continue;
         }
         let part = stages.len() as f64;
-        let selection = TensorSelection {
-            layers: stage.layers.clone(),
-            embedding: false,
-            head: false,
-        };
-        let manifest = ModelManifest::for_selection(&path, &selection, checkpoint.config().tie_word_embeddings, checkpoint.layout())?;
+        let selection = TensorSelection { layers: stage.layers.clone(), embedding: false, head: false };
+        let manifest = ModelManifest::for_selection(
+            &path,
+            &selection,
+            checkpoint.config().tie_word_embeddings,
+            checkpoint.layout(),
+        )?;
         let name = &worker.info.name;
         let layers = stage.layers.clone();
         on_progress(part / parts as f64, &format!("{name} loads layers {}–{}", layers.start, layers.end - 1));
         let mut on_sent = |sent: u64, total: u64| {
-            let message = format!("sending {name} the weights of layers {}–{}: {:.1} of {:.1} MB", layers.start, layers.end - 1, sent as f64 / 1e6, total as f64 / 1e6);
+            let message = format!(
+                "sending {name} the weights of layers {}–{}: {:.1} of {:.1} MB",
+                layers.start,
+                layers.end - 1,
+                sent as f64 / 1e6,
+                total as f64 / 1e6
+            );
             on_progress((part + sent as f64 / total.max(1) as f64) / parts as f64, &message);
         };
         let sent = worker
@@ -122,10 +129,7 @@ pub fn load_distributed<M>(
             stage.layers,
             manifest.total_bytes()
         );
-        stages.push(RemoteStage {
-            worker: worker.clone(),
-            layers: stage.layers.clone(),
-        });
+        stages.push(RemoteStage { worker: worker.clone(), layers: stage.layers.clone() });
     }
     let local_part = (parts - 1) as f64;
     let mut on_layer = |done: usize, total: usize| {
@@ -134,11 +138,7 @@ pub fn load_distributed<M>(
     };
     let (model, local_nanos) = load_local(LocalPart {
         checkpoint: &checkpoint,
-        selection: TensorSelection {
-            layers: plan.stages[0].layers.clone(),
-            embedding: true,
-            head: true,
-        },
+        selection: TensorSelection { layers: plan.stages[0].layers.clone(), embedding: true, head: true },
         remote_stages: stages,
         on_layer: &mut on_layer,
     })?;
@@ -224,12 +224,7 @@ impl ClusterSettings {
             return Ok(self
                 .workers
                 .iter()
-                .map(|a| Candidate {
-                    address: a.clone(),
-                    name: None,
-                    fixed_layers: None,
-                    required: true,
-                })
+                .map(|a| Candidate { address: a.clone(), name: None, fixed_layers: None, required: true })
                 .collect());
         }
         self.monitor.forget_machines();
@@ -266,12 +261,17 @@ impl ClusterSettings {
             problem: None,
             info: Some(me.clone()),
         });
-        let candidates: Vec<Candidate> = self.candidates()?.into_iter().filter(|c| !excluded.contains(&c.address)).collect();
+        let candidates: Vec<Candidate> =
+            self.candidates()?.into_iter().filter(|c| !excluded.contains(&c.address)).collect();
         // All at once: each contact is bounded by CONTACT_DEADLINE, so a
         // silent worker delays the others by at most that.
         let contacts: Vec<Result<RemoteWorker>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = candidates.iter().map(|c| scope.spawn(|| RemoteWorker::connect(&c.address, &self.key))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("contacting the worker panicked")))).collect()
+            let handles: Vec<_> =
+                candidates.iter().map(|c| scope.spawn(|| RemoteWorker::connect(&c.address, &self.key))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("contacting the worker panicked"))))
+                .collect()
         });
         let mut workers = Vec::new();
         for (candidate, contact) in candidates.into_iter().zip(contacts) {
@@ -285,15 +285,16 @@ impl ClusterSettings {
                         problem: None,
                         info: Some(worker.info.clone()),
                     });
-                    workers.push(PlannedWorker {
-                        worker,
-                        fixed_layers: candidate.fixed_layers,
-                    });
+                    workers.push(PlannedWorker { worker, fixed_layers: candidate.fixed_layers });
                 }
                 Err(e) => {
                     let problem = format!("{e:#}");
                     eprintln!("leaving out {name} ({}): {problem}", candidate.address);
-                    let state = if problem.contains("cannot reach") { MachineState::Unreachable } else { MachineState::Rejected };
+                    let state = if problem.contains("cannot reach") {
+                        MachineState::Unreachable
+                    } else {
+                        MachineState::Rejected
+                    };
                     self.monitor.machine_seen(MachineView {
                         name: name.clone(),
                         address: Some(candidate.address),
@@ -318,7 +319,13 @@ impl ClusterSettings {
     /// Loads the text model at `path` over this machine and the workers
     /// that answer, leaving out those at `excluded` addresses (and, with a
     /// warning, discovered ones that cannot be used).
-    pub fn load(&self, path: &Path, options: &LoadOptions, excluded: &[String], on_progress: LoadProgress) -> Result<TextModel> {
+    pub fn load(
+        &self,
+        path: &Path,
+        options: &LoadOptions,
+        excluded: &[String],
+        on_progress: LoadProgress,
+    ) -> Result<TextModel> {
         self.load_with(path, options, excluded, on_progress, |part| {
             let decoder = part.checkpoint.load_decoder_with_progress(Some(part.selection), options, part.on_layer)?;
             let model = TextModel::assemble(path, part.checkpoint, decoder, part.remote_stages)?;
@@ -342,7 +349,8 @@ impl ClusterSettings {
         // Measured once: describing this machine times a 16 MiB pass over memory.
         let me = machine::describe("master", self.master_memory);
         let workers = self.connect_workers(&me, excluded)?;
-        let (model, plan) = load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
+        let (model, plan) =
+            load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
         for stage in &plan.stages {
             eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

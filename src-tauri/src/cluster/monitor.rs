@@ -80,14 +80,15 @@ impl ClusterMonitor {
 
     /// A model's layers were planned over `workers` (aligned with the plan's
     /// stages, `None` for the master); weights may still be on their way.
-    pub fn begin_run(&self, model_name: &str, total_layers: usize, plan: Plan, workers: Vec<Option<Arc<RemoteWorker>>>) {
-        self.state.lock().expect("cluster monitor").run = Some(Run {
-            model_name: model_name.to_string(),
-            total_layers,
-            plan,
-            workers,
-            local_nanos: None,
-        });
+    pub fn begin_run(
+        &self,
+        model_name: &str,
+        total_layers: usize,
+        plan: Plan,
+        workers: Vec<Option<Arc<RemoteWorker>>>,
+    ) {
+        self.state.lock().expect("cluster monitor").run =
+            Some(Run { model_name: model_name.to_string(), total_layers, plan, workers, local_nanos: None });
     }
 
     /// The planned model is loaded; `local_nanos` counts the master's compute time.
@@ -111,7 +112,8 @@ impl ClusterMonitor {
         if let Some(run) = &state.run {
             for worker in run.workers.iter().flatten() {
                 if let Some(reason) = worker.lost_reason() {
-                    if let Some(m) = machines.iter_mut().find(|m| m.address.as_deref() == Some(worker.address.as_str())) {
+                    if let Some(m) = machines.iter_mut().find(|m| m.address.as_deref() == Some(worker.address.as_str()))
+                    {
                         m.state = MachineState::Lost;
                         m.problem = Some(reason);
                     }

@@ -43,19 +43,12 @@ impl LayerPipeline {
     }
 
     pub fn new(decoder: Decoder, remote_stages: Vec<RemoteStage>) -> Self {
-        Self {
-            decoder,
-            remote_stages,
-            local_nanos: Arc::default(),
-        }
+        Self { decoder, remote_stages, local_nanos: Arc::default() }
     }
 
     /// A new sequence with empty caches.
     pub fn new_session(&self) -> Session {
-        Session {
-            cache: self.decoder.new_cache(),
-            sequence: rand::random(),
-        }
+        Session { cache: self.decoder.new_cache(), sequence: rand::random() }
     }
 
     /// Frees the workers' caches of a finished sequence.

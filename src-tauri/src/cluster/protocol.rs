@@ -4,11 +4,11 @@
 //! payload (hidden states as little-endian f32), packed as
 //! `[u32 header length][header][payload]` into one sealed frame.
 
+use super::weight_transfer::{ChunkRef, ModelManifest};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use super::weight_transfer::{ChunkRef, ModelManifest};
 
 /// What the master asks of a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,18 +18,9 @@ pub enum Request {
     Info,
     /// Load layers `start..end` of the model the manifest describes; the
     /// worker answers `NeedChunks` until it has all its bytes.
-    Load {
-        manifest: ModelManifest,
-        start: usize,
-        end: usize,
-        dtype: Option<String>,
-    },
+    Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<String> },
     /// One chunk of weights (payload: LZ4 with the size prepended).
-    Chunk {
-        manifest_key: String,
-        chunk: ChunkRef,
-        sha256: String,
-    },
+    Chunk { manifest_key: String, chunk: ChunkRef, sha256: String },
     /// Run the loaded layers on hidden states (payload, f32) of `shape`,
     /// continuing sequence `sequence`'s KV cache.
     Forward { sequence: u64, shape: Vec<usize> },
@@ -57,9 +48,14 @@ pub struct WorkerInfo {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
     Info(WorkerInfo),
-    Loaded { start: usize, end: usize },
+    Loaded {
+        start: usize,
+        end: usize,
+    },
     /// The chunks of the manifest the worker does not have yet.
-    NeedChunks { chunks: Vec<ChunkRef> },
+    NeedChunks {
+        chunks: Vec<ChunkRef>,
+    },
     /// Hidden states (payload, f32) of `shape`, and how long the worker's
     /// layers took (nanoseconds; the rest of a round trip is transport).
     Hidden {
@@ -68,7 +64,9 @@ pub enum Response {
         compute_nanos: u64,
     },
     Done,
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// Packs a header and payload into one frame body.

@@ -4,8 +4,8 @@
 
 use super::remote::WorkerLost;
 use crate::text::generation::{generate_cached, Generation, GenerationRequest, TokenEvent};
-use crate::text::prompt_cache::PromptCache;
 use crate::text::model::TextModel;
+use crate::text::prompt_cache::PromptCache;
 use anyhow::Result;
 use std::ops::ControlFlow;
 

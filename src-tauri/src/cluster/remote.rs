@@ -91,8 +91,8 @@ impl RemoteWorker {
             .with_context(|| format!("`{address}` is not a host:port"))?
             .next()
             .with_context(|| format!("`{address}` resolves to nothing"))?;
-        let stream = TcpStream::connect_timeout(&socket, left()?)
-            .with_context(|| format!("cannot reach worker {address}"))?;
+        let stream =
+            TcpStream::connect_timeout(&socket, left()?).with_context(|| format!("cannot reach worker {address}"))?;
         stream.set_nodelay(true)?;
         let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left()?)?;
         channel.stream().set_read_timeout(Some(left()?))?;
@@ -107,10 +107,7 @@ impl RemoteWorker {
                 bytes_per_second: 0.0,
             },
             stats: Arc::default(),
-            channel: Arc::new(Mutex::new(Connection {
-                channel,
-                last_used: Instant::now(),
-            })),
+            channel: Arc::new(Mutex::new(Connection { channel, last_used: Instant::now() })),
             closed: Arc::default(),
         };
         match worker.ask(&Request::Info, &[])? {
@@ -171,11 +168,7 @@ impl RemoteWorker {
         let frame = connection.round_trip(&encode(request, payload), &self.stats).map_err(|e| {
             let reason = format!("{e:#}");
             mark_lost(&self.stats, reason.clone());
-            WorkerLost {
-                name: self.info.name.clone(),
-                address: self.address.clone(),
-                reason,
-            }
+            WorkerLost { name: self.info.name.clone(), address: self.address.clone(), reason }
         })?;
         drop(connection);
         let (response, payload): (Response, &[u8]) = decode(&frame)?;
@@ -214,11 +207,7 @@ impl RemoteWorker {
                     let mut done = 0u64;
                     for chunk in chunks {
                         let (sha256, packed) = read_chunk(model, manifest, chunk)?;
-                        let message = Request::Chunk {
-                            manifest_key: manifest.key.clone(),
-                            chunk,
-                            sha256,
-                        };
+                        let message = Request::Chunk { manifest_key: manifest.key.clone(), chunk, sha256 };
                         self.ask(&message, &packed)?;
                         done += chunk.len;
                         sent += chunk.len;
@@ -250,10 +239,7 @@ impl RemoteWorker {
 
     /// Bytes sent to and received from the worker since connecting.
     pub fn traffic(&self) -> (u64, u64) {
-        (
-            self.stats.bytes_sent.load(Ordering::Relaxed),
-            self.stats.bytes_received.load(Ordering::Relaxed),
-        )
+        (self.stats.bytes_sent.load(Ordering::Relaxed), self.stats.bytes_received.load(Ordering::Relaxed))
     }
 
     /// Frees the worker's cache of `sequence`.

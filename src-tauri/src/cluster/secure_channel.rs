@@ -18,12 +18,12 @@
 //! Frames are a 4-byte big-endian length then the sealed bytes, capped at
 //! [`MAX_FRAME`]; a larger claim is refused before anything is allocated.
 
+use super::admission::Deadlined;
 use anyhow::{bail, Context, Result};
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use super::admission::Deadlined;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -91,9 +91,7 @@ fn random_nonce() -> [u8; NONCE_LEN] {
 
 fn read_hello(stream: &mut impl Read, peer: &str) -> Result<(u16, [u8; NONCE_LEN])> {
     let mut head = [0u8; 6];
-    stream
-        .read_exact(&mut head)
-        .with_context(|| format!("{peer} closed the connection during the handshake"))?;
+    stream.read_exact(&mut head).with_context(|| format!("{peer} closed the connection during the handshake"))?;
     if &head[..4] != MAGIC {
         bail!("{peer} is not a Cake node (it sent {:?} instead of the handshake)", &head[..4]);
     }
@@ -250,22 +248,16 @@ impl<S: Read + Write> SecureChannel<S> {
     /// Receives and opens one frame; any tampering is an error.
     pub fn receive(&mut self) -> Result<Vec<u8>> {
         let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .with_context(|| format!("the connection to {} closed", self.peer))?;
+        self.stream.read_exact(&mut len).with_context(|| format!("the connection to {} closed", self.peer))?;
         let len = u32::from_be_bytes(len) as usize;
         if len > MAX_FRAME {
             bail!("{} sent a frame claiming {len} bytes, over the {MAX_FRAME}-byte limit", self.peer);
         }
         let mut sealed = vec![0u8; len];
-        self.stream
-            .read_exact(&mut sealed)
-            .with_context(|| format!("{} sent a truncated frame", self.peer))?;
-        let plaintext = self
-            .keys
-            .receive
-            .decrypt(&Self::nonce(self.received), sealed.as_slice())
-            .map_err(|_| anyhow::anyhow!("a frame from {} failed authentication (tampered or out of order)", self.peer))?;
+        self.stream.read_exact(&mut sealed).with_context(|| format!("{} sent a truncated frame", self.peer))?;
+        let plaintext = self.keys.receive.decrypt(&Self::nonce(self.received), sealed.as_slice()).map_err(|_| {
+            anyhow::anyhow!("a frame from {} failed authentication (tampered or out of order)", self.peer)
+        })?;
         self.received = self.received.checked_add(1).context("frame counter exhausted")?;
         self.bytes_received += 4 + len as u64;
         Ok(plaintext)

@@ -52,17 +52,21 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 impl Topology {
     /// Reads and checks a topology file.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let size = std::fs::metadata(path).with_context(|| format!("{}: cannot read the topology file", path.display()))?.len();
+        let size = std::fs::metadata(path)
+            .with_context(|| format!("{}: cannot read the topology file", path.display()))?
+            .len();
         if size > MAX_FILE_BYTES {
             bail!("{}: {size} bytes is too large for a topology file", path.display());
         }
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the topology file", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read the topology file", path.display()))?;
         Self::parse(&text).with_context(|| format!("{}: invalid topology", path.display()))
     }
 
     /// Parses topology YAML.
     pub fn parse(text: &str) -> Result<Self> {
-        let mapping: serde_yaml::Mapping = serde_yaml::from_str(text).context("expected a map from node names to nodes")?;
+        let mapping: serde_yaml::Mapping =
+            serde_yaml::from_str(text).context("expected a map from node names to nodes")?;
         let mut nodes = Vec::new();
         for (name, entry) in mapping {
             let name = match name {
@@ -71,12 +75,7 @@ impl Topology {
             };
             let entry: NodeEntry = serde_yaml::from_value(entry).with_context(|| format!("node `{name}`"))?;
             let layers = layer_range(&entry.layers).with_context(|| format!("node `{name}`"))?;
-            nodes.push(TopologyNode {
-                name,
-                host: entry.host,
-                description: entry.description,
-                layers,
-            });
+            nodes.push(TopologyNode { name, host: entry.host, description: entry.description, layers });
         }
         if nodes.is_empty() {
             bail!("the topology lists no nodes");
@@ -111,9 +110,8 @@ fn layer_range(specs: &[String]) -> Result<Option<Range<usize>>> {
 
 /// `model.layers.3-7` (inclusive) or `model.layers.3`.
 fn layer_spec(spec: &str) -> Result<Range<usize>> {
-    let numbers = spec
-        .strip_prefix("model.layers.")
-        .with_context(|| format!("`{spec}` should look like model.layers.0-5"))?;
+    let numbers =
+        spec.strip_prefix("model.layers.").with_context(|| format!("`{spec}` should look like model.layers.0-5"))?;
     let parse = |s: &str| s.trim().parse::<usize>().with_context(|| format!("`{spec}`: `{s}` is not a layer number"));
     let (first, last) = match numbers.split_once('-') {
         Some((a, b)) => (parse(a)?, parse(b)?),

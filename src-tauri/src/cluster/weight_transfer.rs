@@ -66,7 +66,12 @@ const EVERY_STAGE_GGUF_TENSORS: [&str; 2] = ["rope_factors_long.weight", "rope_f
 impl ModelManifest {
     /// The manifest of the tensors `selection` names in the checkpoint at
     /// `path` (a model folder keeps them as `layout` says).
-    pub fn for_selection(path: &Path, selection: &TensorSelection, tied_embeddings: bool, layout: TensorLayout) -> Result<Self> {
+    pub fn for_selection(
+        path: &Path,
+        selection: &TensorSelection,
+        tied_embeddings: bool,
+        layout: TensorLayout,
+    ) -> Result<Self> {
         let mut hasher = Sha256::new();
         let mut files = Vec::new();
         let gguf = path.is_file();

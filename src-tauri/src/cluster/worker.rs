@@ -7,9 +7,9 @@
 //! switch) and reports what each master is doing; [`serve`] is the same,
 //! blocking (`cake worker`).
 
+use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::machine;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
-use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
@@ -185,12 +185,7 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
             }
         })?
     };
-    Ok(RunningWorker {
-        address,
-        stopping,
-        sessions,
-        thread: Some(thread),
-    })
+    Ok(RunningWorker { address, stopping, sessions, thread: Some(thread) })
 }
 
 /// Where a session publishes what it is doing.
@@ -208,7 +203,14 @@ impl SessionReport<'_> {
 }
 
 /// One master's connection, from handshake to hang-up.
-fn session(stream: TcpStream, mut ticket: Ticket, config: &WorkerConfig, info: WorkerInfo, peer: &str, report: &SessionReport) -> Result<()> {
+fn session(
+    stream: TcpStream,
+    mut ticket: Ticket,
+    config: &WorkerConfig,
+    info: WorkerInfo,
+    peer: &str,
+    report: &SessionReport,
+) -> Result<()> {
     stream.set_nodelay(true)?;
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
@@ -218,13 +220,12 @@ fn session(stream: TcpStream, mut ticket: Ticket, config: &WorkerConfig, info: W
     channel.stream().set_read_timeout(Some(config.idle_timeout))?;
     channel.stream().set_write_timeout(Some(config.idle_timeout))?;
     eprintln!("worker {}: {peer} authenticated", config.name);
-    report.sessions.lock().expect("worker sessions").views.insert(
-        report.id,
-        MasterSession {
-            address,
-            ..Default::default()
-        },
-    );
+    report
+        .sessions
+        .lock()
+        .expect("worker sessions")
+        .views
+        .insert(report.id, MasterSession { address, ..Default::default() });
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
     let weights = WeightCache::new(config.cache_dir.clone());
@@ -296,15 +297,9 @@ impl State<'_> {
                 let path = self.weights.model_path(&manifest);
                 *self.manifest = Some(manifest);
                 let checkpoint = Checkpoint::open(&path)?;
-                let options = LoadOptions {
-                    dtype: dtype.as_deref().map(parse_dtype).transpose()?,
-                    ..Default::default()
-                };
-                let selection = TensorSelection {
-                    layers: start..end,
-                    embedding: false,
-                    head: false,
-                };
+                let options =
+                    LoadOptions { dtype: dtype.as_deref().map(parse_dtype).transpose()?, ..Default::default() };
+                let selection = TensorSelection { layers: start..end, embedding: false, head: false };
                 *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
                 eprintln!("worker {}: loaded layers {start}..{end}", self.name);
                 self.report.update(|v| v.layers = Some([start, end]));

@@ -23,7 +23,12 @@ async fn app_call(app: State<'_, Arc<App>>, command: String, args: Value) -> Res
 }
 
 #[tauri::command]
-async fn app_stream(app: State<'_, Arc<App>>, command: String, args: Value, events: Channel<Value>) -> Result<(), String> {
+async fn app_stream(
+    app: State<'_, Arc<App>>,
+    command: String,
+    args: Value,
+    events: Channel<Value>,
+) -> Result<(), String> {
     let app = app.inner().clone();
     let sink = Box::new(move |event: Value| events.send(event).is_ok());
     tauri::async_runtime::spawn_blocking(move || app.stream(&command, args, sink))

@@ -24,17 +24,14 @@ impl GgufFile {
     /// Parses the header of `path` and checks every tensor's byte range.
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let file_len = file
-            .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?
-            .len();
+        let file_len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
         if file_len < 8 {
             bail!("{}: not a GGUF file ({file_len} bytes, truncated?)", path.display());
         }
         // SAFETY: read-only map of the file; every range read from it is
         // checked against its length first (see SafetensorsFile).
-        let mmap = unsafe { memmap2::Mmap::map(&file) }
-            .with_context(|| format!("cannot memory-map {}", path.display()))?;
+        let mmap =
+            unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot memory-map {}", path.display()))?;
         if (mmap.len() as u64) < file_len {
             bail!("{}: file shrank while opening it", path.display());
         }
@@ -42,11 +39,7 @@ impl GgufFile {
         // would otherwise cost a system call each.
         let header = super::gguf_header::parse(&mmap[..], file_len)
             .map_err(|e| anyhow::anyhow!("{}: invalid GGUF header: {e}", path.display()))?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            header,
-            mmap: std::sync::Arc::new(mmap),
-        })
+        Ok(Self { path: path.to_path_buf(), header, mmap: std::sync::Arc::new(mmap) })
     }
 
     /// The metadata value under `key`, if present.
@@ -56,9 +49,7 @@ impl GgufFile {
 
     /// A required metadata value.
     pub fn require(&self, key: &str) -> Result<&Value> {
-        self.get(key).with_context(|| {
-            format!("{}: GGUF metadata key `{key}` is missing", self.path.display())
-        })
+        self.get(key).with_context(|| format!("{}: GGUF metadata key `{key}` is missing", self.path.display()))
     }
 
     /// A required integer metadata value.
@@ -72,10 +63,7 @@ impl GgufFile {
     /// An optional float metadata value.
     pub fn get_f64(&self, key: &str) -> Result<Option<f64>> {
         self.get(key)
-            .map(|v| {
-                value_to_f64(v)
-                    .with_context(|| format!("{}: `{key}` is not a number", self.path.display()))
-            })
+            .map(|v| value_to_f64(v).with_context(|| format!("{}: `{key}` is not a number", self.path.display())))
             .transpose()
     }
 
@@ -101,7 +89,8 @@ impl GgufFile {
 
     /// Where tensor `name`'s data starts in the file (and the map).
     pub fn tensor_offset(&self, name: &str) -> Result<usize> {
-        let info = self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
+        let info =
+            self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
         Ok((self.header.tensor_data_offset + info.offset) as usize)
     }
 
@@ -142,9 +131,8 @@ impl GgufFile {
 
     /// Loads tensor `name` as a (possibly quantized) candle tensor.
     pub fn qtensor(&self, name: &str, device: &Device) -> Result<QTensor> {
-        let info = self.tensor_info(name).with_context(|| {
-            format!("{}: tensor `{name}` is missing", self.path.display())
-        })?;
+        let info =
+            self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
         qtensor_from_bytes(info.ggml_type, self.tensor_bytes(name)?, &info.dims, device)
             .with_context(|| format!("{}: cannot load tensor `{name}`", self.path.display()))
     }
@@ -174,12 +162,7 @@ pub fn candle_type(ggml_type: GgmlType) -> Option<GgmlDType> {
 
 /// Builds a candle tensor of `dims` from raw GGML block bytes. Types neither
 /// candle nor Cake's kernels can multiply are refused by name.
-pub fn qtensor_from_bytes(
-    ggml_type: GgmlType,
-    bytes: &[u8],
-    dims: &[usize],
-    device: &Device,
-) -> Result<QTensor> {
+pub fn qtensor_from_bytes(ggml_type: GgmlType, bytes: &[u8], dims: &[usize], device: &Device) -> Result<QTensor> {
     let Some(dtype) = candle_type(ggml_type) else {
         bail!("{ggml_type} tensors are not supported yet (Cake reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL and IQ4_XS)");
     };

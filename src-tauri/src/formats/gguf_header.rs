@@ -264,7 +264,10 @@ pub fn parse(bytes: &[u8], file_len: u64) -> Parsed<Header> {
         let name = r.string()?;
         let info = r.tensor_info().map_err(|e| in_tensor(e, &name))?;
         if info.offset % alignment != 0 {
-            return invalid(format!("tensor `{name}` starts at offset {} that is not a multiple of the alignment {alignment}", info.offset));
+            return invalid(format!(
+                "tensor `{name}` starts at offset {} that is not a multiple of the alignment {alignment}",
+                info.offset
+            ));
         }
         if tensor_infos.insert(name.clone(), info).is_some() {
             return invalid(format!("tensor `{name}` appears twice"));
@@ -285,7 +288,9 @@ fn check_data(tensors: &HashMap<String, TensorInfo>, data_offset: u64, file_len:
             return invalid(format!("tensor `{name}` has an absurd offset or size"));
         };
         if end > file_len {
-            return invalid(format!("tensor `{name}` needs bytes {start}..{end} but the file has {file_len} (truncated file?)"));
+            return invalid(format!(
+                "tensor `{name}` needs bytes {start}..{end} but the file has {file_len} (truncated file?)"
+            ));
         }
         ranges.push((start, end, name));
     }
@@ -357,7 +362,10 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Parsed<String> {
         let len = self.u64()?;
         if len > self.remaining() {
-            return invalid(format!("a string of {len} bytes is longer than the rest of the file ({} bytes; truncated file?)", self.remaining()));
+            return invalid(format!(
+                "a string of {len} bytes is longer than the rest of the file ({} bytes; truncated file?)",
+                self.remaining()
+            ));
         }
         Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
     }
@@ -406,19 +414,30 @@ impl<'a> Reader<'a> {
         let mut elements = 1u64;
         for _ in 0..n_dims {
             let d = self.u64()?;
-            elements = elements.checked_mul(d).filter(|&e| e <= i64::MAX as u64).ok_or_else(|| HeaderError::Invalid("its dimensions multiply past 2^63".into()))?;
-            dims.push(usize::try_from(d).map_err(|_| HeaderError::Invalid(format!("dimension {d} does not fit this machine")))?);
+            elements = elements
+                .checked_mul(d)
+                .filter(|&e| e <= i64::MAX as u64)
+                .ok_or_else(|| HeaderError::Invalid("its dimensions multiply past 2^63".into()))?;
+            dims.push(
+                usize::try_from(d)
+                    .map_err(|_| HeaderError::Invalid(format!("dimension {d} does not fit this machine")))?,
+            );
         }
         dims.reverse();
         let id = self.u32()?;
-        let ggml_type = GgmlType::from_id(id).ok_or_else(|| HeaderError::Invalid(format!("unknown GGML type id {id}")))?;
+        let ggml_type =
+            GgmlType::from_id(id).ok_or_else(|| HeaderError::Invalid(format!("unknown GGML type id {id}")))?;
         let offset = self.u64()?;
         if ggml_type.bytes_for(elements).is_none() {
             let (block, _) = ggml_type.block();
             return invalid(format!("{elements} values are not whole {ggml_type} blocks of {block} (or too many)"));
         }
         if dims.last().is_some_and(|&inner| inner as u64 % ggml_type.block().0 != 0) {
-            return invalid(format!("rows of {} values are not whole {ggml_type} blocks of {}", dims[dims.len() - 1], ggml_type.block().0));
+            return invalid(format!(
+                "rows of {} values are not whole {ggml_type} blocks of {}",
+                dims[dims.len() - 1],
+                ggml_type.block().0
+            ));
         }
         Ok(TensorInfo { dims, ggml_type, offset })
     }
@@ -519,7 +538,10 @@ pub(crate) mod tests {
         let header = parsed(&bytes).unwrap();
         assert_eq!(header.metadata["general.architecture"], Value::String("llama".into()));
         assert_eq!(header.metadata["llama.block_count"], Value::U32(7));
-        assert_eq!(header.metadata["tokenizer.ggml.tokens"], Value::Array(vec![Value::String("a".into()), Value::String("bc".into())]));
+        assert_eq!(
+            header.metadata["tokenizer.ggml.tokens"],
+            Value::Array(vec![Value::String("a".into()), Value::String("bc".into())])
+        );
         let w = &header.tensor_infos["w"];
         assert_eq!((w.dims.clone(), w.ggml_type, w.byte_size()), (vec![2, 32], GgmlType::IQ4_NL, 36));
         assert_eq!(header.tensor_infos["b"].byte_size(), 12);

@@ -113,21 +113,13 @@ struct RawEntry {
 impl SafetensorsHeader {
     /// Reads and validates the header of `path` without reading tensor data.
     pub fn read(path: &Path) -> Result<Self> {
-        let mut file =
-            File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let file_len = file
-            .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?
-            .len();
+        let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file_len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
         let mut len_bytes = [0u8; 8];
         if file_len < 8 {
-            bail!(
-                "{}: truncated safetensors file ({file_len} bytes, the header length alone needs 8)",
-                path.display()
-            );
+            bail!("{}: truncated safetensors file ({file_len} bytes, the header length alone needs 8)", path.display());
         }
-        file.read_exact(&mut len_bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        file.read_exact(&mut len_bytes).with_context(|| format!("cannot read {}", path.display()))?;
         let header_len = u64::from_le_bytes(len_bytes);
         if header_len > MAX_HEADER_BYTES {
             bail!(
@@ -143,17 +135,12 @@ impl SafetensorsHeader {
             );
         }
         let mut header_bytes = vec![0u8; header_len as usize];
-        file.read_exact(&mut header_bytes)
-            .with_context(|| format!("cannot read the header of {}", path.display()))?;
+        file.read_exact(&mut header_bytes).with_context(|| format!("cannot read the header of {}", path.display()))?;
         let data_start = 8 + header_len;
         let data_len = file_len - data_start;
         let tensors = parse_header_json(&header_bytes, data_len)
             .with_context(|| format!("{}: invalid safetensors header", path.display()))?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            data_start,
-            tensors,
-        })
+        Ok(Self { path: path.to_path_buf(), data_start, tensors })
     }
 }
 
@@ -165,8 +152,8 @@ fn parse_header_json(bytes: &[u8], data_len: u64) -> Result<BTreeMap<String, Ten
         if name == "__metadata__" {
             continue;
         }
-        let raw: RawEntry = serde_json::from_value(value)
-            .with_context(|| format!("entry for tensor `{name}` is malformed"))?;
+        let raw: RawEntry =
+            serde_json::from_value(value).with_context(|| format!("entry for tensor `{name}` is malformed"))?;
         let dtype = StoredDType::parse(&raw.dtype)
             .with_context(|| format!("tensor `{name}` has unknown dtype `{}`", raw.dtype))?;
         let (begin, end) = raw.data_offsets;
@@ -192,38 +179,21 @@ fn parse_header_json(bytes: &[u8], data_len: u64) -> Result<BTreeMap<String, Ten
             );
         }
         let shape = raw.shape.iter().map(|&d| d as usize).collect();
-        tensors.insert(
-            name,
-            TensorEntry {
-                dtype,
-                shape,
-                begin,
-                end,
-            },
-        );
+        tensors.insert(name, TensorEntry { dtype, shape, begin, end });
     }
     check_no_overlap(&tensors)?;
     Ok(tensors)
 }
 
 fn check_no_overlap(tensors: &BTreeMap<String, TensorEntry>) -> Result<()> {
-    let mut ranges: Vec<(&str, &TensorEntry)> = tensors
-        .iter()
-        .filter(|(_, e)| e.byte_size() > 0)
-        .map(|(n, e)| (n.as_str(), e))
-        .collect();
+    let mut ranges: Vec<(&str, &TensorEntry)> =
+        tensors.iter().filter(|(_, e)| e.byte_size() > 0).map(|(n, e)| (n.as_str(), e)).collect();
     ranges.sort_by_key(|(_, e)| e.begin);
     for pair in ranges.windows(2) {
         let (a, ea) = pair[0];
         let (b, eb) = pair[1];
         if eb.begin < ea.end {
-            bail!(
-                "tensors `{a}` ({}..{}) and `{b}` ({}..{}) overlap",
-                ea.begin,
-                ea.end,
-                eb.begin,
-                eb.end
-            );
+            bail!("tensors `{a}` ({}..{}) and `{b}` ({}..{}) overlap", ea.begin, ea.end, eb.begin, eb.end);
         }
     }
     Ok(())
@@ -242,10 +212,9 @@ impl SafetensorsFile {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         // SAFETY: the map is read-only; a model file changing underneath a
         // running app is outside what we can defend against.
-        let mmap = unsafe { memmap2::Mmap::map(&file) }
-            .with_context(|| format!("cannot memory-map {}", path.display()))?;
-        let expected_len = header.data_start
-            + header.tensors.values().map(|e| e.end).max().unwrap_or(0);
+        let mmap =
+            unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot memory-map {}", path.display()))?;
+        let expected_len = header.data_start + header.tensors.values().map(|e| e.end).max().unwrap_or(0);
         if (mmap.len() as u64) < expected_len {
             bail!("{}: file shrank while opening it", path.display());
         }
@@ -260,9 +229,7 @@ impl SafetensorsFile {
     /// Loads tensor `name` onto `device` in its stored dtype.
     pub fn load(&self, name: &str, device: &Device) -> Result<Tensor> {
         let path = self.header.path.display();
-        let entry = self
-            .entry(name)
-            .with_context(|| format!("{path}: tensor `{name}` is missing"))?;
+        let entry = self.entry(name).with_context(|| format!("{path}: tensor `{name}` is missing"))?;
         let dtype = entry.dtype.candle_dtype().with_context(|| {
             format!("{path}: tensor `{name}` is stored as {:?}, which the engine cannot load", entry.dtype)
         })?;

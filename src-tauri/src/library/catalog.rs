@@ -210,11 +210,16 @@ impl Catalog {
     /// Adds a GGUF file or model folder to the list; refuses what is not a
     /// model or cannot run (e.g. an unsupported quantization).
     pub fn import(&self, path: &Path) -> Result<ModelEntry> {
-        let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such file or folder", path.display()))?;
+        let path =
+            std::fs::canonicalize(path).with_context(|| format!("{}: no such file or folder", path.display()))?;
         let inspection = inspect(&path, &self.hf_cache);
         match inspection.status {
-            ModelStatus::NotAModel => bail!("{} is not a model: {}", path.display(), inspection.problem.unwrap_or_default()),
-            ModelStatus::Unsupported => bail!("{} cannot run here: {}", path.display(), inspection.problem.unwrap_or_default()),
+            ModelStatus::NotAModel => {
+                bail!("{} is not a model: {}", path.display(), inspection.problem.unwrap_or_default())
+            }
+            ModelStatus::Unsupported => {
+                bail!("{} cannot run here: {}", path.display(), inspection.problem.unwrap_or_default())
+            }
             ModelStatus::Complete | ModelStatus::Incomplete => {}
         }
         let mut imports = self.imports()?;
@@ -231,8 +236,9 @@ impl Catalog {
     pub fn delete(&self, id: &str) -> Result<()> {
         let entry = self.find(id)?;
         match entry.source {
-            ModelSource::Default => std::fs::remove_file(&entry.path)
-                .with_context(|| format!("cannot delete {}", entry.path.display()))?,
+            ModelSource::Default => {
+                std::fs::remove_file(&entry.path).with_context(|| format!("cannot delete {}", entry.path.display()))?
+            }
             ModelSource::HfCache => {
                 let repo = id.trim_start_matches("hf:");
                 let dir = self.hf_cache.join(format!("models--{}", repo.replace('/', "--")));
@@ -338,15 +344,18 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     if !config_path.exists() {
         bail!("no config.json in {}", dir.display());
     }
-    let text = std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
+    let text =
+        std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
     let speech = is_vibevoice(&text);
     let mut quantization = None;
     let mut refusal = None;
     let architecture = if speech {
-        VibeVoiceConfig::parse(&text).with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
+        VibeVoiceConfig::parse(&text)
+            .with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
         "vibevoice".to_string()
     } else {
-        let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text).with_context(|| format!("{}: invalid config", config_path.display()))?;
+        let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text)
+            .with_context(|| format!("{}: invalid config", config_path.display()))?;
         quantization = hf.quantization_method();
         match hf.require_runnable_quantization() {
             // Still listed, with what it is and why it cannot load.
@@ -421,7 +430,8 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
         let text = std::fs::read_to_string(&index)?;
-        let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
         let mut files: Vec<String> = json["weight_map"]
             .as_object()
             .context("the index has no weight_map")?

@@ -109,7 +109,8 @@ impl Downloader {
         repo_id: &str,
         on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
     ) -> Result<PathBuf, DownloadError> {
-        let snapshot = self.download_files(repo_id, &|available, url| self.files_to_fetch(repo_id, available, url), on_progress)?;
+        let snapshot =
+            self.download_files(repo_id, &|available, url| self.files_to_fetch(repo_id, available, url), on_progress)?;
         let is_vibevoice = std::fs::read(snapshot.join("config.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -121,7 +122,11 @@ impl Downloader {
                 if !available.iter().any(|a| a == "tokenizer.json") {
                     bail!("{tokenizer_repo} has no tokenizer.json, which {repo_id} needs");
                 }
-                Ok(["tokenizer.json", "tokenizer_config.json"].iter().filter(|n| available.iter().any(|a| a == *n)).map(|n| n.to_string()).collect())
+                Ok(["tokenizer.json", "tokenizer_config.json"]
+                    .iter()
+                    .filter(|n| available.iter().any(|a| a == *n))
+                    .map(|n| n.to_string())
+                    .collect())
             };
             self.download_files(&tokenizer_repo, &choose, on_progress)?;
         }
@@ -149,10 +154,8 @@ impl Downloader {
         let info = repo.info().map_err(|e| hub_error(repo_id, e))?;
         let available: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
         let names = choose(&available, &|name| repo.url(name))?;
-        let files = names
-            .iter()
-            .map(|name| self.describe(repo_id, name, &repo.url(name)))
-            .collect::<Result<Vec<_>>>()?;
+        let files =
+            names.iter().map(|name| self.describe(repo_id, name, &repo.url(name))).collect::<Result<Vec<_>>>()?;
 
         let total: u64 = files.iter().map(|f| f.size).sum();
         let mut meter = Meter::new(total);
@@ -229,12 +232,7 @@ impl Downloader {
             .or_else(|| header("content-length"))
             .and_then(|s| s.parse().ok())
             .with_context(|| format!("the hub gave no size for {repo_id}/{name}"))?;
-        Ok(RemoteFile {
-            name: name.to_string(),
-            url: url.to_string(),
-            size,
-            etag,
-        })
+        Ok(RemoteFile { name: name.to_string(), url: url.to_string(), size, etag })
     }
 
     /// Brings one file into `blobs/`, resuming a partial `.incomplete` file.
@@ -318,16 +316,8 @@ impl Downloader {
         let mut url = url.to_string();
         for _ in 0..5 {
             let same_host = url.starts_with(&self.endpoint);
-            let request = if same_host {
-                self.request("GET", &url)
-            } else {
-                self.agent.get(&url)
-            };
-            let request = if start > 0 {
-                request.set("range", &format!("bytes={start}-"))
-            } else {
-                request
-            };
+            let request = if same_host { self.request("GET", &url) } else { self.agent.get(&url) };
+            let request = if start > 0 { request.set("range", &format!("bytes={start}-")) } else { request };
             // With redirects off, ureq hands back 3xx answers as successes.
             match request.call() {
                 Ok(r) if (300..400).contains(&r.status()) => {
@@ -398,12 +388,7 @@ struct Meter {
 
 impl Meter {
     fn new(total: u64) -> Self {
-        Self {
-            total,
-            done: 0,
-            this_run: 0,
-            started: Instant::now(),
-        }
+        Self { total, done: 0, this_run: 0, started: Instant::now() }
     }
 
     /// Counts bytes a previous run left on disk.

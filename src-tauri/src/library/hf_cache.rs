@@ -20,7 +20,9 @@ pub fn cache_dir() -> PathBuf {
 pub fn looks_like_repo_id(spec: &str) -> bool {
     let mut parts = spec.split('/');
     let ok = |p: Option<&str>| {
-        p.is_some_and(|p| !p.is_empty() && p != "." && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        p.is_some_and(|p| {
+            !p.is_empty() && p != "." && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        })
     };
     ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
 }
@@ -50,10 +52,8 @@ pub fn find_snapshot(cache: &Path, repo_id: &str) -> Result<Option<PathBuf>> {
 /// Whether the repo's blob folder holds a partial download (`*.incomplete`).
 pub fn has_incomplete_blobs(cache: &Path, repo_id: &str) -> bool {
     let blobs = cache.join(format!("models--{}", repo_id.replace('/', "--"))).join("blobs");
-    std::fs::read_dir(blobs).is_ok_and(|dir| {
-        dir.filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().ends_with(".incomplete"))
-    })
+    std::fs::read_dir(blobs)
+        .is_ok_and(|dir| dir.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().ends_with(".incomplete")))
 }
 
 #[cfg(test)]

@@ -95,20 +95,13 @@ impl Architecture {
             } else {
                 architectures.join(", ")
             };
-            format!(
-                "unsupported model architecture `{named}`; supported: {}",
-                Self::supported_list()
-            )
+            format!("unsupported model architecture `{named}`; supported: {}", Self::supported_list())
         })
     }
 
     /// Human-readable list of supported architectures.
     pub fn supported_list() -> String {
-        Self::ALL
-            .iter()
-            .map(|a| a.model_type())
-            .collect::<Vec<_>>()
-            .join(", ")
+        Self::ALL.iter().map(|a| a.model_type()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -117,7 +110,9 @@ impl Architecture {
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor`.
-    Linear { factor: f64 },
+    Linear {
+        factor: f64,
+    },
     /// Llama 3's frequency-dependent scaling.
     Llama3 {
         factor: f64,
@@ -198,14 +193,10 @@ impl RopeConfig {
             .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
             .and_then(Value::as_str)
             .unwrap_or("default");
-        let need = |key: &str| {
-            get(key).with_context(|| format!("rope scaling `{kind}` needs `{key}` in config.json"))
-        };
+        let need = |key: &str| get(key).with_context(|| format!("rope scaling `{kind}` needs `{key}` in config.json"));
         let scaling = match kind {
             "default" => RopeScaling::None,
-            "linear" => RopeScaling::Linear {
-                factor: need("factor")?,
-            },
+            "linear" => RopeScaling::Linear { factor: need("factor")? },
             "llama3" => RopeScaling::Llama3 {
                 factor: need("factor")?,
                 low_freq_factor: need("low_freq_factor")?,
@@ -216,8 +207,9 @@ impl RopeConfig {
             "longrope" | "su" => {
                 let factors = |key: &str| -> Result<Vec<f64>> {
                     let list = params.and_then(|p| p.get(key)).and_then(Value::as_array);
-                    list.and_then(|l| l.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
-                        .with_context(|| format!("rope scaling `longrope` needs a list of numbers `{key}` in config.json"))
+                    list.and_then(|l| l.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>()).with_context(|| {
+                        format!("rope scaling `longrope` needs a list of numbers `{key}` in config.json")
+                    })
                 };
                 let original = get("original_max_position_embeddings")
                     .map(|v| v as usize)
@@ -241,19 +233,15 @@ impl RopeConfig {
                     attention_factor,
                 }
             }
-            other => bail!(
-                "rope scaling type `{other}` is not supported yet (supported: default, linear, llama3, longrope)"
-            ),
+            other => {
+                bail!("rope scaling type `{other}` is not supported yet (supported: default, linear, llama3, longrope)")
+            }
         };
         let partial_rotary_factor = get("partial_rotary_factor").or(context.partial_rotary_factor).unwrap_or(1.0);
         if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
             bail!("config.json: partial_rotary_factor {partial_rotary_factor} is not in (0, 1]");
         }
-        Ok(Self {
-            theta,
-            scaling,
-            partial_rotary_factor,
-        })
+        Ok(Self { theta, scaling, partial_rotary_factor })
     }
 }
 
@@ -480,10 +468,7 @@ impl HfConfig {
             Some(params) => RopeConfig::from_json(Some(params), context),
             None => RopeConfig::from_json(
                 self.rope_scaling.as_ref(),
-                RopeContext {
-                    theta: self.rope_theta.or(Some(10_000.0)),
-                    ..context
-                },
+                RopeContext { theta: self.rope_theta.or(Some(10_000.0)), ..context },
             ),
         }
     }
@@ -510,7 +495,9 @@ impl HfConfig {
 
     /// `quantization_config.weight_block_size` of an FP8 checkpoint.
     pub fn fp8_block_size(&self) -> Result<Option<(usize, usize)>> {
-        let Some(block) = self.quantization_config.as_ref().and_then(|c| c.get("weight_block_size")).filter(|b| !b.is_null()) else {
+        let Some(block) =
+            self.quantization_config.as_ref().and_then(|c| c.get("weight_block_size")).filter(|b| !b.is_null())
+        else {
             return Ok(None);
         };
         match block.as_array().map(|b| b.iter().map(Value::as_u64).collect::<Vec<_>>()).as_deref() {
@@ -524,7 +511,9 @@ impl HfConfig {
         match self.hidden_activation.as_deref().or(self.hidden_act.as_deref()) {
             None | Some("silu") | Some("swish") => Ok(Activation::Silu),
             Some("gelu_pytorch_tanh") => Ok(Activation::GeluTanh),
-            Some(other) => bail!("config.json: activation `{other}` is not supported (supported: silu, gelu_pytorch_tanh)"),
+            Some(other) => {
+                bail!("config.json: activation `{other}` is not supported (supported: silu, gelu_pytorch_tanh)")
+            }
         }
     }
 }
@@ -541,11 +530,7 @@ fn quantization_refusal(method: &str) -> String {
 pub fn token_ids(value: Option<&Value>) -> Vec<u32> {
     match value {
         Some(Value::Number(n)) => n.as_u64().map(|v| vec![v as u32]).unwrap_or_default(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(Value::as_u64)
-            .map(|v| v as u32)
-            .collect(),
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_u64).map(|v| v as u32).collect(),
         _ => Vec::new(),
     }
 }

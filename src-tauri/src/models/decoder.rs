@@ -7,8 +7,9 @@
 //! stages through [`Decoder::forward_layers`].
 
 use super::config::{ModelConfig, NormPlacement, TokenMixer};
-use super::nn::gated_delta_net::GatedDeltaNet;
+use super::kernel_census::KernelUse;
 use super::nn::attention::Attention;
+use super::nn::gated_delta_net::GatedDeltaNet;
 use super::nn::kv_cache::{KvCache, LayerCache};
 use super::nn::linear::Linear;
 use super::nn::mlp::GatedMlp;
@@ -18,7 +19,6 @@ use super::sources::selection::TensorSelection;
 use super::weights::{MappedF32, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
 use cake_kernels::packed::PackedMatrix;
-use super::kernel_census::KernelUse;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
@@ -43,7 +43,8 @@ struct DecoderLayer {
 impl DecoderLayer {
     fn load(weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
         let prefix = format!("model.layers.{index}");
-        let norm = |name: &str| RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), cfg.hidden_size, cfg).map(Some);
+        let norm =
+            |name: &str| RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), cfg.hidden_size, cfg).map(Some);
         let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) = match cfg.norm_placement {
             NormPlacement::Pre => (norm("input_layernorm")?, None, norm("post_attention_layernorm")?, None),
             NormPlacement::Post => (None, norm("post_attention_layernorm")?, None, norm("post_feedforward_layernorm")?),
@@ -65,7 +66,8 @@ impl DecoderLayer {
     }
 
     fn weight_bytes(&self) -> usize {
-        let norms = [&self.attention_input_norm, &self.attention_output_norm, &self.mlp_input_norm, &self.mlp_output_norm];
+        let norms =
+            [&self.attention_input_norm, &self.attention_output_norm, &self.mlp_input_norm, &self.mlp_output_norm];
         let norms: usize = norms.iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum();
         self.mixer.weight_bytes() + self.mlp.weight_bytes() + norms
     }
@@ -90,8 +92,12 @@ impl Mixer {
             (TokenMixer::GatedDeltaNet, Some(sizes)) => {
                 Self::GatedDeltaNet(GatedDeltaNet::load(weights, &format!("{prefix}.linear_attn"), cfg, sizes)?)
             }
-            (TokenMixer::GatedDeltaNet, None) => bail!("layer {layer} is linear attention but the config gives no sizes for it"),
-            (TokenMixer::Attention, _) => Self::Attention(Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[layer])?),
+            (TokenMixer::GatedDeltaNet, None) => {
+                bail!("layer {layer} is linear attention but the config gives no sizes for it")
+            }
+            (TokenMixer::Attention, _) => {
+                Self::Attention(Attention::load(weights, &format!("{prefix}.self_attn"), cfg, &cfg.layers[layer])?)
+            }
         })
     }
 
@@ -233,11 +239,7 @@ impl Decoder {
         let (vocab, hidden) = (config.vocab_size, config.hidden_size);
         let embed_name = "model.embed_tokens.weight";
         let needs_table = selection.embedding || (selection.head && config.tie_word_embeddings);
-        let table = if needs_table {
-            Some(weights.matrix(embed_name, &[vocab, hidden])?)
-        } else {
-            None
-        };
+        let table = if needs_table { Some(weights.matrix(embed_name, &[vocab, hidden])?) } else { None };
         let lm_head = if !selection.head {
             None
         } else if config.tie_word_embeddings || !weights.contains("lm_head.weight") {
@@ -262,11 +264,8 @@ impl Decoder {
             layers.push(DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}"))?);
             on_layer(layers.len(), total);
         }
-        let norm = if selection.head {
-            Some(RmsNorm::load_for(weights, "model.norm.weight", hidden, &config)?)
-        } else {
-            None
-        };
+        let norm =
+            if selection.head { Some(RmsNorm::load_for(weights, "model.norm.weight", hidden, &config)?) } else { None };
         Ok(Self {
             config,
             selection,
@@ -309,10 +308,7 @@ impl Decoder {
 
     /// Embeds token ids into hidden states `(1, t, hidden)`.
     pub fn embed(&self, tokens: &[u32]) -> Result<Tensor> {
-        let table = self
-            .embed_tokens
-            .as_ref()
-            .context("this stage holds no token embedding")?;
+        let table = self.embed_tokens.as_ref().context("this stage holds no token embedding")?;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
             bail!("token id {bad} is outside the vocabulary (size {})", self.config.vocab_size);
         }

@@ -37,7 +37,10 @@ impl KernelCensus {
     /// Every (stored type, kernel) with its count, by type.
     pub fn uses(&self) -> Vec<KernelUse> {
         let counts = self.0.lock().expect("census");
-        counts.iter().map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel: kernel.clone(), matrices }).collect()
+        counts
+            .iter()
+            .map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel: kernel.clone(), matrices })
+            .collect()
     }
 }
 

@@ -26,10 +26,7 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self {
-            dtype: None,
-            device: Device::Cpu,
-        }
+        Self { dtype: None, device: Device::Cpu }
     }
 }
 
@@ -168,21 +165,14 @@ impl Checkpoint {
             let config_path = path.join("config.json");
             let text = std::fs::read_to_string(&config_path)
                 .with_context(|| format!("{}: cannot read config.json", path.display()))?;
-            let (config, layout) = folder_decoder_config(&text).with_context(|| format!("{}", config_path.display()))?;
+            let (config, layout) =
+                folder_decoder_config(&text).with_context(|| format!("{}", config_path.display()))?;
             let layout = layout.as_found_in(path)?;
-            Ok(Self::Folder {
-                dir: path.to_path_buf(),
-                config,
-                layout,
-            })
+            Ok(Self::Folder { dir: path.to_path_buf(), config, layout })
         } else if path.is_file() {
             let file = Arc::new(GgufFile::open(path)?);
             let (config, row_order) = families::from_gguf(&file)?;
-            Ok(Self::Gguf {
-                file,
-                config,
-                row_order,
-            })
+            Ok(Self::Gguf { file, config, row_order })
         } else {
             bail!("{}: no such model file or folder", path.display())
         }
@@ -244,29 +234,22 @@ impl Checkpoint {
         let selection = selection.unwrap_or_else(|| TensorSelection::all(config.num_hidden_layers()));
         let weights = match self {
             Self::Folder { dir, layout, .. } => {
-                let store = layout.view(SafetensorsFolder::open(dir, |name| layout.wants(name, &selection, config.tie_word_embeddings))?);
+                let store = layout.view(SafetensorsFolder::open(dir, |name| {
+                    layout.wants(name, &selection, config.tie_word_embeddings)
+                })?);
                 let dtype = match options.dtype {
                     Some(d) => d,
                     None => stored_float_dtype(store.as_ref())?,
                 };
-                let policy = LoadPolicy {
-                    dtype,
-                    keep_quantized: false,
-                };
+                let policy = LoadPolicy { dtype, keep_quantized: false };
                 let mut weights = Weights::new(store, policy, options.device.clone());
                 weights.fp8_block_size = config.fp8_block_size;
                 weights
             }
             Self::Gguf { file, row_order, config } => {
                 let policy = match options.dtype {
-                    None => LoadPolicy {
-                        dtype: DType::F32,
-                        keep_quantized: true,
-                    },
-                    Some(dtype) => LoadPolicy {
-                        dtype,
-                        keep_quantized: false,
-                    },
+                    None => LoadPolicy { dtype: DType::F32, keep_quantized: true },
+                    Some(dtype) => LoadPolicy { dtype, keep_quantized: false },
                 };
                 Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config)), policy, options.device.clone())
             }

@@ -10,9 +10,9 @@
 
 use super::fp8::Fp8Matrix;
 use super::kernel_census::KernelCensus;
-use cake_kernels::packed::{GgmlFormat, PackedMatrix};
-use anyhow::{bail, Context, Result};
 use crate::formats::gguf::GgmlType;
+use anyhow::{bail, Context, Result};
+use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use std::sync::Arc;
@@ -191,13 +191,7 @@ impl MatrixWeight {
 
 impl Weights {
     pub fn new(store: Box<dyn WeightStore>, policy: LoadPolicy, device: Device) -> Self {
-        Self {
-            store,
-            policy,
-            device,
-            fp8_block_size: None,
-            census: KernelCensus::default(),
-        }
+        Self { store, policy, device, fp8_block_size: None, census: KernelCensus::default() }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -210,9 +204,7 @@ impl Weights {
             bail!("{origin}: tensor `{name}` is missing");
         };
         if shape != expected {
-            bail!(
-                "{origin}: tensor `{name}` has shape {shape:?} but config.json implies {expected:?}"
-            );
+            bail!("{origin}: tensor `{name}` has shape {shape:?} but config.json implies {expected:?}");
         }
         self.store.load(name, &self.device)
     }
@@ -243,12 +235,16 @@ impl Weights {
         match stored {
             StoredTensor::Quantized(q) if self.policy.keep_quantized => Ok(MatrixWeight::Quantized(q)),
             StoredTensor::Packed(p) if self.policy.keep_quantized => Ok(MatrixWeight::Packed(p)),
-            StoredTensor::Packed(p) => Ok(MatrixWeight::Dense(MatrixWeight::Packed(p).dequantize(self.policy.dtype, &self.device)?)),
-            StoredTensor::Mapped(m) if self.policy.dtype == DType::F32 && self.device.is_cpu() => Ok(MatrixWeight::Mapped(m)),
+            StoredTensor::Packed(p) => {
+                Ok(MatrixWeight::Dense(MatrixWeight::Packed(p).dequantize(self.policy.dtype, &self.device)?))
+            }
+            StoredTensor::Mapped(m) if self.policy.dtype == DType::F32 && self.device.is_cpu() => {
+                Ok(MatrixWeight::Mapped(m))
+            }
             StoredTensor::Mapped(m) => Ok(MatrixWeight::Dense(m.to_tensor(&self.device)?.to_dtype(self.policy.dtype)?)),
-            StoredTensor::Quantized(q) => Ok(MatrixWeight::Dense(
-                q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?,
-            )),
+            StoredTensor::Quantized(q) => {
+                Ok(MatrixWeight::Dense(q.dequantize(&self.device)?.to_dtype(self.policy.dtype)?))
+            }
             StoredTensor::Dense(t) if t.dtype() == DType::F8E4M3 => {
                 let scale_name = format!("{}_scale_inv", name);
                 if !self.store.contains(&scale_name) {
@@ -256,10 +252,12 @@ impl Weights {
                 }
                 let scale = match self.store.load(&scale_name, &self.device)? {
                     StoredTensor::Dense(s) => s,
-                    StoredTensor::Quantized(_) | StoredTensor::Packed(_) | StoredTensor::Mapped(_) => bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin()),
+                    StoredTensor::Quantized(_) | StoredTensor::Packed(_) | StoredTensor::Mapped(_) => {
+                        bail!("{}: `{scale_name}` is not a plain tensor", self.store.origin())
+                    }
                 };
-                let matrix = Fp8Matrix::new(name, t, scale, self.fp8_block_size)
-                    .with_context(|| self.store.origin())?;
+                let matrix =
+                    Fp8Matrix::new(name, t, scale, self.fp8_block_size).with_context(|| self.store.origin())?;
                 Ok(MatrixWeight::Fp8(Arc::new(matrix)))
             }
             StoredTensor::Dense(t) => Ok(MatrixWeight::Dense(t.to_dtype(self.policy.dtype)?)),

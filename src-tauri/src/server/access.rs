@@ -112,7 +112,9 @@ impl AccessPolicy {
     pub fn new(bound: std::net::SocketAddr, api_key: Option<String>, extra_hosts: &[String]) -> anyhow::Result<Self> {
         if let Some(key) = &api_key {
             if key.chars().count() < MIN_API_KEY_CHARS {
-                anyhow::bail!("the API key is too short: use at least {MIN_API_KEY_CHARS} characters (a random one is best)");
+                anyhow::bail!(
+                    "the API key is too short: use at least {MIN_API_KEY_CHARS} characters (a random one is best)"
+                );
             }
         }
         let loopback = bound.ip().is_loopback();
@@ -130,13 +132,7 @@ impl AccessPolicy {
             }
         }
         host_names.extend(extra_hosts.iter().map(|h| h.trim().to_ascii_lowercase()));
-        Ok(Self {
-            port: bound.port(),
-            host_names,
-            any_ip_literal: !loopback,
-            session_secret: random_secret(),
-            api_key,
-        })
+        Ok(Self { port: bound.port(), host_names, any_ip_literal: !loopback, session_secret: random_secret(), api_key })
     }
 
     /// The name of the session cookie. Cookies are shared between the ports
@@ -214,7 +210,9 @@ impl AccessPolicy {
             Area::App if self.needs_login() => Err(Refusal::NoApiKey),
             Area::App => Err(Refusal::NoSession),
             Area::OpenAi if self.needs_login() && !self.has_bearer_key(headers) => Err(Refusal::NoApiKey),
-            Area::Ui if self.needs_login() && is_page(uri.path()) && !self.has_session(headers) => Err(Refusal::LoginNeeded),
+            Area::Ui if self.needs_login() && is_page(uri.path()) && !self.has_session(headers) => {
+                Err(Refusal::LoginNeeded)
+            }
             _ => Ok(()),
         }
     }
@@ -360,12 +358,23 @@ mod tests {
         let json = ("content-type", "application/json; charset=utf-8");
         assert_eq!(p.check(&Method::POST, &uri, &headers(&[host, json, ("cookie", &cookie)])), Ok(()));
         assert_eq!(p.check(&Method::POST, &uri, &headers(&[host, json])), Err(Refusal::NoSession));
-        assert_eq!(p.check(&Method::POST, &uri, &headers(&[host, ("content-type", "text/plain"), ("cookie", &cookie)])), Err(Refusal::NotJson));
+        assert_eq!(
+            p.check(&Method::POST, &uri, &headers(&[host, ("content-type", "text/plain"), ("cookie", &cookie)])),
+            Err(Refusal::NotJson)
+        );
         let wrong = format!("{}=00", p.cookie_name());
         assert_eq!(p.check(&Method::POST, &uri, &headers(&[host, json, ("cookie", &wrong)])), Err(Refusal::NoSession));
-        let foreign = p.check(&Method::POST, &uri, &headers(&[host, json, ("cookie", &cookie), ("origin", "https://evil.example")]));
+        let foreign = p.check(
+            &Method::POST,
+            &uri,
+            &headers(&[host, json, ("cookie", &cookie), ("origin", "https://evil.example")]),
+        );
         assert!(matches!(foreign, Err(Refusal::ForeignOrigin(_))));
-        let own = p.check(&Method::POST, &uri, &headers(&[host, json, ("cookie", &cookie), ("origin", "http://127.0.0.1:8080")]));
+        let own = p.check(
+            &Method::POST,
+            &uri,
+            &headers(&[host, json, ("cookie", &cookie), ("origin", "http://127.0.0.1:8080")]),
+        );
         assert_eq!(own, Ok(()));
     }
 
@@ -375,8 +384,14 @@ mod tests {
         let uri: Uri = "/v1/models".parse().unwrap();
         let host = ("host", "localhost:8080");
         assert_eq!(p.check(&Method::GET, &uri, &headers(&[host])), Err(Refusal::NoApiKey));
-        assert_eq!(p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer wrong")])), Err(Refusal::NoApiKey));
-        assert_eq!(p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer a-key-of-enough-length")])), Ok(()));
+        assert_eq!(
+            p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer wrong")])),
+            Err(Refusal::NoApiKey)
+        );
+        assert_eq!(
+            p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer a-key-of-enough-length")])),
+            Ok(())
+        );
         assert_eq!(p.check(&Method::GET, &"/".parse().unwrap(), &headers(&[host])), Err(Refusal::LoginNeeded));
         assert_eq!(p.check(&Method::GET, &"/assets/app.js".parse().unwrap(), &headers(&[host])), Ok(()));
     }

@@ -15,15 +15,15 @@ pub mod openai_speech;
 mod ui_assets;
 
 use crate::app::engine::EventSink;
-use access::AccessPolicy;
-use axum::extract::Request;
-use axum::http::header;
-use axum::middleware::Next;
 use crate::app::error::ApiError;
 use crate::app::App;
+use access::AccessPolicy;
 use axum::body::Bytes;
+use axum::extract::Request;
 use axum::extract::{Path, State};
+use axum::http::header;
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -98,7 +98,8 @@ async fn log_in(State(policy): State<Arc<AccessPolicy>>, axum::Form(form): axum:
     if !policy.is_api_key(form.api_key.trim()) {
         // A wrong key costs a second: guessing over the network stays slow.
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        return (StatusCode::UNAUTHORIZED, access::login_page(Some("That is not this Cake's API key."))).into_response();
+        return (StatusCode::UNAUTHORIZED, access::login_page(Some("That is not this Cake's API key.")))
+            .into_response();
     }
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
     response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());

@@ -219,7 +219,8 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
         match event["type"].as_str() {
             Some("token") => vec![chunk(json!({"content": event["text"]}), Value::Null).to_string()],
             Some("done") => {
-                let mut out = vec![chunk(json!({}), json!(openai_finish_reason(&event["stats"]["finish_reason"]))).to_string()];
+                let mut out =
+                    vec![chunk(json!({}), json!(openai_finish_reason(&event["stats"]["finish_reason"]))).to_string()];
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
                     last["choices"] = json!([]);
@@ -233,8 +234,11 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             _ => Vec::new(),
         }
     });
-    let lines = futures_util::StreamExt::flat_map(tokio_stream::once(vec![first.to_string()]).chain(events), tokio_stream::iter)
-        .map(|data| Ok::<_, Infallible>(Event::default().data(data)));
+    let lines = futures_util::StreamExt::flat_map(
+        tokio_stream::once(vec![first.to_string()]).chain(events),
+        tokio_stream::iter,
+    )
+    .map(|data| Ok::<_, Infallible>(Event::default().data(data)));
     Ok(Sse::new(lines).into_response())
 }
 

@@ -33,11 +33,10 @@ impl VoicePrompt {
 
     fn from_input(input: wav::WavInput, origin: &str) -> Result<Self> {
         let notice = input.truncated_from_s.map(|length| {
-            format!("{origin}: the voice prompt is {length:.1} s long; only its first {MAX_PROMPT_SECONDS:.0} s are used")
+            format!(
+                "{origin}: the voice prompt is {length:.1} s long; only its first {MAX_PROMPT_SECONDS:.0} s are used"
+            )
         });
-        Ok(Self {
-            samples: input.audio.resampled(SAMPLE_RATE)?.samples,
-            notice,
-        })
+        Ok(Self { samples: input.audio.resampled(SAMPLE_RATE)?.samples, notice })
     }
 }

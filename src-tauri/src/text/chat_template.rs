@@ -19,10 +19,7 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> Self {
-        Self {
-            role: role.to_string(),
-            content: content.to_string(),
-        }
+        Self { role: role.to_string(), content: content.to_string() }
     }
 }
 
@@ -76,9 +73,7 @@ mod tests {
     #[test]
     fn chatml_fallback_renders_turns_and_cue() {
         let t = ChatTemplate::new(None, None, None).unwrap();
-        let text = t
-            .render(&[ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")], true)
-            .unwrap();
+        let text = t.render(&[ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")], true).unwrap();
         assert_eq!(
             text,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"

@@ -19,12 +19,7 @@ pub struct Detokenizer<'a> {
 
 impl<'a> Detokenizer<'a> {
     pub fn new(tokenizer: &'a TextTokenizer) -> Self {
-        Self {
-            tokenizer,
-            ids: Vec::new(),
-            prefix_offset: 0,
-            read_offset: 0,
-        }
+        Self { tokenizer, ids: Vec::new(), prefix_offset: 0, read_offset: 0 }
     }
 
     fn window_text(&self, end: usize) -> Result<String> {

@@ -116,10 +116,7 @@ pub fn generate_cached(
     }
     let context = model.decoder().config.max_position_embeddings;
     if prompt.len() >= context {
-        bail!(
-            "the prompt has {} tokens but the model's context length is {context}",
-            prompt.len()
-        );
+        bail!("the prompt has {} tokens but the model's context length is {context}", prompt.len());
     }
     request.sampling.validate()?;
     let mut sampler = Sampler::new(request.sampling.clone());
@@ -181,10 +178,7 @@ pub fn generate_cached(
         };
         let check = stops.push(&piece);
         text.push_str(&check.emit);
-        let flow = on_token(TokenEvent {
-            id: Some(token),
-            text: &check.emit,
-        });
+        let flow = on_token(TokenEvent { id: Some(token), text: &check.emit });
         if check.stopped {
             finish_reason = FinishReason::StopString;
             break;
@@ -220,11 +214,5 @@ pub fn generate_cached(
         let decoded_after_first = generated.len().saturating_sub(1);
         timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);
     }
-    Ok(Generation {
-        tokens: generated,
-        text,
-        finish_reason,
-        timings,
-        cached_prompt_tokens,
-    })
+    Ok(Generation { tokens: generated, text, finish_reason, timings, cached_prompt_tokens })
 }

@@ -54,7 +54,12 @@ impl TextModel {
 
     /// A model from a loaded local part and the stages on workers; reads the
     /// tokenizer, chat template and stop tokens from the checkpoint.
-    pub fn assemble(path: &Path, checkpoint: &Checkpoint, decoder: Decoder, remote_stages: Vec<RemoteStage>) -> Result<Self> {
+    pub fn assemble(
+        path: &Path,
+        checkpoint: &Checkpoint,
+        decoder: Decoder,
+        remote_stages: Vec<RemoteStage>,
+    ) -> Result<Self> {
         Ok(Self::from_parts(path, LayerPipeline::new(decoder, remote_stages), TextSide::read(checkpoint)?))
     }
 
@@ -101,9 +106,7 @@ impl TextModel {
 
     /// The tokenizer, or an error saying the model has none.
     pub fn tokenizer(&self) -> Result<&TextTokenizer> {
-        self.tokenizer
-            .as_ref()
-            .with_context(|| format!("{}: the model has no tokenizer", self.path.display()))
+        self.tokenizer.as_ref().with_context(|| format!("{}: the model has no tokenizer", self.path.display()))
     }
 
     /// The model's chat template (ChatML when it has none).
@@ -139,15 +142,11 @@ impl TextSide {
                 }
                 folder_text_files(dir)?
             }
-            Checkpoint::Gguf { file, .. } => (
-                Some(TextTokenizer::from_gguf(file)?),
-                file.get_str("tokenizer.chat_template").map(str::to_string),
-            ),
+            Checkpoint::Gguf { file, .. } => {
+                (Some(TextTokenizer::from_gguf(file)?), file.get_str("tokenizer.chat_template").map(str::to_string))
+            }
         };
-        if let Some(id) = tokenizer
-            .as_ref()
-            .and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name)))
-        {
+        if let Some(id) = tokenizer.as_ref().and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name))) {
             eos.push(id);
         }
         eos.sort_unstable();
@@ -167,11 +166,7 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>> {
 
 /// Tokenizer and chat template of a model folder.
 fn folder_text_files(dir: &Path) -> Result<(Option<TextTokenizer>, Option<String>)> {
-    let tokenizer = if dir.join("tokenizer.json").exists() {
-        Some(TextTokenizer::from_folder(dir)?)
-    } else {
-        None
-    };
+    let tokenizer = if dir.join("tokenizer.json").exists() { Some(TextTokenizer::from_folder(dir)?) } else { None };
     let tokenizer_config = read_json(&dir.join("tokenizer_config.json"))?;
     let chat_template = match std::fs::read_to_string(dir.join("chat_template.jinja")) {
         Ok(source) => Some(source),

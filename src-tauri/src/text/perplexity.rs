@@ -25,10 +25,7 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
     }
     let context = model.decoder().config.max_position_embeddings;
     if tokens.len() > context {
-        bail!(
-            "the text has {} tokens but the model's context length is {context}",
-            tokens.len()
-        );
+        bail!("the text has {} tokens but the model's context length is {context}", tokens.len());
     }
     let decoder = model.decoder();
     let mut session = model.new_session();
@@ -48,9 +45,5 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
         start += len;
     }
     let mean = nll.iter().map(|&v| v as f64).sum::<f64>() / nll.len() as f64;
-    Ok(Perplexity {
-        tokens: tokens.to_vec(),
-        nll,
-        perplexity: mean.exp(),
-    })
+    Ok(Perplexity { tokens: tokens.to_vec(), nll, perplexity: mean.exp() })
 }

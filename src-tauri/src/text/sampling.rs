@@ -27,14 +27,7 @@ pub struct SamplingParams {
 impl Default for SamplingParams {
     /// Cake's defaults for models that state none: moderate sampling.
     fn default() -> Self {
-        Self {
-            temperature: 0.7,
-            top_k: 0,
-            top_p: 0.9,
-            min_p: 0.0,
-            repeat_penalty: 1.0,
-            seed: 42,
-        }
+        Self { temperature: 0.7, top_k: 0, top_p: 0.9, min_p: 0.0, repeat_penalty: 1.0, seed: 42 }
     }
 }
 
@@ -108,11 +101,8 @@ impl Sampler {
         if p.temperature == 0.0 {
             return argmax(logits);
         }
-        let mut candidates: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, l / p.temperature))
-            .collect();
+        let mut candidates: Vec<(u32, f32)> =
+            logits.iter().enumerate().map(|(i, &l)| (i as u32, l / p.temperature)).collect();
         if p.top_k > 0 && p.top_k < candidates.len() {
             candidates.select_nth_unstable_by(p.top_k - 1, |a, b| b.1.total_cmp(&a.1));
             candidates.truncate(p.top_k);
@@ -177,11 +167,7 @@ mod tests {
     use super::*;
 
     fn params(temperature: f32) -> SamplingParams {
-        SamplingParams {
-            temperature,
-            top_p: 1.0,
-            ..Default::default()
-        }
+        SamplingParams { temperature, top_p: 1.0, ..Default::default() }
     }
 
     #[test]
@@ -191,7 +177,8 @@ mod tests {
         assert_eq!((model_defaults.temperature, model_defaults.top_p, model_defaults.top_k), (0.6, 0.95, 20));
         let chosen = SamplingOverrides { temperature: Some(0.0), ..Default::default() }.apply_to(&model_defaults);
         assert_eq!((chosen.temperature, chosen.top_p), (0.0, 0.95));
-        let greedy = SamplingOverrides::from_generation_config(&serde_json::json!({"do_sample": false, "temperature": 0.9}));
+        let greedy =
+            SamplingOverrides::from_generation_config(&serde_json::json!({"do_sample": false, "temperature": 0.9}));
         assert_eq!(greedy.temperature, Some(0.0));
     }
 
@@ -213,10 +200,7 @@ mod tests {
 
     #[test]
     fn top_k_one_is_greedy() {
-        let mut s = Sampler::new(SamplingParams {
-            top_k: 1,
-            ..params(5.0)
-        });
+        let mut s = Sampler::new(SamplingParams { top_k: 1, ..params(5.0) });
         for _ in 0..20 {
             assert_eq!(s.sample(&mut [0.0, 0.5, 0.4], &[]), 1);
         }
@@ -224,10 +208,7 @@ mod tests {
 
     #[test]
     fn min_p_removes_unlikely_tokens() {
-        let mut s = Sampler::new(SamplingParams {
-            min_p: 0.5,
-            ..params(1.0)
-        });
+        let mut s = Sampler::new(SamplingParams { min_p: 0.5, ..params(1.0) });
         for _ in 0..50 {
             // Token 2 has probability e^-10 relative to the others: always removed.
             let t = s.sample(&mut [5.0, 5.0, -5.0], &[]);
@@ -237,10 +218,7 @@ mod tests {
 
     #[test]
     fn top_p_keeps_the_nucleus() {
-        let mut s = Sampler::new(SamplingParams {
-            top_p: 0.5,
-            ..params(1.0)
-        });
+        let mut s = Sampler::new(SamplingParams { top_p: 0.5, ..params(1.0) });
         for _ in 0..50 {
             assert_eq!(s.sample(&mut [10.0, 0.0, 0.0, 0.0], &[]), 0);
         }
@@ -248,10 +226,7 @@ mod tests {
 
     #[test]
     fn repeat_penalty_discourages_seen_tokens() {
-        let mut s = Sampler::new(SamplingParams {
-            repeat_penalty: 4.0,
-            ..params(0.0)
-        });
+        let mut s = Sampler::new(SamplingParams { repeat_penalty: 4.0, ..params(0.0) });
         assert_eq!(s.sample(&mut [2.0, 1.0], &[0]), 1);
         assert_eq!(s.sample(&mut [-1.0, -2.0], &[0, 0]), 1);
     }

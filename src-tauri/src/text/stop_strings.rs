@@ -20,20 +20,13 @@ pub struct StopCheck {
 
 impl StopStrings {
     pub fn new(stops: &[String]) -> Self {
-        Self {
-            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
-            pending: String::new(),
-        }
+        Self { stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(), pending: String::new() }
     }
 
     /// Feeds a piece of text.
     pub fn push(&mut self, text: &str) -> StopCheck {
         self.pending.push_str(text);
-        let earliest = self
-            .stops
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min();
+        let earliest = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min();
         if let Some(pos) = earliest {
             let emit = self.pending[..pos].to_string();
             self.pending.clear();

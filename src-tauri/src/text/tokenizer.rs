@@ -6,9 +6,9 @@
 //! tokens, the split regex llama.cpp's `tokenizer.ggml.pre` names), so token
 //! ids agree with the reference.
 
+use crate::formats::gguf::Value;
 use crate::formats::gguf::{value_to_u64, GgufFile};
 use anyhow::{bail, Context, Result};
-use crate::formats::gguf::Value;
 use std::collections::HashSet;
 use std::path::Path;
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
@@ -37,11 +37,7 @@ impl TextTokenizer {
             .map_err(|e| anyhow::anyhow!("{}: cannot load tokenizer: {e}", path.display()))?;
         let config = read_tokenizer_config(dir)?;
         let name = |key: &str| config.as_ref().and_then(|c| special_token_name(c.get(key)?));
-        Ok(Self {
-            inner,
-            bos_token: name("bos_token"),
-            eos_token: name("eos_token"),
-        })
+        Ok(Self { inner, bos_token: name("bos_token"), eos_token: name("eos_token") })
     }
 
     /// Builds the tokenizer a GGUF file describes.
@@ -64,11 +60,8 @@ impl TextTokenizer {
             .iter()
             .enumerate()
             .map(|(id, t)| {
-                let spelled = if in_alphabet(t) {
-                    t.clone()
-                } else {
-                    t.bytes().map(|b| alphabet[b as usize]).collect()
-                };
+                let spelled =
+                    if in_alphabet(t) { t.clone() } else { t.bytes().map(|b| alphabet[b as usize]).collect() };
                 (spelled, id as u32)
             })
             .collect();
@@ -118,11 +111,7 @@ impl TextTokenizer {
             .collect();
         inner.add_tokens(user).map_err(|e| anyhow::anyhow!("{e}"))?;
 
-        let token_at = |key: &str| {
-            file.get(key)
-                .and_then(value_to_u64)
-                .and_then(|id| tokens.get(id as usize).cloned())
-        };
+        let token_at = |key: &str| file.get(key).and_then(value_to_u64).and_then(|id| tokens.get(id as usize).cloned());
         let bos_token = token_at("tokenizer.ggml.bos_token_id");
         let eos_token = token_at("tokenizer.ggml.eos_token_id");
         let add_bos = matches!(file.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(true)));
@@ -137,27 +126,19 @@ impl TextTokenizer {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             inner.with_post_processor(Some(processor));
         }
-        Ok(Self {
-            inner,
-            bos_token,
-            eos_token,
-        })
+        Ok(Self { inner, bos_token, eos_token })
     }
 
     /// Token ids of `text`; `add_special_tokens` adds what the tokenizer itself adds (e.g. BOS).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self
-            .inner
-            .encode(text, add_special_tokens)
-            .map_err(|e| anyhow::anyhow!("cannot tokenize: {e}"))?;
+        let encoding =
+            self.inner.encode(text, add_special_tokens).map_err(|e| anyhow::anyhow!("cannot tokenize: {e}"))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     /// Text of `ids`, optionally leaving out special tokens.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
-        self.inner
-            .decode(ids, skip_special_tokens)
-            .map_err(|e| anyhow::anyhow!("cannot decode tokens: {e}"))
+        self.inner.decode(ids, skip_special_tokens).map_err(|e| anyhow::anyhow!("cannot decode tokens: {e}"))
     }
 
     /// The id of a token string, if it is in the vocabulary.

@@ -64,7 +64,11 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
     .cloned()
     .expect("an object");
     if let Some(dims) = optional_usize("rope.dimension_count")? {
-        ensure!(dims > 0 && dims <= head_dim, "{}: rope.dimension_count {dims} for heads of {head_dim}", file.path.display());
+        ensure!(
+            dims > 0 && dims <= head_dim,
+            "{}: rope.dimension_count {dims} for heads of {head_dim}",
+            file.path.display()
+        );
         cfg.insert("partial_rotary_factor".into(), json!(dims as f64 / head_dim as f64));
     }
     // 0 is the converter's "no window".
@@ -118,7 +122,10 @@ pub fn as_hf_config(file: &GgufFile, arch: &str) -> Result<HfConfig> {
             cfg.insert("linear_key_head_dim".into(), json!(file.require_usize(&key("ssm.state_size"))?));
             cfg.insert("linear_num_key_heads".into(), json!(file.require_usize(&key("ssm.group_count"))?));
             cfg.insert("linear_num_value_heads".into(), json!(value_heads));
-            cfg.insert("linear_value_head_dim".into(), json!(file.require_usize(&key("ssm.inner_size"))? / value_heads));
+            cfg.insert(
+                "linear_value_head_dim".into(),
+                json!(file.require_usize(&key("ssm.inner_size"))? / value_heads),
+            );
             let recurrent = file.require(&key("attention.recurrent_layers"))?;
             let Value::Array(flags) = recurrent else {
                 bail!("{}: `attention.recurrent_layers` is not a list of booleans", file.path.display());
@@ -173,7 +180,8 @@ fn layer_types(file: &GgufFile, pattern: &Value) -> Result<Vec<&'static str>> {
 
 /// A small f32 tensor's values (LongRoPE factors).
 fn f32_tensor(file: &GgufFile, name: &str) -> Result<Vec<f64>> {
-    let info = file.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", file.path.display()))?;
+    let info =
+        file.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", file.path.display()))?;
     ensure!(info.ggml_type == GgmlType::F32, "{}: tensor `{name}` is {}, not F32", file.path.display(), info.ggml_type);
     let bytes = file.tensor_bytes(name)?;
     Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect())

@@ -90,12 +90,7 @@ fn common_hf(cfg: &HfConfig, architecture: Architecture) -> Result<ModelConfig> 
         gated_delta_net: None,
         attention_output_gate: false,
         layers: vec![
-            LayerAttention {
-                sliding_window: None,
-                rope,
-                uses_rope: true,
-                mixer: TokenMixer::Attention,
-            };
+            LayerAttention { sliding_window: None, rope, uses_rope: true, mixer: TokenMixer::Attention };
             num_layers
         ],
         bos_token_id: token_ids(cfg.bos_token_id.as_ref()).first().copied(),
@@ -118,8 +113,7 @@ fn qwen_style_windows(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
     };
     for (layer, is_sliding) in config.layers.iter_mut().zip(sliding) {
         if is_sliding {
-            layer.sliding_window =
-                Some(window.context("config.json: sliding layers need `sliding_window`")?);
+            layer.sliding_window = Some(window.context("config.json: sliding layers need `sliding_window`")?);
             layer.rope = cfg.rope_for("sliding_attention")?;
         }
     }
@@ -134,14 +128,20 @@ fn local_layers_from_pattern(pattern: Option<&serde_json::Value>, default: usize
     match pattern {
         None => Ok((0..n).map(|i| (i + 1) % default != 0).collect()),
         Some(Value::Number(period)) => {
-            let period = period.as_u64().filter(|&p| p > 0).context("config.json: `sliding_window_pattern` must be a positive integer")? as usize;
+            let period = period
+                .as_u64()
+                .filter(|&p| p > 0)
+                .context("config.json: `sliding_window_pattern` must be a positive integer")?
+                as usize;
             Ok((0..n).map(|i| (i + 1) % period != 0).collect())
         }
         Some(Value::String(letters)) if !letters.is_empty() && letters.chars().all(|c| c == 'L' || c == 'G') => {
             let letters: Vec<char> = letters.chars().collect();
             Ok((0..n).map(|i| letters[i % letters.len()] == 'L').collect())
         }
-        Some(other) => bail!("config.json: `sliding_window_pattern` {other} is neither a period nor a string of L and G"),
+        Some(other) => {
+            bail!("config.json: `sliding_window_pattern` {other} is neither a period nor a string of L and G")
+        }
     }
 }
 
@@ -159,7 +159,9 @@ fn local_layers(cfg: &HfConfig, default_period: usize, n: usize) -> Result<Vec<b
 fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<bool>>> {
     match &cfg.layer_types {
         None => Ok(None),
-        Some(types) if types.len() != n => bail!("config.json: `layer_types` has {} entries for {n} layers", types.len()),
+        Some(types) if types.len() != n => {
+            bail!("config.json: `layer_types` has {} entries for {n} layers", types.len())
+        }
         Some(types) => Ok(Some(types.iter().map(|t| t == kind).collect())),
     }
 }
@@ -203,10 +205,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         None => num_attention_heads,
     };
     if file.tensor_info("rope_freqs.weight").is_some() {
-        bail!(
-            "{}: rope frequency factors (`rope_freqs.weight`) are not supported yet",
-            file.path.display()
-        );
+        bail!("{}: rope frequency factors (`rope_freqs.weight`) are not supported yet", file.path.display());
     }
     let rope = crate::models::config::RopeConfig {
         theta: file.get_f64(&key("rope.freq_base"))?.unwrap_or(10_000.0),
@@ -215,10 +214,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Some("linear") => crate::models::config::RopeScaling::Linear {
                 factor: file.get_f64(&key("rope.scaling.factor"))?.unwrap_or(1.0),
             },
-            Some(other) => bail!(
-                "{}: rope scaling `{other}` is not supported yet",
-                file.path.display()
-            ),
+            Some(other) => bail!("{}: rope scaling `{other}` is not supported yet", file.path.display()),
         },
         partial_rotary_factor: 1.0,
     };
@@ -239,9 +235,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         num_attention_heads,
         num_key_value_heads,
         head_dim,
-        rms_norm_eps: file
-            .get_f64(&key("attention.layer_norm_rms_epsilon"))?
-            .unwrap_or(1e-6),
+        rms_norm_eps: file.get_f64(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
         max_position_embeddings: file.require_usize(&key("context_length"))?,
         tie_word_embeddings: !has("output.weight"),
         qkv_bias: has("blk.0.attn_q.bias"),
@@ -260,35 +254,20 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         gated_delta_net: None,
         attention_output_gate: false,
         layers: vec![
-            LayerAttention {
-                sliding_window,
-                rope,
-                uses_rope: true,
-                mixer: TokenMixer::Attention,
-            };
+            LayerAttention { sliding_window, rope, uses_rope: true, mixer: TokenMixer::Attention };
             num_layers
         ],
         bos_token_id: gguf_token(file, "tokenizer.ggml.bos_token_id"),
-        eos_token_ids: gguf_token(file, "tokenizer.ggml.eos_token_id")
-            .into_iter()
-            .collect(),
+        eos_token_ids: gguf_token(file, "tokenizer.ggml.eos_token_id").into_iter().collect(),
     };
-    config
-        .validate()
-        .with_context(|| format!("{}: inconsistent GGUF metadata", file.path.display()))?;
-    let row_order = matches!(architecture, Architecture::Llama | Architecture::Mistral).then_some(
-        RotaryRowOrder {
-            num_attention_heads,
-            num_key_value_heads,
-        },
-    );
+    config.validate().with_context(|| format!("{}: inconsistent GGUF metadata", file.path.display()))?;
+    let row_order = matches!(architecture, Architecture::Llama | Architecture::Mistral)
+        .then_some(RotaryRowOrder { num_attention_heads, num_key_value_heads });
     Ok((config, row_order))
 }
 
 fn gguf_token(file: &GgufFile, key: &str) -> Option<u32> {
-    file.get(key)
-        .and_then(crate::formats::gguf::value_to_u64)
-        .map(|v| v as u32)
+    file.get(key).and_then(crate::formats::gguf::value_to_u64).map(|v| v as u32)
 }
 
 #[cfg(test)]
@@ -384,7 +363,8 @@ mod tests {
             assert!(cfg.layers.iter().all(|l| l.uses_rope == l.sliding_window.is_some()), "{pattern}");
         }
         // Without a window every layer is global and rotates.
-        let cfg = parse(&format!(r#"{{"architectures": ["Exaone4ForCausalLM"], {sizes}, "sliding_window": null}}"#)).unwrap();
+        let cfg =
+            parse(&format!(r#"{{"architectures": ["Exaone4ForCausalLM"], {sizes}, "sliding_window": null}}"#)).unwrap();
         assert!(cfg.layers.iter().all(|l| l.sliding_window.is_none() && l.uses_rope));
         assert_eq!((cfg.qk_norm, cfg.norm_placement), (QkNorm::PerHead, NormPlacement::Post));
     }
@@ -396,10 +376,14 @@ mod tests {
             (r#"{"quant_method": "bitsandbytes", "load_in_4bit": true}"#, "`bitsandbytes`"),
             (r#"{"load_in_4bit": true}"#, "`unnamed`"),
         ] {
-            let err = parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {config}}}"#)).unwrap_err();
+            let err = parse(&format!(
+                r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {config}}}"#
+            ))
+            .unwrap_err();
             assert!(format!("{err:#}").contains(method), "{err:#}");
         }
-        assert!(parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": null}}"#)).is_ok());
+        assert!(parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": null}}"#))
+            .is_ok());
         let fp8 = parse(&format!(
             r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "quantization_config": {{"quant_method": "fp8", "weight_block_size": [128, 64]}}}}"#
         ))
@@ -414,7 +398,8 @@ mod tests {
         ))
         .unwrap_err();
         assert!(format!("{err:#}").contains("`dynamic` is not supported"), "{err:#}");
-        let err = parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "hidden_act": "gelu"}}"#)).unwrap_err();
+        let err =
+            parse(&format!(r#"{{"architectures": ["LlamaForCausalLM"], {SIZES}, "hidden_act": "gelu"}}"#)).unwrap_err();
         assert!(format!("{err:#}").contains("gelu"), "{err:#}");
     }
 }

@@ -42,11 +42,16 @@ pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
             value_head_dim: get(cfg.linear_value_head_dim, "linear_value_head_dim")?,
             conv_kernel: get(cfg.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
         };
-        if [net.num_key_heads, net.num_value_heads, net.key_head_dim, net.value_head_dim, net.conv_kernel].contains(&0) {
+        if [net.num_key_heads, net.num_value_heads, net.key_head_dim, net.value_head_dim, net.conv_kernel].contains(&0)
+        {
             bail!("config.json: the linear attention sizes must be positive");
         }
         if net.num_value_heads % net.num_key_heads != 0 {
-            bail!("config.json: linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})", net.num_value_heads, net.num_key_heads);
+            bail!(
+                "config.json: linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})",
+                net.num_value_heads,
+                net.num_key_heads
+            );
         }
         config.gated_delta_net = Some(net);
     }

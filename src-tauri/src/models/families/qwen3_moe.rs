@@ -25,9 +25,7 @@ pub fn experts(cfg: &HfConfig, num_layers: usize, shared_expert_intermediate_siz
         bail!("config.json: decoder_sparse_step must be positive");
     }
     let dense_only = cfg.mlp_only_layers.clone().unwrap_or_default();
-    let sparse_layers = (0..num_layers)
-        .map(|i| !dense_only.contains(&i) && (i + 1) % step == 0)
-        .collect();
+    let sparse_layers = (0..num_layers).map(|i| !dense_only.contains(&i) && (i + 1) % step == 0).collect();
     Ok(MoeConfig {
         num_experts,
         experts_per_token,

@@ -53,7 +53,11 @@ impl Attention {
                 weights,
                 prefix,
                 "qkv_proj",
-                &[("q_proj", if cfg.attention_output_gate { 2 * q_dim } else { q_dim }), ("k_proj", kv_dim), ("v_proj", kv_dim)],
+                &[
+                    ("q_proj", if cfg.attention_output_gate { 2 * q_dim } else { q_dim }),
+                    ("k_proj", kv_dim),
+                    ("v_proj", kv_dim),
+                ],
                 h,
                 cfg.qkv_bias,
             )?,
@@ -74,7 +78,8 @@ impl Attention {
 
     /// Bytes of weights held.
     pub fn weight_bytes(&self) -> usize {
-        let norms = [&self.q_norm, &self.k_norm].iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum::<usize>();
+        let norms =
+            [&self.q_norm, &self.k_norm].iter().filter_map(|n| n.as_ref()).map(RmsNorm::weight_bytes).sum::<usize>();
         self.qkv.weight_bytes() + self.o_proj.weight_bytes() + norms
     }
 
@@ -160,18 +165,21 @@ impl Attention {
             None => scores,
         };
         let scores = match mask {
-            Some(mask) => scores
-                .reshape((b, self.num_kv_heads, rep, t, total))?
-                .broadcast_add(mask)?
-                .reshape((b, self.num_kv_heads, rep * t, total))?,
+            Some(mask) => scores.reshape((b, self.num_kv_heads, rep, t, total))?.broadcast_add(mask)?.reshape((
+                b,
+                self.num_kv_heads,
+                rep * t,
+                total,
+            ))?,
             None => scores,
         };
         let probs = candle_nn::ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
         let out = probs.matmul(v)?; // (b, kv, rep * t, d)
-        Ok(out
-            .reshape((b, self.num_heads, t, self.head_dim))?
-            .transpose(1, 2)?
-            .reshape((b, t, self.num_heads * self.head_dim))?)
+        Ok(out.reshape((b, self.num_heads, t, self.head_dim))?.transpose(1, 2)?.reshape((
+            b,
+            t,
+            self.num_heads * self.head_dim,
+        ))?)
     }
 
     /// The `t` newest positions' queries `q (1, heads, t, head_dim)` over
@@ -187,9 +195,28 @@ impl Attention {
             let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
             let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
             if t == 1 {
-                cake_kernels::attention::decode_attention(&q, kv, self.num_heads, scale, softcap, &mut out, level, pool);
+                cake_kernels::attention::decode_attention(
+                    &q,
+                    kv,
+                    self.num_heads,
+                    scale,
+                    softcap,
+                    &mut out,
+                    level,
+                    pool,
+                );
             } else {
-                cake_kernels::attention::prefill_attention(&q, kv, t, self.num_heads, scale, softcap, &mut out, level, pool);
+                cake_kernels::attention::prefill_attention(
+                    &q,
+                    kv,
+                    t,
+                    self.num_heads,
+                    scale,
+                    softcap,
+                    &mut out,
+                    level,
+                    pool,
+                );
             }
         });
         Ok(match done {
@@ -233,12 +260,9 @@ mod tests {
     fn mask_rows(start: usize, t: usize, total: usize, window: Option<usize>) -> Vec<Vec<bool>> {
         match attention_mask(start, t, 0, total, window, &Device::Cpu).unwrap() {
             None => vec![vec![true; total]; t],
-            Some(m) => m
-                .to_vec2::<f32>()
-                .unwrap()
-                .into_iter()
-                .map(|row| row.into_iter().map(|v| v == 0.0).collect())
-                .collect(),
+            Some(m) => {
+                m.to_vec2::<f32>().unwrap().into_iter().map(|row| row.into_iter().map(|v| v == 0.0).collect()).collect()
+            }
         }
     }
 

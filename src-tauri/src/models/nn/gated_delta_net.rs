@@ -45,18 +45,21 @@ impl GatedDeltaNet {
         let value_dim = sizes.num_value_heads * sizes.value_head_dim;
         let channels = 2 * key_dim + value_dim;
         let nv = sizes.num_value_heads;
-        let (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) = if weights.contains(&format!("{prefix}.in_proj_qkvz.weight")) {
-            grouped_projections(weights, prefix, h, sizes)?
-        } else {
-            (
-                Linear::load(weights, &format!("{prefix}.in_proj_qkv"), h, channels, false)?,
-                Linear::load(weights, &format!("{prefix}.in_proj_z"), h, value_dim, false)?,
-                Linear::load(weights, &format!("{prefix}.in_proj_b"), h, nv, false)?,
-                Linear::load(weights, &format!("{prefix}.in_proj_a"), h, nv, false)?,
-            )
-        };
+        let (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) =
+            if weights.contains(&format!("{prefix}.in_proj_qkvz.weight")) {
+                grouped_projections(weights, prefix, h, sizes)?
+            } else {
+                (
+                    Linear::load(weights, &format!("{prefix}.in_proj_qkv"), h, channels, false)?,
+                    Linear::load(weights, &format!("{prefix}.in_proj_z"), h, value_dim, false)?,
+                    Linear::load(weights, &format!("{prefix}.in_proj_b"), h, nv, false)?,
+                    Linear::load(weights, &format!("{prefix}.in_proj_a"), h, nv, false)?,
+                )
+            };
         let conv = weights.dense(&format!("{prefix}.conv1d.weight"), &[channels, 1, sizes.conv_kernel])?;
-        let f32_vector = |name: &str| -> Result<Tensor> { Ok(weights.dense(&format!("{prefix}.{name}"), &[nv])?.to_dtype(DType::F32)?) };
+        let f32_vector = |name: &str| -> Result<Tensor> {
+            Ok(weights.dense(&format!("{prefix}.{name}"), &[nv])?.to_dtype(DType::F32)?)
+        };
         Ok(Self {
             in_proj_qkv,
             in_proj_z,
@@ -73,7 +76,8 @@ impl GatedDeltaNet {
 
     /// Bytes of weights held.
     pub fn weight_bytes(&self) -> usize {
-        let tensors = [&self.conv_weight, &self.dt_bias, &self.a_log].map(crate::models::fp8::tensor_bytes).iter().sum::<usize>();
+        let tensors =
+            [&self.conv_weight, &self.dt_bias, &self.a_log].map(crate::models::fp8::tensor_bytes).iter().sum::<usize>();
         [&self.in_proj_qkv, &self.in_proj_z, &self.in_proj_b, &self.in_proj_a, &self.out_proj]
             .iter()
             .map(|l| l.weight_bytes())
@@ -137,11 +141,8 @@ impl GatedDeltaNet {
         } else {
             rule.chunked(&inputs, &mut state)
         };
-        cache.recurrent = Some(RecurrentState {
-            conv_history,
-            state,
-            positions: previous.map_or(0, |p| p.positions) + t,
-        });
+        cache.recurrent =
+            Some(RecurrentState { conv_history, state, positions: previous.map_or(0, |p| p.positions) + t });
 
         // Norm per value head, gate with silu(z), project.
         let out = Tensor::from_vec(out, (b, t, s.num_value_heads, s.value_head_dim), x.device())?.to_dtype(dtype)?;
@@ -154,12 +155,19 @@ impl GatedDeltaNet {
 /// Qwen3-Next's fused projections, reordered into the separate ones: per
 /// key head group, `in_proj_qkvz` holds `[q, k, v (r heads), z (r heads)]`
 /// and `in_proj_ba` holds `[b (r), a (r)]`, with `r` value heads per key head.
-fn grouped_projections(weights: &Weights, prefix: &str, hidden: usize, s: GatedDeltaNetConfig) -> Result<(Linear, Linear, Linear, Linear)> {
+fn grouped_projections(
+    weights: &Weights,
+    prefix: &str,
+    hidden: usize,
+    s: GatedDeltaNetConfig,
+) -> Result<(Linear, Linear, Linear, Linear)> {
     let (nk, dk, dv) = (s.num_key_heads, s.key_head_dim, s.value_head_dim);
     let r = s.num_value_heads / nk;
     let group = 2 * dk + 2 * r * dv;
     let dense = |name: &str, rows: usize| -> Result<Tensor> {
-        weights.matrix(&format!("{prefix}.{name}.weight"), &[rows, hidden])?.dequantize(weights.policy.dtype, &weights.device)
+        weights
+            .matrix(&format!("{prefix}.{name}.weight"), &[rows, hidden])?
+            .dequantize(weights.policy.dtype, &weights.device)
     };
     let qkvz = dense("in_proj_qkvz", nk * group)?;
     let ba = dense("in_proj_ba", nk * 2 * r)?;
@@ -285,7 +293,8 @@ impl DeltaRule {
                         cum[i] = acc;
                     }
                     let decay = |i: usize, j: usize| (cum[i] - cum[j]).exp();
-                    let k_beta: Vec<Vec<f32>> = (0..n).map(|i| inputs.k[at(i)].iter().map(|e| e * inputs.beta[at(i)]).collect()).collect();
+                    let k_beta: Vec<Vec<f32>> =
+                        (0..n).map(|i| inputs.k[at(i)].iter().map(|e| e * inputs.beta[at(i)]).collect()).collect();
                     // Forward substitution: (I + L) X = B with L the strictly lower
                     // part of (β k)·kᵀ ⊙ decay; B = β v (giving u) and β k·exp(cum) (giving w).
                     let mut u: Vec<Vec<f32>> = Vec::with_capacity(n);
@@ -303,14 +312,18 @@ impl DeltaRule {
                     }
                     // The corrections the chunk writes, given the state before it.
                     let v_new: Vec<Vec<f32>> = (0..n)
-                        .map(|i| (0..dv).map(|j| u[i][j] - (0..dk).map(|c| w[i][c] * st[c * dv + j]).sum::<f32>()).collect())
+                        .map(|i| {
+                            (0..dv).map(|j| u[i][j] - (0..dk).map(|c| w[i][c] * st[c * dv + j]).sum::<f32>()).collect()
+                        })
                         .collect();
                     for i in 0..n {
                         let q_decayed: Vec<f32> = inputs.q[at(i)].iter().map(|e| e * cum[i].exp()).collect();
                         let o = ((batch * self.len + at(i)) * nv + head) * dv;
                         for j in 0..dv {
                             let from_state: f32 = (0..dk).map(|c| q_decayed[c] * st[c * dv + j]).sum();
-                            let within: f32 = (0..=i).map(|m| dot(&inputs.q[at(i)], &inputs.k[at(m)]) * decay(i, m) * v_new[m][j]).sum();
+                            let within: f32 = (0..=i)
+                                .map(|m| dot(&inputs.q[at(i)], &inputs.k[at(m)]) * decay(i, m) * v_new[m][j])
+                                .sum();
                             out[o + j] = from_state + within;
                         }
                     }
@@ -346,7 +359,13 @@ mod tests {
     /// Both forms compute the same rule: over several chunks, with a state carried in.
     #[test]
     fn chunked_and_recurrent_forms_agree() {
-        let sizes = GatedDeltaNetConfig { num_key_heads: 1, num_value_heads: 2, key_head_dim: 3, value_head_dim: 2, conv_kernel: 4 };
+        let sizes = GatedDeltaNetConfig {
+            num_key_heads: 1,
+            num_value_heads: 2,
+            key_head_dim: 3,
+            value_head_dim: 2,
+            conv_kernel: 4,
+        };
         let len = CHUNK + 9;
         let wave = |n: usize, f: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32) * f).sin()).collect() };
         let inputs = RuleInputs {

@@ -4,9 +4,9 @@
 //! [`KvCache`], so several conversations (or cluster stages) can share one
 //! loaded model.
 
+use super::cpu_values::with_cpu_f32;
 use anyhow::Result;
 use cake_kernels::attention::CachedKv;
-use super::cpu_values::with_cpu_f32;
 use candle_core::Tensor;
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
@@ -138,7 +138,14 @@ impl LayerCache {
         }
         with_cpu_f32(&buffers.keys, |keys| {
             with_cpu_f32(&buffers.values, |values| {
-                let kv = CachedKv { keys, values, kv_heads, head_stride: capacity * head_dim, len: buffers.stored, head_dim };
+                let kv = CachedKv {
+                    keys,
+                    values,
+                    kv_heads,
+                    head_stride: capacity * head_dim,
+                    len: buffers.stored,
+                    head_dim,
+                };
                 f(&kv)
             })
         })
@@ -170,9 +177,7 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(num_layers: usize) -> Self {
-        Self {
-            layers: (0..num_layers).map(|_| LayerCache::default()).collect(),
-        }
+        Self { layers: (0..num_layers).map(|_| LayerCache::default()).collect() }
     }
 
     /// Positions already processed.

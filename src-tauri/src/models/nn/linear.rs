@@ -1,14 +1,14 @@
 //! A linear projection over a dense or GGML-quantized weight, with optional bias.
 
-use cake_kernels::packed::PackedMatrix;
+use super::cpu_values::with_cpu_f32;
 use crate::models::fp8::{tensor_bytes, Fp8Matrix};
 use crate::models::weights::{MappedF32, MatrixWeight, Weights};
-use std::sync::Arc;
-use anyhow::Result;
-use candle_core::quantized::QMatMul;
-use super::cpu_values::with_cpu_f32;
 use anyhow::Context;
+use anyhow::Result;
+use cake_kernels::packed::PackedMatrix;
+use candle_core::quantized::QMatMul;
 use candle_core::{DType, Module, Tensor};
+use std::sync::Arc;
 
 /// `y = x Wᵀ + b`, with `W` stored `(out, in)` as checkpoints store it.
 pub struct Linear {
@@ -43,20 +43,13 @@ impl Linear {
     /// Loads `{prefix}.weight` of shape `(out, in)` and, if `bias`, `{prefix}.bias`.
     pub fn load(weights: &Weights, prefix: &str, in_dim: usize, out_dim: usize, bias: bool) -> Result<Self> {
         let weight = Self::projection(weights.matrix(&format!("{prefix}.weight"), &[out_dim, in_dim])?)?;
-        let bias = if bias {
-            Some(weights.dense(&format!("{prefix}.bias"), &[out_dim])?)
-        } else {
-            None
-        };
+        let bias = if bias { Some(weights.dense(&format!("{prefix}.bias"), &[out_dim])?) } else { None };
         Ok(Self { weight, bias })
     }
 
     /// A projection sharing an already-loaded matrix (tied LM head).
     pub fn from_matrix(weight: MatrixWeight) -> Result<Self> {
-        Ok(Self {
-            weight: Self::projection(weight)?,
-            bias: None,
-        })
+        Ok(Self { weight: Self::projection(weight)?, bias: None })
     }
 
     fn projection(weight: MatrixWeight) -> Result<Projection> {
@@ -223,13 +216,15 @@ mod tests {
         let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
         assert!(MappedF32::new(map.clone(), 2, rows, cols).is_none(), "misaligned data is refused");
         assert!(MappedF32::new(map.clone(), 32, rows + 1, cols).is_none(), "data past the end is refused");
-        let mapped = Linear::from_matrix(MatrixWeight::Mapped(Arc::new(MappedF32::new(map, 32, rows, cols).unwrap()))).unwrap();
+        let mapped =
+            Linear::from_matrix(MatrixWeight::Mapped(Arc::new(MappedF32::new(map, 32, rows, cols).unwrap()))).unwrap();
         let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
         for tokens in [1, 5, cake_kernels::dense::MAX_ROWS + 7, 2 * cake_kernels::dense::MAX_ROWS] {
             let x: Vec<f32> = (0..tokens * cols).map(|i| ((i * 104_729 % 311) as f32 - 155.0) / 201.0).collect();
             let x = Tensor::from_vec(x, (1, tokens, cols), &Device::Cpu).unwrap();
             let ours = mapped.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let theirs = x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let theirs =
+                x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
             assert_eq!(ours.len(), theirs.len());
             for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                 assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{tokens} tokens, value {i}: {a} vs {b}");

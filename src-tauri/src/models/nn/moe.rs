@@ -25,7 +25,9 @@ impl SparseMoe {
     /// Loads `{prefix}.gate` (the router) and `{prefix}.experts.{e}.…`.
     pub fn load(weights: &Weights, prefix: &str, cfg: &ModelConfig, moe: &MoeConfig) -> Result<Self> {
         let experts = (0..moe.num_experts)
-            .map(|e| GatedMlp::load_with_width(weights, &format!("{prefix}.experts.{e}"), cfg, moe.expert_intermediate_size))
+            .map(|e| {
+                GatedMlp::load_with_width(weights, &format!("{prefix}.experts.{e}"), cfg, moe.expert_intermediate_size)
+            })
             .collect::<Result<_>>()?;
         Ok(Self {
             router: Linear::load(weights, &format!("{prefix}.gate"), cfg.hidden_size, moe.num_experts, false)?,

@@ -14,10 +14,7 @@ pub struct RmsNorm {
 impl RmsNorm {
     pub fn load(weights: &Weights, name: &str, dim: usize, eps: f64) -> Result<Self> {
         let weight = weights.dense(name, &[dim])?.to_dtype(DType::F32)?;
-        Ok(Self {
-            weight,
-            eps: eps as f32,
-        })
+        Ok(Self { weight, eps: eps as f32 })
     }
 
     /// A decoder norm as `cfg` stores it: weights used as they are, or as

@@ -17,7 +17,14 @@ impl Projections {
     /// Loads `{prefix}.{fused}` when the checkpoint has it (outputs in the
     /// order of `parts`), else each `{prefix}.{name}` of `parts`, given as
     /// `(name, output width)`.
-    pub fn load(weights: &Weights, prefix: &str, fused: &str, parts: &[(&str, usize)], in_dim: usize, bias: bool) -> Result<Self> {
+    pub fn load(
+        weights: &Weights,
+        prefix: &str,
+        fused: &str,
+        parts: &[(&str, usize)],
+        in_dim: usize,
+        bias: bool,
+    ) -> Result<Self> {
         if weights.contains(&format!("{prefix}.{fused}.weight")) {
             let widths: Vec<usize> = parts.iter().map(|&(_, w)| w).collect();
             let linear = Linear::load(weights, &format!("{prefix}.{fused}"), in_dim, widths.iter().sum(), bias)?;

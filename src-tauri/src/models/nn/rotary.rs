@@ -26,13 +26,18 @@ impl RotaryEmbedding {
         if rotary_dim == 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim {
             bail!("config: {rotary_dim} rotary dimensions of a {head_dim}-wide head (partial_rotary_factor {}) cannot rotate in pairs", rope.partial_rotary_factor);
         }
-        let base: Vec<f64> = (0..rotary_dim / 2)
-            .map(|i| 1.0 / rope.theta.powf((2 * i) as f64 / rotary_dim as f64))
-            .collect();
-        if let RopeScaling::LongRope { short_factor, long_factor, original_max_position_embeddings, attention_factor } = &rope.scaling {
+        let base: Vec<f64> =
+            (0..rotary_dim / 2).map(|i| 1.0 / rope.theta.powf((2 * i) as f64 / rotary_dim as f64)).collect();
+        if let RopeScaling::LongRope { short_factor, long_factor, original_max_position_embeddings, attention_factor } =
+            &rope.scaling
+        {
             let divided = |factors: &[f64], which: &str| -> Result<Vec<f32>> {
                 if factors.len() != base.len() {
-                    bail!("config: longrope `{which}` has {} entries for {} rotary frequencies", factors.len(), base.len());
+                    bail!(
+                        "config: longrope `{which}` has {} entries for {} rotary frequencies",
+                        factors.len(),
+                        base.len()
+                    );
                 }
                 Ok(base.iter().zip(factors).map(|(f, d)| (f / d) as f32).collect())
             };
@@ -43,16 +48,8 @@ impl RotaryEmbedding {
                 rotary_dim,
             });
         }
-        let inv_freq = base
-            .into_iter()
-            .map(|f| scale_frequency(f, &rope.scaling) as f32)
-            .collect();
-        Ok(Self {
-            inv_freq,
-            long_inv_freq: None,
-            magnitude: 1.0,
-            rotary_dim,
-        })
+        let inv_freq = base.into_iter().map(|f| scale_frequency(f, &rope.scaling) as f32).collect();
+        Ok(Self { inv_freq, long_inv_freq: None, magnitude: 1.0, rotary_dim })
     }
 
     /// `(cos, sin)`, each `(len, rotary_dim / 2)`, for positions `start..start + len`.

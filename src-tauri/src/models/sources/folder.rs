@@ -20,8 +20,8 @@ const INDEX_FILE: &str = "model.safetensors.index.json";
 fn weight_map(dir: &Path) -> Result<BTreeMap<String, PathBuf>> {
     let index_path = dir.join(INDEX_FILE);
     if index_path.exists() {
-        let text = std::fs::read_to_string(&index_path)
-            .with_context(|| format!("cannot read {}", index_path.display()))?;
+        let text =
+            std::fs::read_to_string(&index_path).with_context(|| format!("cannot read {}", index_path.display()))?;
         #[derive(serde::Deserialize)]
         struct Index {
             weight_map: BTreeMap<String, String>,
@@ -31,10 +31,7 @@ fn weight_map(dir: &Path) -> Result<BTreeMap<String, PathBuf>> {
         let mut map = BTreeMap::new();
         for (tensor, file) in index.weight_map {
             if file.contains('/') || file.contains('\\') || file.starts_with('.') {
-                bail!(
-                    "{}: shard name `{file}` must be a plain file name in the model folder",
-                    index_path.display()
-                );
+                bail!("{}: shard name `{file}` must be a plain file name in the model folder", index_path.display());
             }
             map.insert(tensor, dir.join(file));
         }
@@ -43,16 +40,9 @@ fn weight_map(dir: &Path) -> Result<BTreeMap<String, PathBuf>> {
     let single = dir.join(SINGLE_FILE);
     if single.exists() {
         let header = SafetensorsHeader::read(&single)?;
-        return Ok(header
-            .tensors
-            .into_keys()
-            .map(|name| (name, single.clone()))
-            .collect());
+        return Ok(header.tensors.into_keys().map(|name| (name, single.clone())).collect());
     }
-    bail!(
-        "{}: no {SINGLE_FILE} or {INDEX_FILE} in the model folder",
-        dir.display()
-    )
+    bail!("{}: no {SINGLE_FILE} or {INDEX_FILE} in the model folder", dir.display())
 }
 
 /// Byte size of every tensor in the folder, from the headers alone.
@@ -96,19 +86,11 @@ impl SafetensorsFolder {
                 }
             };
             if files[idx].entry(&name).is_none() {
-                bail!(
-                    "{}: the index lists `{name}` in {} but that shard lacks it",
-                    dir.display(),
-                    shard.display()
-                );
+                bail!("{}: the index lists `{name}` in {} but that shard lacks it", dir.display(), shard.display());
             }
             located.insert(name, idx);
         }
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            files,
-            located,
-        })
+        Ok(Self { dir: dir.to_path_buf(), files, located })
     }
 
     /// The shard files this store opened.
@@ -132,10 +114,8 @@ impl WeightStore for SafetensorsFolder {
     }
 
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
-        let idx = self
-            .located
-            .get(name)
-            .with_context(|| format!("{}: tensor `{name}` is missing", self.dir.display()))?;
+        let idx =
+            self.located.get(name).with_context(|| format!("{}: tensor `{name}` is missing", self.dir.display()))?;
         Ok(StoredTensor::Dense(self.files[*idx].load(name, device)?))
     }
 }

@@ -84,7 +84,9 @@ pub enum Undo {
     ConvChannels,
     /// Qwen3-Next's `in_proj_b` / `in_proj_a`: the first / second half of
     /// each key group's rows in the fused `ssm_ba` (`[b × r | a × r]` per group).
-    BaRows { second_half: bool },
+    BaRows {
+        second_half: bool,
+    },
 }
 
 /// Translates a Hugging Face tensor name to where llama.cpp's converter put
@@ -116,8 +118,12 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         let linear = match module {
             "linear_attn.in_proj_qkv" => Some(("attn_qkv", Undo::QkvValueRows)),
             "linear_attn.in_proj_z" => Some(("attn_gate", Undo::GateRows)),
-            "linear_attn.in_proj_b" if architecture == Architecture::Qwen3Next => Some(("ssm_ba", Undo::BaRows { second_half: false })),
-            "linear_attn.in_proj_a" if architecture == Architecture::Qwen3Next => Some(("ssm_ba", Undo::BaRows { second_half: true })),
+            "linear_attn.in_proj_b" if architecture == Architecture::Qwen3Next => {
+                Some(("ssm_ba", Undo::BaRows { second_half: false }))
+            }
+            "linear_attn.in_proj_a" if architecture == Architecture::Qwen3Next => {
+                Some(("ssm_ba", Undo::BaRows { second_half: true }))
+            }
             "linear_attn.in_proj_b" => Some(("ssm_beta", Undo::PerHeadRows)),
             "linear_attn.in_proj_a" => Some(("ssm_alpha", Undo::PerHeadRows)),
             "linear_attn.out_proj" => Some(("ssm_out", Undo::OutColumns)),
@@ -137,9 +143,14 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
             "down_proj" => "ffn_down_exps",
             _ => return None,
         };
-        return Some(GgufLocation { tensor: format!("blk.{layer}.{stacked}.{kind}"), expert: Some(expert.parse().ok()?), undo: Undo::None });
+        return Some(GgufLocation {
+            tensor: format!("blk.{layer}.{stacked}.{kind}"),
+            expert: Some(expert.parse().ok()?),
+            undo: Undo::None,
+        });
     }
-    let own_norms = qwen3_5 || matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3);
+    let own_norms =
+        qwen3_5 || matches!(architecture, Architecture::Olmo2 | Architecture::Exaone4 | Architecture::Gemma3);
     let phi3 = architecture == Architecture::Phi3;
     let gguf_module = match module {
         "input_layernorm" => "attn_norm",
@@ -149,7 +160,9 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
         "post_feedforward_layernorm" if own_norms => "post_ffw_norm",
         "self_attn.qkv_proj" if phi3 => "attn_qkv",
         "mlp.gate_up_proj" if phi3 => "ffn_up",
-        "mlp.gate_proj" | "mlp.up_proj" | "self_attn.q_proj" | "self_attn.k_proj" | "self_attn.v_proj" if phi3 => return None,
+        "mlp.gate_proj" | "mlp.up_proj" | "self_attn.q_proj" | "self_attn.k_proj" | "self_attn.v_proj" if phi3 => {
+            return None
+        }
         "self_attn.q_proj" => "attn_q",
         "self_attn.k_proj" => "attn_k",
         "self_attn.v_proj" => "attn_v",
@@ -171,7 +184,14 @@ pub fn gguf_location(hf_name: &str, architecture: Architecture) -> Option<GgufLo
 
 impl GgufStore {
     /// A Gated DeltaNet tensor put back as the checkpoint had it (see [`Undo`]).
-    fn undo_linear_attention(&self, undo: Undo, bytes: &[u8], dims: &[usize], dtype: GgmlType, device: &Device) -> Result<StoredTensor> {
+    fn undo_linear_attention(
+        &self,
+        undo: Undo,
+        bytes: &[u8],
+        dims: &[usize],
+        dtype: GgmlType,
+        device: &Device,
+    ) -> Result<StoredTensor> {
         let s = self.linear.context("a linear-attention tensor in a model without linear attention")?;
         let (nk, nv, dk, dv) = (s.num_key_heads, s.num_value_heads, s.key_head_dim, s.value_head_dim);
         let rows = dims.first().copied().unwrap_or(0);
@@ -191,7 +211,8 @@ impl GgufStore {
                 (reordered(2 * nk * dk, dv)?, vec![dims[0], 1, dims[1]])
             }
             Undo::BaRows { second_half } => {
-                let halved: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if i == 0 { d / 2 } else { d }).collect();
+                let halved: Vec<usize> =
+                    dims.iter().enumerate().map(|(i, &d)| if i == 0 { d / 2 } else { d }).collect();
                 (half_of_each_group(bytes, rows, nk, second_half)?, halved)
             }
             Undo::OutColumns if !tiled => (bytes.to_vec(), dims.to_vec()),
@@ -247,7 +268,14 @@ fn f32_values(bytes: &[u8], dtype: GgmlType, dims: &[usize]) -> Result<Vec<f32>>
 /// Puts the value heads of rows `from..` back in Hugging Face's order
 /// (grouped by key head: head `g·r + i`) from llama.cpp's (tiled: head
 /// `g·r + i` at `i·nk + g`); each head is `per_head` rows of `bytes`.
-fn ungroup_value_heads(bytes: &[u8], rows: usize, from: usize, per_head: usize, nk: usize, nv: usize) -> Result<Vec<u8>> {
+fn ungroup_value_heads(
+    bytes: &[u8],
+    rows: usize,
+    from: usize,
+    per_head: usize,
+    nk: usize,
+    nv: usize,
+) -> Result<Vec<u8>> {
     anyhow::ensure!(
         nk > 0 && nv % nk == 0 && rows > 0 && bytes.len() % rows == 0 && from + nv * per_head == rows,
         "{rows} rows do not hold {nv} value heads of {per_head} rows after row {from}"
@@ -341,10 +369,8 @@ impl WeightStore for GgufStore {
         let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
         let gname = location.tensor.clone();
-        let info = self
-            .file
-            .tensor_info(&gname)
-            .with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
+        let info =
+            self.file.tensor_info(&gname).with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
         let mut dims = info.dims.clone();
         let mut raw = self.file.tensor_bytes(&gname)?;
         let mut last_use = true;
@@ -411,24 +437,42 @@ mod tests {
         assert_eq!(llama("model.layers.0.unknown.weight"), None);
         assert_eq!(llama("model.layers.0.mlp.gate_up_proj.weight"), None);
         let olmo2 = name_in(Architecture::Olmo2);
-        assert_eq!(olmo2("model.layers.1.post_attention_layernorm.weight").as_deref(), Some("blk.1.post_attention_norm.weight"));
-        assert_eq!(olmo2("model.layers.1.post_feedforward_layernorm.weight").as_deref(), Some("blk.1.post_ffw_norm.weight"));
+        assert_eq!(
+            olmo2("model.layers.1.post_attention_layernorm.weight").as_deref(),
+            Some("blk.1.post_attention_norm.weight")
+        );
+        assert_eq!(
+            olmo2("model.layers.1.post_feedforward_layernorm.weight").as_deref(),
+            Some("blk.1.post_ffw_norm.weight")
+        );
         let phi3 = name_in(Architecture::Phi3);
         assert_eq!(phi3("model.layers.0.mlp.gate_up_proj.weight").as_deref(), Some("blk.0.ffn_up.weight"));
         assert_eq!(phi3("model.layers.0.self_attn.qkv_proj.weight").as_deref(), Some("blk.0.attn_qkv.weight"));
         assert_eq!(phi3("model.layers.0.mlp.up_proj.weight"), None);
         let gemma3 = name_in(Architecture::Gemma3);
         assert_eq!(gemma3("model.layers.2.pre_feedforward_layernorm.weight").as_deref(), Some("blk.2.ffn_norm.weight"));
-        assert_eq!(gemma3("model.layers.2.post_attention_layernorm.weight").as_deref(), Some("blk.2.post_attention_norm.weight"));
+        assert_eq!(
+            gemma3("model.layers.2.post_attention_layernorm.weight").as_deref(),
+            Some("blk.2.post_attention_norm.weight")
+        );
         assert_eq!(
             gguf_location("model.layers.1.mlp.experts.5.down_proj.weight", Architecture::Qwen3Moe),
             Some(GgufLocation { tensor: "blk.1.ffn_down_exps.weight".into(), expert: Some(5), undo: Undo::None })
         );
-        assert_eq!(name_in(Architecture::Qwen3Moe)("model.layers.1.mlp.gate.weight").as_deref(), Some("blk.1.ffn_gate_inp.weight"));
+        assert_eq!(
+            name_in(Architecture::Qwen3Moe)("model.layers.1.mlp.gate.weight").as_deref(),
+            Some("blk.1.ffn_gate_inp.weight")
+        );
         let qwen3_5 = |name: &str| gguf_location(name, Architecture::Qwen3_5).map(|l| (l.tensor, l.undo));
         assert_eq!(qwen3_5("model.layers.0.linear_attn.A_log"), Some(("blk.0.ssm_a".into(), Undo::ALog)));
-        assert_eq!(qwen3_5("model.layers.0.linear_attn.out_proj.weight"), Some(("blk.0.ssm_out.weight".into(), Undo::OutColumns)));
-        assert_eq!(qwen3_5("model.layers.3.post_attention_layernorm.weight"), Some(("blk.3.post_attention_norm.weight".into(), Undo::None)));
+        assert_eq!(
+            qwen3_5("model.layers.0.linear_attn.out_proj.weight"),
+            Some(("blk.0.ssm_out.weight".into(), Undo::OutColumns))
+        );
+        assert_eq!(
+            qwen3_5("model.layers.3.post_attention_layernorm.weight"),
+            Some(("blk.3.post_attention_norm.weight".into(), Undo::None))
+        );
     }
 
     #[test]

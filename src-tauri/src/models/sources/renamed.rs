@@ -16,10 +16,7 @@ pub struct RenamedStore<S> {
 
 impl<S: WeightStore> RenamedStore<S> {
     pub fn new(inner: S, prefixes: &[(&str, &str)]) -> Self {
-        Self {
-            inner,
-            prefixes: prefixes.iter().map(|(from, to)| (from.to_string(), to.to_string())).collect(),
-        }
+        Self { inner, prefixes: prefixes.iter().map(|(from, to)| (from.to_string(), to.to_string())).collect() }
     }
 
     fn stored_name(&self, name: &str) -> String {

@@ -19,11 +19,7 @@ pub struct TensorSelection {
 impl TensorSelection {
     /// Every tensor of a model with `num_layers` layers.
     pub fn all(num_layers: usize) -> Self {
-        Self {
-            layers: 0..num_layers,
-            embedding: true,
-            head: true,
-        }
+        Self { layers: 0..num_layers, embedding: true, head: true }
     }
 
     /// Whether a tensor of this name belongs to the selection. With
@@ -52,11 +48,7 @@ mod tests {
 
     #[test]
     fn middle_stage_takes_only_its_layers() {
-        let sel = TensorSelection {
-            layers: 2..4,
-            embedding: false,
-            head: false,
-        };
+        let sel = TensorSelection { layers: 2..4, embedding: false, head: false };
         assert!(sel.wants("model.layers.2.mlp.up_proj.weight", false));
         assert!(sel.wants("model.layers.3.self_attn.q_proj.bias", false));
         assert!(!sel.wants("model.layers.4.mlp.up_proj.weight", false));
@@ -67,11 +59,7 @@ mod tests {
 
     #[test]
     fn last_stage_needs_embedding_only_for_tied_heads() {
-        let sel = TensorSelection {
-            layers: 2..4,
-            embedding: false,
-            head: true,
-        };
+        let sel = TensorSelection { layers: 2..4, embedding: false, head: true };
         assert!(sel.wants("model.embed_tokens.weight", true));
         assert!(!sel.wants("model.embed_tokens.weight", false));
         assert!(sel.wants("model.norm.weight", false));

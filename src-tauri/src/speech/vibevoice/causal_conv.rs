@@ -23,7 +23,14 @@ pub struct CausalConv1d {
 
 impl CausalConv1d {
     /// Loads `{prefix}.weight [out, in/groups, kernel]` and `{prefix}.bias`.
-    pub fn load(weights: &Weights, prefix: &str, (inputs, outputs): (usize, usize), kernel: usize, stride: usize, groups: usize) -> Result<Self> {
+    pub fn load(
+        weights: &Weights,
+        prefix: &str,
+        (inputs, outputs): (usize, usize),
+        kernel: usize,
+        stride: usize,
+        groups: usize,
+    ) -> Result<Self> {
         Ok(Self {
             weight: weights.dense(&format!("{prefix}.weight"), &[outputs, inputs / groups, kernel])?,
             bias: weights.dense(&format!("{prefix}.bias"), &[outputs])?,
@@ -78,7 +85,13 @@ pub struct CausalConvTranspose1d {
 
 impl CausalConvTranspose1d {
     /// Loads `{prefix}.weight [in, out, kernel]` and `{prefix}.bias`.
-    pub fn load(weights: &Weights, prefix: &str, (inputs, outputs): (usize, usize), kernel: usize, stride: usize) -> Result<Self> {
+    pub fn load(
+        weights: &Weights,
+        prefix: &str,
+        (inputs, outputs): (usize, usize),
+        kernel: usize,
+        stride: usize,
+    ) -> Result<Self> {
         Ok(Self {
             weight: weights.dense(&format!("{prefix}.weight"), &[inputs, outputs, kernel])?,
             bias: weights.dense(&format!("{prefix}.bias"), &[outputs])?,

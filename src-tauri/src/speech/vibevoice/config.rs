@@ -111,7 +111,8 @@ pub struct TokenizerConfig {
 
 impl TokenizerConfig {
     fn from_raw(raw: RawTokenizerConfig, what: &str) -> Result<Self> {
-        let unsupported = |field: &str, value: &dyn std::fmt::Debug| anyhow::anyhow!("{what}: {field} = {value:?} is not supported");
+        let unsupported =
+            |field: &str, value: &dyn std::fmt::Debug| anyhow::anyhow!("{what}: {field} = {value:?} is not supported");
         if raw.channels != 1 {
             return Err(unsupported("channels", &raw.channels));
         }
@@ -261,16 +262,19 @@ impl VibeVoiceConfig {
             bail!("diffusion_head_config: ddpm_beta_schedule {:?} is not supported", head.ddpm_beta_schedule);
         }
         if head.latent_size != acoustic.vae_dim {
-            bail!("the diffusion head's latent_size {} differs from the acoustic vae_dim {}", head.latent_size, acoustic.vae_dim);
+            bail!(
+                "the diffusion head's latent_size {} differs from the acoustic vae_dim {}",
+                head.latent_size,
+                acoustic.vae_dim
+            );
         }
         if acoustic.hop() != semantic.hop() {
-            bail!("the acoustic and semantic tokenizers have different hops ({} and {})", acoustic.hop(), semantic.hop());
+            bail!(
+                "the acoustic and semantic tokenizers have different hops ({} and {})",
+                acoustic.hop(),
+                semantic.hop()
+            );
         }
-        Ok(Self {
-            language_model: raw.decoder_config,
-            acoustic,
-            semantic,
-            diffusion_head: head,
-        })
+        Ok(Self { language_model: raw.decoder_config, acoustic, semantic, diffusion_head: head })
     }
 }

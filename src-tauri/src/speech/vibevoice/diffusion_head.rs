@@ -92,7 +92,9 @@ impl DiffusionHead {
             let modulation = layer.modulation.forward(&c_act)?.chunk(3, D::Minus1)?;
             let (shift, scale, gate) = (&modulation[0], &modulation[1], &modulation[2]);
             let y = (layer.norm.forward(&h)?.mul(&(scale + 1.0)?)? + shift)?;
-            let ffn = layer.down_proj.forward(&(candle_nn::ops::silu(&layer.gate_proj.forward(&y)?)? * layer.up_proj.forward(&y)?)?)?;
+            let ffn = layer
+                .down_proj
+                .forward(&(candle_nn::ops::silu(&layer.gate_proj.forward(&y)?)? * layer.up_proj.forward(&y)?)?)?;
             h = (h + gate.mul(&ffn)?)?;
         }
         let modulation = self.final_modulation.forward(&c_act)?.chunk(2, D::Minus1)?;

@@ -30,11 +30,7 @@ pub struct SpeechSettings {
 
 impl Default for SpeechSettings {
     fn default() -> Self {
-        Self {
-            cfg_scale: 1.3,
-            steps: 10,
-            max_seconds: None,
-        }
+        Self { cfg_scale: 1.3, steps: 10, max_seconds: None }
     }
 }
 
@@ -125,9 +121,9 @@ impl VibeVoice {
             bail!("the prompt has {prompt_len} tokens but the model's context length is {context}");
         }
         let max_steps = (context - prompt_len).min(2 * prompt_len);
-        let max_frames = settings
-            .max_seconds
-            .map(|s| (s * crate::speech::voice_prompt::SAMPLE_RATE as f64 / self.hop() as f64).ceil().max(1.0) as usize);
+        let max_frames = settings.max_seconds.map(|s| {
+            (s * crate::speech::voice_prompt::SAMPLE_RATE as f64 / self.hop() as f64).ceil().max(1.0) as usize
+        });
 
         // Prefill: the prompt's embeddings with the voice frames put in their slots.
         let mut embeds = lm.embed(&prompt.input_ids)?.squeeze(0)?;
@@ -179,7 +175,8 @@ impl VibeVoice {
                 let semantic = self.semantic_encoder.encode_stream(&chunk, &mut semantic_state)?;
                 let samples: Vec<f32> = chunk.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
                 let acoustic_in = latent.unsqueeze(0)?;
-                next = (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
+                next =
+                    (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
                 let flow = observer.on_frame(frames, &latent, &samples);
                 audio.extend_from_slice(&samples);
                 frames += 1;
@@ -193,17 +190,18 @@ impl VibeVoice {
             }
             input = next;
         }
-        Ok(SpeechOutput {
-            audio,
-            tokens: chosen,
-            frames,
-            end,
-        })
+        Ok(SpeechOutput { audio, tokens: chosen, frames, end })
     }
 
     /// One frame's latent `[1, latent]` (normalised space) from the positive
     /// and negative conditions `[2, hidden]` under guidance.
-    pub fn sample_latent(&self, solver: &DpmSolver, conditions: &Tensor, cfg_scale: f64, noise: &mut dyn NoiseSource) -> Result<Tensor> {
+    pub fn sample_latent(
+        &self,
+        solver: &DpmSolver,
+        conditions: &Tensor,
+        cfg_scale: f64,
+        noise: &mut dyn NoiseSource,
+    ) -> Result<Tensor> {
         let dims = self.config.diffusion_head.latent_size;
         // The reference draws noise for both rows but only the first one matters.
         let start = noise.normal(&[2, dims], self.device())?.to_dtype(conditions.dtype())?.narrow(0, 0, 1)?;

@@ -7,8 +7,8 @@ use super::connector::SpeechConnector;
 use super::diffusion_head::DiffusionHead;
 use super::noise::NoiseSource;
 use super::processor::SpeechTokens;
-use super::tokenizer_source::tokenizer_dir;
 use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
+use super::tokenizer_source::tokenizer_dir;
 use crate::cluster::master::{ClusterSettings, LoadProgress};
 use crate::cluster::pipeline::{LayerPipeline, RemoteStage};
 use crate::models::config::HfConfig;
@@ -63,10 +63,7 @@ impl VibeVoice {
     ) -> Result<Self> {
         let config = VibeVoiceConfig::from_dir(dir)?;
         let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::library::hf_cache::cache_dir())?)?;
-        let options = LoadOptions {
-            dtype: Some(dtype),
-            device: Device::Cpu,
-        };
+        let options = LoadOptions { dtype: Some(dtype), device: Device::Cpu };
         let decoder = checkpoint
             .load_decoder_with_progress(Some(selection), &options, on_layer)
             .context("loading the language model")?;
@@ -81,12 +78,10 @@ impl VibeVoice {
     /// Loads the checkpoint in `dir` with the language model's layers spread
     /// over this machine and `cluster`'s workers (as a text model's are).
     pub fn load_over(cluster: &ClusterSettings, dir: &Path, dtype: DType, on_progress: LoadProgress) -> Result<Self> {
-        let options = LoadOptions {
-            dtype: Some(dtype),
-            device: Device::Cpu,
-        };
+        let options = LoadOptions { dtype: Some(dtype), device: Device::Cpu };
         cluster.load_with(dir, &options, &[], on_progress, |part| {
-            let model = Self::load_part(dir, part.checkpoint, dtype, part.selection, part.remote_stages, part.on_layer)?;
+            let model =
+                Self::load_part(dir, part.checkpoint, dtype, part.selection, part.remote_stages, part.on_layer)?;
             let local_nanos = model.language_model.local_nanos.clone();
             Ok((model, local_nanos))
         })
@@ -101,15 +96,16 @@ impl VibeVoice {
         lm_store: Box<dyn WeightStore>,
         dtype: DType,
     ) -> Result<Self> {
-        let policy = LoadPolicy {
-            dtype,
-            keep_quantized: false,
-        };
+        let policy = LoadPolicy { dtype, keep_quantized: false };
         let lm_text = serde_json::to_string(&config.language_model)?;
         let lm_config = crate::models::families::from_hf(&HfConfig::parse(&lm_text)?)
             .context("decoder_config: the language model")?;
         // The language model's tensors are nested under `model.language_model.`.
-        let lm_weights = Weights::new(Box::new(RenamedStore::new(lm_store, &[("model.", "model.language_model.")])), policy, Device::Cpu);
+        let lm_weights = Weights::new(
+            Box::new(RenamedStore::new(lm_store, &[("model.", "model.language_model.")])),
+            policy,
+            Device::Cpu,
+        );
         let layers = lm_config.num_hidden_layers();
         let decoder = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
             .context("loading the language model")?;
@@ -127,10 +123,7 @@ impl VibeVoice {
     ) -> Result<Self> {
         let origin = store.origin();
         let tokens = SpeechTokens::from_tokenizer(&tokenizer)?;
-        let policy = LoadPolicy {
-            dtype,
-            keep_quantized: false,
-        };
+        let policy = LoadPolicy { dtype, keep_quantized: false };
         let weights = Weights::new(store, policy, Device::Cpu);
         let hidden = language_model.decoder.config.hidden_size;
         if config.diffusion_head.hidden_size != hidden {
@@ -147,8 +140,18 @@ impl VibeVoice {
             acoustic_encoder: Encoder::load(&weights, "model.acoustic_tokenizer.encoder", &config.acoustic)?,
             acoustic_decoder: AudioDecoder::load(&weights, "model.acoustic_tokenizer.decoder", &config.acoustic)?,
             semantic_encoder: Encoder::load(&weights, "model.semantic_tokenizer.encoder", &config.semantic)?,
-            acoustic_connector: SpeechConnector::load(&weights, "model.acoustic_connector", config.acoustic.vae_dim, hidden)?,
-            semantic_connector: SpeechConnector::load(&weights, "model.semantic_connector", config.semantic.vae_dim, hidden)?,
+            acoustic_connector: SpeechConnector::load(
+                &weights,
+                "model.acoustic_connector",
+                config.acoustic.vae_dim,
+                hidden,
+            )?,
+            semantic_connector: SpeechConnector::load(
+                &weights,
+                "model.semantic_connector",
+                config.semantic.vae_dim,
+                hidden,
+            )?,
             head: DiffusionHead::load(&weights, "model.prediction_head", &config.diffusion_head)?,
             scaling: scalar("model.speech_scaling_factor")?,
             bias: scalar("model.speech_bias_factor")?,
@@ -171,17 +174,21 @@ impl VibeVoice {
 
     /// Embeddings of the voice prompts' frames, voice after voice:
     /// `[Σ frames, hidden]`. Draws the acoustic posterior's noise (two draws).
-    pub fn voice_embeddings(&self, voices: &[Vec<f32>], frames: &[usize], noise: &mut dyn NoiseSource) -> Result<Tensor> {
+    pub fn voice_embeddings(
+        &self,
+        voices: &[Vec<f32>],
+        frames: &[usize],
+        noise: &mut dyn NoiseSource,
+    ) -> Result<Tensor> {
         let longest = voices.iter().map(Vec::len).max().unwrap_or(0);
-        let padded: Vec<f32> = voices
-            .iter()
-            .flat_map(|v| v.iter().copied().chain(std::iter::repeat_n(0.0, longest - v.len())))
-            .collect();
+        let padded: Vec<f32> =
+            voices.iter().flat_map(|v| v.iter().copied().chain(std::iter::repeat_n(0.0, longest - v.len()))).collect();
         let dtype = self.language_model.decoder.dtype();
         let audio = Tensor::from_vec(padded, (voices.len(), 1, longest), self.device())?.to_dtype(dtype)?;
         let mean = self.acoustic_encoder.encode(&audio)?;
         // The acoustic posterior: one std scale per voice, then per-element noise.
-        let spread = noise.normal(&[voices.len()], self.device())?.to_dtype(dtype)? * (self.config.acoustic.fix_std / 0.8);
+        let spread =
+            noise.normal(&[voices.len()], self.device())?.to_dtype(dtype)? * (self.config.acoustic.fix_std / 0.8);
         let per_element = noise.normal(mean.dims(), self.device())?.to_dtype(dtype)?;
         let latent = if self.config.acoustic.gaussian {
             (&mean + per_element.broadcast_mul(&spread?.reshape((voices.len(), 1, 1))?)?)?

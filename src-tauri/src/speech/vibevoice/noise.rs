@@ -20,9 +20,7 @@ pub struct SeededNoise {
 
 impl SeededNoise {
     pub fn new(seed: u64) -> Self {
-        Self {
-            rng: StdRng::seed_from_u64(seed),
-        }
+        Self { rng: StdRng::seed_from_u64(seed) }
     }
 }
 

@@ -63,10 +63,7 @@ pub fn parse_script(script: &str) -> Result<Vec<ScriptLine>> {
         let after = trimmed[digits.len()..].trim_start();
         let Some(text) = after.strip_prefix(':') else { continue };
         let speaker: usize = digits.parse().with_context(|| format!("speaker number `{digits}` is too large"))?;
-        lines.push(ScriptLine {
-            speaker,
-            text: format!(" {}", text.trim()),
-        });
+        lines.push(ScriptLine { speaker, text: format!(" {}", text.trim()) });
     }
     if lines.is_empty() {
         bail!("the script has no lines of the form `Speaker 1: text`");
@@ -141,7 +138,10 @@ pub fn build_prompt(
 ) -> Result<SpeechPrompt> {
     let speakers = speaker_count(lines);
     if voices.len() < speakers {
-        bail!("the script has {speakers} speakers but {} voice prompt(s) were given: one per speaker is needed", voices.len());
+        bail!(
+            "the script has {speakers} speakers but {} voice prompt(s) were given: one per speaker is needed",
+            voices.len()
+        );
     }
     let encode = |text: &str| tokenizer.encode(text, false);
     let mut ids = encode(SYSTEM)?;
@@ -169,12 +169,7 @@ pub fn build_prompt(
     }
     ids.extend(encode(" Speech output:\n")?);
     ids.push(tokens.start);
-    Ok(SpeechPrompt {
-        input_ids: ids,
-        speech_positions,
-        voices: used_voices,
-        voice_frames,
-    })
+    Ok(SpeechPrompt { input_ids: ids, speech_positions, voices: used_voices, voice_frames })
 }
 
 #[cfg(test)]
@@ -183,7 +178,9 @@ mod tests {
 
     #[test]
     fn scripts_are_parsed_like_the_reference() {
-        let lines = parse_script("Speaker 1: Hello there!\n\nnarration without a speaker\nspeaker 2 :  Hi.\nSPEAKER 1:again").unwrap();
+        let lines =
+            parse_script("Speaker 1: Hello there!\n\nnarration without a speaker\nspeaker 2 :  Hi.\nSPEAKER 1:again")
+                .unwrap();
         assert_eq!(
             lines,
             vec![

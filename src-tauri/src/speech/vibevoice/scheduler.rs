@@ -46,7 +46,9 @@ impl DpmSolver {
         let mut alphas_cumprod = Vec::with_capacity(TRAIN_STEPS);
         let mut product = 1f32;
         for i in 0..TRAIN_STEPS {
-            let beta = (1.0 - alpha_bar((i + 1) as f64 / TRAIN_STEPS as f64) / alpha_bar(i as f64 / TRAIN_STEPS as f64)).min(0.999);
+            let beta = (1.0
+                - alpha_bar((i + 1) as f64 / TRAIN_STEPS as f64) / alpha_bar(i as f64 / TRAIN_STEPS as f64))
+            .min(0.999);
             product *= 1.0 - beta as f32;
             alphas_cumprod.push(product);
         }
@@ -72,12 +74,7 @@ impl DpmSolver {
         alpha.push(1.0);
         sigma.push(0.0);
         lambda.push(f32::INFINITY);
-        Ok(Self {
-            timesteps,
-            alpha,
-            sigma,
-            lambda,
-        })
+        Ok(Self { timesteps, alpha, sigma, lambda })
     }
 
     /// The timesteps the model is asked at, from noisiest to cleanest.
@@ -142,7 +139,8 @@ mod tests {
             &[999, 949, 899, 849, 799, 749, 699, 649, 599, 549, 500, 450, 400, 350, 300, 250, 200, 150, 100, 50]
         );
         let sigmas = DpmSolver::new(10).unwrap().sigmas();
-        let expected = [20291.3, 6.36459, 3.10373, 1.9807, 1.39075, 1.01555, 0.740281, 0.52236, 0.337461, 0.171044, 0.0];
+        let expected =
+            [20291.3, 6.36459, 3.10373, 1.9807, 1.39075, 1.01555, 0.740281, 0.52236, 0.337461, 0.171044, 0.0];
         for (got, want) in sigmas.iter().zip(expected) {
             assert!((got - want).abs() <= want * 1e-4, "{got} vs {want}");
         }

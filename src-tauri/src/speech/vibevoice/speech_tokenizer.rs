@@ -79,7 +79,13 @@ struct Block {
 }
 
 impl Block {
-    fn load(weights: &Weights, prefix: &str, channels: usize, config: &TokenizerConfig, slots: &mut SlotCounter) -> Result<Self> {
+    fn load(
+        weights: &Weights,
+        prefix: &str,
+        channels: usize,
+        config: &TokenizerConfig,
+        slots: &mut SlotCounter,
+    ) -> Result<Self> {
         let gain = |name: &str| -> Result<Option<Tensor>> {
             if config.layer_scale {
                 Ok(Some(weights.dense(&format!("{prefix}.{name}"), &[channels])?.reshape((1, channels, 1))?))
@@ -87,7 +93,14 @@ impl Block {
                 Ok(None)
             }
         };
-        let mixer = CausalConv1d::load(weights, &format!("{prefix}.mixer.conv.conv.conv"), (channels, channels), KERNEL, 1, channels)?;
+        let mixer = CausalConv1d::load(
+            weights,
+            &format!("{prefix}.mixer.conv.conv.conv"),
+            (channels, channels),
+            KERNEL,
+            1,
+            channels,
+        )?;
         Ok(Self {
             norm: RmsNorm::load(weights, &format!("{prefix}.norm.weight"), channels, config.norm_eps)?,
             mixer: Conv::Plain(mixer, slots.next()),
@@ -158,11 +171,9 @@ impl Encoder {
             stages.push(Stage { resample, blocks });
         }
         let last = width(config.encoder_depths.len() - 1);
-        let head = CausalConv1d::load(weights, &format!("{prefix}.head.conv.conv"), (last, config.vae_dim), KERNEL, 1, 1)?;
-        Ok(Self {
-            stages,
-            head: Conv::Plain(head, slots.next()),
-        })
+        let head =
+            CausalConv1d::load(weights, &format!("{prefix}.head.conv.conv"), (last, config.vae_dim), KERNEL, 1, 1)?;
+        Ok(Self { stages, head: Conv::Plain(head, slots.next()) })
     }
 
     /// The latent means of `audio [B, 1, T]`, channels-last.
@@ -206,11 +217,9 @@ impl Decoder {
                 .collect::<Result<_>>()?;
             stages.push(Stage { resample, blocks });
         }
-        let head = CausalConv1d::load(weights, &format!("{prefix}.head.conv.conv"), (width(count - 1), 1), KERNEL, 1, 1)?;
-        Ok(Self {
-            stages,
-            head: Conv::Plain(head, slots.next()),
-        })
+        let head =
+            CausalConv1d::load(weights, &format!("{prefix}.head.conv.conv"), (width(count - 1), 1), KERNEL, 1, 1)?;
+        Ok(Self { stages, head: Conv::Plain(head, slots.next()) })
     }
 
     /// The audio of `latents [B, vae_dim, frames]` (raw latent space).
