@@ -102,6 +102,10 @@ pub fn repackable(ggml_type: GgmlType) -> Option<GgmlFormat> {
         GgmlType::Q4_K => GgmlFormat::Q4_K,
         GgmlType::Q5_K => GgmlFormat::Q5_K,
         GgmlType::Q6_K => GgmlFormat::Q6_K,
+        GgmlType::Q2_K => GgmlFormat::Q2_K,
+        GgmlType::Q3_K => GgmlFormat::Q3_K,
+        GgmlType::IQ4_NL => GgmlFormat::IQ4_NL,
+        GgmlType::IQ4_XS => GgmlFormat::IQ4_XS,
         _ => return None,
     })
 }

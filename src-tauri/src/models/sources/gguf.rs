@@ -261,6 +261,9 @@ fn stored_tensor(dtype: GgmlType, bytes: &[u8], dims: &[usize], device: &Device)
 
 /// A tensor's values as f32, dequantizing if it is quantized.
 fn f32_values(bytes: &[u8], dtype: GgmlType, dims: &[usize]) -> Result<Vec<f32>> {
+    if let (Some(format), [rows, cols]) = (repackable(dtype), dims) {
+        return Ok(PackedMatrix::from_ggml(format, bytes, *rows, *cols)?.dequantize());
+    }
     let tensor = qtensor_from_bytes(dtype, bytes, dims, &Device::Cpu)?.dequantize(&Device::Cpu)?;
     Ok(tensor.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
 }
