@@ -34,7 +34,8 @@ pub struct RecurrentState {
 /// Keys and values in buffers with room for more positions, so that a
 /// step writes only its own positions instead of copying the whole cache:
 /// `(batch, kv_heads, capacity, head_dim)`, the first `stored` filled.
-/// Capacity doubles when full.
+/// When full, capacity grows to a quarter more than needed ([`room_for`]):
+/// doubling left up to half of a long conversation's cache unused.
 struct KvBuffers {
     keys: Tensor,
     values: Tensor,
@@ -44,6 +45,12 @@ struct KvBuffers {
 /// Capacity of a cache's first buffers, in positions (more if the first
 /// step brings more).
 const FIRST_CAPACITY: usize = 64;
+
+/// The capacity given to buffers that must hold `positions`: a quarter
+/// more, in whole blocks of 64 positions.
+fn room_for(positions: usize) -> usize {
+    (positions + positions / 4).max(FIRST_CAPACITY).next_multiple_of(64)
+}
 
 impl KvBuffers {
     /// Buffers for `capacity` positions holding `keys`/`values`'s
@@ -81,10 +88,10 @@ impl LayerCache {
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
         let new = k.dim(2)?;
         let buffers = match self.kv.take() {
-            None => KvBuffers::holding(k, v, 0, new.max(FIRST_CAPACITY).next_power_of_two())?,
+            None => KvBuffers::holding(k, v, 0, room_for(new))?,
             Some(buffers) if buffers.stored + new > buffers.capacity() => {
                 let (keys, values) = buffers.filled()?;
-                let mut grown = KvBuffers::holding(&keys, &values, 0, (buffers.stored + new).next_power_of_two())?;
+                let mut grown = KvBuffers::holding(&keys, &values, 0, room_for(buffers.stored + new))?;
                 grown.append(k, v)?;
                 grown
             }
