@@ -52,6 +52,17 @@ def rss_bytes_of_self() -> int:
     return 0
 
 
+def greedy_token(llm) -> int:
+    """The most likely next token after what `llm` has evaluated. (Without
+    `logits_all`, llama-cpp-python 0.3.36 no longer copies logits into
+    `llm.scores`: they are read from the context.)"""
+    import llama_cpp
+    import numpy as np
+
+    logits = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    return int(np.ctypeslib.as_array(logits, shape=(llm.n_vocab(),)).argmax())
+
+
 def llama_child(spec):
     """One llama.cpp measurement in this (child) process; prints JSON."""
     import time
@@ -67,7 +78,7 @@ def llama_child(spec):
     start = time.perf_counter()
     llm.eval(prompt)
     # Without logits_all llama.cpp keeps only the last position's logits, as Cake does.
-    token = int(llm.scores[llm.n_tokens - 1].argmax())
+    token = greedy_token(llm)
     first_token_s = time.perf_counter() - start
     if spec["kind"] == "first_token":
         result["ttft_s"] = first_token_s
@@ -76,7 +87,7 @@ def llama_child(spec):
         start = time.perf_counter()
         for _ in range(spec["decode"]):
             llm.eval([token])
-            token = int(llm.scores[llm.n_tokens - 1].argmax())
+            token = greedy_token(llm)
         result["decode_tok_s"] = spec["decode"] / (time.perf_counter() - start)
     print(json.dumps(result))
 
@@ -90,7 +101,7 @@ def run_measured(args):
         out.seek(0)
         text = out.read().decode()
     if proc.returncode != 0:
-        raise SystemExit(f"{args[0]} failed (exit {proc.returncode}): {' '.join(map(str, args[:6]))} …")
+        raise SystemExit(f"{args[0]} failed (exit {proc.returncode}): {' '.join(map(str, args[:6]))[:300]} …")
     return text, usage.ru_maxrss * 1024
 
 
