@@ -9,13 +9,13 @@ PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: run test model deps ui build engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench
+.PHONY: run test model deps ui build lint engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench
 
 run: deps model ui
 	$(CARGO) build --release
 	./target/release/cake
 
-test: deps model ui engine-test ui-test e2e
+test: deps model ui lint engine-test ui-test e2e
 
 ## The embedded default model, fetched once into the app's data folder.
 model:
@@ -31,6 +31,13 @@ ui:
 
 build: deps ui
 	$(CARGO) build --release
+
+## Formatting and lints (rustfmt.toml, clippy.toml): the engine alone and
+## with the desktop window.
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## Engine, server and library tests: no WebKit needed.
 engine-test:

@@ -107,6 +107,9 @@ fn snapshot(roots: &[&Path]) -> BTreeMap<PathBuf, Vec<u8>> {
 
 const EVIL_ORIGIN: &str = "https://evil.example";
 
+/// A request described for a test: what it is, its headers, the status it must get.
+type Attempt<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+
 #[test]
 fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
     let root = tempfile::tempdir().unwrap();
@@ -139,7 +142,7 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
     ] {
         let path = format!("/api/{command}");
         let host = ("Host", own_host.as_str());
-        let attempts: [(&str, Vec<(&str, &str)>, u16); 5] = [
+        let attempts: [Attempt; 5] = [
             ("a cross-site simple POST", vec![host, ("Origin", EVIL_ORIGIN), ("Content-Type", "text/plain")], 403),
             ("a simple POST without an origin", vec![host, ("Content-Type", "text/plain"), ("Cookie", cookie)], 415),
             ("JSON without the session", vec![host, ("Content-Type", "application/json")], 403),
@@ -277,13 +280,12 @@ fn a_lan_bind_needs_an_api_key_and_then_every_request_needs_it() {
     let place = Place::new("serve-lan");
     let started = Instant::now();
     let (status, stderr) =
-        serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0"]).err().expect("no key: it must refuse to start");
+        serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0"]).expect_err("no key: it must refuse to start");
     assert!(!status.success());
     assert!(stderr.contains("without an API key") && stderr.contains("--api-key"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(20));
     let (_, stderr) = serve_in(&place, &data, &["--host", "0.0.0.0", "--port", "0", "--api-key", "short"])
-        .err()
-        .expect("a short key is refused");
+        .expect_err("a short key is refused");
     assert!(stderr.contains("too short"), "{stderr}");
 
     let key = "correct-horse-battery-staple-42";

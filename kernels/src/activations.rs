@@ -31,7 +31,7 @@ impl QuantizedActivations {
     /// [`BLOCK`]), replacing what was held.
     pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
         assert!(
-            k % BLOCK == 0 && x.len() == rows * k,
+            k.is_multiple_of(BLOCK) && x.len() == rows * k,
             "{rows} rows of {k} values do not make {} values in blocks of {BLOCK}",
             x.len()
         );

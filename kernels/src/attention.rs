@@ -51,7 +51,10 @@ pub fn decode_attention(
     pool: &Pool,
 ) {
     let d = kv.head_dim;
-    assert!(heads % kv.kv_heads == 0 && q.len() == heads * d && out.len() == heads * d, "head counts disagree");
+    assert!(
+        heads.is_multiple_of(kv.kv_heads) && q.len() == heads * d && out.len() == heads * d,
+        "head counts disagree"
+    );
     assert!(
         kv.len > 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
         "cache too short"
@@ -113,7 +116,7 @@ pub fn prefill_attention(
         kv.len
     );
     assert!(
-        heads % kv.kv_heads == 0
+        heads.is_multiple_of(kv.kv_heads)
             && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
         "cache too short"
     );

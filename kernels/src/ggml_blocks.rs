@@ -309,7 +309,7 @@ pub(crate) fn k_block(format: GgmlFormat, block: &[u8], j: usize) -> KBlock {
     let chunk = &nibbles[32 * (j / 2)..32 * (j / 2) + 32];
     let mut q = [0u8; SUB_BLOCK];
     for (l, q) in q.iter_mut().enumerate() {
-        let nibble = if j % 2 == 0 { chunk[l] & 0x0F } else { chunk[l] >> 4 };
+        let nibble = if j.is_multiple_of(2) { chunk[l] & 0x0F } else { chunk[l] >> 4 };
         let bit = high.map_or(0, |h| (h[l] >> j) & 1);
         *q = nibble | (bit << 4);
     }

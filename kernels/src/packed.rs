@@ -186,7 +186,7 @@ impl PackedMatrix {
     /// multiple of the format's block).
     pub fn from_ggml(format: GgmlFormat, data: &[u8], rows: usize, cols: usize) -> Result<Self> {
         let per_block = format.block_values();
-        ensure!(cols % per_block == 0, "{cols} columns are not whole {format:?} blocks of {per_block}");
+        ensure!(cols.is_multiple_of(per_block), "{cols} columns are not whole {format:?} blocks of {per_block}");
         let blocks = cols / BLOCK;
         let expected = rows.checked_mul(cols / per_block).and_then(|n| n.checked_mul(format.block_bytes()));
         ensure!(expected == Some(data.len()), "{} bytes do not hold {rows} × {cols} {format:?} weights", data.len());

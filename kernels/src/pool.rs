@@ -199,7 +199,12 @@ impl Pool {
         // reads it until `generation` changes below.
         let erased: *const (dyn Fn(Range<usize>) + Sync + '_) = work;
         unsafe {
-            *shared.job.get() = Some(Job { work: std::mem::transmute(erased), items });
+            // Only the lifetime changes: the job is gone before `work` is.
+            let work = std::mem::transmute::<
+                *const (dyn Fn(Range<usize>) + Sync + '_),
+                *const (dyn Fn(Range<usize>) + Sync + 'static),
+            >(erased);
+            *shared.job.get() = Some(Job { work, items });
         }
         for (index, own) in shared.shares.iter().enumerate() {
             own.set(share(items, index, shared.threads));
@@ -270,7 +275,7 @@ fn wait_for_job(shared: &Shared, seen: usize) -> usize {
             return now;
         }
         spins += 1;
-        if spins % 64 != 0 {
+        if !spins.is_multiple_of(64) {
             std::hint::spin_loop();
             continue;
         }

@@ -97,8 +97,8 @@ unsafe fn dot(w: &Weights, acts: &QuantizedActivations, block: usize, range: Ran
     let mut j = range.start;
     while j < range.end {
         let mut pairs = _mm256_setzero_si256();
-        for j in j..(j + chunk).min(range.end) {
-            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[j], broadcast_four(acts, block, j)));
+        for (j, w) in w.iter().enumerate().take((j + chunk).min(range.end)).skip(j) {
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(*w, broadcast_four(acts, block, j)));
         }
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ones));
         j += chunk;

@@ -298,7 +298,7 @@ impl App {
         if !(0.0..=10.0).contains(&cfg_scale) {
             return Err(ApiError::BadRequest("speak: `cfg_scale` must be between 0 and 10".into()));
         }
-        if a.max_seconds.is_some_and(|s| !(s > 0.0)) {
+        if a.max_seconds.is_some_and(|s| s.is_nan() || s <= 0.0) {
             return Err(ApiError::BadRequest("speak: `max_seconds` must be positive".into()));
         }
         Ok(SpeakJob {

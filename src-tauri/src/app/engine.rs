@@ -307,7 +307,7 @@ impl Worker {
 
     /// Generates speech, loading the speech model first if needed.
     fn speak(&mut self, job: &SpeakJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
-        if !self.speech.as_ref().is_some_and(|(e, _)| e.id == job.model.id) {
+        if self.speech.as_ref().is_none_or(|(e, _)| e.id != job.model.id) {
             self.speech = None;
             let mut on_progress = throttled_progress(sink, "loading", &job.model.name);
             on_progress(0.0, "loading");

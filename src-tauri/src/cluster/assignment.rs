@@ -51,7 +51,7 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
     if nodes.is_empty() {
         bail!("no machines to run the model on");
     }
-    if let Some(n) = nodes.iter().find(|n| !(n.bytes_per_second > 0.0)) {
+    if let Some(n) = nodes.iter().find(|n| n.bytes_per_second.is_nan() || n.bytes_per_second <= 0.0) {
         bail!("{} reports no usable speed", n.name);
     }
     let needed: u64 = layer_bytes.iter().sum::<u64>() + master_extra_bytes;

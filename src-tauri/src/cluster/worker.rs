@@ -315,7 +315,7 @@ impl State<'_> {
                 self.report.update(|v| v.weights_received += chunk.len);
                 let left = self.weights.missing(manifest).len();
                 let received = manifest.chunks().len() - left;
-                if received == 1 || left % 32 == 0 || left < 2 {
+                if received == 1 || left.is_multiple_of(32) || left < 2 {
                     eprintln!(
                         "worker {}: received chunk of {} at {} ({} bytes), {left} to go",
                         self.name, manifest.files[chunk.file].name, chunk.offset, chunk.len

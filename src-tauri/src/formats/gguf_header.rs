@@ -146,7 +146,7 @@ impl GgmlType {
     /// Bytes that `elements` values take, if they are whole blocks.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {
         let (values, bytes) = self.block();
-        (elements % values == 0).then(|| elements / values).and_then(|blocks| blocks.checked_mul(bytes))
+        elements.is_multiple_of(values).then(|| elements / values).and_then(|blocks| blocks.checked_mul(bytes))
     }
 }
 
@@ -432,7 +432,7 @@ impl<'a> Reader<'a> {
             let (block, _) = ggml_type.block();
             return invalid(format!("{elements} values are not whole {ggml_type} blocks of {block} (or too many)"));
         }
-        if dims.last().is_some_and(|&inner| inner as u64 % ggml_type.block().0 != 0) {
+        if dims.last().is_some_and(|&inner| !(inner as u64).is_multiple_of(ggml_type.block().0)) {
             return invalid(format!(
                 "rows of {} values are not whole {ggml_type} blocks of {}",
                 dims[dims.len() - 1],

@@ -66,6 +66,10 @@ pub struct Downloader {
     agent: ureq::Agent,
 }
 
+/// Picks the files to download from those a repository has, given how to
+/// name a file's address.
+type ChooseFiles<'a> = &'a dyn Fn(&[String], &dyn Fn(&str) -> String) -> Result<Vec<String>>;
+
 impl Downloader {
     /// A downloader into `cache_dir`, from `HF_ENDPOINT` (default the public
     /// hub), with `HF_TOKEN` or the token `huggingface-cli login` saved.
@@ -138,7 +142,7 @@ impl Downloader {
     fn download_files(
         &self,
         repo_id: &str,
-        choose: &dyn Fn(&[String], &dyn Fn(&str) -> String) -> Result<Vec<String>>,
+        choose: ChooseFiles,
         on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
     ) -> Result<PathBuf, DownloadError> {
         if !hf_cache::looks_like_repo_id(repo_id) {

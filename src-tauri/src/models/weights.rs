@@ -48,7 +48,7 @@ impl MappedF32 {
         let end = start.checked_add(bytes)?;
         let fits = cfg!(target_endian = "little")
             && end <= map.len()
-            && (map.as_ptr() as usize + start) % std::mem::align_of::<f32>() == 0;
+            && (map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<f32>());
         fits.then_some(Self { map, start, rows, cols })
     }
 

@@ -46,7 +46,7 @@ pub fn adjust(cfg: &HfConfig, config: &mut ModelConfig) -> Result<()> {
         {
             bail!("config.json: the linear attention sizes must be positive");
         }
-        if net.num_value_heads % net.num_key_heads != 0 {
+        if !net.num_value_heads.is_multiple_of(net.num_key_heads) {
             bail!(
                 "config.json: linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})",
                 net.num_value_heads,

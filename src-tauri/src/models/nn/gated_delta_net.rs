@@ -286,12 +286,13 @@ impl DeltaRule {
                     let n = CHUNK.min(self.len - start);
                     let at = |i: usize| start + i;
                     // Cumulative log decay inside the chunk.
-                    let mut cum = vec![0f32; n];
-                    let mut acc = 0f32;
-                    for i in 0..n {
-                        acc += inputs.g[at(i)];
-                        cum[i] = acc;
-                    }
+                    let cum: Vec<f32> = inputs.g[start..start + n]
+                        .iter()
+                        .scan(0f32, |acc, g| {
+                            *acc += g;
+                            Some(*acc)
+                        })
+                        .collect();
                     let decay = |i: usize, j: usize| (cum[i] - cum[j]).exp();
                     let k_beta: Vec<Vec<f32>> =
                         (0..n).map(|i| inputs.k[at(i)].iter().map(|e| e * inputs.beta[at(i)]).collect()).collect();
@@ -316,8 +317,8 @@ impl DeltaRule {
                             (0..dv).map(|j| u[i][j] - (0..dk).map(|c| w[i][c] * st[c * dv + j]).sum::<f32>()).collect()
                         })
                         .collect();
-                    for i in 0..n {
-                        let q_decayed: Vec<f32> = inputs.q[at(i)].iter().map(|e| e * cum[i].exp()).collect();
+                    for (i, cum_i) in cum.iter().enumerate() {
+                        let q_decayed: Vec<f32> = inputs.q[at(i)].iter().map(|e| e * cum_i.exp()).collect();
                         let o = ((batch * self.len + at(i)) * nv + head) * dv;
                         for j in 0..dv {
                             let from_state: f32 = (0..dk).map(|c| q_decayed[c] * st[c * dv + j]).sum();

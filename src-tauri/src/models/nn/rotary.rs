@@ -23,7 +23,7 @@ impl RotaryEmbedding {
     pub fn new(rope: &RopeConfig, head_dim: usize) -> Result<Self> {
         // transformers truncates: int(head_dim * partial_rotary_factor).
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
-        if rotary_dim == 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim {
+        if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             bail!("config: {rotary_dim} rotary dimensions of a {head_dim}-wide head (partial_rotary_factor {}) cannot rotate in pairs", rope.partial_rotary_factor);
         }
         let base: Vec<f64> =

@@ -280,7 +280,7 @@ fn ungroup_value_heads(
     nv: usize,
 ) -> Result<Vec<u8>> {
     anyhow::ensure!(
-        nk > 0 && nv % nk == 0 && rows > 0 && bytes.len() % rows == 0 && from + nv * per_head == rows,
+        nk > 0 && nv.is_multiple_of(nk) && rows > 0 && bytes.len().is_multiple_of(rows) && from + nv * per_head == rows,
         "{rows} rows do not hold {nv} value heads of {per_head} rows after row {from}"
     );
     let row_bytes = bytes.len() / rows;
@@ -300,7 +300,7 @@ fn ungroup_value_heads(
 /// The first or second half of each of `groups` equal row groups.
 fn half_of_each_group(bytes: &[u8], rows: usize, groups: usize, second_half: bool) -> Result<Vec<u8>> {
     anyhow::ensure!(
-        groups > 0 && rows % (2 * groups) == 0 && bytes.len() % rows == 0,
+        groups > 0 && rows.is_multiple_of(2 * groups) && bytes.len().is_multiple_of(rows),
         "{rows} rows do not split into {groups} groups of two halves"
     );
     let row_bytes = bytes.len() / rows;
@@ -325,7 +325,7 @@ fn reorder_columns(row: &[f32], nk: usize, nv: usize, dv: usize) -> Result<Vec<f
 /// half-split layout. `bytes` holds `rows` rows of equal size.
 pub fn unpermute_rotary_rows(bytes: &[u8], rows: usize, heads: usize) -> Result<Vec<u8>> {
     anyhow::ensure!(
-        heads > 0 && rows % (2 * heads) == 0 && bytes.len() % rows == 0,
+        heads > 0 && rows.is_multiple_of(2 * heads) && bytes.len().is_multiple_of(rows),
         "cannot split {rows} rows into {heads} rotary heads"
     );
     let row_bytes = bytes.len() / rows;

@@ -143,7 +143,7 @@ impl TokenizerConfig {
         if encoder_depths.len() != raw.encoder_ratios.len() + 1 {
             bail!("{what}: encoder_depths needs one stage more than encoder_ratios");
         }
-        if raw.encoder_ratios.iter().any(|&r| r == 0) || raw.vae_dim == 0 || raw.encoder_n_filters == 0 {
+        if raw.encoder_ratios.contains(&0) || raw.vae_dim == 0 || raw.encoder_n_filters == 0 {
             bail!("{what}: ratios, vae_dim and filters must be positive");
         }
         let decoder_strides = raw.decoder_ratios.clone().unwrap_or_else(|| raw.encoder_ratios.clone());
@@ -151,7 +151,7 @@ impl TokenizerConfig {
             Some(d) => d.parse()?,
             None => encoder_depths.iter().rev().copied().collect(),
         };
-        if decoder_depths.len() != decoder_strides.len() + 1 || decoder_strides.iter().any(|&r| r == 0) {
+        if decoder_depths.len() != decoder_strides.len() + 1 || decoder_strides.contains(&0) {
             bail!("{what}: decoder depths and ratios do not fit together");
         }
         Ok(Self {

@@ -112,14 +112,14 @@ impl Block {
         })
     }
 
-    fn forward(&self, x: &Tensor, mut state: Option<&mut StreamState>) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, state: Option<&mut StreamState>) -> Result<Tensor> {
         let scaled = |y: Tensor, gain: &Option<Tensor>| -> Result<Tensor> {
             Ok(match gain {
                 Some(g) => y.broadcast_mul(g)?,
                 None => y,
             })
         };
-        let mixed = self.mixer.run(&channel_norm(&self.norm, x)?, state.as_deref_mut())?;
+        let mixed = self.mixer.run(&channel_norm(&self.norm, x)?, state)?;
         let x = (x + scaled(mixed, &self.gamma)?)?;
         let h = channel_norm(&self.ffn_norm, &x)?.transpose(1, 2)?;
         let h = self.linear2.forward(&self.linear1.forward(&h)?.gelu_erf()?)?.transpose(1, 2)?;
