@@ -4,8 +4,12 @@
 
 mod common;
 
+use cake::cluster::protocol::{decode, encode, Request, Response};
 use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
 use cake::cluster::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
+use cake::cluster::weight_transfer::{read_chunk, ModelManifest, Piece};
+use cake::models::loader::Checkpoint;
+use cake::models::sources::selection::TensorSelection;
 use common::worker::Worker;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -405,4 +409,66 @@ fn a_silent_worker_holds_a_master_no_longer_than_the_contact_deadline() {
     );
     assert!(format!("{err:#}").contains(&address), "{err:#}");
     silent.join().unwrap();
+}
+
+/// A master holding the key that sends `request` (and `payload`) and
+/// returns the worker's answer.
+fn ask(channel: &mut SecureChannel<TcpStream>, request: &Request, payload: &[u8]) -> Response {
+    channel.send(&encode(request, payload)).unwrap();
+    let frame = channel.receive().expect("the worker answers instead of dropping the connection");
+    decode::<Response>(&frame).unwrap().0
+}
+
+/// The answer is a clean error that mentions `expected`.
+fn assert_refused(answer: Response, expected: &str) {
+    match answer {
+        Response::Error { message } => assert!(message.contains(expected), "`{message}` should mention `{expected}`"),
+        other => panic!("expected an error mentioning `{expected}`, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
+    let worker = Worker::start("correct horse battery", "sturdy", None);
+    let stream = TcpStream::connect(&worker.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut channel = SecureChannel::connect(stream, &key("correct horse battery"), "worker").unwrap();
+
+    // Manifests that are lies.
+    let model = common::fixture("tiny/llama_tied");
+    let checkpoint = Checkpoint::open(&model).unwrap();
+    let selection = TensorSelection { layers: 1..2, embedding: false, head: false };
+    let manifest =
+        ModelManifest::for_selection(&model, &selection, checkpoint.config().tie_word_embeddings, checkpoint.layout())
+            .unwrap();
+    let load = |manifest: ModelManifest| Request::Load { manifest, start: 1, end: 2, dtype: None };
+    let no_files = ModelManifest { gguf: true, files: vec![], ..manifest.clone() };
+    assert_refused(ask(&mut channel, &load(no_files), &[]), "1 to 1024 files");
+    let mut huge = manifest.clone();
+    huge.files[0].len = 1 << 62;
+    huge.files[0].pieces = vec![Piece { offset: 0, len: 1 << 62 }];
+    assert_refused(ask(&mut channel, &load(huge), &[]), "over the");
+
+    // A genuine load, then hidden states that are lies.
+    let mut answer = ask(&mut channel, &load(manifest.clone()), &[]);
+    if let Response::NeedChunks { chunks } = answer {
+        for chunk in chunks {
+            let (sha256, packed) = read_chunk(&model, &manifest, chunk).unwrap();
+            let request = Request::Chunk { manifest_key: manifest.key.clone(), chunk, sha256 };
+            assert_eq!(ask(&mut channel, &request, &packed), Response::Done);
+        }
+        answer = ask(&mut channel, &load(manifest.clone()), &[]);
+    }
+    assert_eq!(answer, Response::Loaded { start: 1, end: 2 });
+    let width = checkpoint.config().hidden_size;
+    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape };
+    assert_refused(ask(&mut channel, &forward(vec![1, 0, width]), &[]), "positions ≥ 1");
+    assert_refused(ask(&mut channel, &forward(vec![1, 400_000, width]), &[]), "context length");
+    assert_refused(ask(&mut channel, &forward(vec![1, 1, width + 1]), &[0; 4]), "positions ≥ 1");
+    let nan: Vec<u8> = (0..width).flat_map(|i| if i == 3 { f32::NAN } else { 0.5 }.to_le_bytes()).collect();
+    assert_refused(ask(&mut channel, &forward(vec![1, 1, width]), &nan), "non-finite");
+    let fine: Vec<u8> = (0..width).flat_map(|_| 0.5f32.to_le_bytes()).collect();
+    assert!(matches!(ask(&mut channel, &forward(vec![1, 1, width]), &fine), Response::Hidden { .. }));
+    let mut worker = worker;
+    assert!(worker.child.try_wait().unwrap().is_none(), "the worker process is still running");
 }

@@ -54,8 +54,9 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
     if let Some(n) = nodes.iter().find(|n| n.bytes_per_second.is_nan() || n.bytes_per_second <= 0.0) {
         bail!("{} reports no usable speed", n.name);
     }
-    let needed: u64 = layer_bytes.iter().sum::<u64>() + master_extra_bytes;
-    let available: u64 = nodes.iter().map(|n| n.memory_bytes).sum();
+    // Saturating: memory is what each machine reports about itself.
+    let needed: u64 = layer_bytes.iter().fold(master_extra_bytes, |sum, &b| sum.saturating_add(b));
+    let available: u64 = nodes.iter().fold(0u64, |sum, n| sum.saturating_add(n.memory_bytes));
     if needed > available {
         bail!(
             "the model needs {} for its weights but the {} machine(s) have {} available: {} missing",
@@ -336,6 +337,13 @@ mod tests {
         }
         assert!((plan.bottleneck_seconds - best).abs() < 1e-12, "{} vs {best}", plan.bottleneck_seconds);
     }
+    #[test]
+    fn claims_of_endless_memory_do_not_overflow_the_plan() {
+        let nodes = [node("master", 1000, 1.0), node("boaster", u64::MAX, 1.0), node("other", u64::MAX, 1.0)];
+        let plan = plan(&[10; 8], 5, &nodes).unwrap();
+        assert_eq!(ranges(&plan).last().unwrap().end, 8);
+    }
+
     #[test]
     fn fixed_layers_are_kept_and_the_rest_is_shared() {
         let nodes = [node("master", 1000, 1.0), node("fixed", 1000, 1.0), node("free", 1000, 1.0)];

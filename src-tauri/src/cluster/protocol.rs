@@ -108,7 +108,27 @@ pub fn tensor_from_bytes(shape: &[usize], bytes: &[u8], device: &Device) -> Resu
         bail!("hidden states of shape {shape:?} need {} bytes, got {}", elements * 4, bytes.len());
     }
     let values: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+        bail!("hidden states hold a non-finite value ({}) at {at}", values[at]);
+    }
     Ok(Tensor::from_vec(values, shape, device)?)
+}
+
+/// Checks the shape of hidden states sent to layers of a model with
+/// `width` values per position and room for `context` positions, of which
+/// `cached` are already used: `[1, positions ≥ 1, width]`, ending inside
+/// the context. Called before anything of that size is allocated.
+pub fn check_hidden_shape(shape: &[usize], width: usize, cached: usize, context: usize) -> Result<()> {
+    let &[batch, positions, values] = shape else {
+        bail!("hidden states must be [1, positions, {width}], got {shape:?}");
+    };
+    if batch != 1 || positions == 0 || values != width {
+        bail!("hidden states must be [1, positions ≥ 1, {width}], got {shape:?}");
+    }
+    if cached.saturating_add(positions) > context {
+        bail!("positions {cached}..{} run past the model's context length {context}", cached.saturating_add(positions));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -130,6 +150,23 @@ mod tests {
         assert!(decode::<Request>(&encode(&serde_json::json!({"type": "launch_missiles"}), &[])).is_err());
         assert!(tensor_from_bytes(&[2, 2], &[0; 15], &Device::Cpu).is_err());
         assert!(tensor_from_bytes(&[usize::MAX, 2], &[], &Device::Cpu).is_err());
+        assert!(tensor_from_bytes(&[1], &f32::NAN.to_le_bytes(), &Device::Cpu).is_err(), "NaN is refused");
+        assert!(tensor_from_bytes(&[1], &f32::INFINITY.to_le_bytes(), &Device::Cpu).is_err(), "infinity is refused");
+    }
+
+    #[test]
+    fn hidden_shapes_are_checked_against_the_model() {
+        assert!(check_hidden_shape(&[1, 3, 64], 64, 10, 100).is_ok());
+        for (shape, cached) in [
+            (vec![1, 0, 64], 0),
+            (vec![2, 1, 64], 0),
+            (vec![1, 1, 63], 0),
+            (vec![1, 64], 0),
+            (vec![1, 400_000, 64], 0),
+            (vec![1, 1, 64], 100),
+        ] {
+            assert!(check_hidden_shape(&shape, 64, cached, 100).is_err(), "{shape:?} after {cached}");
+        }
     }
 
     #[test]

@@ -74,6 +74,23 @@ impl Drop for RemoteWorker {
     }
 }
 
+/// Most memory a worker may claim (16 TiB): more is taken as this much.
+const MAX_CLAIMED_MEMORY: u64 = 1 << 44;
+/// Fastest a worker may claim to read weights (2 TB/s): more is taken as this.
+const MAX_CLAIMED_SPEED: f64 = 2e12;
+
+/// A worker's description with its claims bounded: memory and speed it
+/// reports are clamped to what a machine can have, and a speed that is not
+/// a positive number is refused.
+fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInfo> {
+    if !(info.bytes_per_second.is_finite() && info.bytes_per_second > 0.0) {
+        bail!("worker {address} reports an unusable speed ({})", info.bytes_per_second);
+    }
+    info.bytes_per_second = info.bytes_per_second.min(MAX_CLAIMED_SPEED);
+    info.memory_bytes = info.memory_bytes.min(MAX_CLAIMED_MEMORY);
+    Ok(info)
+}
+
 impl RemoteWorker {
     /// Connects, authenticates and asks the worker to describe itself, all
     /// within [`CONTACT_DEADLINE`].
@@ -111,7 +128,7 @@ impl RemoteWorker {
             closed: Arc::default(),
         };
         match worker.ask(&Request::Info, &[])? {
-            (Response::Info(info), _) => worker.info = info,
+            (Response::Info(info), _) => worker.info = plausible(info, address)?,
             (other, _) => bail!("worker {address} answered {other:?} to Info"),
         }
         {
@@ -230,6 +247,9 @@ impl RemoteWorker {
         self.stats.forwards.fetch_add(1, Ordering::Relaxed);
         match answer {
             (Response::Hidden { shape, compute_nanos }, payload) => {
+                if shape != hidden.dims() {
+                    bail!("worker {} answered hidden states of shape {shape:?} to {:?}", self.address, hidden.dims());
+                }
                 self.stats.compute_nanos.fetch_add(compute_nanos, Ordering::Relaxed);
                 tensor_from_bytes(&shape, &payload, hidden.device())?.to_dtype(hidden.dtype()).map_err(Into::into)
             }

@@ -24,6 +24,12 @@ use std::path::{Path, PathBuf};
 
 /// Largest chunk of weights in one frame (before compression).
 pub const CHUNK_BYTES: u64 = 4 << 20;
+/// Most files a manifest may name (a sharded checkpoint has tens).
+const MAX_FILES: usize = 1024;
+/// Most chunks a manifest may need (4 TiB of weights).
+const MAX_CHUNKS: u64 = 1 << 20;
+/// Largest model file a manifest may describe (1 TiB).
+const MAX_FILE_BYTES: u64 = 1 << 40;
 
 /// A byte range of one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +167,26 @@ impl ModelManifest {
         if self.key.len() != 64 || !self.key.chars().all(|c| c.is_ascii_hexdigit()) {
             bail!("the model key is not a SHA-256");
         }
+        if self.files.is_empty() || self.files.len() > MAX_FILES {
+            bail!("a manifest must name 1 to {MAX_FILES} files, not {}", self.files.len());
+        }
+        if self.gguf && self.files.len() != 1 {
+            bail!("a GGUF manifest must name exactly one file, not {}", self.files.len());
+        }
+        // Counted before `chunks()` lists them: a claim of 2^62 bytes
+        // would otherwise list 2^40 chunks.
+        let mut chunks = 0u64;
+        for f in &self.files {
+            if f.len > MAX_FILE_BYTES {
+                bail!("file `{}` claims {} bytes, over the {MAX_FILE_BYTES}-byte limit", f.name, f.len);
+            }
+            for p in &f.pieces {
+                chunks = chunks.saturating_add(p.len.div_ceil(CHUNK_BYTES));
+            }
+        }
+        if chunks > MAX_CHUNKS {
+            bail!("the manifest asks for {chunks} chunks, over the limit of {MAX_CHUNKS}");
+        }
         for f in &self.files {
             if f.name.is_empty() || f.name.contains('/') || f.name.contains('\\') || f.name.starts_with('.') {
                 bail!("file name `{}` is not a plain file name", f.name);
@@ -186,6 +212,10 @@ fn hash_file_header(hasher: &mut Sha256, path: &Path, name: &str, len: u64, head
 
 /// Reads one chunk from the master's copy of the model and packs it.
 pub fn read_chunk(model: &Path, manifest: &ModelManifest, chunk: ChunkRef) -> Result<(String, Vec<u8>)> {
+    // Checked before the buffer exists: the request comes from the worker.
+    if !manifest.chunks().contains(&chunk) {
+        bail!("the worker asked for a chunk the manifest does not list ({} bytes at {})", chunk.len, chunk.offset);
+    }
     let file = manifest.files.get(chunk.file).context("chunk of an unknown file")?;
     let path = if manifest.gguf { model.to_path_buf() } else { model.join(&file.name) };
     let mut bytes = vec![0u8; chunk.len as usize];
@@ -302,6 +332,24 @@ mod tests {
         m.files[0].name = "ok.gguf".into();
         m.files[0].pieces = vec![Piece { offset: u64::MAX, len: 2 }];
         assert!(m.validate().is_err());
+        m.files[0].len = 1 << 62;
+        m.files[0].pieces = vec![Piece { offset: 0, len: 1 << 62 }];
+        assert!(m.validate().is_err(), "a piece of 2^62 bytes");
+        let whole = |name: &str| FileManifest {
+            name: name.into(),
+            len: 1 << 40,
+            pieces: vec![Piece { offset: 0, len: 1 << 40 }],
+        };
+        let folder = ModelManifest { gguf: false, files: ["a", "b", "c", "d", "e"].map(whole).to_vec(), ..m.clone() };
+        assert!(folder.validate().is_err(), "5 TiB: more chunks than allowed");
+        assert!(
+            ModelManifest { files: folder.files[..4].to_vec(), ..folder.clone() }.validate().is_ok(),
+            "4 TiB is allowed"
+        );
+        m.files.clear();
+        assert!(m.validate().is_err(), "no files");
+        m.files = vec![FileManifest { name: "a.gguf".into(), len: 1, pieces: vec![] }; 2];
+        assert!(m.validate().is_err(), "two files in a GGUF manifest");
     }
 
     #[test]

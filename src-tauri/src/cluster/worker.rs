@@ -9,7 +9,9 @@
 
 use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::machine;
-use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
+use super::protocol::{
+    check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo,
+};
 use super::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
@@ -171,10 +173,20 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
                 let views = sessions.clone();
                 let spawned = std::thread::Builder::new().name("cake-worker-session".into()).spawn(move || {
                     let report = SessionReport { id, sessions: &views };
-                    if let Err(e) = session(stream, ticket, &config, info, &peer, &report) {
-                        eprintln!("worker {}: {peer}: {e:#}", config.name);
+                    // A panic ends this master's session only; the socket
+                    // is closed below either way.
+                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        session(stream, ticket, &config, info, &peer, &report)
+                    }));
+                    match served {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => eprintln!("worker {}: {peer}: {e:#}", config.name),
+                        Err(_) => eprintln!(
+                            "worker {}: {peer}: its session hit an internal error and was closed",
+                            config.name
+                        ),
                     }
-                    let mut all = views.lock().expect("worker sessions");
+                    let mut all = views.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                     all.views.remove(&id);
                     all.sockets.remove(&id);
                 });
@@ -326,6 +338,9 @@ impl State<'_> {
             Request::Forward { sequence, shape } => {
                 let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
                 let started = std::time::Instant::now();
+                let cached = self.caches.get(&sequence).map_or(0, |c| c.layers.first().map_or(0, |l| l.len()));
+                let config = &decoder.config;
+                check_hidden_shape(&shape, config.hidden_size, cached, config.max_position_embeddings)?;
                 let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
                 let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
                 let out = decoder.forward_layers(&hidden, cache)?;
