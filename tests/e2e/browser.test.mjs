@@ -136,6 +136,9 @@ test("chat streams a reply, stops on Escape, and survives a reload", async () =>
   await page.locator('[data-testid="reply-stats"]').last().waitFor();
   const stats = await page.locator('[data-testid="reply-stats"]').last().innerText();
   assert.match(stats, /tok\/s|tokens\/s/i, `stats: ${stats}`);
+  // A reply cut by the token budget says so; one that ended by itself does not.
+  const hitLimit = /\b96 tokens\b/.test(stats);
+  assert.equal(/stopped at the token limit/.test(stats), hitLimit, `stats: ${stats}`);
 
   await send(page, "Tell me a very long story about a dragon who learns to bake, with many chapters.");
   const second = await watchReply(page, { stopAfterGrowths: 5 });

@@ -43,7 +43,7 @@ export const STATS: ReplyStats = {
   completion_tokens: 3,
   ttft_s: 0.1,
   decode_tok_s: 50,
-  finish_reason: "stop",
+  finish_reason: "eos",
 };
 
 /** How a fake chat stream behaves: tokens to send, then done or failure. */

@@ -8,6 +8,7 @@ import {
   formatSeconds,
   formatSpeed,
   formatTokensPerSecond,
+  stopNote,
 } from "../src/lib/format";
 import { randomId } from "../src/lib/ids";
 import {
@@ -20,6 +21,14 @@ import {
 } from "../src/lib/conversation";
 
 describe("format", () => {
+  it("says why a reply stopped, in the engine's own terms", () => {
+    expect(stopNote("max_tokens")).toBe("stopped at the token limit");
+    expect(stopNote("context_full")).toContain("context");
+    expect(stopNote("cancelled")).toBe("stopped by you");
+    expect(stopNote("eos")).toBeNull();
+    expect(stopNote("stop_string")).toBeNull();
+  });
+
   it("writes parameter counts like model cards do", () => {
     expect(formatParameters(134_515_008)).toBe("135M");
     expect(formatParameters(1_543_714_304)).toBe("1.5B");
@@ -76,7 +85,7 @@ describe("conversation helpers", () => {
         {
           role: "assistant" as const,
           content: "hello",
-          stats: { prompt_tokens: 1, completion_tokens: 1, ttft_s: 0, decode_tok_s: 0, finish_reason: "stop" },
+          stats: { prompt_tokens: 1, completion_tokens: 1, ttft_s: 0, decode_tok_s: 0, finish_reason: "eos" as const },
         },
       ],
     };

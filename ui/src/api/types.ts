@@ -42,12 +42,15 @@ export interface ChatMessage {
   content: string;
 }
 
+/** Why a reply ended, as the engine says it (`text/generation.rs` FinishReason). */
+export type FinishReason = "eos" | "stop_string" | "max_tokens" | "context_full" | "cancelled";
+
 export interface ReplyStats {
   prompt_tokens: number;
   completion_tokens: number;
   ttft_s: number;
   decode_tok_s: number;
-  finish_reason: string;
+  finish_reason: FinishReason;
 }
 
 /** A message as stored in a conversation: assistant replies keep their stats. */

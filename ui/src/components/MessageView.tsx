@@ -5,7 +5,7 @@
 import { useMemo, useState } from "preact/hooks";
 import type { ReplyStats, StoredMessage } from "../api/types";
 import { copyText } from "../lib/clipboard";
-import { formatSeconds, formatTokensPerSecond } from "../lib/format";
+import { formatSeconds, formatTokensPerSecond, stopNote } from "../lib/format";
 import { renderMarkdown } from "../lib/markdown";
 import { EditIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
@@ -88,7 +88,7 @@ function StatsLine({ stats }: { stats: ReplyStats }) {
       <span title="Time to first token">First token {formatSeconds(stats.ttft_s)}</span>
       <span title="Decoding speed">{formatTokensPerSecond(stats.decode_tok_s)}</span>
       <span>{stats.completion_tokens} tokens</span>
-      {stats.finish_reason === "length" ? <span>stopped at the token limit</span> : null}
+      {stopNote(stats.finish_reason) ? <span data-testid="stop-note">{stopNote(stats.finish_reason)}</span> : null}
     </div>
   );
 }

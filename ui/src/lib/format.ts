@@ -1,4 +1,5 @@
 // Human-readable numbers for the UI: parameter counts, sizes, speeds, times.
+import type { FinishReason } from "../api/types";
 
 /** 135_000_000 → "135M", 1_540_000_000 → "1.5B". */
 export function formatParameters(count: number | null): string {
@@ -59,4 +60,19 @@ export function formatTokensPerSecond(rate: number): string {
 function compact(value: number): string {
   const text = value < 100 ? value.toFixed(1) : value.toFixed(0);
   return text.endsWith(".0") ? text.slice(0, -2) : text;
+}
+
+/** What a reply's stats say about how it ended, unless it ended by itself. */
+export function stopNote(reason: FinishReason): string | null {
+  switch (reason) {
+    case "max_tokens":
+      return "stopped at the token limit";
+    case "context_full":
+      return "stopped: the conversation fills the model's context";
+    case "cancelled":
+      return "stopped by you";
+    case "eos":
+    case "stop_string":
+      return null;
+  }
 }
