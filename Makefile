@@ -50,12 +50,16 @@ ui-test:
 ## End-to-end: a real browser, the openai client and the desktop window.
 e2e: e2e-browser e2e-openai e2e-desktop
 
+## The end-to-end suites without the window run the `cake` binary that the
+## engine tests' build already made (target/debug/cake, same features):
+## `cargo build --no-default-features` would build every dependency again
+## with other features (6.8 min on 2 cores).
 e2e-browser:
-	$(CARGO) build --no-default-features
+	$(CARGO) test --workspace --no-default-features --no-run
 	cd tests/e2e && npm ci --no-audit --no-fund && CAKE_BIN=$(CURDIR)/target/debug/cake npm test
 
 e2e-openai:
-	$(CARGO) build --no-default-features
+	$(CARGO) test --workspace --no-default-features --no-run
 	$(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install --quiet openai
 	.venv-test/bin/python tests/e2e/openai_client.py target/debug/cake
