@@ -143,6 +143,12 @@ test("chat streams a reply, stops on Escape, and survives a reload", async () =>
   await send(page, "Tell me a very long story about a dragon who learns to bake, with many chapters.");
   const second = await watchReply(page, { stopAfterGrowths: 5 });
   assert.ok(second.stopped, "the reply was still streaming when we stopped it");
+  // The view follows the new exchange: the list overflows, and its end is in view.
+  const view = await page
+    .locator(".messages")
+    .evaluate((el) => ({ overflow: el.scrollHeight - el.clientHeight, gap: el.scrollHeight - el.scrollTop - el.clientHeight }));
+  assert.ok(view.overflow > 100, `the messages overflow their view (${view.overflow} px)`);
+  assert.ok(view.gap < 40, `the view follows the second reply, but its end is ${view.gap} px below`);
   await page.keyboard.press("Escape");
   await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached", timeout: 30_000 });
   const stoppedText = await page.locator('[data-testid="message"][data-role="assistant"]').last().innerText();

@@ -121,10 +121,14 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
   const messages = conversation.messages;
   const lastLength = messages[messages.length - 1]?.content.length ?? 0;
 
+  const count = useRef(messages.length);
   useEffect(() => {
     pinned.current = true;
   }, [conversation.id]);
   useEffect(() => {
+    // A message just sent (and the reply it starts) is always brought into view.
+    if (messages.length > count.current) pinned.current = true;
+    count.current = messages.length;
     const element = scroller.current;
     if (element && pinned.current) element.scrollTop = element.scrollHeight;
   }, [conversation.id, messages.length, lastLength]);
