@@ -156,6 +156,10 @@ test("chat streams a reply, stops on Escape, and survives a reload", async () =>
   const later = await page.locator('[data-testid="message"][data-role="assistant"]').last().innerText();
   assert.equal(later, stoppedText, "nothing arrives after Stop");
   assert.ok(stoppedText.length > 0, "the partial reply is kept");
+  const marker = page.locator('[data-testid="message"][data-role="assistant"]').last().locator('[data-testid="reply-stopped"]');
+  assert.equal(await marker.innerText(), "stopped by you", "a stopped reply says so");
+  const gapAfterStop = await page.locator(".messages").evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+  assert.ok(gapAfterStop < 40, `the stopped reply's end stays in view (${gapAfterStop} px below)`);
   await page.screenshot({ path: path.join(outDir, "browser-chat.png") });
 
   await page.reload();

@@ -101,7 +101,7 @@ describe("chat", () => {
     cake.chat.stop();
     await sending;
     const messages = selectedConversation(state())!.messages;
-    expect(messages.at(-1)).toEqual({ role: "assistant", content: "Partial" });
+    expect(messages.at(-1)).toEqual({ role: "assistant", content: "Partial", stopped: true });
     expect(state().notices).toEqual([]);
     expect(server.conversations.get(state().selectedId!)!.messages).toHaveLength(2);
   });

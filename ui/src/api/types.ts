@@ -54,7 +54,8 @@ export interface ReplyStats {
 }
 
 /** A message as stored in a conversation: assistant replies keep their stats. */
-export type StoredMessage = ChatMessage & { stats?: ReplyStats };
+/** `stopped`: the person stopped this reply before it ended (it has no stats then). */
+export type StoredMessage = ChatMessage & { stats?: ReplyStats; stopped?: boolean };
 
 export interface Conversation {
   /** [A-Za-z0-9_-]{1,64} */

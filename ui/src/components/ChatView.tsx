@@ -119,7 +119,10 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
   const messages = conversation.messages;
-  const lastLength = messages[messages.length - 1]?.content.length ?? 0;
+  const last = messages[messages.length - 1];
+  const lastLength = last?.content.length ?? 0;
+  // A reply's stats or stop note appear when it ends: followed too.
+  const lastEnded = Boolean(last?.stats || last?.stopped);
 
   const count = useRef(messages.length);
   useEffect(() => {
@@ -131,7 +134,7 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
     count.current = messages.length;
     const element = scroller.current;
     if (element && pinned.current) element.scrollTop = element.scrollHeight;
-  }, [conversation.id, messages.length, lastLength]);
+  }, [conversation.id, messages.length, lastLength, lastEnded]);
 
   return (
     <div

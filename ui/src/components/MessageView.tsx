@@ -45,6 +45,11 @@ export function MessageView({ message, streaming, onEdit }: Props) {
         <AssistantBody content={message.content} />
       )}
       {message.stats ? <StatsLine stats={message.stats} /> : null}
+      {!message.stats && message.stopped ? (
+        <div class="reply-stats" data-testid="reply-stopped">
+          <span>stopped by you</span>
+        </div>
+      ) : null}
       {isUser && onEdit && !editing ? (
         <div class="message-actions">
           <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>

@@ -75,6 +75,7 @@ export function createChatActions(
       reply = { ...reply, stats };
       store.update({ loadedModelId: modelId }); // `chat` loads the model it needs
     } catch (error) {
+      if (controller.signal.aborted) reply = { ...reply, stopped: true };
       notices.report(error); // a stop is not reported
     } finally {
       stopController = null;
