@@ -111,6 +111,9 @@ async function watchReply(page, { stopAfterGrowths = null } = {}) {
 async function openApp(page) {
   await page.goto(baseUrl + "/");
   await page.locator('[data-testid="model-select"]').waitFor();
+  // The logo is the app's own icon, drawn (an emoji is an empty box where no emoji font is installed).
+  const icon = await page.locator('[data-testid="app-icon"]').evaluate((img) => ({ loaded: img.complete, width: img.naturalWidth }));
+  assert.deepEqual(icon, { loaded: true, width: 128 }, "the app icon is drawn");
 }
 
 async function send(page, text) {

@@ -8,6 +8,8 @@ import { isSaved } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { CubeIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
+// The app's own icon (inlined by Vite): an emoji is an empty box where no emoji font is installed.
+import appIcon from "../../../icons/128x128.png";
 
 interface Item {
   id: string;
@@ -33,9 +35,7 @@ export function Sidebar() {
   return (
     <nav class="sidebar" aria-label="Conversations">
       <div class="brand">
-        <span class="brand-mark" aria-hidden="true">
-          🍰
-        </span>
+        <img class="brand-mark" src={appIcon} alt="" aria-hidden="true" data-testid="app-icon" />
         <span class="brand-name">Cake</span>
         {state.info ? <span class="muted small">v{state.info.version}</span> : null}
       </div>
