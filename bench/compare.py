@@ -141,17 +141,25 @@ def make_f32_copy(model: Path, out_dir: Path) -> Path:
     return target
 
 
-def token_ids(model: Path):
-    """The benchmark prompts as token ids, from llama.cpp's tokenizer (both engines get the same ids)."""
+def vocabulary(model: Path):
+    """llama.cpp's tokenizer of `model` (no weights loaded)."""
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+    return llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+
+
+def text_tokens(llm, n: int):
+    """The first `n` token ids of english.txt, repeated as often as needed."""
     text = (HERE.parent / "tests/fixtures/english.txt").read_text()
-    long = llm.tokenize(text.encode(), add_bos=False, special=False)
-    while len(long) < 256:
-        long += long
+    ids = llm.tokenize(text.encode(), add_bos=False, special=False)
+    return (ids * (n // len(ids) + 1))[:n]
+
+
+def token_ids(model: Path):
+    """The benchmark prompts as token ids, from llama.cpp's tokenizer (both engines get the same ids)."""
+    llm = vocabulary(model)
     chat = llm.tokenize(CHAT_PROMPT.encode(), add_bos=False, special=True)
-    return chat, long[:256]
+    return chat, text_tokens(llm, 256)
 
 
 def median(runs, key):

@@ -142,16 +142,6 @@ def random_f16_model(kind: str, out_dir: Path, default_model: Path) -> Path:
     return target
 
 
-def prompt_tokens(model: Path, n: int):
-    """`n` token ids of english.txt (repeated), from llama.cpp's tokenizer."""
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
-    text = (HERE.parent / "tests/fixtures/english.txt").read_text()
-    ids = llm.tokenize(text.encode(), add_bos=False, special=False)
-    return (ids * (n // len(ids) + 1))[:n]
-
-
 def measure(cake: str, model: Path, prompt, decode: int, threads: int, reps: int):
     """Medians of both engines' prefill, decode, load and peak RSS."""
     runs = {"Cake": [], "llama.cpp": []}
@@ -203,7 +193,7 @@ def main():
     print(HEADER)
     for kind in filter(None, args.shapes.split(",")):
         f16 = random_f16_model(kind, args.dir, args.model)
-        prompt = prompt_tokens(f16, args.prompt)
+        prompt = compare.text_tokens(compare.vocabulary(f16), args.prompt)
         for qtype in args.types.split(","):
             path = quant_types.quantized(f16, qtype, args.dir)
             table = measure(args.cake, path, prompt, args.decode, args.threads, args.reps)
@@ -211,9 +201,9 @@ def main():
     f32 = compare.make_f32_copy(args.model, args.dir)
     for qtype in filter(None, args.long_types.split(",")):
         path = quant_types.quantized(f32, qtype, args.dir)
-        long_prefill = measure(args.cake, path, prompt_tokens(path, 2048), 1, args.threads, args.reps)
+        long_prefill = measure(args.cake, path, compare.text_tokens(compare.vocabulary(path), 2048), 1, args.threads, args.reps)
         print(row(f"{args.model.stem} {qtype}, 2 048-token prompt", long_prefill), flush=True)
-        long_decode = measure(args.cake, path, prompt_tokens(path, 4096), args.decode, args.threads, args.reps)
+        long_decode = measure(args.cake, path, compare.text_tokens(compare.vocabulary(path), 4096), args.decode, args.threads, args.reps)
         print(row(f"{args.model.stem} {qtype}, decode after 4 096 tokens", long_decode), flush=True)
 
 

@@ -26,22 +26,14 @@ fn main() {
     divan::main();
 }
 
-/// (format, rows, cols): attention output, MLP up, MLP down, tied LM head.
-const SHAPES: [(GgmlFormat, usize, usize); 4] = [
-    (GgmlFormat::Q4_1, 576, 576),
-    (GgmlFormat::Q4_1, 1536, 576),
-    (GgmlFormat::Q4_1, 576, 1536),
-    (GgmlFormat::Q8_0, 49152, 576),
+/// (format, candle's name for it, rows, cols): attention output, MLP up,
+/// MLP down, tied LM head.
+const SHAPES: [(GgmlFormat, GgmlDType, usize, usize); 4] = [
+    (GgmlFormat::Q4_1, GgmlDType::Q4_1, 576, 576),
+    (GgmlFormat::Q4_1, GgmlDType::Q4_1, 1536, 576),
+    (GgmlFormat::Q4_1, GgmlDType::Q4_1, 576, 1536),
+    (GgmlFormat::Q8_0, GgmlDType::Q8_0, 49152, 576),
 ];
-
-/// candle's type for the formats of [`SHAPES`].
-fn candle_dtype(format: GgmlFormat) -> GgmlDType {
-    match format {
-        GgmlFormat::Q4_1 => GgmlDType::Q4_1,
-        GgmlFormat::Q8_0 => GgmlDType::Q8_0,
-        other => unimplemented!("{other:?} is not among the benchmark's shapes"),
-    }
-}
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
     let mut state = seed | 1;
@@ -55,9 +47,9 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn quantized(format: GgmlFormat, rows: usize, cols: usize) -> QTensor {
+fn quantized(dtype: GgmlDType, rows: usize, cols: usize) -> QTensor {
     let dense = Tensor::from_vec(values(rows * cols, rows as u32), (rows, cols), &Device::Cpu).unwrap();
-    QTensor::quantize(&dense, candle_dtype(format)).unwrap()
+    QTensor::quantize(&dense, dtype).unwrap()
 }
 
 fn pool() -> &'static Pool {
@@ -78,8 +70,8 @@ fn bench_cake(bencher: Bencher, level: &str, tokens: usize) {
     let level = level_named(level);
     let mut prepared: Vec<(PackedMatrix, QuantizedActivations, Vec<f32>)> = SHAPES
         .iter()
-        .map(|&(format, rows, cols)| {
-            let q = quantized(format, rows, cols);
+        .map(|&(format, dtype, rows, cols)| {
+            let q = quantized(dtype, rows, cols);
             let w = PackedMatrix::from_ggml(format, &q.data().unwrap(), rows, cols).unwrap();
             let mut acts = QuantizedActivations::default();
             acts.quantize(&values(tokens * cols, 7), tokens, cols);
@@ -194,8 +186,8 @@ fn quantize_activations(bencher: Bencher) {
 fn candle(bencher: Bencher, tokens: usize) {
     let prepared: Vec<(QMatMul, Tensor)> = SHAPES
         .iter()
-        .map(|&(format, rows, cols)| {
-            let m = QMatMul::from_qtensor(quantized(format, rows, cols)).unwrap();
+        .map(|&(_, dtype, rows, cols)| {
+            let m = QMatMul::from_qtensor(quantized(dtype, rows, cols)).unwrap();
             let x = Tensor::from_vec(values(tokens * cols, 7), (tokens, cols), &Device::Cpu).unwrap();
             (m, x)
         })

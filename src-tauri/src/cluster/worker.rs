@@ -338,7 +338,7 @@ impl State<'_> {
             Request::Forward { sequence, shape } => {
                 let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
                 let started = std::time::Instant::now();
-                let cached = self.caches.get(&sequence).map_or(0, |c| c.layers.first().map_or(0, |l| l.len()));
+                let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
                 let config = &decoder.config;
                 check_hidden_shape(&shape, config.hidden_size, cached, config.max_position_embeddings)?;
                 let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;

@@ -82,8 +82,8 @@ impl GgufFile {
 
     /// The raw bytes of tensor `name`.
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
-        let start = self.tensor_offset(name)?;
-        let len = self.header.tensor_infos[name].byte_size() as usize;
+        let (start, len) =
+            self.tensor_range(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
         Ok(&self.mmap[start..start + len])
     }
 
@@ -127,14 +127,6 @@ impl GgufFile {
     fn tensor_range(&self, name: &str) -> Option<(usize, usize)> {
         let info = self.tensor_info(name)?;
         Some(((self.header.tensor_data_offset + info.offset) as usize, info.byte_size() as usize))
-    }
-
-    /// Loads tensor `name` as a (possibly quantized) candle tensor.
-    pub fn qtensor(&self, name: &str, device: &Device) -> Result<QTensor> {
-        let info =
-            self.tensor_info(name).with_context(|| format!("{}: tensor `{name}` is missing", self.path.display()))?;
-        qtensor_from_bytes(info.ggml_type, self.tensor_bytes(name)?, &info.dims, device)
-            .with_context(|| format!("{}: cannot load tensor `{name}`", self.path.display()))
     }
 }
 
