@@ -13,8 +13,6 @@ use common::server::Server;
 use serde_json::{json, Value};
 use std::process::{Child, Stdio};
 
-const KEY: &str = "app cluster key";
-
 fn call(server: &Server, command: &str, args: Value) -> Value {
     let (status, body) = server.post(&format!("/api/{command}"), &args);
     assert_eq!(status, 200, "{command}: {body}");
@@ -51,17 +49,7 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
     let _stranger = Stranger(
         place
             .command(env!("CARGO_BIN_EXE_cake"))
-            .args([
-                "worker",
-                "--cluster-key",
-                "another cluster",
-                "--name",
-                "stranger",
-                "--port",
-                "0",
-                "--mdns-iface",
-                "lo",
-            ])
+            .args(["worker", "--generate-key", "--name", "stranger", "--port", "0", "--mdns-iface", "lo"])
             .env("CAKE_DATA_DIR", root.path().join("stranger"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -69,16 +57,22 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
             .unwrap(),
     );
 
-    let master_app = place.run(|| {
+    let key = place.run(|| {
         // Without a key there is no cluster, and a worker needs one.
         assert_eq!(call(&worker_app, "cluster_status", json!({}))["role"], "off");
         let message = call_error(&worker_app, "set_cluster_settings", json!({"join_as_worker": true}));
         assert!(message.contains("cluster key"), "{message}");
 
+        // A typed key works but is called weak; a generated one is not.
+        let status = call(&worker_app, "set_cluster_settings", json!({"key": "app cluster key"}));
+        assert!(status["settings"]["key_warning"].as_str().unwrap().contains("Generate key"), "{status}");
+        assert_eq!(status["settings"]["cluster_id"], Value::Null, "{status}");
+        let key = call(&worker_app, "generate_cluster_key", json!({}))["key"].as_str().unwrap().to_string();
+        assert_ne!(call(&worker_app, "generate_cluster_key", json!({}))["key"], key.as_str());
         let status = call(
             &worker_app,
             "set_cluster_settings",
-            json!({"key": KEY, "join_as_worker": true, "worker_name": "app-worker", "worker_port": 0, "mdns_interfaces": ["lo"]}),
+            json!({"key": key, "join_as_worker": true, "worker_name": "app-worker", "worker_port": 0, "mdns_interfaces": ["lo"]}),
         );
         assert_eq!(status["role"], "worker", "{status}");
         assert!(status["worker"]["address"].as_str().is_some(), "{status}");
@@ -86,11 +80,11 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         let status = call(
             &master_app,
             "set_cluster_settings",
-            json!({"key": KEY, "mdns_interfaces": ["lo"], "discovery_timeout_s": 3}),
+            json!({"key": key, "mdns_interfaces": ["lo"], "discovery_timeout_s": 3}),
         );
         assert_eq!(status["role"], "master", "{status}");
-        let fingerprint = status["settings"]["key_fingerprint"].clone();
-        assert!(fingerprint.is_string());
+        assert_eq!(status["settings"]["cluster_id"], key[6..14], "{status}");
+        assert_eq!(status["settings"]["key_warning"], Value::Null, "{status}");
 
         let status = call(&master_app, "scan_cluster", json!({}));
         let machines = status["machines"].as_array().unwrap();
@@ -100,25 +94,25 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         assert!(find("app-worker")["info"]["memory_bytes"].as_u64().unwrap() > 0);
         assert_eq!(find("stranger")["state"], "rejected", "{status}");
         assert!(find("stranger")["problem"].as_str().unwrap().contains("different cluster key"));
-        fingerprint
+        key
     });
-    let fingerprint = master_app;
+    drop(master_app);
 
     // Settings and key survive a restart; the key is only in the private key file.
     let master_app = start(&master_data);
     let key_file = master_data.join("cluster-key");
     let settings_text = std::fs::read_to_string(master_data.join("cluster.json")).unwrap();
-    assert!(!settings_text.contains(KEY), "the key must not be in cluster.json");
+    assert!(!settings_text.contains(&key), "the key must not be in cluster.json");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
 
     place.run(|| {
         let status = call(&master_app, "cluster_status", json!({}));
         assert_eq!(status["role"], "master", "{status}");
-        assert_eq!(status["settings"]["key_fingerprint"], fingerprint);
+        assert_eq!(status["settings"]["cluster_id"], key[6..14]);
         assert_eq!(status["settings"]["key_storage"], "file");
         assert_eq!(status["settings"]["mdns_interfaces"], json!(["lo"]));
-        assert!(!status.to_string().contains(KEY), "the key is never sent back");
+        assert!(!status.to_string().contains(&key), "the key is never sent back");
 
         // Loading a model spreads it over both machines (the default model: with
         // 30 layers the planner splits them whatever the machines' measured speeds).

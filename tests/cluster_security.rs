@@ -4,9 +4,10 @@
 
 mod common;
 
+use cake::cluster::cluster_key::ClusterKey;
 use cake::cluster::protocol::{decode, encode, Request, Response};
 use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
-use cake::cluster::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
+use cake::cluster::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
 use cake::cluster::weight_transfer::{read_chunk, ModelManifest, Piece};
 use cake::models::loader::Checkpoint;
 use cake::models::sources::selection::TensorSelection;
@@ -60,30 +61,35 @@ fn wrong_key_is_rejected_before_any_frame() {
     assert!(format!("{worker_err:#}").contains("closed the connection before proving"), "{worker_err:#}");
 }
 
-/// What a worker sends after a master's hello: version, nonce, proof.
-fn worker_reply(stream: &mut TcpStream) -> ([u8; 32], [u8; 32]) {
-    let mut head = [0u8; 6];
-    stream.read_exact(&mut head).unwrap();
-    assert_eq!(&head[..4], b"CAKE");
-    let mut nonce = [0u8; 32];
-    stream.read_exact(&mut nonce).unwrap();
-    let mut proof = [0u8; 32];
-    stream.read_exact(&mut proof).unwrap();
-    (nonce, proof)
-}
+const HEAD_LEN: usize = 6;
+const PAKE_LEN: usize = 33;
+const CONFIRM_LEN: usize = 32;
 
-fn hello(nonce: &[u8; 32]) -> Vec<u8> {
+fn head() -> Vec<u8> {
     let mut out = b"CAKE".to_vec();
     out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    out.extend_from_slice(nonce);
     out
 }
 
+fn read_bytes(stream: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; n];
+    stream.read_exact(&mut bytes).unwrap();
+    bytes
+}
+
+/// A worker's SPAKE2 message presented as a master's (side byte 'A').
+fn as_master_message(worker_hello: &[u8]) -> Vec<u8> {
+    let mut message = worker_hello[HEAD_LEN..HEAD_LEN + PAKE_LEN].to_vec();
+    message[0] = b'A';
+    message
+}
+
 #[test]
-fn a_peer_without_the_key_cannot_reflect_the_workers_challenge() {
-    // The attacker opens connection A, learns the worker's nonce, then opens
-    // connection B presenting that nonce as its own, hoping the worker's
-    // answer on B is the proof A needs. It is not: proofs name their role.
+fn a_peer_without_the_key_cannot_reflect_the_workers_messages() {
+    // The attacker opens connections a and b, feeds each the worker's own
+    // PAKE message from the other, and offers each the confirmation the
+    // worker produced on the other. Confirmations name their role, so the
+    // worker accepts neither.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let worker_key = key("correct horse battery");
@@ -98,14 +104,17 @@ fn a_peer_without_the_key_cannot_reflect_the_workers_challenge() {
         results.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
     });
     let mut a = connect(port);
-    a.write_all(&hello(&[7u8; 32])).unwrap();
-    let (worker_nonce_a, worker_proof_a) = worker_reply(&mut a);
+    a.write_all(&head()).unwrap();
+    let hello_a = read_bytes(&mut a, HEAD_LEN + PAKE_LEN);
     let mut b = connect(port);
-    b.write_all(&hello(&worker_nonce_a)).unwrap();
-    let (_, worker_proof_b) = worker_reply(&mut b);
-    // Offer the worker's own answers back as master proofs.
-    a.write_all(&worker_proof_b).unwrap();
-    b.write_all(&worker_proof_a).unwrap();
+    b.write_all(&head()).unwrap();
+    let hello_b = read_bytes(&mut b, HEAD_LEN + PAKE_LEN);
+    b.write_all(&as_master_message(&hello_a)).unwrap();
+    let confirm_b = read_bytes(&mut b, CONFIRM_LEN);
+    a.write_all(&as_master_message(&hello_b)).unwrap();
+    let confirm_a = read_bytes(&mut a, CONFIRM_LEN);
+    a.write_all(&confirm_b).unwrap();
+    b.write_all(&confirm_a).unwrap();
     for result in server.join().unwrap() {
         let err = result.unwrap_err();
         assert!(format!("{err:#}").contains("does not hold this cluster's key"), "{err:#}");
@@ -121,19 +130,16 @@ fn a_replayed_handshake_fails() {
     let recorder = {
         let k = k.clone();
         thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut master_hello = [0u8; 38];
-            stream.read_exact(&mut master_hello).unwrap();
-            // Answer as a real worker would, to get the master's proof.
-            let mut tee = Tee { inner: stream, prefix: master_hello.to_vec(), recorded: Vec::new() };
-            let _ = SecureChannel::accept(&mut tee, &k, "master");
-            let mut recorded = master_hello.to_vec();
-            recorded.extend_from_slice(&tee.recorded);
-            (listener, recorded)
+            let (stream, _) = listener.accept().unwrap();
+            // Answer as a real worker would, to get the master's confirmation.
+            let mut tee = Tee { inner: stream, recorded: Vec::new() };
+            SecureChannel::accept(&mut tee, &k, "master").unwrap();
+            (listener, tee.recorded)
         })
     };
     let _genuine = SecureChannel::connect(connect(port), &k, "worker").unwrap();
     let (listener, recorded) = recorder.join().unwrap();
+    assert_eq!(recorded.len(), HEAD_LEN + PAKE_LEN + CONFIRM_LEN);
     // …then replay it to the worker on a new connection.
     let port = listener.local_addr().unwrap().port();
     let replay = thread::spawn(move || {
@@ -147,21 +153,14 @@ fn a_replayed_handshake_fails() {
     assert!(format!("{err:#}").contains("does not hold this cluster's key"), "{err:#}");
 }
 
-/// Replays `prefix` before reading from `inner`, recording what is read after it.
+/// Records what is read from `inner`.
 struct Tee<S> {
     inner: S,
-    prefix: Vec<u8>,
     recorded: Vec<u8>,
 }
 
 impl<S: Read> Read for Tee<S> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if !self.prefix.is_empty() {
-            let n = buf.len().min(self.prefix.len());
-            buf[..n].copy_from_slice(&self.prefix[..n]);
-            self.prefix.drain(..n);
-            return Ok(n);
-        }
         let n = self.inner.read(buf)?;
         self.recorded.extend_from_slice(&buf[..n]);
         Ok(n)
@@ -175,6 +174,54 @@ impl<S: Write> Write for Tee<S> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
+}
+
+/// Both directions of one handshake between a master and a worker with `k`.
+fn recorded_handshake(k: &ClusterKey) -> (Vec<u8>, Vec<u8>) {
+    let (here, there) = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (connect(port), listener.accept().unwrap().0)
+    };
+    let worker_key = k.clone();
+    let worker = thread::spawn(move || {
+        let mut tee = Tee { inner: there, recorded: Vec::new() };
+        SecureChannel::accept(&mut tee, &worker_key, "master").unwrap();
+        tee.recorded
+    });
+    let mut tee = Tee { inner: here, recorded: Vec::new() };
+    SecureChannel::connect(&mut tee, k, "worker").unwrap();
+    (worker.join().unwrap(), tee.recorded)
+}
+
+#[test]
+fn two_handshakes_with_the_same_key_share_nothing_but_the_headers() {
+    let k = key(&ClusterKey::generate());
+    let (master_1, worker_1) = recorded_handshake(&k);
+    let (master_2, worker_2) = recorded_handshake(&k);
+    assert_eq!(master_1.len(), HEAD_LEN + PAKE_LEN + CONFIRM_LEN);
+    assert_eq!(worker_1.len(), HEAD_LEN + PAKE_LEN + CONFIRM_LEN);
+    for (first, second) in [(&master_1, &master_2), (&worker_1, &worker_2)] {
+        // "CAKE", the version and SPAKE2's side byte are fixed; nothing else repeats.
+        assert_eq!(first[..HEAD_LEN + 1], second[..HEAD_LEN + 1]);
+        let rest = |bytes: &[u8]| bytes[HEAD_LEN + 1..].to_vec();
+        let same = rest(first).iter().zip(rest(second)).filter(|(a, b)| **a == *b).count();
+        // Independent random bytes agree in about 1 of 256 positions.
+        assert!(same <= 6, "{same} of {} bytes repeat across handshakes", first.len() - HEAD_LEN - 1);
+        for window in rest(first).windows(4) {
+            assert!(!rest(second).windows(4).any(|w| w == window), "a 4-byte run repeats across handshakes");
+        }
+    }
+}
+
+#[test]
+fn a_debug_print_does_not_reveal_the_key() {
+    let text = ClusterKey::generate();
+    let k = key(&text);
+    let printed = format!("{k:?}");
+    assert!(printed.contains(k.id().unwrap().as_str()));
+    assert!(!printed.contains(text.rsplit('-').next().unwrap()), "{printed}");
+    assert!(!format!("{:?}", key("correct horse battery")).contains("correct"));
 }
 
 #[test]
@@ -191,7 +238,7 @@ fn a_flipped_bit_in_a_sealed_frame_closes_the_connection() {
         thread::spawn(move || {
             let _ = std::io::copy(&mut back_worker, &mut back_master);
         });
-        let handshake = 38 + 32;
+        let handshake = HEAD_LEN + PAKE_LEN + CONFIRM_LEN;
         let mut sent = 0usize;
         let mut buf = [0u8; 1];
         while from_master.read_exact(&mut buf).is_ok() {
@@ -249,7 +296,7 @@ fn a_version_mismatch_names_both_versions() {
     let port = listener.local_addr().unwrap().port();
     thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        let mut hello_in = [0u8; 38];
+        let mut hello_in = [0u8; HEAD_LEN + PAKE_LEN];
         stream.read_exact(&mut hello_in).unwrap();
         let mut reply = b"CAKE".to_vec();
         reply.extend_from_slice(&9u16.to_be_bytes());
@@ -258,7 +305,7 @@ fn a_version_mismatch_names_both_versions() {
     });
     let err = SecureChannel::connect(connect(port), &key("correct horse battery"), "worker-a").err().unwrap();
     let message = format!("{err:#}");
-    assert!(message.contains("worker-a speaks cluster protocol v9, this app v1"), "{message}");
+    assert!(message.contains("worker-a speaks cluster protocol v9, this app v2"), "{message}");
 
     // And a master from the future reaching a worker of today.
     let (port, worker) = worker(key("correct horse battery"));
@@ -268,18 +315,7 @@ fn a_version_mismatch_names_both_versions() {
     future.extend_from_slice(&[2u8; 32]);
     stream.write_all(&future).unwrap();
     let err = worker.join().unwrap().unwrap_err();
-    assert!(format!("{err:#}").contains("speaks cluster protocol v9, this app v1"), "{err:#}");
-}
-
-#[test]
-fn the_fingerprint_does_not_reveal_the_key() {
-    let k = key("correct horse battery");
-    let print = k.fingerprint();
-    assert_eq!(print.len(), 12);
-    assert!(!print.contains("correct"));
-    assert_ne!(print, key("correct horse batterz").fingerprint());
-    assert!(!format!("{k:?}").contains("correct"));
-    assert!(ClusterKey::from_passphrase("short").is_err());
+    assert!(format!("{err:#}").contains("speaks cluster protocol v9, this app v2"), "{err:#}");
 }
 
 /// A TCP connection to `to` from the loopback address `source`.
@@ -352,7 +388,7 @@ fn a_peer_dripping_its_hello_is_dropped_at_the_handshake_deadline() {
     let started = Instant::now();
     let mut dropped_after = None;
     // One byte a second of a plausible hello: each byte would restart a per-read timeout.
-    for byte in b"CAKE\0\x01".iter().cycle().take(30) {
+    for byte in b"CAKE\0\x02".iter().cycle().take(30) {
         thread::sleep(Duration::from_secs(1));
         if stream.write_all(&[*byte]).is_err() {
             dropped_after = Some(started.elapsed());
@@ -396,7 +432,7 @@ fn a_silent_worker_holds_a_master_no_longer_than_the_contact_deadline() {
     // Accepts, reads the master's hello, and says nothing.
     let silent = thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        let mut hello = [0u8; 38];
+        let mut hello = [0u8; 39];
         let _ = stream.read_exact(&mut hello);
         thread::sleep(CONTACT_DEADLINE + Duration::from_secs(3));
     });

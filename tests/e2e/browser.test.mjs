@@ -4,7 +4,8 @@
 // see a broken model fail to load without breaking the app, and speak:
 // drop a voice WAV on the Speech screen, generate with the tiny VibeVoice
 // checkpoint (made talkative), watch progress and the waveform, download the
-// WAV, and see a dropped non-WAV file refused with the reason.
+// WAV, and see a dropped non-WAV file refused with the reason; and make a
+// cluster key on the Cluster screen.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -386,4 +387,43 @@ test("speech: drop a voice, generate with progress and a waveform, download the 
   await page.locator('[data-testid="speech-button"]').click();
   await page.locator('[data-testid="clip-item"]').first().waitFor();
   await page.close();
+});
+
+test("the Cluster screen generates a key, warns about a weak typed one, and never shows a saved key", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(30_000);
+  try {
+    await openApp(page);
+    await page.locator('[data-testid="cluster-button"]').click();
+    const key = page.locator('[data-testid="cluster-key"]');
+    const keyState = page.locator('[data-testid="cluster-key-state"]');
+    // mDNS stays on loopback: a test never browses the machine's real network.
+    await page.locator('[data-testid="cluster-mdns"]').fill("lo");
+    await key.fill("weak typed key");
+    await page.locator('[data-testid="cluster-save"]').click();
+    await page.locator('[data-testid="cluster-key-warning"]').waitFor();
+    assert.match(await page.locator('[data-testid="cluster-key-warning"]').innerText(), /weak.*Generate key/s);
+    assert.match(await keyState.innerText(), /typed key/);
+
+    await page.locator('[data-testid="cluster-generate-key"]').click();
+    await page.waitForFunction(() => document.querySelector('[data-testid="cluster-key"]').value.startsWith("cake1-"));
+    const generated = await key.inputValue();
+    assert.match(generated, /^cake1-[a-z2-7]{8}(-[a-z]{6}){7}$/);
+    assert.equal(await key.getAttribute("type"), "text", "a generated key is shown so it can be copied");
+    assert.match(await page.locator('[data-testid="cluster-key-hint"]').innerText(), /Copy this key/);
+    assert.equal(await page.locator('[data-testid="cluster-generated-key"]').innerText(), generated, "shown whole, to copy");
+    await page.screenshot({ path: path.join(outDir, "browser-cluster-key.png") });
+    await page.locator('[data-testid="cluster-save"]').click();
+    await page.waitForFunction((id) => document.querySelector('[data-testid="cluster-key-state"]')?.textContent.includes(`cluster ${id}`), generated.slice(6, 14));
+    assert.equal(await page.locator('[data-testid="cluster-key-warning"]').count(), 0, "a generated key is not weak");
+    assert.equal(await key.inputValue(), "", "the saved key leaves the form");
+    assert.equal(await key.getAttribute("type"), "password");
+    assert.ok(!(await page.content()).includes(generated.slice(15)), "the saved key's words are nowhere on the page");
+
+    await page.locator('[data-testid="cluster-forget-key"]').click();
+    await page.locator('[data-testid="confirm-button"]').click();
+    await keyState.waitFor({ state: "detached" });
+  } finally {
+    await page.close();
+  }
 });

@@ -102,8 +102,17 @@ describe("cluster settings", () => {
     const { cake, api, state } = setup();
     expect(await cake.cluster.save({ key: "secret", worker_port: 7000 })).toBe(true);
     expect(api.setClusterSettings).toHaveBeenCalledWith({ key: "secret", worker_port: 7000 });
-    expect(state().cluster?.settings).toMatchObject({ key_set: true, key_fingerprint: "ab12cd", worker_port: 7000 });
+    expect(state().cluster?.settings).toMatchObject({ key_set: true, cluster_id: null, worker_port: 7000 });
     expect(state().clusterSaving).toBe(false);
+  });
+
+  it("generates a key without saving it", async () => {
+    const { cake, api, state } = setup();
+    const key = await cake.cluster.generateKey();
+    expect(key).toMatch(/^cake1-[a-z2-7]{8}(-[a-z]{6}){7}$/);
+    expect(api.setClusterSettings).not.toHaveBeenCalled();
+    expect(await cake.cluster.save({ key: key! })).toBe(true);
+    expect(state().cluster?.settings).toMatchObject({ key_set: true, cluster_id: "ab23cd45", key_warning: null });
   });
 
   it("does not call the backend for an empty update", async () => {
@@ -121,7 +130,7 @@ describe("cluster settings", () => {
 
   it("forgets the key (leaving worker mode, which needs one)", async () => {
     const { cake, api, server, state } = setup();
-    server.cluster = clusterStatus({ role: "master", settings: { key_set: true, key_fingerprint: "ab12cd" } });
+    server.cluster = clusterStatus({ role: "master", settings: { key_set: true, cluster_id: "ab23cd45" } });
     await cake.cluster.refresh();
     expect(await cake.cluster.forgetKey()).toBe(true);
     expect(api.setClusterSettings).toHaveBeenLastCalledWith({ key: "" });

@@ -138,7 +138,8 @@ describe("node colours", () => {
 describe("settings form", () => {
   const settings: ClusterSettings = {
     key_set: true,
-    key_fingerprint: "ab12cd",
+    cluster_id: "ab23cd45",
+    key_warning: null,
     key_storage: "keyring",
     from_command_line: false,
     join_as_worker: false,
@@ -212,15 +213,16 @@ describe("settings form", () => {
 
 describe("cluster texts", () => {
   it("describes the key without showing it", () => {
-    const settings = clusterStatus({ settings: { key_set: true, key_fingerprint: "ab12cd", key_storage: "file" } })
+    const settings = clusterStatus({ settings: { key_set: true, cluster_id: "ab23cd45", key_storage: "file" } })
       .settings;
-    expect(keyDescription(settings)).toBe("Key set · fingerprint ab12cd (stored in file)");
+    expect(keyDescription(settings)).toBe("Key set · cluster ab23cd45 (stored in file)");
     expect(keyDescription({ ...settings, key_storage: "keyring" })).toBe(
-      "Key set · fingerprint ab12cd (stored in keyring)",
+      "Key set · cluster ab23cd45 (stored in keyring)",
     );
     expect(keyDescription({ ...settings, key_storage: null, from_command_line: true })).toBe(
-      "Key set · fingerprint ab12cd (from the command line)",
+      "Key set · cluster ab23cd45 (from the command line)",
     );
+    expect(keyDescription({ ...settings, cluster_id: null })).toBe("Key set · typed key (stored in file)");
     expect(keyDescription(clusterStatus().settings)).toBeNull();
   });
 

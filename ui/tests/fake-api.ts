@@ -133,7 +133,8 @@ export function clusterStatus(
   return {
     settings: {
       key_set: false,
-      key_fingerprint: null,
+      cluster_id: null,
+      key_warning: null,
       key_storage: null,
       from_command_line: false,
       join_as_worker: false,
@@ -249,7 +250,8 @@ export function createFakeApi(
       const settings = { ...server.cluster.settings, ...rest, from_command_line: false };
       if (key !== undefined) {
         settings.key_set = key !== "";
-        settings.key_fingerprint = key === "" ? null : "ab12cd";
+        settings.cluster_id = key.startsWith("cake1-") ? key.slice(6, 14) : null;
+        settings.key_warning = key === "" || key.startsWith("cake1-") ? null : "this typed key is weak";
         settings.key_storage = key === "" ? null : "keyring";
       }
       if (settings.join_as_worker && !settings.key_set) throw new Error("set a cluster key before joining as a worker");
@@ -257,6 +259,7 @@ export function createFakeApi(
       server.cluster = { ...server.cluster, settings, role };
       return structuredClone(server.cluster);
     }),
+    generateClusterKey: vi.fn(async () => ({ key: "cake1-ab23cd45-bakiro-tunela-mosipa-dukefo-rinavu-lesoti-paguhe" })),
     scanCluster: vi.fn(async () => {
       if (server.cluster.role !== "master") throw new Error("set a cluster key (and leave worker mode) to look for workers");
       return structuredClone(server.cluster);

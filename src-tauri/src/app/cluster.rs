@@ -8,10 +8,10 @@
 
 use super::key_store::{KeyStorage, KeyStore};
 use super::storage::write_json_atomically;
+use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, Advertisement, MdnsScope};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::monitor::ClusterMonitor;
-use crate::cluster::secure_channel::ClusterKey;
 use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -252,15 +252,15 @@ impl ClusterControl {
         } else {
             "off"
         };
-        let command_line_key = state.from_command_line.as_ref().map(|s| s.key.fingerprint());
-        let fingerprint = command_line_key.or_else(|| {
+        let key = state.from_command_line.as_ref().map(|s| s.key.clone()).or_else(|| {
             let (text, _) = state.key.as_ref()?;
-            ClusterKey::from_passphrase(text).ok().map(|k| k.fingerprint())
+            ClusterKey::from_passphrase(text).ok()
         });
         let mut status = json!({
             "settings": {
-                "key_set": fingerprint.is_some(),
-                "key_fingerprint": fingerprint,
+                "key_set": key.is_some(),
+                "cluster_id": key.as_ref().and_then(|k| k.id()).map(ToString::to_string),
+                "key_warning": key.as_ref().and_then(ClusterKey::weakness),
                 "key_storage": state.key.as_ref().map(|(_, storage)| storage),
                 "from_command_line": state.from_command_line.is_some(),
                 "join_as_worker": state.prefs.join_as_worker,

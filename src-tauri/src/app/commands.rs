@@ -8,6 +8,7 @@
 use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, SpeakJob};
 use super::error::ApiError;
 use super::App;
+use crate::cluster::cluster_key::ClusterKey;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::library::hf_cache;
@@ -179,6 +180,7 @@ impl App {
                 Ok(json!({}))
             }
             "cluster_status" => Ok(self.cluster.status()),
+            "generate_cluster_key" => Ok(json!({"key": ClusterKey::generate()})),
             "set_cluster_settings" => {
                 let update: super::cluster::SettingsUpdate = args(command, value)?;
                 self.cluster.update(update).map_err(ApiError::bad)?;

@@ -8,9 +8,9 @@ mod serve;
 mod tts;
 mod worker;
 
+use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::scope_from;
 use crate::cluster::master::ClusterSettings;
-use crate::cluster::secure_channel::ClusterKey;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
 use crate::text::model::{LoadOptions, TextModel};
@@ -113,7 +113,11 @@ impl ClusterArgs {
             .cluster_key
             .as_deref()
             .context("workers need the cluster key: pass --cluster-key or set CAKE_CLUSTER_KEY")?;
-        ClusterKey::from_passphrase(text)
+        let key = ClusterKey::from_passphrase(text)?;
+        if let Some(warning) = key.weakness() {
+            eprintln!("warning: {warning}");
+        }
+        Ok(key)
     }
 }
 

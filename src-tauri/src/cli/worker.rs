@@ -1,7 +1,7 @@
 //! `cake worker`: join a cluster headless.
 
+use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, scope_from};
-use crate::cluster::secure_channel::ClusterKey;
 use crate::cluster::worker::{serve, WorkerConfig};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -10,8 +10,11 @@ use std::net::TcpListener;
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     /// The key every machine of the cluster shares (or $CAKE_CLUSTER_KEY).
-    #[arg(long, env = "CAKE_CLUSTER_KEY", hide_env_values = true)]
-    pub cluster_key: String,
+    #[arg(long, env = "CAKE_CLUSTER_KEY", hide_env_values = true, required_unless_present = "generate_key")]
+    pub cluster_key: Option<String>,
+    /// Make a new cluster key, print it, and serve with it.
+    #[arg(long, conflicts_with = "cluster_key")]
+    pub generate_key: bool,
     /// This machine's name in the cluster (default: its host name).
     #[arg(long)]
     pub name: Option<String>,
@@ -39,7 +42,18 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     if let Some(n) = args.threads {
         super::set_threads(n)?;
     }
-    let key = ClusterKey::from_passphrase(&args.cluster_key)?;
+    let key_text = match args.cluster_key {
+        Some(text) => text,
+        None => {
+            let text = ClusterKey::generate();
+            println!("New cluster key (type or paste it on the other machines of this cluster):\n\n    {text}\n");
+            text
+        }
+    };
+    let key = ClusterKey::from_passphrase(&key_text)?;
+    if let Some(warning) = key.weakness() {
+        eprintln!("warning: {warning}");
+    }
     let name = args.name.unwrap_or_else(|| {
         std::fs::read_to_string("/etc/hostname").map_or_else(|_| "worker".into(), |h| h.trim().to_string())
     });

@@ -5,7 +5,9 @@
 //! in memory and `bytes / speed` seconds per token on a node, so the plan
 //! that minimises the slowest stage under every node's memory limit is found
 //! by dynamic programming over (node, first layer). The master also keeps
-//! the embedding and the LM head, which count against its memory.
+//! the embedding and the LM head, which count against its memory, and
+//! always runs the first layer itself: raw token embeddings (from which the
+//! prompt can be read back) never leave it; workers see only hidden states.
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -66,11 +68,12 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
             gb(needed - available)
         );
     }
-    if master_extra_bytes > nodes[0].memory_bytes {
+    let master_minimum = master_extra_bytes.saturating_add(layer_bytes.first().copied().unwrap_or(0));
+    if master_minimum > nodes[0].memory_bytes {
         bail!(
-            "{} must hold the embedding and LM head ({}) but has only {} available",
+            "{} must hold the embedding, the LM head and the first layer ({}) but has only {} available",
             nodes[0].name,
-            gb(master_extra_bytes),
+            gb(master_minimum),
             gb(nodes[0].memory_bytes)
         );
     }
@@ -89,8 +92,10 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
     for k in (0..n).rev() {
         let node = &nodes[k];
         let extra = if k == 0 { master_extra_bytes } else { 0 };
+        // The master's range is never empty: it keeps the first layer.
+        let shortest = usize::from(k == 0 && layers > 0);
         for i in 0..=layers {
-            for end in i..=layers {
+            for end in (i + shortest).min(layers)..=layers {
                 let bytes = range_bytes(i, end) + extra;
                 if bytes > node.memory_bytes {
                     break;
@@ -182,6 +187,13 @@ pub fn plan_with_fixed(
             bail!("{} is given {} of layers but has only {} available", node.name, gb(bytes), gb(node.memory_bytes));
         }
     }
+    if let Some(Some(index)) = owner.first() {
+        bail!(
+            "the topology file gives layer 0 to {}: the first layer stays on the master, so raw token \
+             embeddings never leave it",
+            nodes[*index].name
+        );
+    }
     // The layers nobody was given must form one range, shared automatically.
     let free: Vec<usize> = (0..layers).filter(|&l| owner[l].is_none()).collect();
     let gap = match (free.first(), free.last()) {
@@ -191,44 +203,17 @@ pub fn plan_with_fixed(
         }
         _ => 0..0,
     };
-    // The master runs the first layers, so it shares the gap only if the gap starts at 0.
-    let master_shares = gap.start == 0 && !gap.is_empty();
-    let mut auto: Vec<usize> = (1..nodes.len()).filter(|&i| fixed[i].is_none()).collect();
-    if master_shares {
-        auto.insert(0, 0);
-    }
+    // Layer 0 is free (checked above), so the gap starts there and the master shares it.
+    let auto: Vec<usize> = (0..nodes.len()).filter(|&i| i == 0 || fixed[i].is_none()).collect();
     let mut stages: Vec<(usize, StageAssignment)> = Vec::new();
     if !gap.is_empty() {
-        if auto.is_empty() {
-            bail!("layers {}-{} are given to no machine: list them in the topology file", gap.start, gap.end - 1);
-        }
-        let extra = if master_shares { master_extra_bytes } else { 0 };
+        let extra = master_extra_bytes;
         let auto_nodes: Vec<NodeCapacity> = auto.iter().map(|&i| nodes[i].clone()).collect();
         let sub = plan(&layer_bytes[gap.clone()], extra, &auto_nodes)?;
         for (&index, mut stage) in auto.iter().zip(sub.stages) {
             stage.layers = stage.layers.start + gap.start..stage.layers.end + gap.start;
             stages.push((index, stage));
         }
-    }
-    if !master_shares {
-        if master_extra_bytes > nodes[0].memory_bytes {
-            bail!(
-                "{} must hold the embedding and LM head ({}) but has only {} available",
-                nodes[0].name,
-                gb(master_extra_bytes),
-                gb(nodes[0].memory_bytes)
-            );
-        }
-        stages.push((
-            0,
-            StageAssignment {
-                node: nodes[0].name.clone(),
-                layers: 0..0,
-                bytes: master_extra_bytes,
-                seconds_per_token: 0.0,
-                reason: "no layers: the topology file gives the first layers to a worker".into(),
-            },
-        ));
     }
     for (index, range) in fixed.iter().enumerate() {
         let Some(range) = range else { continue };
@@ -310,18 +295,18 @@ mod tests {
     #[test]
     fn contiguity_that_cannot_fit_is_reported() {
         // Total memory suffices, but no single node can hold a 60-byte layer.
-        let err = plan(&[60, 10], 0, &[node("a", 40, 1.0), node("b", 40, 1.0)]).unwrap_err();
+        let err = plan(&[10, 60], 0, &[node("a", 40, 1.0), node("b", 40, 1.0)]).unwrap_err();
         assert!(format!("{err:#}").contains("contiguous"), "{err:#}");
     }
 
     #[test]
     fn the_plan_is_optimal_on_small_cases() {
-        // Brute force over all splits of 7 layers between 3 nodes.
+        // Brute force over all splits of 7 layers between 3 nodes (the master keeps layer 0).
         let layers = [5u64, 9, 2, 7, 3, 8, 4];
         let nodes = [node("a", 20, 2.0), node("b", 30, 1.0), node("c", 25, 1.5)];
         let plan = plan(&layers, 0, &nodes).unwrap();
         let mut best = f64::INFINITY;
-        for i in 0..=7 {
+        for i in 1..=7 {
             for j in i..=7 {
                 let parts = [0..i, i..j, j..7];
                 let ok = parts.iter().zip(&nodes).all(|(r, n)| layers[r.clone()].iter().sum::<u64>() <= n.memory_bytes);
@@ -354,28 +339,33 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_fixed_at_layer_zero_leaves_the_master_only_the_head() {
+    fn the_master_keeps_the_first_layer_however_fast_the_workers_are() {
+        let nodes = [node("master", 1000, 0.001), node("fast", 1000, 1e12)];
+        let plan = plan(&[10; 4], 5, &nodes).unwrap();
+        assert_eq!(ranges(&plan), vec![0..1, 1..4]);
+        let err =
+            format!("{:#}", super::plan(&[10; 4], 5, &[node("master", 14, 1.0), node("big", 1000, 1.0)]).unwrap_err());
+        assert!(err.contains("the first layer"), "{err}");
+    }
+
+    #[test]
+    fn a_topology_giving_layer_zero_to_a_worker_is_refused() {
         let nodes = [node("master", 1000, 1.0), node("first", 1000, 1.0), node("free", 1000, 1.0)];
-        let (plan, order) = plan_with_fixed(&[10; 6], 5, &nodes, &[None, Some(0..2), None]).unwrap();
-        assert_eq!(ranges(&plan), vec![0..0, 0..2, 2..6]);
-        assert_eq!(order, vec![0, 1, 2]);
-        assert_eq!(plan.stages[0].bytes, 5);
+        let err = format!("{:#}", plan_with_fixed(&[10; 6], 5, &nodes, &[None, Some(0..2), None]).unwrap_err());
+        assert!(err.contains("gives layer 0 to first") && err.contains("stays on the master"), "{err}");
     }
 
     #[test]
     fn bad_fixed_layouts_are_refused_clearly() {
         let nodes = [node("master", 1000, 1.0), node("a", 1000, 1.0), node("b", 25, 1.0)];
         for (fixed, expected) in [
-            (vec![None, Some(0..3), Some(2..4)], "given to both"),
-            (vec![None, Some(0..3), Some(4..5)], "not one contiguous range"),
-            (vec![None, Some(0..2), Some(10..13)], "do not exist"),
-            (vec![None, Some(0..2), Some(2..6)], "has only"),
+            (vec![None, Some(1..3), Some(2..4)], "given to both"),
+            (vec![None, Some(1..3), Some(4..5)], "not one contiguous range"),
+            (vec![None, Some(1..2), Some(10..13)], "do not exist"),
+            (vec![None, Some(1..2), Some(2..6)], "has only"),
         ] {
             let err = format!("{:#}", plan_with_fixed(&[10; 12], 0, &nodes, &fixed).unwrap_err());
             assert!(err.contains(expected), "{fixed:?}: {err}");
         }
-        let only_fixed = [node("master", 1000, 1.0), node("a", 1000, 1.0)];
-        let err = format!("{:#}", plan_with_fixed(&[10; 12], 0, &only_fixed, &[None, Some(0..6)]).unwrap_err());
-        assert!(err.contains("given to no machine"), "{err}");
     }
 }

@@ -1,12 +1,15 @@
 //! Finding workers on the LAN with mDNS (`_cake._tcp.local.`).
 //!
-//! A worker advertises its name, the protocol version and a short
-//! fingerprint of the cluster key (never the key); a master browses for a
-//! while and keeps the workers whose fingerprint matches its own key. Both
+//! A worker advertises its name, the protocol version and the public
+//! cluster id of a generated key (nothing derived from the secret, see
+//! [`super::cluster_key`]); a master browses for a while and keeps the
+//! workers with its own cluster id, or, with a typed key, those without
+//! one (the handshake then tells who shares the key). Both
 //! can be restricted to named interfaces; `lo` means IPv4 loopback only,
 //! which keeps every packet on this machine (what tests use).
 
-use super::secure_channel::{ClusterKey, PROTOCOL_VERSION};
+use super::cluster_key::{ClusterId, ClusterKey};
+use super::secure_channel::PROTOCOL_VERSION;
 use anyhow::Result;
 use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
 use std::collections::BTreeMap;
@@ -14,6 +17,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 pub const SERVICE_TYPE: &str = "_cake._tcp.local.";
+/// The TXT property holding a worker's public cluster id.
+pub const CLUSTER_ID_PROPERTY: &str = "cluster";
 
 /// Which network interfaces mDNS may use.
 #[derive(Debug, Clone, Default)]
@@ -60,7 +65,7 @@ impl Drop for Advertisement {
 pub fn advertise(name: &str, port: u16, key: &ClusterKey, scope: &MdnsScope) -> Result<Advertisement> {
     let daemon = scope.daemon()?;
     let unique = format!("{}-{:08x}", sanitize(name), rand::random::<u32>());
-    let properties = [("name", name.to_string()), ("fp", key.fingerprint()), ("v", PROTOCOL_VERSION.to_string())];
+    let properties = advertised_properties(name, key);
     let host = format!("{unique}.local.");
     let info = if scope.loopback_only() {
         ServiceInfo::new(SERVICE_TYPE, &unique, &host, "127.0.0.1", port, &properties[..])
@@ -71,6 +76,16 @@ pub fn advertise(name: &str, port: u16, key: &ClusterKey, scope: &MdnsScope) -> 
     let fullname = info.get_fullname().to_string();
     daemon.register(info).map_err(|e| anyhow::anyhow!("cannot advertise over mDNS: {e}"))?;
     Ok(Advertisement { daemon, fullname })
+}
+
+/// The TXT record of a worker: its name, protocol version and public
+/// cluster id. Nothing in it depends on the key's secret part.
+fn advertised_properties(name: &str, key: &ClusterKey) -> Vec<(&'static str, String)> {
+    let mut properties = vec![("name", name.to_string()), ("v", PROTOCOL_VERSION.to_string())];
+    if let Some(id) = key.id() {
+        properties.push((CLUSTER_ID_PROPERTY, id.to_string()));
+    }
+    properties
 }
 
 fn sanitize(name: &str) -> String {
@@ -89,7 +104,7 @@ pub struct FoundWorker {
     pub address: SocketAddr,
     /// The worker's protocol version, from its advertisement.
     pub version: u16,
-    /// Whether its key fingerprint matches ours.
+    /// Whether it advertises our cluster id (or, like our typed key, none).
     pub same_cluster: bool,
 }
 
@@ -106,13 +121,13 @@ pub fn discover(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Resul
 pub fn browse(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<Vec<FoundWorker>> {
     let daemon = scope.daemon()?;
     let events = daemon.browse(SERVICE_TYPE).map_err(|e| anyhow::anyhow!("cannot browse mDNS: {e}"))?;
-    let fingerprint = key.fingerprint();
     let mut found: BTreeMap<String, FoundWorker> = BTreeMap::new();
     let deadline = Instant::now() + timeout;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         let Ok(event) = events.recv_timeout(left) else { break };
         let ServiceEvent::ServiceResolved(service) = event else { continue };
-        let same_cluster = service.get_property_val_str("fp") == Some(fingerprint.as_str());
+        let their_id = service.get_property_val_str(CLUSTER_ID_PROPERTY).and_then(ClusterId::parse);
+        let same_cluster = their_id.as_ref() == key.id();
         let mut addresses: Vec<IpAddr> = service.get_addresses_v4().into_iter().map(IpAddr::V4).collect();
         // On loopback, use 127.0.0.1; on a LAN, a LAN address first.
         let loopback_only = scope.loopback_only();
@@ -139,5 +154,28 @@ pub fn scope_from(interfaces: &[String]) -> MdnsScope {
 impl FoundWorker {
     pub fn describe(&self) -> String {
         format!("{} at {}", self.name, self.address)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_holds_nothing_derived_from_the_secret() {
+        let generated = ClusterKey::generate();
+        let (id_part, secret_words) = generated.split_at("cake1-".len() + 8);
+        let other_secret = ClusterKey::generate();
+        let same_id_other_secret = format!("{id_part}{}", &other_secret["cake1-".len() + 8..]);
+        assert_ne!(secret_words, &other_secret["cake1-".len() + 8..]);
+        let record = advertised_properties("w", &ClusterKey::from_passphrase(&generated).unwrap());
+        let twin = advertised_properties("w", &ClusterKey::from_passphrase(&same_id_other_secret).unwrap());
+        assert_eq!(record, twin, "the record changed with the secret");
+        assert_eq!(record.iter().find(|(k, _)| *k == CLUSTER_ID_PROPERTY).unwrap().1, &id_part[6..]);
+        // A typed key has no id, so its record is the same for every key.
+        let typed = advertised_properties("w", &ClusterKey::from_passphrase("one typed key").unwrap());
+        let other_typed = advertised_properties("w", &ClusterKey::from_passphrase("another typed key").unwrap());
+        assert_eq!(typed, other_typed);
+        assert_eq!(typed.len(), 2);
     }
 }

@@ -6,12 +6,12 @@
 //! Workers that get no layers are not used.
 
 use super::assignment::{plan_with_fixed, NodeCapacity, Plan};
+use super::cluster_key::ClusterKey;
 use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
 use super::protocol::WorkerInfo;
 use super::remote::RemoteWorker;
-use super::secure_channel::ClusterKey;
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
 use crate::models::loader::{dtype_name, Checkpoint, LoadOptions};
@@ -167,7 +167,7 @@ pub struct ClusterSettings {
 impl std::fmt::Debug for ClusterSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterSettings")
-            .field("key", &self.key.fingerprint())
+            .field("key", &self.key)
             .field("workers", &self.workers)
             .field("topology", &self.topology)
             .field("mdns", &self.mdns)
@@ -243,7 +243,7 @@ impl ClusterSettings {
                     name: found.name,
                     address: Some(found.address.to_string()),
                     state: MachineState::Rejected,
-                    problem: Some("advertises a different cluster key".into()),
+                    problem: Some("advertises another cluster id (a different cluster key)".into()),
                     info: None,
                 });
             }

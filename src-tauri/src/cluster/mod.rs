@@ -1,6 +1,7 @@
 //! Running one model across the machines of a LAN.
 //!
 //! - [`admission`]: what a peer without the key can cost a worker.
+//! - [`cluster_key`]: the shared secret, its public cluster id, generating one.
 //! - [`secure_channel`]: the mutually authenticated, encrypted connection
 //!   every cluster message travels over.
 //! - [`protocol`]: the messages inside it.
@@ -17,6 +18,7 @@
 
 pub mod admission;
 pub mod assignment;
+pub mod cluster_key;
 pub mod discovery;
 pub mod machine;
 pub mod master;

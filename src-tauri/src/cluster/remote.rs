@@ -3,8 +3,9 @@
 //! view and a heartbeat that keeps an idle connection alive (and notices a
 //! worker that vanished while nobody was asking it anything).
 
+use super::cluster_key::ClusterKey;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
-use super::secure_channel::{ClusterKey, SecureChannel};
+use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;

@@ -1,78 +1,55 @@
 //! An authenticated, encrypted connection between two cluster nodes.
 //!
-//! Before any protocol byte, both sides prove they hold the cluster key:
+//! Before any protocol byte, both sides run SPAKE2, a balanced PAKE, on the
+//! cluster key (why SPAKE2: docs/cluster.md):
 //!
-//! 1. master → worker: `CAKE`, protocol version, master nonce `Nm`
-//! 2. worker → master: `CAKE`, protocol version, worker nonce `Nw`, and
-//!    `Pw = HMAC(K, "worker-proof" ‖ v ‖ Nm ‖ Nw)`
-//! 3. master → worker: `Pm = HMAC(K, "master-proof" ‖ v ‖ Nm ‖ Nw ‖ Pw)`
+//! 1. master → worker: `CAKE`, protocol version, SPAKE2 message `A`
+//! 2. worker → master: `CAKE`, protocol version, SPAKE2 message `B`, and
+//!    `Cw = HMAC(K, "worker-confirm" ‖ v ‖ A ‖ B)`
+//! 3. master → worker: `Cm = HMAC(K, "master-confirm" ‖ v ‖ A ‖ B)`
 //!
-//! `K` is derived from the person's cluster key. Each proof names the role
-//! that makes it and covers both fresh nonces (and the master's also the
-//! worker's proof), so a peer without the key cannot reflect a worker's
-//! challenge back at it or replay an old handshake. Each direction then gets
-//! its own session key, `HMAC(K, "key" ‖ direction ‖ Nm ‖ Nw)`, and every
-//! frame is sealed with ChaCha20-Poly1305 under a counter nonce: a tampered,
-//! reordered or replayed frame fails to open and the connection closes.
+//! `K` is the SPAKE2 session key. Both messages are fresh random group
+//! elements, so a recorded handshake gives an eavesdropper nothing to test
+//! key guesses against, and a peer without the key learns only that its
+//! one guess per connection was wrong. Each confirmation names the role
+//! that makes it, so it cannot be reflected. Each direction then gets its
+//! own key, `HMAC(K, "key" ‖ direction)`, and every frame is sealed with
+//! ChaCha20-Poly1305 under a counter nonce: a tampered, reordered or
+//! replayed frame fails to open and the connection closes.
+//!
+//! A worker answers a hello of another version with its own hello before
+//! closing, so both sides can name both versions in their error.
 //!
 //! Frames are a 4-byte big-endian length then the sealed bytes, capped at
 //! [`MAX_FRAME`]; a larger claim is refused before anything is allocated.
 
 use super::admission::Deadlined;
+use super::cluster_key::ClusterKey;
 use anyhow::{bail, Context, Result};
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use spake2::{Ed25519Group, Identity, Password, Spake2};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// Version of the cluster protocol this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version of the cluster protocol this build speaks (2: SPAKE2 handshake).
+pub const PROTOCOL_VERSION: u16 = 2;
 /// How long a whole handshake may take, from the first byte to the last.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest sealed frame accepted (64 MiB).
 pub const MAX_FRAME: usize = 64 << 20;
 const MAGIC: &[u8; 4] = b"CAKE";
-const NONCE_LEN: usize = 32;
-const PROOF_LEN: usize = 32;
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// The secret every node of one cluster shares, derived from the key a person typed.
-#[derive(Clone)]
-pub struct ClusterKey([u8; 32]);
-
-impl ClusterKey {
-    /// Derives the key; the text itself is not kept.
-    pub fn from_passphrase(passphrase: &str) -> Result<Self> {
-        if passphrase.len() < 8 {
-            bail!("the cluster key must be at least 8 characters");
-        }
-        Ok(Self(mac(b"cake cluster key v1", &[passphrase.as_bytes()])))
-    }
-
-    /// A short public fingerprint for mDNS records: lets nodes skip clusters
-    /// that are not theirs without revealing the key.
-    pub fn fingerprint(&self) -> String {
-        let digest = mac(&self.0, &[b"fingerprint"]);
-        digest[..6].iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    fn tag(&self, parts: &[&[u8]]) -> [u8; 32] {
-        mac(&self.0, parts)
-    }
-}
-
-impl std::fmt::Debug for ClusterKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ClusterKey({})", self.fingerprint())
-    }
-}
+/// A SPAKE2 message on Ed25519: a side byte and a compressed point.
+const PAKE_MESSAGE_LEN: usize = 33;
+const CONFIRM_LEN: usize = 32;
+const MASTER_IDENTITY: &[u8] = b"cake master";
+const WORKER_IDENTITY: &[u8] = b"cake worker";
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     for part in parts {
         m.update(&(part.len() as u32).to_be_bytes());
         m.update(part);
@@ -85,20 +62,29 @@ fn same_tag(a: &[u8], b: &[u8]) -> bool {
     bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 
-fn random_nonce() -> [u8; NONCE_LEN] {
-    rand::random()
+/// One side's SPAKE2 state and the message it sends.
+fn start_pake(key: &ClusterKey, i_am_master: bool) -> (Spake2<Ed25519Group>, Vec<u8>) {
+    let password = Password::new(key.password());
+    let (master, worker) = (Identity::new(MASTER_IDENTITY), Identity::new(WORKER_IDENTITY));
+    if i_am_master {
+        Spake2::<Ed25519Group>::start_a(&password, &master, &worker)
+    } else {
+        Spake2::<Ed25519Group>::start_b(&password, &master, &worker)
+    }
 }
 
-fn read_hello(stream: &mut impl Read, peer: &str) -> Result<(u16, [u8; NONCE_LEN])> {
+fn finish_pake(state: Spake2<Ed25519Group>, theirs: &[u8], peer: &str) -> Result<Vec<u8>> {
+    state.finish(theirs).map_err(|e| anyhow::anyhow!("{peer} sent an invalid handshake message ({e:?})"))
+}
+
+/// Reads the peer's `CAKE` and version.
+fn read_hello_head(stream: &mut impl Read, peer: &str) -> Result<u16> {
     let mut head = [0u8; 6];
     stream.read_exact(&mut head).with_context(|| format!("{peer} closed the connection during the handshake"))?;
     if &head[..4] != MAGIC {
         bail!("{peer} is not a Cake node (it sent {:?} instead of the handshake)", &head[..4]);
     }
-    let version = u16::from_be_bytes([head[4], head[5]]);
-    let mut nonce = [0u8; NONCE_LEN];
-    stream.read_exact(&mut nonce).with_context(|| format!("{peer} sent a truncated handshake"))?;
-    Ok((version, nonce))
+    Ok(u16::from_be_bytes([head[4], head[5]]))
 }
 
 fn check_version(theirs: u16, peer: &str) -> Result<()> {
@@ -108,11 +94,21 @@ fn check_version(theirs: u16, peer: &str) -> Result<()> {
     Ok(())
 }
 
-fn hello(nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+fn read_exactly<const N: usize>(stream: &mut impl Read, peer: &str) -> Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    stream.read_exact(&mut bytes).with_context(|| format!("{peer} closed the connection during the handshake"))?;
+    Ok(bytes)
+}
+
+fn hello(pake_message: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    out.extend_from_slice(nonce);
+    out.extend_from_slice(pake_message);
     out
+}
+
+fn confirmation(session: &[u8], role: &[u8], master_message: &[u8], worker_message: &[u8]) -> [u8; 32] {
+    mac(session, &[role, &PROTOCOL_VERSION.to_be_bytes(), master_message, worker_message])
 }
 
 /// Session keys of one connection, one per direction.
@@ -121,9 +117,9 @@ struct SessionKeys {
     receive: ChaCha20Poly1305,
 }
 
-fn session_keys(key: &ClusterKey, master_nonce: &[u8], worker_nonce: &[u8], i_am_master: bool) -> SessionKeys {
-    let m2w = key.tag(&[b"key", b"master->worker", master_nonce, worker_nonce]);
-    let w2m = key.tag(&[b"key", b"worker->master", master_nonce, worker_nonce]);
+fn session_keys(session: &[u8], i_am_master: bool) -> SessionKeys {
+    let m2w = mac(session, &[b"key", b"master->worker"]);
+    let w2m = mac(session, &[b"key", b"worker->master"]);
     let (send, receive) = if i_am_master { (m2w, w2m) } else { (w2m, m2w) };
     SessionKeys {
         send: ChaCha20Poly1305::new(Key::from_slice(&send)),
@@ -163,62 +159,53 @@ impl<S> SecureChannel<S> {
 impl<S: Read + Write> SecureChannel<S> {
     /// The master's side of the handshake.
     pub fn connect(mut stream: S, key: &ClusterKey, peer: &str) -> Result<Self> {
-        let master_nonce = random_nonce();
-        stream.write_all(&hello(&master_nonce))?;
+        let (pake, master_message) = start_pake(key, true);
+        stream.write_all(&hello(&master_message))?;
         stream.flush()?;
-        let (version, worker_nonce) = read_hello(&mut stream, peer)?;
-        check_version(version, peer)?;
-        let mut worker_proof = [0u8; PROOF_LEN];
-        stream
-            .read_exact(&mut worker_proof)
-            .with_context(|| format!("{peer} closed the connection during the handshake"))?;
-        let v = PROTOCOL_VERSION.to_be_bytes();
-        let expected = key.tag(&[b"worker-proof", &v, &master_nonce, &worker_nonce]);
-        if !same_tag(&worker_proof, &expected) {
-            bail!("{peer} does not hold this cluster's key (its proof is wrong)");
+        check_version(read_hello_head(&mut stream, peer)?, peer)?;
+        let worker_message = read_exactly::<PAKE_MESSAGE_LEN>(&mut stream, peer)?;
+        let worker_confirm = read_exactly::<CONFIRM_LEN>(&mut stream, peer)?;
+        let session = finish_pake(pake, &worker_message, peer)?;
+        let expected = confirmation(&session, b"worker-confirm", &master_message, &worker_message);
+        if !same_tag(&worker_confirm, &expected) {
+            bail!("{peer} does not hold this cluster's key (the handshake did not match)");
         }
-        let master_proof = key.tag(&[b"master-proof", &v, &master_nonce, &worker_nonce, &worker_proof]);
-        stream.write_all(&master_proof)?;
+        stream.write_all(&confirmation(&session, b"master-confirm", &master_message, &worker_message))?;
         stream.flush()?;
-        Ok(Self {
-            stream,
-            keys: session_keys(key, &master_nonce, &worker_nonce, true),
-            sent: 0,
-            received: 0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            peer: peer.to_string(),
-        })
+        Ok(Self::established(stream, &session, true, peer))
     }
 
     /// The worker's side of the handshake.
     pub fn accept(mut stream: S, key: &ClusterKey, peer: &str) -> Result<Self> {
-        let (version, master_nonce) = read_hello(&mut stream, peer)?;
-        let worker_nonce = random_nonce();
+        let version = read_hello_head(&mut stream, peer)?;
+        let (pake, worker_message) = start_pake(key, false);
         // Answer with our version even on a mismatch, so the master can say which side is old.
-        stream.write_all(&hello(&worker_nonce))?;
-        check_version(version, peer)?;
-        let v = PROTOCOL_VERSION.to_be_bytes();
-        let worker_proof = key.tag(&[b"worker-proof", &v, &master_nonce, &worker_nonce]);
-        stream.write_all(&worker_proof)?;
+        stream.write_all(&hello(&worker_message))?;
         stream.flush()?;
-        let mut master_proof = [0u8; PROOF_LEN];
-        stream
-            .read_exact(&mut master_proof)
+        check_version(version, peer)?;
+        let master_message = read_exactly::<PAKE_MESSAGE_LEN>(&mut stream, peer)?;
+        let session = finish_pake(pake, &master_message, peer)?;
+        stream.write_all(&confirmation(&session, b"worker-confirm", &master_message, &worker_message))?;
+        stream.flush()?;
+        let master_confirm: [u8; CONFIRM_LEN] = read_exactly(&mut stream, peer)
             .with_context(|| format!("{peer} closed the connection before proving it holds the cluster key"))?;
-        let expected = key.tag(&[b"master-proof", &v, &master_nonce, &worker_nonce, &worker_proof]);
-        if !same_tag(&master_proof, &expected) {
-            bail!("{peer} does not hold this cluster's key (its proof is wrong)");
+        let expected = confirmation(&session, b"master-confirm", &master_message, &worker_message);
+        if !same_tag(&master_confirm, &expected) {
+            bail!("{peer} does not hold this cluster's key (the handshake did not match)");
         }
-        Ok(Self {
+        Ok(Self::established(stream, &session, false, peer))
+    }
+
+    fn established(stream: S, session: &[u8], i_am_master: bool, peer: &str) -> Self {
+        Self {
             stream,
-            keys: session_keys(key, &master_nonce, &worker_nonce, false),
+            keys: session_keys(session, i_am_master),
             sent: 0,
             received: 0,
             bytes_sent: 0,
             bytes_received: 0,
             peer: peer.to_string(),
-        })
+        }
     }
 
     fn nonce(counter: u64) -> Nonce {

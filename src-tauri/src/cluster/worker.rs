@@ -8,11 +8,12 @@
 //! blocking (`cake worker`).
 
 use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
+use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
     check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo,
 };
-use super::secure_channel::{ClusterKey, SecureChannel, HANDSHAKE_DEADLINE};
+use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
 use crate::models::loader::{parse_dtype, Checkpoint, LoadOptions};

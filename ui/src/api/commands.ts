@@ -107,6 +107,9 @@ export const api = {
   /** Change only the fields present; resolves with the status after the change. */
   setClusterSettings: (update: ClusterSettingsUpdate) => call<ClusterStatus>("set_cluster_settings", update),
 
+  /** A new random cluster key (not saved: the form shows it, Save stores it). */
+  generateClusterKey: () => call<{ key: string }>("generate_cluster_key"),
+
   /** Look for workers for `discovery_timeout_s` and try each (master only); takes a few seconds. */
   scanCluster: () => call<ClusterStatus>("scan_cluster"),
 

@@ -162,8 +162,10 @@ export type ClusterKeyStorage = "keyring" | "file";
 
 export interface ClusterSettings {
   key_set: boolean;
-  /** Short hash of the key, safe to show. */
-  key_fingerprint: string | null;
+  /** The public id of a generated key (`cake1-<id>-…`); null for a typed key. */
+  cluster_id: string | null;
+  /** Why the key is weak (a typed key that could be guessed), or null. */
+  key_warning: string | null;
   key_storage: ClusterKeyStorage | null;
   /** `cake serve --cluster-key/--worker/--topology` in effect. */
   from_command_line: boolean;

@@ -12,6 +12,7 @@ import {
   settingsChanges,
   type ClusterForm,
 } from "../lib/cluster";
+import { copyText } from "../lib/clipboard";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { useCake } from "./context";
 
@@ -24,11 +25,14 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
   const cake = useCake();
   const [edits, setEdits] = useState<Partial<ClusterForm>>({});
   const [forgetting, setForgetting] = useState(false);
+  // A generated key is shown in clear so it can be copied to the other machines.
+  const [generated, setGenerated] = useState<string | null>(null);
 
   const form: ClusterForm = { ...formFromSettings(settings), ...edits };
   const { update, problem } = settingsChanges(settings, form);
   const unchanged = isEmptyUpdate(update) && problem === null;
   const keyState = keyDescription(settings);
+  const showingGenerated = generated !== null && form.key === generated;
   const edit = (change: Partial<ClusterForm>) => setEdits((current) => ({ ...current, ...change }));
 
   const submit = async () => {
@@ -36,7 +40,17 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
       cake.notices.report(new Error(problem));
       return;
     }
-    if (await cake.cluster.save(update)) setEdits({});
+    if (await cake.cluster.save(update)) {
+      setEdits({});
+      setGenerated(null);
+    }
+  };
+
+  const generate = async () => {
+    const key = await cake.cluster.generateKey();
+    if (key === null) return;
+    setGenerated(key);
+    edit({ key });
   };
 
   return (
@@ -60,23 +74,56 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
         </p>
       ) : null}
 
-      <label class="field">
-        <span class="field-label">Cluster key</span>
-        <input
-          type="password"
-          data-testid="cluster-key"
-          value={form.key}
-          autocomplete="new-password"
-          spellcheck={false}
-          placeholder={settings.key_set ? "Keep the stored key" : "A passphrase shared by your machines"}
-          onInput={(event) => edit({ key: event.currentTarget.value })}
-        />
-        <span class="field-hint">
-          {settings.key_set
-            ? "Leave empty to keep the stored key; type a new one to replace it."
-            : "Type the same key on every machine of the cluster. It is never shown again."}
+      <div class="field">
+        <label class="field-label" for="cluster-key-input">
+          Cluster key
+        </label>
+        <div class="cluster-key-row">
+          <input
+            id="cluster-key-input"
+            type={showingGenerated ? "text" : "password"}
+            data-testid="cluster-key"
+            value={form.key}
+            autocomplete="new-password"
+            spellcheck={false}
+            placeholder={settings.key_set ? "Keep the stored key" : "Paste a key, or generate one"}
+            onInput={(event) => edit({ key: event.currentTarget.value })}
+          />
+          <button type="button" data-testid="cluster-generate-key" onClick={() => void generate()}>
+            Generate key
+          </button>
+        </div>
+        {showingGenerated ? (
+          <div class="cluster-generated-key">
+            <code data-testid="cluster-generated-key">{generated}</code>
+            <button
+              type="button"
+              class="small"
+              data-testid="cluster-copy-key"
+              onClick={() =>
+                copyText(generated).then(
+                  () => cake.notices.inform("Cluster key copied"),
+                  (error) => cake.notices.report(error),
+                )
+              }
+            >
+              Copy
+            </button>
+          </div>
+        ) : null}
+        <span class="field-hint" data-testid="cluster-key-hint">
+          {showingGenerated
+            ? "Copy this key to your other machines now, then Save: it is not shown again."
+            : settings.key_set
+              ? "Leave empty to keep the stored key; paste or generate a new one to replace it."
+              : "Use the same key on every machine of the cluster. It is never shown again."}
         </span>
-      </label>
+      </div>
+      {settings.key_warning ? (
+        <p class="cluster-key-warning small" role="alert" data-testid="cluster-key-warning">
+          {settings.key_warning}
+        </p>
+      ) : null}
       {keyState ? (
         <div class="cluster-key-state">
           <span class="small" data-testid="cluster-key-state">

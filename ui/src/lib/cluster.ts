@@ -222,10 +222,10 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 
 // ---- Texts ---------------------------------------------------------------------
 
-/** "Key set · fingerprint ab12cd (stored in keyring)", or null without a key. */
+/** "Key set · cluster ab12cd34 (stored in keyring)", or null without a key. */
 export function keyDescription(settings: ClusterSettings): string | null {
   if (!settings.key_set) return null;
-  const fingerprint = settings.key_fingerprint ? ` · fingerprint ${settings.key_fingerprint}` : "";
+  const fingerprint = settings.cluster_id ? ` · cluster ${settings.cluster_id}` : " · typed key";
   const where = settings.key_storage
     ? ` (stored in ${settings.key_storage})`
     : settings.from_command_line

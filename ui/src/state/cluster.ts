@@ -99,6 +99,16 @@ export function createClusterActions(store: Store<AppState>, api: Api, notices: 
     return save(joined ? { key: "", join_as_worker: false } : { key: "" });
   }
 
+  /** A new cluster key to show in the form, or null (the error is reported). */
+  async function generateKey(): Promise<string | null> {
+    try {
+      return (await api.generateClusterKey()).key;
+    } catch (error) {
+      notices.report(error);
+      return null;
+    }
+  }
+
   /** Look for workers now (master only; takes `discovery_timeout_s` or so). */
   async function scan(): Promise<void> {
     if (store.get().clusterScanning) return;
@@ -112,7 +122,7 @@ export function createClusterActions(store: Store<AppState>, api: Api, notices: 
     }
   }
 
-  return { refresh, watch, save, forgetKey, scan };
+  return { refresh, watch, save, forgetKey, generateKey, scan };
 }
 
 export type ClusterActions = ReturnType<typeof createClusterActions>;
