@@ -9,7 +9,7 @@ PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: run test model deps ui build lint engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench
+.PHONY: run test model deps ui build lint engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench fuzz
 
 run: deps model ui
 	$(CARGO) build --release
@@ -107,3 +107,11 @@ bench: deps model
 	.venv-bench/bin/python bench/large_models.py --cake target/release/cake
 	$(PYTHON) bench/chat_turns.py --cake target/release/cake
 	$(PYTHON) bench/cluster.py --cake target/release/cake
+
+## libFuzzer on the readers of untrusted bytes (fuzz/, nightly Rust), for
+## FUZZ_SECONDS per target; a summary goes to target/fuzz-report.txt. Inputs
+## that failed are fixed and kept in tests/fuzz_regressions/ (make test
+## replays them without the fuzzer).
+FUZZ_SECONDS ?= 600
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)

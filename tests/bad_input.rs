@@ -1,8 +1,12 @@
 //! Broken model files and bad requests give clear errors that name the file
-//! and the problem, and never a panic or a huge allocation.
+//! and the problem, and never a panic or a huge allocation. Every input that
+//! once made a fuzz target fail is replayed here, through the same entry
+//! points the fuzzers drive (`cake::fuzz_targets`), without the fuzzer; each
+//! case lives in `tests/fuzz_regressions/<target>/`.
 
 mod common;
 
+use cake::fuzz_targets::TARGETS;
 use common::{cake_error, fixture};
 use std::path::{Path, PathBuf};
 
@@ -288,4 +292,26 @@ fn no_subcommand_without_a_display_points_to_cake_serve() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cake serve") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn every_input_that_once_failed_a_fuzz_target_is_now_refused_cleanly() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fuzz_regressions");
+    let mut replayed = 0;
+    for (name, target) in TARGETS {
+        let dir = root.join(name);
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for file in files {
+            eprintln!("{name}: {}", file.display());
+            target(&std::fs::read(&file).unwrap());
+            replayed += 1;
+        }
+    }
+    // Every target has at least one case: hand-made hostile inputs beside what the fuzzers found.
+    assert!(replayed >= TARGETS.len(), "only {replayed} cases under {}", root.display());
+    for (name, _) in TARGETS {
+        assert!(root.join(name).read_dir().is_ok_and(|mut d| d.next().is_some()), "no cases for {name}");
+    }
 }

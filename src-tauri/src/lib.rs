@@ -11,6 +11,7 @@
 //! - [`audio`]: reading, resampling and writing WAV audio (voice prompts, speech).
 //! - [`cli`]: the `cake` command line.
 //! - `desktop` (feature `gui`): the Tauri window.
+//! - [`fuzz_targets`]: the readers of untrusted bytes, as the fuzzers drive them.
 
 pub mod app;
 pub mod audio;
@@ -19,6 +20,7 @@ pub mod cluster;
 #[cfg(feature = "gui")]
 pub mod desktop;
 pub mod formats;
+pub mod fuzz_targets;
 pub mod library;
 pub mod models;
 pub mod server;

@@ -105,7 +105,7 @@ pub fn tensor_to_bytes(t: &Tensor) -> Result<(Vec<usize>, Vec<u8>)> {
 pub fn tensor_from_bytes(shape: &[usize], bytes: &[u8], device: &Device) -> Result<Tensor> {
     let elements = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).context("absurd tensor shape")?;
     if elements.checked_mul(4) != Some(bytes.len()) {
-        bail!("hidden states of shape {shape:?} need {} bytes, got {}", elements * 4, bytes.len());
+        bail!("hidden states of shape {shape:?} need {elements} values, got {} bytes", bytes.len());
     }
     let values: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     if let Some(at) = values.iter().position(|v| !v.is_finite()) {

@@ -83,7 +83,7 @@ const MAX_CLAIMED_SPEED: f64 = 2e12;
 /// A worker's description with its claims bounded: memory and speed it
 /// reports are clamped to what a machine can have, and a speed that is not
 /// a positive number is refused.
-fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInfo> {
+pub(crate) fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInfo> {
     if !(info.bytes_per_second.is_finite() && info.bytes_per_second > 0.0) {
         bail!("worker {address} reports an unusable speed ({})", info.bytes_per_second);
     }

@@ -222,6 +222,23 @@ fn hash_file_header(hasher: &mut Sha256, path: &Path, name: &str, len: u64, head
     Ok(())
 }
 
+/// Checks a chunk from the master against `manifest` and unpacks it: the
+/// manifest must list it and its size is checked before it is decompressed.
+pub fn unpack_chunk(manifest: &ModelManifest, chunk: ChunkRef, sha256: &str, packed: &[u8]) -> Result<Vec<u8>> {
+    if !manifest.lists(chunk) {
+        bail!("the master sent a chunk the manifest does not list");
+    }
+    let claimed = packed.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64);
+    if claimed != Some(chunk.len) {
+        bail!("a weight chunk claims the wrong size");
+    }
+    let bytes = lz4_flex::decompress_size_prepended(packed).context("a weight chunk does not decompress")?;
+    if hex_sha256(&bytes) != sha256 {
+        bail!("a weight chunk failed its checksum");
+    }
+    Ok(bytes)
+}
+
 /// Reads one chunk from the master's copy of the model and packs it.
 pub fn read_chunk(model: &Path, manifest: &ModelManifest, chunk: ChunkRef) -> Result<(String, Vec<u8>)> {
     // Checked before the buffer exists: the request comes from the worker.
@@ -284,17 +301,7 @@ impl WeightCache {
 
     /// Checks and stores one chunk; records it as done.
     pub fn store(&self, manifest: &ModelManifest, chunk: ChunkRef, sha256: &str, packed: &[u8]) -> Result<()> {
-        if !manifest.lists(chunk) {
-            bail!("the master sent a chunk the manifest does not list");
-        }
-        let claimed = packed.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64);
-        if claimed != Some(chunk.len) {
-            bail!("a weight chunk claims the wrong size");
-        }
-        let bytes = lz4_flex::decompress_size_prepended(packed).context("a weight chunk does not decompress")?;
-        if hex_sha256(&bytes) != sha256 {
-            bail!("a weight chunk failed its checksum");
-        }
+        let bytes = unpack_chunk(manifest, chunk, sha256, packed)?;
         let file = &manifest.files[chunk.file];
         let dir = self.dir(manifest);
         std::fs::create_dir_all(&dir)?;

@@ -116,32 +116,52 @@ impl SafetensorsHeader {
         let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let file_len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
         let mut len_bytes = [0u8; 8];
-        if file_len < 8 {
-            bail!("{}: truncated safetensors file ({file_len} bytes, the header length alone needs 8)", path.display());
+        if file_len >= 8 {
+            file.read_exact(&mut len_bytes).with_context(|| format!("cannot read {}", path.display()))?;
         }
-        file.read_exact(&mut len_bytes).with_context(|| format!("cannot read {}", path.display()))?;
-        let header_len = u64::from_le_bytes(len_bytes);
-        if header_len > MAX_HEADER_BYTES {
-            bail!(
-                "{}: safetensors header claims {header_len} bytes, more than the {MAX_HEADER_BYTES}-byte limit (corrupt file?)",
-                path.display()
-            );
-        }
-        if header_len > file_len - 8 {
-            bail!(
-                "{}: safetensors header claims {header_len} bytes but the file has only {} after the length (truncated file?)",
-                path.display(),
-                file_len - 8
-            );
-        }
+        let header_len = checked_header_len(path, file_len, len_bytes)?;
         let mut header_bytes = vec![0u8; header_len as usize];
         file.read_exact(&mut header_bytes).with_context(|| format!("cannot read the header of {}", path.display()))?;
-        let data_start = 8 + header_len;
-        let data_len = file_len - data_start;
-        let tensors = parse_header_json(&header_bytes, data_len)
+        Self::from_header_bytes(path, file_len, &header_bytes)
+    }
+
+    /// Validates a whole file already in memory (`bytes`), named `path` in errors.
+    pub fn from_file_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let file_len = bytes.len() as u64;
+        let len_bytes: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).unwrap_or_default();
+        let header_len = checked_header_len(path, file_len, len_bytes)?;
+        Self::from_header_bytes(path, file_len, &bytes[8..8 + header_len as usize])
+    }
+
+    fn from_header_bytes(path: &Path, file_len: u64, header_bytes: &[u8]) -> Result<Self> {
+        let data_start = 8 + header_bytes.len() as u64;
+        let tensors = parse_header_json(header_bytes, file_len - data_start)
             .with_context(|| format!("{}: invalid safetensors header", path.display()))?;
         Ok(Self { path: path.to_path_buf(), data_start, tensors })
     }
+}
+
+/// The header length a file of `file_len` bytes starting with `len_bytes`
+/// declares, once it is known to fit the file and the limit.
+fn checked_header_len(path: &Path, file_len: u64, len_bytes: [u8; 8]) -> Result<u64> {
+    if file_len < 8 {
+        bail!("{}: truncated safetensors file ({file_len} bytes, the header length alone needs 8)", path.display());
+    }
+    let header_len = u64::from_le_bytes(len_bytes);
+    if header_len > MAX_HEADER_BYTES {
+        bail!(
+            "{}: safetensors header claims {header_len} bytes, more than the {MAX_HEADER_BYTES}-byte limit (corrupt file?)",
+            path.display()
+        );
+    }
+    if header_len > file_len - 8 {
+        bail!(
+            "{}: safetensors header claims {header_len} bytes but the file has only {} after the length (truncated file?)",
+            path.display(),
+            file_len - 8
+        );
+    }
+    Ok(header_len)
 }
 
 fn parse_header_json(bytes: &[u8], data_len: u64) -> Result<BTreeMap<String, TensorEntry>> {

@@ -5,10 +5,16 @@
 //! methods (`.strip()`, `.startswith()`, …) plus the helpers transformers
 //! provides (`raise_exception`, `strftime_now`) renders them. A model
 //! without a template gets ChatML.
+//!
+//! A template is code from a downloaded file, so a render is bounded: at
+//! most [`RENDER_FUEL`] instructions (minijinja's fuel) and
+//! [`MAX_RENDERED_BYTES`] of output. Beyond either it is an error naming the
+//! limit, never a hang or a runaway allocation.
 
 use anyhow::{Context, Result};
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
+use std::io::Write;
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +28,12 @@ impl ChatMessage {
         Self { role: role.to_string(), content: content.to_string() }
     }
 }
+
+/// Instructions one render may run: real templates use a few hundred per
+/// message, so this allows conversations of thousands of turns.
+pub const RENDER_FUEL: u64 = 20_000_000;
+/// Bytes one render may produce (a prompt far beyond any context length).
+pub const MAX_RENDERED_BYTES: usize = 64 << 20;
 
 /// The template used when a model ships none.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
@@ -37,6 +49,7 @@ impl ChatTemplate {
     pub fn new(source: Option<&str>, bos_token: Option<&str>, eos_token: Option<&str>) -> Result<Self> {
         let mut env = Environment::new();
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_fuel(Some(RENDER_FUEL));
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
             Err(Error::new(ErrorKind::InvalidOperation, message))
         });
@@ -55,14 +68,46 @@ impl ChatTemplate {
     /// Renders `messages`, ending with the assistant's cue when `add_generation_prompt`.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         let template = self.env.get_template("chat")?;
-        template
-            .render(minijinja::context! {
-                messages => messages,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-            })
-            .map_err(|e| anyhow::anyhow!("cannot render the chat template: {e:#}"))
+        let mut output = CappedBuffer::default();
+        let context = minijinja::context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token,
+            eos_token => self.eos_token,
+        };
+        match template.render_captured_to(context, &mut output) {
+            Ok(_) => String::from_utf8(output.bytes).context("the chat template produced invalid UTF-8"),
+            Err(_) if output.overflowed => anyhow::bail!(
+                "the chat template's output grew past {} MiB: the template is broken or hostile",
+                MAX_RENDERED_BYTES >> 20
+            ),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => anyhow::bail!(
+                "the chat template ran more than {RENDER_FUEL} steps without finishing: the template is broken or hostile"
+            ),
+            Err(e) => Err(anyhow::anyhow!("cannot render the chat template: {e:#}")),
+        }
+    }
+}
+
+/// Collects a render's output, refusing to grow past [`MAX_RENDERED_BYTES`].
+#[derive(Default)]
+struct CappedBuffer {
+    bytes: Vec<u8>,
+    overflowed: bool,
+}
+
+impl Write for CappedBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.overflowed = true;
+            return Err(std::io::Error::other("output limit reached"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -87,5 +132,19 @@ mod tests {
         assert_eq!(t.render(&[ChatMessage::new("user", "  hi ")], false).unwrap(), "<s>\"hi\"");
         let err = t.render(&[ChatMessage::new("system", "x")], false).unwrap_err();
         assert!(format!("{err:#}").contains("first must be user"), "{err:#}");
+    }
+
+    #[test]
+    fn endless_templates_stop_with_a_clear_error() {
+        let messages = [ChatMessage::new("user", "hi")];
+        let looping = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let e = ChatTemplate::new(Some(looping), None, None).unwrap().render(&messages, true).unwrap_err();
+        assert!(e.to_string().contains("MiB") || e.to_string().contains("steps"), "{e}");
+        let quiet_loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        let e = ChatTemplate::new(Some(quiet_loop), None, None).unwrap().render(&messages, true).unwrap_err();
+        assert!(e.to_string().contains("steps without finishing"), "{e}");
+        let growing = "{% for i in range(1000) %}{{ 'x' * 1000000 }}{% endfor %}";
+        let e = ChatTemplate::new(Some(growing), None, None).unwrap().render(&messages, true).unwrap_err();
+        assert!(e.to_string().contains("grew past 64 MiB"), "{e}");
     }
 }

@@ -1,0 +1,58 @@
+"""Writes the hand-made hostile inputs beside the cases the fuzzers found.
+
+Each file is named after what it attacks; `tests/bad_input.rs` replays every
+file under tests/fuzz_regressions/<target>/ through cake::fuzz_targets.
+Run: python3 tests/fuzz_regressions/make_handmade.py
+"""
+
+import json
+import struct
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def write(target: str, name: str, data: bytes) -> None:
+    folder = HERE / target
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_bytes(data)
+
+
+def frame(header: dict, payload: bytes = b"") -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack(">I", len(body)) + body + payload
+
+
+# Cluster messages (after decryption).
+write("cluster_message", "hidden_shape_whose_byte_count_overflows",
+      frame({"type": "hidden", "shape": [1, 2**62, 1], "compute_nanos": 0}))
+write("cluster_message", "forward_of_zero_positions", frame({"type": "forward", "sequence": 0, "shape": [1, 0, 8]}))
+write("cluster_message", "load_with_no_files",
+      frame({"type": "load", "manifest": {"key": "0" * 64, "gguf": True, "files": []}, "start": 0, "end": 1,
+             "dtype": None}))
+write("cluster_message", "manifest_piece_of_2_62_bytes",
+      frame({"type": "load", "start": 0, "end": 1, "dtype": None,
+             "manifest": {"key": "0" * 64, "gguf": True,
+                          "files": [{"name": "m.gguf", "len": 2**62, "pieces": [{"offset": 0, "len": 2**62}]}]}}))
+write("cluster_message", "header_length_past_the_frame", struct.pack(">I", 0xFFFFFFFF) + b"{}")
+
+# GGUF: version 3, 2^63 tensors, 2^63 metadata entries, nothing after.
+write("gguf_header", "counts_of_2_63", b"GGUF" + struct.pack("<IQQ", 3, 2**63, 2**63))
+# One string key claiming 2^64 - 1 bytes.
+write("gguf_header", "key_of_2_64_bytes", b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**64 - 1) + b"abc")
+
+# safetensors: a header length past the end, and offsets that wrap.
+write("safetensors_header", "header_length_of_2_40", struct.pack("<Q", 2**40) + b"{}")
+header = json.dumps({"t": {"dtype": "F32", "shape": [2**32, 2**32, 4], "data_offsets": [0, 4]}}).encode()
+write("safetensors_header", "shape_whose_size_overflows", struct.pack("<Q", len(header)) + header + b"\0" * 4)
+
+# WAV: 16-bit mono 44.1 kHz whose data chunk claims 4 GB but holds 4 bytes.
+fmt = struct.pack("<HHIIHH", 1, 1, 44100, 88200, 2, 16)
+wav = b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", 0xFFFFFFFF) + b"\1\0\2\0"
+write("wav", "data_chunk_claiming_4_gb", b"RIFF" + struct.pack("<I", len(wav)) + wav)
+
+# Chat templates from a hostile GGUF file: work and output without end.
+write("chat_template", "nested_loops_of_10_10_steps",
+      b"{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}")
+write("chat_template", "string_of_a_gigabyte", b"{{ 'x' * 1000000000 }}")
+write("chat_template", "recursive_macro", b"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
