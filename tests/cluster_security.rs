@@ -5,10 +5,10 @@
 mod common;
 
 use cake::cluster::cluster_key::ClusterKey;
-use cake::cluster::protocol::{decode, encode, Request, Response};
+use cake::cluster::protocol::{decode, encode, Request, Response, WorkerInfo};
 use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
 use cake::cluster::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
-use cake::cluster::weight_transfer::{read_chunk, ModelManifest, Piece};
+use cake::cluster::weight_transfer::{read_chunk, ChunkRef, ModelManifest, Piece};
 use cake::models::loader::Checkpoint;
 use cake::models::sources::selection::TensorSelection;
 use common::worker::Worker;
@@ -507,4 +507,163 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     assert!(matches!(ask(&mut channel, &forward(vec![1, 1, width]), &fine), Response::Hidden { .. }));
     let mut worker = worker;
     assert!(worker.child.try_wait().unwrap().is_none(), "the worker process is still running");
+}
+
+/// A worker holding the key that lies: it serves master connections for
+/// up to a minute, answering each request with `answer`.
+fn rogue_worker(
+    answer: impl Fn(&Request, &[u8]) -> (Response, Vec<u8>) + Send + Sync + 'static,
+) -> (String, thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    listener.set_nonblocking(true).unwrap();
+    let answer = std::sync::Arc::new(answer);
+    let handle = thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let Ok((stream, _)) = listener.accept() else {
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let answer = answer.clone();
+            thread::spawn(move || {
+                let Ok(mut channel) = SecureChannel::accept(stream, &key("correct horse battery"), "master") else {
+                    return;
+                };
+                while let Ok(frame) = channel.receive() {
+                    let Ok((request, payload)) = decode::<Request>(&frame) else { return };
+                    let (response, body) = answer(&request, payload);
+                    if channel.send(&encode(&response, &body)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (address, handle)
+}
+
+fn rogue_info(memory_bytes: u64, bytes_per_second: f64) -> Response {
+    Response::Info(WorkerInfo {
+        name: "rogue".into(),
+        os: "linux".into(),
+        cpu: "?".into(),
+        devices: vec![],
+        memory_bytes,
+        bytes_per_second,
+    })
+}
+
+/// `cake run` on the two-layer fixture over `worker`; returns (success, stderr).
+fn run_over(worker: &str) -> (bool, String) {
+    let model = common::fixture("tiny/llama_tied");
+    let out = common::cake(&[
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt-tokens",
+        "5,6,7",
+        "--max-tokens",
+        "3",
+        "--temperature",
+        "0",
+        "--ignore-eos",
+        "--cluster-key",
+        "correct horse battery",
+        "--worker",
+        worker,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "the master panicked:\n{err}");
+    (out.status.success(), err)
+}
+
+#[test]
+fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
+    // Endless memory, an absurd speed, and a chunk request of 2^62 bytes.
+    let (address, _worker) = rogue_worker(|request, _| match request {
+        Request::Info => (rogue_info(u64::MAX, 1e15), vec![]),
+        Request::Load { .. } => {
+            let chunk = ChunkRef { file: 0, offset: 0, len: 1 << 62 };
+            (Response::NeedChunks { chunks: vec![chunk, chunk] }, vec![])
+        }
+        _ => (Response::Error { message: "no".into() }, vec![]),
+    });
+    let (ok, err) = run_over(&address);
+    assert!(!ok);
+    assert!(err.contains("asked for a chunk the manifest does not list"), "{err}");
+    // The claims lost: the master kept the first layer, the worker got only the second.
+    assert!(err.contains("rogue could not load layers 1..2"), "{err}");
+
+    // Hidden states holding NaN, then of the wrong shape: the master stops
+    // with an error naming the worker and the problem.
+    for lie in ["nan", "shape"] {
+        let (address, _worker) = rogue_worker(move |request, payload| match request {
+            Request::Info => (rogue_info(1 << 30, 1e12), vec![]),
+            Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
+            Request::Forward { shape, .. } if lie == "nan" => {
+                let mut body = payload.to_vec();
+                body[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+                (Response::Hidden { shape: shape.clone(), compute_nanos: u64::MAX }, body)
+            }
+            Request::Forward { shape, .. } => {
+                let wrong = vec![shape[0], shape[1], shape[2] / 2];
+                (Response::Hidden { shape: wrong, compute_nanos: 1 }, payload[..payload.len() / 2].to_vec())
+            }
+            _ => (Response::Done, vec![]),
+        });
+        let (ok, err) = run_over(&address);
+        assert!(!ok, "{err}");
+        let expected = if lie == "nan" { "rogue (127.0.0.1" } else { "answered hidden states of shape" };
+        assert!(err.contains(expected) && err.contains(&address), "{lie}: {err}");
+        assert!(lie != "nan" || err.contains("non-finite"), "{err}");
+    }
+}
+
+#[test]
+fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_it_showed() {
+    // It claims 1 000 GB/s but takes 30 ms per step (answering with the
+    // states it was sent: the reply is nonsense, the timing is the point).
+    let (address, _worker) = rogue_worker(|request, payload| match request {
+        Request::Info => (rogue_info(1 << 40, 1e12), vec![]),
+        Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
+        Request::Forward { shape, .. } => {
+            thread::sleep(Duration::from_millis(30));
+            (Response::Hidden { shape: shape.clone(), compute_nanos: 1 }, payload.to_vec())
+        }
+        _ => (Response::Done, vec![]),
+    });
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let server = common::server::Server::start_with_env(
+        &data,
+        &root.path().join("hf"),
+        &["--worker", &address],
+        &[("CAKE_CLUSTER_KEY", "correct horse battery")],
+    );
+    let chat = serde_json::json!({"model": "default", "messages": [{"role": "user", "content": "Hi"}],
+                                  "temperature": 0, "max_tokens": 8});
+    let (status, reply) = server.post("/v1/chat/completions", &chat);
+    assert_eq!(status, 200, "{reply}");
+    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let rogue = &cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned();
+    let rogue = rogue.as_ref().unwrap_or_else(|| panic!("{cluster}"));
+    assert!(rogue["layers"][1].as_u64() > rogue["layers"][0].as_u64(), "its claim won it layers first: {cluster}");
+    assert_eq!(rogue["claimed_bytes_per_second"], 1e12);
+    assert!(rogue["measured_bytes_per_second"].as_f64().unwrap() < 1e10, "{cluster}");
+    assert!(rogue["speed_doubt"].as_str().unwrap().contains("claims 1000.0 GB/s"), "{cluster}");
+
+    // Loaded again, the model is planned with the measured speed: the slow worker gets far less.
+    let (status, answer) = server.post("/api/unload_model", &serde_json::json!({}));
+    assert_eq!(status, 200, "{answer}");
+    let (status, events) = server.stream("/api/load_model", &serde_json::json!({"id": "default"}), |_, _| true);
+    assert_eq!(status, 200, "{events:?}");
+    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let replanned =
+        cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned().unwrap();
+    let count = |stage: &serde_json::Value| stage["layers"][1].as_u64().unwrap() - stage["layers"][0].as_u64().unwrap();
+    assert!(count(&replanned) * 4 <= count(rogue), "{} layers then {}: {cluster}", count(rogue), count(&replanned));
+    assert!(!replanned["reason"].as_str().unwrap().contains("1000.0 GB/s"), "{cluster}");
 }

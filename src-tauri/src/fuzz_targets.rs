@@ -17,8 +17,11 @@ use crate::text::chat_template::{ChatMessage, ChatTemplate};
 use candle_core::Device;
 use std::path::Path;
 
+/// One fuzz target: arbitrary bytes in, nothing out.
+pub type Target = fn(&[u8]);
+
 /// The fuzz targets by name, for `make fuzz` and the regression replay.
-pub const TARGETS: [(&str, fn(&[u8])); 5] = [
+pub const TARGETS: [(&str, Target); 5] = [
     ("cluster_message", cluster_message),
     ("gguf_header", gguf_header),
     ("safetensors_header", safetensors_header),
@@ -31,18 +34,13 @@ pub const TARGETS: [(&str, fn(&[u8])); 5] = [
 pub fn cluster_message(frame: &[u8]) {
     if let Ok((request, payload)) = decode::<Request>(frame) {
         match request {
-            Request::Load { manifest, .. } => {
-                if manifest.validate().is_ok() {
-                    let chunks = manifest.chunks();
-                    if let Some(&first) = chunks.first() {
-                        let _ = unpack_chunk(&manifest, first, "", payload);
-                    }
+            Request::Load { manifest, .. } if manifest.validate().is_ok() => {
+                if let Some(&first) = manifest.chunks().first() {
+                    let _ = unpack_chunk(&manifest, first, "", payload);
                 }
             }
-            Request::Forward { shape, .. } => {
-                if check_hidden_shape(&shape, 8, 0, 64).is_ok() {
-                    let _ = tensor_from_bytes(&shape, payload, &Device::Cpu);
-                }
+            Request::Forward { shape, .. } if check_hidden_shape(&shape, 8, 0, 64).is_ok() => {
+                let _ = tensor_from_bytes(&shape, payload, &Device::Cpu);
             }
             _ => {}
         }

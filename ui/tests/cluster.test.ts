@@ -38,6 +38,9 @@ function stage(node: string, layers: [number, number], extra: Partial<ClusterSta
     weights_sent: 0,
     weights_to_send: 0,
     lost: null,
+    claimed_bytes_per_second: null,
+    measured_bytes_per_second: null,
+    speed_doubt: null,
     ...extra,
   };
 }

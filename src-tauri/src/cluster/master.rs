@@ -75,10 +75,12 @@ pub fn load_distributed<M>(
     let mut fixed = vec![None];
     for planned in &workers {
         let info = &planned.worker.info;
+        let address = &planned.worker.address;
         nodes.push(NodeCapacity {
             name: info.name.clone(),
             memory_bytes: info.memory_bytes,
-            bytes_per_second: info.bytes_per_second,
+            bytes_per_second: monitor
+                .map_or(info.bytes_per_second, |m| m.believed_speed(address, info.bytes_per_second)),
         });
         fixed.push(planned.fixed_layers.clone());
     }

@@ -1,7 +1,10 @@
 //! What a master knows about its cluster right now: the machines it has
 //! seen (and whether they proved the key) and, while a model runs over
-//! them, who holds which layers, why, and how busy each one is. The app's
-//! cluster view polls [`ClusterMonitor::snapshot`].
+//! them, who holds which layers, why, and how busy each one is. It also
+//! keeps the speed each worker showed (measured by the master on decode
+//! steps), so the next plan trusts that over what a worker claims, and the
+//! view says when a claim was far off. The app's cluster view polls
+//! [`ClusterMonitor::snapshot`].
 
 use super::assignment::Plan;
 use super::protocol::WorkerInfo;
@@ -57,6 +60,21 @@ struct State {
     /// By address, or by name for the master itself.
     machines: BTreeMap<String, MachineView>,
     run: Option<Run>,
+    /// Weight bytes per second each worker showed in earlier runs, by address.
+    measured: BTreeMap<String, f64>,
+}
+
+/// A claimed speed this many times what the master measured is doubted.
+pub const SPEED_DOUBT_FACTOR: f64 = 4.0;
+
+impl Run {
+    /// Each worker's measured speed on its stage, by address.
+    fn measured_speeds(&self) -> impl Iterator<Item = (String, f64)> + '_ {
+        self.plan.stages.iter().zip(&self.workers).filter_map(|(stage, worker)| {
+            let worker = worker.as_ref()?;
+            Some((worker.address.clone(), worker.measured_bytes_per_second(stage.bytes)?))
+        })
+    }
 }
 
 /// The master's live view of its cluster; cheap to read while the engine works.
@@ -87,8 +105,9 @@ impl ClusterMonitor {
         plan: Plan,
         workers: Vec<Option<Arc<RemoteWorker>>>,
     ) {
-        self.state.lock().expect("cluster monitor").run =
-            Some(Run { model_name: model_name.to_string(), total_layers, plan, workers, local_nanos: None });
+        let mut state = self.state.lock().expect("cluster monitor");
+        state.remember_measured_speeds();
+        state.run = Some(Run { model_name: model_name.to_string(), total_layers, plan, workers, local_nanos: None });
     }
 
     /// The planned model is loaded; `local_nanos` counts the master's compute time.
@@ -100,7 +119,17 @@ impl ClusterMonitor {
 
     /// No model runs over the cluster any more.
     pub fn end_run(&self) {
-        self.state.lock().expect("cluster monitor").run = None;
+        let mut state = self.state.lock().expect("cluster monitor");
+        state.remember_measured_speeds();
+        state.run = None;
+    }
+
+    /// The speed to plan `worker` with: what it claims, unless the master
+    /// measured less (network included), in this run or an earlier one.
+    pub fn believed_speed(&self, address: &str, claimed: f64) -> f64 {
+        let state = self.state.lock().expect("cluster monitor");
+        let live = state.run.as_ref().and_then(|run| run.measured_speeds().find(|(a, _)| a == address).map(|(_, s)| s));
+        live.or_else(|| state.measured.get(address).copied()).map_or(claimed, |measured| claimed.min(measured))
     }
 
     /// Machines and the current run as JSON (the `machines` and `run` fields
@@ -128,6 +157,27 @@ impl ClusterMonitor {
     }
 }
 
+impl State {
+    fn remember_measured_speeds(&mut self) {
+        if let Some(run) = &self.run {
+            let speeds: Vec<(String, f64)> = run.measured_speeds().collect();
+            self.measured.extend(speeds);
+        }
+    }
+}
+
+/// Why a worker's claimed speed is not believed, when it is far above what the master measured.
+fn speed_doubt(claimed: f64, measured: Option<f64>) -> Option<String> {
+    let measured = measured?;
+    (claimed > measured * SPEED_DOUBT_FACTOR).then(|| {
+        format!(
+            "claims {:.1} GB/s but ran its layers at {:.2} GB/s (network included): planned with the measured speed",
+            claimed / 1e9,
+            measured / 1e9
+        )
+    })
+}
+
 fn run_snapshot(run: &Run) -> Value {
     let busy: Vec<u64> = run
         .plan
@@ -150,6 +200,8 @@ fn run_snapshot(run: &Run) -> Value {
             let counter = |f: fn(&super::remote::WorkerStats) -> &AtomicU64| {
                 worker.as_ref().map_or(0, |w| f(&w.stats).load(Ordering::Relaxed))
             };
+            let claimed = worker.as_ref().map(|w| w.info.bytes_per_second);
+            let measured = worker.as_ref().and_then(|w| w.measured_bytes_per_second(stage.bytes));
             json!({
                 "node": stage.node,
                 "address": worker.as_ref().map(|w| w.address.clone()),
@@ -163,6 +215,9 @@ fn run_snapshot(run: &Run) -> Value {
                 "weights_sent": counter(|s| &s.weights_sent),
                 "weights_to_send": counter(|s| &s.weights_to_send),
                 "lost": worker.as_ref().and_then(|w| w.lost_reason()),
+                "claimed_bytes_per_second": claimed,
+                "measured_bytes_per_second": measured,
+                "speed_doubt": claimed.and_then(|claimed| speed_doubt(claimed, measured)),
             })
         })
         .collect();

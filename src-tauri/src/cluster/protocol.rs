@@ -103,6 +103,11 @@ pub fn tensor_to_bytes(t: &Tensor) -> Result<(Vec<usize>, Vec<u8>)> {
 
 /// The inverse of [`tensor_to_bytes`], checking the sizes agree.
 pub fn tensor_from_bytes(shape: &[usize], bytes: &[u8], device: &Device) -> Result<Tensor> {
+    // A zero would hide an absurd dimension from the size check below (and
+    // overflow the strides candle computes); hidden states are never empty.
+    if shape.is_empty() || shape.contains(&0) {
+        bail!("hidden states of shape {shape:?} hold no values");
+    }
     let elements = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).context("absurd tensor shape")?;
     if elements.checked_mul(4) != Some(bytes.len()) {
         bail!("hidden states of shape {shape:?} need {elements} values, got {} bytes", bytes.len());

@@ -43,9 +43,14 @@ pub struct WorkerStats {
     pub bytes_received: AtomicU64,
     /// Time spent in `forward` round trips, in nanoseconds.
     pub forward_nanos: AtomicU64,
-    /// The part of it the worker spent in its layers.
+    /// The part of it the worker says it spent in its layers (never more
+    /// than the round trip the master measured).
     pub compute_nanos: AtomicU64,
     pub forwards: AtomicU64,
+    /// Round trips of one position (decode steps) and their time: what the
+    /// master measures of the worker's speed, whatever the worker claims.
+    pub single_position_forwards: AtomicU64,
+    pub single_position_nanos: AtomicU64,
     /// Weight bytes sent so far for the current load, and how many it needs.
     pub weights_sent: AtomicU64,
     pub weights_to_send: AtomicU64,
@@ -79,6 +84,9 @@ impl Drop for RemoteWorker {
 const MAX_CLAIMED_MEMORY: u64 = 1 << 44;
 /// Fastest a worker may claim to read weights (2 TB/s): more is taken as this.
 const MAX_CLAIMED_SPEED: f64 = 2e12;
+
+/// Decode steps a worker must have run before its measured speed counts.
+pub const MIN_MEASURED_STEPS: u64 = 4;
 
 /// A worker's description with its claims bounded: memory and speed it
 /// reports are clamped to what a machine can have, and a speed that is not
@@ -219,6 +227,11 @@ impl RemoteWorker {
             match self.ask(&request, &[])? {
                 (Response::Loaded { .. }, _) => return Ok(sent),
                 (Response::NeedChunks { chunks }, _) => {
+                    // Checked before anything is read or summed: a chunk the
+                    // manifest lists is at most CHUNK_BYTES long.
+                    if let Some(bad) = chunks.iter().find(|&&c| !manifest.lists(c)) {
+                        bail!("worker {} asked for a chunk the manifest does not list ({bad:?})", self.address);
+                    }
                     let total: u64 = chunks.iter().map(|c| c.len).sum();
                     self.stats.weights_sent.store(0, Ordering::Relaxed);
                     self.stats.weights_to_send.store(total, Ordering::Relaxed);
@@ -244,18 +257,36 @@ impl RemoteWorker {
         let (shape, bytes) = tensor_to_bytes(hidden)?;
         let started = Instant::now();
         let answer = self.ask(&Request::Forward { sequence, shape }, &bytes)?;
-        self.stats.forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let round_trip = started.elapsed().as_nanos() as u64;
+        self.stats.forward_nanos.fetch_add(round_trip, Ordering::Relaxed);
         self.stats.forwards.fetch_add(1, Ordering::Relaxed);
+        if hidden.dims().get(1) == Some(&1) {
+            self.stats.single_position_forwards.fetch_add(1, Ordering::Relaxed);
+            self.stats.single_position_nanos.fetch_add(round_trip, Ordering::Relaxed);
+        }
         match answer {
             (Response::Hidden { shape, compute_nanos }, payload) => {
                 if shape != hidden.dims() {
                     bail!("worker {} answered hidden states of shape {shape:?} to {:?}", self.address, hidden.dims());
                 }
-                self.stats.compute_nanos.fetch_add(compute_nanos, Ordering::Relaxed);
-                tensor_from_bytes(&shape, &payload, hidden.device())?.to_dtype(hidden.dtype()).map_err(Into::into)
+                self.stats.compute_nanos.fetch_add(compute_nanos.min(round_trip), Ordering::Relaxed);
+                let states = tensor_from_bytes(&shape, &payload, hidden.device()).with_context(|| {
+                    format!("worker {} ({}) sent unusable hidden states", self.info.name, self.address)
+                })?;
+                states.to_dtype(hidden.dtype()).map_err(Into::into)
             }
             (other, _) => bail!("worker {} answered {other:?} to Forward", self.address),
         }
+    }
+
+    /// Weight bytes per second this worker has shown on its `stage_bytes` of
+    /// layers, from the master's clock on decode steps (network included, so
+    /// a lower bound); `None` before [`MIN_MEASURED_STEPS`] of them.
+    pub fn measured_bytes_per_second(&self, stage_bytes: u64) -> Option<f64> {
+        let steps = self.stats.single_position_forwards.load(Ordering::Relaxed);
+        let nanos = self.stats.single_position_nanos.load(Ordering::Relaxed);
+        (steps >= MIN_MEASURED_STEPS && nanos > 0 && stage_bytes > 0)
+            .then(|| stage_bytes as f64 * steps as f64 / (nanos as f64 / 1e9))
     }
 
     /// Bytes sent to and received from the worker since connecting.

@@ -239,6 +239,11 @@ export interface ClusterStage {
   weights_to_send: number;
   /** Set when the worker stopped answering. */
   lost: string | null;
+  /** Workers only: the speed it claims, and what the master measured on decode steps (null before 4 steps). */
+  claimed_bytes_per_second: number | null;
+  measured_bytes_per_second: number | null;
+  /** Set when the claim is far above the measurement; later plans use the measurement. */
+  speed_doubt: string | null;
 }
 
 /** Role "master": the model spread over the machines. */

@@ -60,7 +60,14 @@ export function ClusterStages({ run, colours }: Props) {
               </td>
               <td class="numeric">{layerRange(stage.layers)}</td>
               <td class="numeric">{formatBytes(stage.bytes)}</td>
-              <td class="stage-reason">{stage.reason}</td>
+              <td class="stage-reason">
+                {stage.reason}
+                {stage.speed_doubt ? (
+                  <div class="stage-doubt" data-testid="cluster-stage-doubt">
+                    {stage.speed_doubt}
+                  </div>
+                ) : null}
+              </td>
               <td class="numeric">
                 {formatShare(stage.compute_share)}
                 <div class="muted small" title="The planner's estimate of this stage's time per token">
