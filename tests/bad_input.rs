@@ -234,7 +234,7 @@ fn gguf_with_absurd_string_length_is_refused_without_allocating_it() {
 
 #[test]
 fn gguf_with_tensor_data_cut_off_is_reported() {
-    let real = cake::library::paths::default_model_path();
+    let real = cake::files::paths::default_model_path();
     let real = std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or(real);
     assert!(real.exists(), "the default model is missing at {}: run `make model`", real.display());
     let dir = tempfile::tempdir().unwrap();

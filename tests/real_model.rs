@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 fn model_path() -> PathBuf {
     let path =
-        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::library::paths::default_model_path);
+        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::files::paths::default_model_path);
     assert!(
         path.exists(),
         "the default model is missing at {}: run `make model` (or set CAKE_TEST_MODEL)",

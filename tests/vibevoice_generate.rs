@@ -135,12 +135,12 @@ fn the_language_model_split_with_a_worker_process_still_matches_the_reference() 
     let model =
         VibeVoice::load_over(&cluster, &dir, DType::F32, &mut |_, message| progress.push(message.to_string())).unwrap();
     let stages: Vec<_> =
-        model.language_model.remote_stages.iter().map(|s| (s.worker.info.name.clone(), s.layers.clone())).collect();
+        model.language_model.remote_stages.iter().map(|s| (s.worker.name().to_string(), s.layers.clone())).collect();
     assert_eq!(stages, [("speech-a".to_string(), 1..2)]);
     assert!(progress.iter().any(|m| m.starts_with("sending speech-a the weights of layers 1–1")), "{progress:?}");
     speak_like_the_reference(&model);
-    let (sent, received) = model.language_model.remote_stages[0].worker.traffic();
-    assert!(sent > 0 && received > 0, "the worker took part");
+    let timings = model.language_model.remote_stages[0].worker.timings();
+    assert!(timings.bytes_sent > 0 && timings.bytes_received > 0, "the worker took part");
 }
 
 #[test]

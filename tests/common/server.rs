@@ -29,7 +29,7 @@ fn any_status(result: Result<ureq::Response, ureq::Error>) -> ureq::Response {
 /// The installed default model (see `make model`).
 pub fn default_model_file() -> PathBuf {
     let path =
-        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::library::paths::default_model_path);
+        std::env::var_os("CAKE_TEST_MODEL").map(PathBuf::from).unwrap_or_else(cake::files::paths::default_model_path);
     assert!(path.exists(), "the default model is missing at {}: run `make model`", path.display());
     path
 }
@@ -38,7 +38,7 @@ pub fn default_model_file() -> PathBuf {
 pub fn data_dir_with_default_model(root: &Path) -> PathBuf {
     let data = root.join("data");
     std::fs::create_dir_all(data.join("models")).unwrap();
-    let link = data.join("models").join(cake::library::paths::DEFAULT_MODEL_FILE);
+    let link = data.join("models").join(cake::files::paths::DEFAULT_MODEL_FILE);
     std::os::unix::fs::symlink(default_model_file(), link).unwrap();
     data
 }

@@ -7,12 +7,12 @@
 //! the [`KeyStore`]; the other settings in `cluster.json` of the data folder.
 
 use super::key_store::{KeyStorage, KeyStore};
-use super::storage::write_json_atomically;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, Advertisement, MdnsScope};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::monitor::ClusterMonitor;
 use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
+use crate::files::storage::write_json_atomically;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! the id, stamps nothing it does not own, and never lets one unreadable
 //! file hide the others.
 
-use super::storage::write_json_atomically;
+use crate::files::storage::write_json_atomically;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

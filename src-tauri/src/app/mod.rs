@@ -10,7 +10,6 @@ pub mod engine;
 pub mod error;
 pub mod key_store;
 pub mod speech_library;
-pub mod storage;
 
 use crate::cluster::master::ClusterSettings;
 use crate::library::catalog::Catalog;

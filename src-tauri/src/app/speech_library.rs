@@ -2,8 +2,8 @@
 //! (24 kHz, 16-bit mono) with a small JSON description beside it, in
 //! `voices/` and `clips/` of the data folder. Writes are atomic.
 
-use super::storage::{write_atomically, write_json_atomically};
 use crate::audio::{wav, Audio};
+use crate::files::storage::{write_atomically, write_json_atomically};
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;

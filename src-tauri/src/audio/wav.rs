@@ -131,7 +131,7 @@ fn describe_open_error(origin: &str, error: hound::Error) -> anyhow::Error {
 /// Writes `audio` to `path` as 16-bit PCM mono.
 pub fn write(path: &Path, audio: &Audio) -> Result<()> {
     let bytes = encode(audio)?;
-    crate::app::storage::write_atomically(path, &bytes)
+    crate::files::storage::write_atomically(path, &bytes)
 }
 
 /// `audio` as the bytes of a 16-bit PCM mono WAV file.

@@ -85,7 +85,7 @@ pub fn list(args: ListArgs) -> Result<()> {
 
 pub fn rm(args: RmArgs) -> Result<()> {
     let catalog = Catalog::default();
-    let id = if catalog.find(&args.id).is_err() && crate::library::hf_cache::looks_like_repo_id(&args.id) {
+    let id = if catalog.find(&args.id).is_err() && crate::files::hf_cache::looks_like_repo_id(&args.id) {
         format!("hf:{}", args.id)
     } else {
         args.id.clone()

@@ -131,12 +131,12 @@ fn stage_timings(model: &TextModel) -> serde_json::Value {
         "layers_s": seconds(model.pipeline.local_nanos.load(Relaxed)),
     })];
     for stage in &model.pipeline.remote_stages {
-        let stats = &stage.worker.stats;
+        let timings = stage.worker.timings();
         stages.push(serde_json::json!({
-            "node": stage.worker.info.name,
-            "forwards": stats.forwards.load(Relaxed),
-            "round_trips_s": seconds(stats.forward_nanos.load(Relaxed)),
-            "layers_s": seconds(stats.compute_nanos.load(Relaxed)),
+            "node": stage.worker.name(),
+            "forwards": timings.forwards,
+            "round_trips_s": seconds(timings.round_trip_nanos),
+            "layers_s": seconds(timings.compute_nanos),
         }));
     }
     serde_json::Value::Array(stages)

@@ -67,7 +67,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         WorkerConfig {
             name,
             key,
-            cache_dir: crate::library::paths::data_dir().join("worker-cache"),
+            cache_dir: crate::files::paths::data_dir().join("worker-cache"),
             memory_bytes: args.max_memory,
             idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
         },

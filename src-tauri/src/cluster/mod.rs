@@ -10,7 +10,6 @@
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`master`]: loading a model split over the master and its workers.
-//! - [`pipeline`]: running a decoder whose later layers are on workers.
 //! - [`topology`]: a hand-written layout overriding the automatic one.
 //! - [`recovery`]: finishing a reply after losing a worker.
 //! - [`monitor`]: the master's live view of its cluster, for the UI.
@@ -23,7 +22,6 @@ pub mod discovery;
 pub mod machine;
 pub mod master;
 pub mod monitor;
-pub mod pipeline;
 pub mod protocol;
 pub mod recovery;
 pub mod remote;

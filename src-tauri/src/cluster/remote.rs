@@ -7,6 +7,7 @@ use super::cluster_key::ClusterKey;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
+use crate::models::pipeline::{RemoteLayers, StageTimings};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -317,4 +318,29 @@ fn mark_lost(stats: &WorkerStats, reason: String) {
         *slot = Some(reason);
     }
     stats.lost.store(true, Ordering::Relaxed);
+}
+
+impl RemoteLayers for RemoteWorker {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
+        RemoteWorker::forward(self, sequence, hidden)
+    }
+
+    fn forget(&self, sequence: u64) -> Result<()> {
+        RemoteWorker::forget(self, sequence)
+    }
+
+    fn timings(&self) -> StageTimings {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StageTimings {
+            forwards: load(&self.stats.forwards),
+            round_trip_nanos: load(&self.stats.forward_nanos),
+            compute_nanos: load(&self.stats.compute_nanos),
+            bytes_sent: load(&self.stats.bytes_sent),
+            bytes_received: load(&self.stats.bytes_received),
+        }
+    }
 }

@@ -314,7 +314,7 @@ impl WeightCache {
         out.sync_data()?;
         let mut done = self.done(manifest);
         done.insert(chunk);
-        crate::app::storage::write_json_atomically(&self.done_file(manifest), &done)
+        crate::files::storage::write_json_atomically(&self.done_file(manifest), &done)
     }
 }
 

@@ -6,8 +6,8 @@
 //! inspected from headers only (never the weights) to show its architecture,
 //! size, dtype and whether it is usable.
 
-use super::hf_cache;
-use super::paths;
+use crate::files::hf_cache;
+use crate::files::paths;
 use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::Architecture;
@@ -204,7 +204,7 @@ impl Catalog {
     }
 
     fn save_imports(&self, imports: &[PathBuf]) -> Result<()> {
-        crate::app::storage::write_json_atomically(&self.imports_file(), &imports)
+        crate::files::storage::write_json_atomically(&self.imports_file(), &imports)
     }
 
     /// Adds a GGUF file or model folder to the list; refuses what is not a

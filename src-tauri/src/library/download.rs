@@ -9,7 +9,7 @@
 //! `models--org--name/blobs/<etag>` with `snapshots/<commit>/<file>` links.
 //! `HF_ENDPOINT` points it at another hub (the tests' local one).
 
-use super::hf_cache;
+use crate::files::hf_cache;
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};

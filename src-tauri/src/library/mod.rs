@@ -3,8 +3,8 @@
 
 pub mod catalog;
 pub mod download;
-pub mod hf_cache;
-pub mod paths;
+
+use crate::files::{hf_cache, paths};
 
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};

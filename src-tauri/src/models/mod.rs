@@ -7,5 +7,6 @@ pub mod fp8;
 pub mod kernel_census;
 pub mod loader;
 pub mod nn;
+pub mod pipeline;
 pub mod sources;
 pub mod weights;

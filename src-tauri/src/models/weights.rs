@@ -161,7 +161,7 @@ pub struct Weights {
 pub enum MatrixWeight {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
-    /// GGML-quantized, repacked for Cake's own kernels (see [`crate::kernels`]).
+    /// GGML-quantized, repacked for Cake's own kernels (see the `cake_kernels` crate).
     Packed(Arc<PackedMatrix>),
     /// F8E4M3 with scales, dequantized at each use.
     Fp8(Arc<Fp8Matrix>),

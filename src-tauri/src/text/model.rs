@@ -7,10 +7,10 @@
 use super::chat_template::ChatTemplate;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
-pub use crate::cluster::pipeline::{LayerPipeline, RemoteStage, Session};
 use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
 pub use crate::models::loader::LoadOptions;
+pub use crate::models::pipeline::{LayerPipeline, RemoteStage, Session};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //! cutting, else a fresh one starts.
 
 use super::model::TextModel;
-use crate::cluster::pipeline::Session;
+use crate::models::pipeline::Session;
 
 /// A session and the tokens whose keys and values it holds.
 struct Kept {

@@ -11,7 +11,7 @@ use super::noise::NoiseSource;
 use super::processor::SpeechPrompt;
 use super::scheduler::DpmSolver;
 use super::speech_tokenizer::StreamState;
-use crate::cluster::pipeline::Session;
+use crate::models::pipeline::Session;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, D};
 use std::ops::ControlFlow;

@@ -10,10 +10,10 @@ use super::processor::SpeechTokens;
 use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
 use super::tokenizer_source::tokenizer_dir;
 use crate::cluster::master::{ClusterSettings, LoadProgress};
-use crate::cluster::pipeline::{LayerPipeline, RemoteStage};
 use crate::models::config::HfConfig;
 use crate::models::decoder::Decoder;
 use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::pipeline::{LayerPipeline, RemoteStage};
 use crate::models::sources::folder::SafetensorsFolder;
 use crate::models::sources::renamed::RenamedStore;
 use crate::models::sources::selection::TensorSelection;
@@ -62,7 +62,7 @@ impl VibeVoice {
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let config = VibeVoiceConfig::from_dir(dir)?;
-        let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::library::hf_cache::cache_dir())?)?;
+        let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::files::hf_cache::cache_dir())?)?;
         let options = LoadOptions { dtype: Some(dtype), device: Device::Cpu };
         let decoder = checkpoint
             .load_decoder_with_progress(Some(selection), &options, on_layer)

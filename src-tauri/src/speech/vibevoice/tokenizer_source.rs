@@ -5,7 +5,7 @@
 //! takes `tokenizer.json` from the model folder, else from that model in the
 //! Hugging Face cache (where downloading a VibeVoice model puts it).
 
-use crate::library::hf_cache;
+use crate::files::hf_cache;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 

@@ -1,11 +1,11 @@
 //! A decoder's layers as one pipeline: the local part (embedding, the first
-//! layers, final norm and head) and, after it, the layer ranges that run on
-//! workers. Text models and the speech model's language model both run
-//! through it; on a single machine it is just the local decoder.
+//! layers, final norm and head) and, after it, the layer ranges that run
+//! elsewhere ([`RemoteLayers`], which the cluster's workers implement).
+//! Text models and the speech model's language model both run through it;
+//! on a single machine it is just the local decoder.
 
-use super::remote::RemoteWorker;
-use crate::models::decoder::Decoder;
-use crate::models::nn::kv_cache::KvCache;
+use super::decoder::Decoder;
+use super::nn::kv_cache::KvCache;
 use anyhow::Result;
 use candle_core::Tensor;
 use std::ops::Range;
@@ -13,9 +13,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Layers run by another machine, as the pipeline sees them.
+pub trait RemoteLayers: Send + Sync {
+    /// The machine's name, for messages.
+    fn name(&self) -> &str;
+    /// Runs the layers on `hidden` within sequence `sequence`'s cache.
+    fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor>;
+    /// Frees the cache of `sequence`.
+    fn forget(&self, sequence: u64) -> Result<()>;
+    /// What the exchanges with it cost so far.
+    fn timings(&self) -> StageTimings;
+}
+
+/// Counters of one remote stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimings {
+    pub forwards: u64,
+    /// Round trips as this machine timed them.
+    pub round_trip_nanos: u64,
+    /// The part the other machine says its layers took.
+    pub compute_nanos: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
 /// Layers that run on another machine, after the local ones.
 pub struct RemoteStage {
-    pub worker: Arc<RemoteWorker>,
+    pub worker: Arc<dyn RemoteLayers>,
     pub layers: Range<usize>,
 }
 
@@ -76,8 +100,8 @@ impl LayerPipeline {
         self.remote_stages
             .iter()
             .map(|s| {
-                let (sent, received) = s.worker.traffic();
-                sent + received
+                let timings = s.worker.timings();
+                timings.bytes_sent + timings.bytes_received
             })
             .sum()
     }
