@@ -7,240 +7,148 @@
 
 use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, SpeakJob};
 use super::error::ApiError;
+use super::events::{Done, EngineEvent, ErrorKind, Progress};
+use super::request::{AddVoiceArgs, ChatArgs, Command, CommandRequest, SpeakArgs};
 use super::App;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::files::hf_cache;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::speech::vibevoice::generate::SpeechSettings;
-use crate::text::chat_template::ChatMessage;
-use crate::text::sampling::SamplingOverrides;
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Reads the command's arguments into `T`.
-fn args<T: DeserializeOwned>(command: &str, value: Value) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(|e| ApiError::BadRequest(format!("{command}: invalid arguments: {e}")))
-}
-
-#[derive(Deserialize)]
-struct IdArgs {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct PathArgs {
-    path: String,
-}
-
-#[derive(Deserialize)]
-struct RepoArgs {
-    repo_id: String,
-}
-
-#[derive(Deserialize)]
-struct ConversationArgs {
-    conversation: Value,
-}
-
-#[derive(Deserialize)]
-struct StreamIdArgs {
-    stream_id: String,
-}
-
-#[derive(Deserialize)]
-struct AddVoiceArgs {
-    name: String,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    wav_base64: Option<String>,
-    /// The uploaded file's name, for messages (default: `name`).
-    #[serde(default)]
-    file_name: Option<String>,
-}
-
-/// Arguments of `speak`.
-#[derive(Deserialize)]
-pub struct SpeakArgs {
-    pub model_id: String,
-    pub script: String,
-    pub voice_ids: Vec<String>,
-    #[serde(default)]
-    pub cfg_scale: Option<f64>,
-    #[serde(default)]
-    pub steps: Option<usize>,
-    #[serde(default)]
-    pub seed: Option<u64>,
-    #[serde(default)]
-    pub max_seconds: Option<f64>,
-}
-
-/// Arguments of `chat`.
-#[derive(Deserialize)]
-pub struct ChatArgs {
-    pub model_id: String,
-    pub messages: Vec<ChatMessage>,
-    #[serde(default)]
-    pub sampling: SamplingOverrides,
-    #[serde(default = "default_max_tokens")]
-    pub max_tokens: usize,
-    #[serde(default)]
-    pub stop: Vec<String>,
-}
-
-fn default_max_tokens() -> usize {
-    512
-}
-
 impl App {
     /// Runs a plain command.
-    pub fn call(&self, command: &str, value: Value) -> Result<Value, ApiError> {
-        match command {
-            "app_info" => Ok(json!({
+    pub fn call(&self, request: CommandRequest) -> Result<Value, ApiError> {
+        let not_found = |e: anyhow::Error| ApiError::NotFound(format!("{e:#}"));
+        match request.command {
+            Command::AppInfo => Ok(json!({
                 "version": env!("CARGO_PKG_VERSION"),
                 "data_dir": self.catalog.data_dir(),
                 "default_model_id": self.catalog.find("default").ok().map(|e| e.id),
             })),
-            "list_models" => {
-                let models = self.catalog.list().map_err(|e| ApiError::Server(format!("{e:#}")))?;
+            Command::ListModels => {
+                let models = self.catalog.list().map_err(ApiError::server)?;
                 Ok(json!({"models": models, "loaded": self.engine.loaded().map(|e| e.id)}))
             }
-            "import_model" => {
-                let a: PathArgs = args(command, value)?;
-                let entry = self.catalog.import(std::path::Path::new(&a.path)).map_err(ApiError::bad)?;
+            Command::ImportModel { path } => {
+                let entry = self.catalog.import(std::path::Path::new(&path)).map_err(ApiError::bad)?;
                 Ok(serde_json::to_value(entry).expect("entries serialize"))
             }
-            "delete_model" => {
-                let a: IdArgs = args(command, value)?;
-                if self.engine.loaded().is_some_and(|e| e.id == a.id) {
+            Command::DeleteModel { id } => {
+                if self.engine.loaded().is_some_and(|e| e.id == id) {
                     self.engine.unload();
                 }
-                self.catalog.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                self.catalog.delete(&id).map_err(not_found)?;
                 Ok(json!({}))
             }
-            "unload_model" => {
+            Command::UnloadModel => {
                 self.engine.unload();
                 Ok(json!({}))
             }
-            "list_conversations" => {
-                let list = self.conversations.list().map_err(|e| ApiError::Server(format!("{e:#}")))?;
-                Ok(json!({"conversations": list}))
+            Command::ListConversations => {
+                Ok(json!({"conversations": self.conversations.list().map_err(ApiError::server)?}))
             }
-            "get_conversation" => {
-                let a: IdArgs = args(command, value)?;
-                self.conversations.get(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))
-            }
-            "save_conversation" => {
-                let a: ConversationArgs = args(command, value)?;
-                self.conversations.save(&a.conversation).map_err(ApiError::bad)?;
+            Command::GetConversation { id } => self.conversations.get(&id).map_err(not_found),
+            Command::SaveConversation { conversation } => {
+                self.conversations.save(&conversation).map_err(ApiError::bad)?;
                 Ok(json!({}))
             }
-            "delete_conversation" => {
-                let a: IdArgs = args(command, value)?;
-                self.conversations.delete(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+            Command::DeleteConversation { id } => {
+                self.conversations.delete(&id).map_err(not_found)?;
                 Ok(json!({}))
             }
-            "list_voices" => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
-            "add_voice" => {
-                let a: AddVoiceArgs = args(command, value)?;
-                let voice = match (a.path, a.wav_base64) {
-                    (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
-                    (None, Some(data)) => {
-                        let bytes = base64_decode(&data)
-                            .map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
-                        self.speech.add_voice_bytes(&a.name, a.file_name.as_deref().unwrap_or(&a.name), &bytes)
-                    }
-                    _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
-                };
-                Ok(serde_json::to_value(voice.map_err(ApiError::bad)?).expect("voices serialize"))
-            }
-            "delete_voice" => {
-                let a: IdArgs = args(command, value)?;
-                self.speech.delete_voice(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+            Command::ListVoices => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
+            Command::AddVoice(a) => self.add_voice(a),
+            Command::DeleteVoice { id } => {
+                self.speech.delete_voice(&id).map_err(not_found)?;
                 Ok(json!({}))
             }
-            "voice_audio" => {
-                let a: IdArgs = args(command, value)?;
-                let bytes = self.speech.voice_wav(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+            Command::VoiceAudio { id } => {
+                let bytes = self.speech.voice_wav(&id).map_err(not_found)?;
                 Ok(json!({"wav_base64": base64_encode(&bytes)}))
             }
-            "list_clips" => Ok(json!({"clips": self.speech.clips().map_err(ApiError::server)?})),
-            "clip_audio" => {
-                let a: IdArgs = args(command, value)?;
-                let bytes = self.speech.clip_wav(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+            Command::ListClips => Ok(json!({"clips": self.speech.clips().map_err(ApiError::server)?})),
+            Command::ClipAudio { id } => {
+                let bytes = self.speech.clip_wav(&id).map_err(not_found)?;
                 Ok(json!({"wav_base64": base64_encode(&bytes)}))
             }
-            "delete_clip" => {
-                let a: IdArgs = args(command, value)?;
-                self.speech.delete_clip(&a.id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+            Command::DeleteClip { id } => {
+                self.speech.delete_clip(&id).map_err(not_found)?;
                 Ok(json!({}))
             }
-            "cluster_status" => Ok(self.cluster.status()),
-            "generate_cluster_key" => Ok(json!({"key": ClusterKey::generate()})),
-            "set_cluster_settings" => {
-                let update: super::cluster::SettingsUpdate = args(command, value)?;
+            Command::ClusterStatus => Ok(self.cluster.status()),
+            Command::GenerateClusterKey => Ok(json!({"key": ClusterKey::generate()})),
+            Command::SetClusterSettings(update) => {
                 self.cluster.update(update).map_err(ApiError::bad)?;
                 self.engine.set_cluster(self.cluster.master_settings());
                 Ok(self.cluster.status())
             }
-            "scan_cluster" => {
+            Command::ScanCluster => {
                 self.cluster.scan().map_err(ApiError::bad)?;
                 Ok(self.cluster.status())
             }
-            "cancel_stream" => {
-                let a: StreamIdArgs = args(command, value)?;
-                if let Some(flag) = self.streams.lock().expect("streams").remove(&a.stream_id) {
+            Command::CancelStream { stream_id } => {
+                if let Some(flag) = self.streams.lock().expect("streams").remove(&stream_id) {
                     flag.store(true, Ordering::Relaxed);
                 }
                 Ok(json!({}))
             }
-            _ if is_stream_command(command) => Err(ApiError::BadRequest(format!("`{command}` is a streaming command"))),
-            _ => Err(ApiError::NotFound(format!("unknown command `{command}`"))),
+            Command::LoadModel { .. }
+            | Command::Chat(_)
+            | Command::Speak(_)
+            | Command::DownloadModel { .. }
+            | Command::Unknown => Err(ApiError::BadRequest(format!("`{}` is a streaming command", request.name))),
         }
+    }
+
+    fn add_voice(&self, a: AddVoiceArgs) -> Result<Value, ApiError> {
+        let voice = match (a.path, a.wav_base64) {
+            (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
+            (None, Some(data)) => {
+                let bytes = base64_decode(&data)
+                    .map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
+                self.speech.add_voice_bytes(&a.name, a.file_name.as_deref().unwrap_or(&a.name), &bytes)
+            }
+            _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
+        };
+        Ok(serde_json::to_value(voice.map_err(ApiError::bad)?).expect("voices serialize"))
     }
 
     /// Starts a streaming command. Errors found before any work starts are
     /// returned; later ones arrive as an `error` event.
-    pub fn stream(&self, command: &str, value: Value, sink: EventSink) -> Result<(), ApiError> {
-        let stream_id = value.get("stream_id").and_then(Value::as_str).map(str::to_string);
+    pub fn stream(&self, request: CommandRequest, sink: EventSink) -> Result<(), ApiError> {
         let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
-        let sink = self.register_stream(stream_id, cancel.clone(), sink);
-        match command {
-            "load_model" => {
-                let a: IdArgs = args(command, value)?;
-                let model = self.usable_model(&a.id)?;
+        let sink = self.register_stream(request.stream_id, cancel.clone(), sink);
+        match request.command {
+            Command::LoadModel { id } => {
+                let model = self.usable_model(&id)?;
                 self.engine.load(model, sink, cancel);
                 Ok(())
             }
-            "chat" => {
-                let job = self.chat_job(args(command, value)?)?;
+            Command::Chat(args) => {
+                let job = self.chat_job(args)?;
                 self.engine.chat(job, sink, cancel);
                 Ok(())
             }
-            "speak" => {
-                let job = self.speak_job(args(command, value)?, true)?;
+            Command::Speak(args) => {
+                let job = self.speak_job(args, true)?;
                 self.engine.speak(job, sink, cancel);
                 Ok(())
             }
-            "download_model" => {
-                let a: RepoArgs = args(command, value)?;
-                if !hf_cache::looks_like_repo_id(&a.repo_id) {
-                    return Err(ApiError::BadRequest(format!(
-                        "`{}` is not a Hugging Face model id (org/name)",
-                        a.repo_id
-                    )));
+            Command::DownloadModel { repo_id } => {
+                if !hf_cache::looks_like_repo_id(&repo_id) {
+                    return Err(ApiError::BadRequest(format!("`{repo_id}` is not a Hugging Face model id (org/name)")));
                 }
                 let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
                 let catalog =
                     Catalog::new(self.catalog.data_dir().to_path_buf(), self.catalog.hf_cache().to_path_buf());
-                std::thread::spawn(move || download(downloader, catalog, a.repo_id, sink, cancel));
+                std::thread::spawn(move || download(downloader, catalog, repo_id, sink, cancel));
                 Ok(())
             }
-            _ => Err(ApiError::NotFound(format!("unknown streaming command `{command}`"))),
+            _ => Err(ApiError::BadRequest(format!("`{}` is not a streaming command", request.name))),
         }
     }
 
@@ -252,8 +160,8 @@ impl App {
         };
         self.streams.lock().expect("streams").insert(id.clone(), cancel);
         let streams = self.streams.clone();
-        Box::new(move |event: Value| {
-            let last = matches!(event["type"].as_str(), Some("done" | "error"));
+        Box::new(move |event: EngineEvent| {
+            let last = event.is_last();
             let listening = sink(event);
             if last {
                 streams.lock().expect("streams").remove(&id);
@@ -345,24 +253,16 @@ impl App {
 /// Runs a download on its own thread (downloads do not wait for the engine).
 fn download(downloader: Downloader, catalog: Catalog, repo_id: String, mut sink: EventSink, cancel: CancelFlag) {
     let mut on_progress = |p: &DownloadProgress| {
-        let mut event = serde_json::to_value(p).expect("progress serializes");
-        event["type"] = json!("progress");
-        sink(event) && !cancel.load(Ordering::Relaxed)
+        sink(EngineEvent::Progress(Progress::Download(p.clone()))) && !cancel.load(Ordering::Relaxed)
     };
-    let result = downloader.download(&repo_id, &mut on_progress);
-    let event = match result {
-        Ok(_) => match catalog.find(&format!("hf:{repo_id}")) {
-            Ok(model) => json!({"type": "done", "model": model}),
-            Err(e) => json!({"type": "error", "message": format!("{e:#}")}),
-        },
-        Err(e) => json!({"type": "error", "message": format!("{e:#}")}),
-    };
-    sink(event);
-}
-
-/// Whether `command` answers with a stream of events.
-pub fn is_stream_command(command: &str) -> bool {
-    matches!(command, "load_model" | "chat" | "download_model" | "speak")
+    let result = downloader
+        .download(&repo_id, &mut on_progress)
+        .map_err(anyhow::Error::from)
+        .and_then(|_| catalog.find(&format!("hf:{repo_id}")));
+    sink(match result {
+        Ok(model) => EngineEvent::Done(Done::Model { model }),
+        Err(e) => EngineEvent::error(ErrorKind::Failed, format!("{e:#}")),
+    });
 }
 
 fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {

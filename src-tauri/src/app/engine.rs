@@ -6,6 +6,7 @@
 //! [`EventSink`]; when the sink's receiver has gone (a closed browser tab) or
 //! the job's cancel flag is set, the job stops at the next token.
 
+use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
 use crate::cluster::master::ClusterSettings;
@@ -18,17 +19,16 @@ use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::GenerationRequest;
+use crate::text::generation::{GenerationRequest, PromptTooLong};
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
-use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 /// Receives a job's events; returns `false` once nobody listens any more.
-pub type EventSink = Box<dyn FnMut(Value) -> bool + Send>;
+pub type EventSink = Box<dyn FnMut(EngineEvent) -> bool + Send>;
 
 /// A flag the requester sets to stop a job.
 pub type CancelFlag = Arc<AtomicBool>;
@@ -165,36 +165,36 @@ impl Worker {
                 if cancel.load(Ordering::Relaxed) {
                     return;
                 }
-                match self.ensure_loaded(&model, &mut sink, "progress") {
-                    Ok(()) => {
-                        sink(json!({"type": "done", "model": model}));
-                    }
-                    Err(message) => {
-                        sink(json!({"type": "error", "message": message}));
-                    }
-                }
+                let event = match self.ensure_loaded(&model, &mut sink, LoadReport::Progress) {
+                    Ok(()) => EngineEvent::Done(Done::Model { model }),
+                    Err(message) => EngineEvent::error(ErrorKind::BadRequest, message),
+                };
+                sink(event);
             }
             Job::Chat { job, mut sink, cancel } => {
                 if cancel.load(Ordering::Relaxed) {
                     return;
                 }
-                if let Err(message) = self.ensure_loaded(&job.model, &mut sink, "loading") {
-                    sink(json!({"type": "error", "message": message}));
+                if let Err(message) = self.ensure_loaded(&job.model, &mut sink, LoadReport::Loading) {
+                    sink(EngineEvent::error(ErrorKind::BadRequest, message));
                     return;
                 }
-                let result = self.reply(&job, &mut sink, &cancel);
-                match result {
-                    Ok(done) => {
-                        sink(done);
-                    }
+                let event = match self.reply(&job, &mut sink, &cancel) {
+                    Ok(done) => EngineEvent::Done(done),
                     Err(error) => {
                         if error.downcast_ref::<WorkerLost>().is_some() {
                             // Re-plan over the machines left on the next request.
                             self.set_model(None);
                         }
-                        sink(json!({"type": "error", "message": format!("{error:#}")}));
+                        let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
+                            ErrorKind::BadRequest
+                        } else {
+                            ErrorKind::Failed
+                        };
+                        EngineEvent::error(kind, format!("{error:#}"))
                     }
-                }
+                };
+                sink(event);
             }
             Job::Unload => self.set_model(None),
             Job::Configure(cluster) => self.cluster = cluster,
@@ -203,8 +203,15 @@ impl Worker {
                     return;
                 }
                 let event = match self.speak(&job, &mut sink, &cancel) {
-                    Ok(done) => done,
-                    Err(error) => json!({"type": "error", "message": format!("{error:#}")}),
+                    Ok(done) => EngineEvent::Done(done),
+                    Err(error) => {
+                        let kind = if error.downcast_ref::<BadScript>().is_some() {
+                            ErrorKind::BadRequest
+                        } else {
+                            ErrorKind::Failed
+                        };
+                        EngineEvent::error(kind, format!("{error:#}"))
+                    }
                 };
                 sink(event);
             }
@@ -219,15 +226,14 @@ impl Worker {
         self.model = model;
     }
 
-    /// Loads `entry` unless it is already loaded, reporting progress as
-    /// `{type: event_type, fraction, message}`.
-    fn ensure_loaded(&mut self, entry: &ModelEntry, sink: &mut EventSink, event_type: &str) -> Result<(), String> {
+    /// Loads `entry` unless it is already loaded, reporting progress as `report` says.
+    fn ensure_loaded(&mut self, entry: &ModelEntry, sink: &mut EventSink, report: LoadReport) -> Result<(), String> {
         if self.model.as_ref().is_some_and(|(e, _)| e.id == entry.id) {
             return Ok(());
         }
         // Free the old model first: two models at once may not fit.
         self.set_model(None);
-        let mut on_progress = throttled_progress(sink, event_type, &entry.name);
+        let mut on_progress = throttled_progress(sink, report, &entry.name);
         let loaded = match &self.cluster {
             Some(cluster) => cluster.load(&entry.path, &self.options, &[], &mut on_progress),
             None => TextModel::load_with_progress(&entry.path, &self.options, &mut |done, total| {
@@ -244,7 +250,7 @@ impl Worker {
 
     /// Generates a reply; a worker lost on the way is reported as a
     /// `notice` event and the reply continues over the machines left.
-    fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
+    fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Done> {
         let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
         let mut slot = Some(model);
         let mut cache = std::mem::take(&mut self.prompt_cache);
@@ -265,7 +271,7 @@ impl Worker {
         job: &ChatJob,
         sink: &mut EventSink,
         cancel: &CancelFlag,
-    ) -> anyhow::Result<Value> {
+    ) -> anyhow::Result<Done> {
         let model = slot.as_ref().expect("a loaded model");
         let prompt = model.chat_template()?.render(&job.messages, true)?;
         let prompt_tokens = model.tokenizer()?.encode(&prompt, false)?;
@@ -281,35 +287,33 @@ impl Worker {
         };
         let mut on_lost = |lost: &WorkerLost| {
             let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
-            (sink.borrow_mut())(json!({"type": "notice", "message": message}));
+            (sink.borrow_mut())(EngineEvent::Notice { message });
         };
         let reply = generate_recovering(slot, &request, cache, &mut reload, &mut on_lost, |event| {
-            let listening = event.text.is_empty() || (sink.borrow_mut())(json!({"type": "token", "text": event.text}));
+            let listening =
+                event.text.is_empty() || (sink.borrow_mut())(EngineEvent::Token { text: event.text.to_string() });
             if listening && !cancel.load(Ordering::Relaxed) {
                 ControlFlow::Continue(())
             } else {
                 ControlFlow::Break(())
             }
         })?;
-        Ok(json!({
-            "type": "done",
-            "text": reply.text,
-            "stats": {
-                "prompt_tokens": prompt_len,
-                "cached_prompt_tokens": reply.last.cached_prompt_tokens,
-                "completion_tokens": reply.tokens.len(),
-                "ttft_s": reply.last.timings.ttft_s,
-                "decode_tok_s": reply.last.timings.decode_tok_s,
-                "finish_reason": reply.last.finish_reason,
-            },
-        }))
+        let stats = ReplyStats {
+            prompt_tokens: prompt_len,
+            cached_prompt_tokens: reply.last.cached_prompt_tokens,
+            completion_tokens: reply.tokens.len(),
+            ttft_s: reply.last.timings.ttft_s,
+            decode_tok_s: reply.last.timings.decode_tok_s,
+            finish_reason: reply.last.finish_reason,
+        };
+        Ok(Done::Reply { text: reply.text, stats })
     }
 
     /// Generates speech, loading the speech model first if needed.
-    fn speak(&mut self, job: &SpeakJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Value> {
+    fn speak(&mut self, job: &SpeakJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Done> {
         if self.speech.as_ref().is_none_or(|(e, _)| e.id != job.model.id) {
             self.speech = None;
-            let mut on_progress = throttled_progress(sink, "loading", &job.model.name);
+            let mut on_progress = throttled_progress(sink, LoadReport::Loading, &job.model.name);
             on_progress(0.0, "loading");
             let dtype = candle_core::DType::F32;
             let model = match &self.cluster {
@@ -321,8 +325,9 @@ impl Worker {
             self.speech = Some((job.model.clone(), model));
         }
         let (_, model) = self.speech.as_ref().expect("just loaded");
-        let lines = parse_script(&as_script(&job.script))?;
-        let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &job.voices, model.hop())?;
+        let lines = parse_script(&as_script(&job.script)).map_err(BadScript)?;
+        let prompt =
+            build_prompt(&model.tokenizer, model.tokens, &lines, &job.voices, model.hop()).map_err(BadScript)?;
         let mut observer = SpeakProgress { sink, cancel, hop: model.hop() };
         let output = match model.generate(&prompt, &job.settings, &mut SeededNoise::new(job.seed), &mut observer) {
             Ok(output) => output,
@@ -339,7 +344,7 @@ impl Worker {
         }
         let audio = Audio { samples: output.audio, sample_rate: SAMPLE_RATE };
         if !job.keep_clip {
-            return Ok(json!({"type": "done", "wav_base64": base64_encode(&wav::encode(&audio)?)}));
+            return Ok(Done::Audio { wav_base64: base64_encode(&wav::encode(&audio)?) });
         }
         let clip = Clip {
             id: String::new(),
@@ -355,19 +360,27 @@ impl Worker {
             created_at: String::new(),
         };
         let clip = job.library.add_clip(clip, &audio)?;
-        Ok(json!({"type": "done", "clip": clip}))
+        Ok(Done::Clip { clip })
     }
 }
 
-/// Forwards loading progress to `sink` as `{type: event_type, fraction,
-/// message}`, at most about ten events a second (the last always goes): a
-/// weight transfer reports every chunk, and a flood of events would only
-/// burden the UI.
-fn throttled_progress<'a>(
-    sink: &'a mut EventSink,
-    event_type: &'a str,
-    model_name: &str,
-) -> impl FnMut(f64, &str) + 'a {
+/// How a model load reports itself: as the command's own progress
+/// (`load_model`) or as the loading step before a chat or speech job.
+#[derive(Clone, Copy)]
+enum LoadReport {
+    Progress,
+    Loading,
+}
+
+/// A script or voice list the speech model cannot read: the request's fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+struct BadScript(anyhow::Error);
+
+/// Forwards loading progress to `sink`, at most about ten events a second
+/// (the last always goes): a weight transfer reports every chunk, and a
+/// flood of events would only burden the UI.
+fn throttled_progress<'a>(sink: &'a mut EventSink, report: LoadReport, model_name: &str) -> impl FnMut(f64, &str) + 'a {
     let name = model_name.to_string();
     let mut last_sent: Option<std::time::Instant> = None;
     move |fraction: f64, message: &str| {
@@ -375,7 +388,11 @@ fn throttled_progress<'a>(
             return;
         }
         last_sent = Some(std::time::Instant::now());
-        sink(json!({"type": event_type, "fraction": fraction, "message": format!("{name}: {message}")}));
+        let message = format!("{name}: {message}");
+        sink(match report {
+            LoadReport::Progress => EngineEvent::Progress(Progress::Load { fraction, message }),
+            LoadReport::Loading => EngineEvent::Loading { fraction, message },
+        });
     }
 }
 
@@ -390,7 +407,7 @@ impl SpeechObserver for SpeakProgress<'_> {
     fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, _audio: &[f32]) -> ControlFlow<()> {
         let frames = frame + 1;
         let seconds = frames as f64 * self.hop as f64 / SAMPLE_RATE as f64;
-        let listening = (self.sink)(json!({"type": "progress", "frames": frames, "seconds": seconds}));
+        let listening = (self.sink)(EngineEvent::Progress(Progress::Speech { frames, seconds }));
         if listening && !self.cancel.load(Ordering::Relaxed) {
             ControlFlow::Continue(())
         } else {

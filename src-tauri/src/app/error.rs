@@ -14,6 +14,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A failed stream's error, by the kind the engine gave it.
+    pub fn from_kind(kind: super::events::ErrorKind, message: String) -> Self {
+        match kind {
+            super::events::ErrorKind::BadRequest => Self::BadRequest(message),
+            super::events::ErrorKind::Failed => Self::Server(message),
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
             Self::BadRequest(m) | Self::NotFound(m) | Self::Server(m) => m,

@@ -8,7 +8,9 @@ pub mod commands;
 pub mod conversations;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod key_store;
+pub mod request;
 pub mod speech_library;
 
 use crate::cluster::master::ClusterSettings;

@@ -1,5 +1,6 @@
 //! `cake serve`: the web UI, the app API and the OpenAI-compatible API.
 
+use crate::app::events::{Done, EngineEvent};
 use crate::app::App;
 use crate::library::catalog::Catalog;
 use crate::server::ServeOptions;
@@ -69,10 +70,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
 }
 
 /// Prints the outcome of loading the `--model` at start.
-fn report_preload(event: serde_json::Value) -> bool {
-    match event["type"].as_str() {
-        Some("done") => eprintln!("model loaded: {}", event["model"]["name"].as_str().unwrap_or_default()),
-        Some("error") => eprintln!("error: {}", event["message"].as_str().unwrap_or_default()),
+fn report_preload(event: EngineEvent) -> bool {
+    match event {
+        EngineEvent::Done(Done::Model { model }) => eprintln!("model loaded: {}", model.name),
+        EngineEvent::Error { message, .. } => eprintln!("error: {message}"),
         _ => {}
     }
     true

@@ -5,6 +5,8 @@
 //! `app_call` answers plain commands, `app_stream` forwards a streaming
 //! command's events over a Tauri `Channel`.
 
+use crate::app::events::EngineEvent;
+use crate::app::request::CommandRequest;
 use crate::app::App;
 use crate::library::catalog::Catalog;
 use crate::text::model::LoadOptions;
@@ -16,7 +18,7 @@ use tauri::State;
 #[tauri::command]
 async fn app_call(app: State<'_, Arc<App>>, command: String, args: Value) -> Result<Value, String> {
     let app = app.inner().clone();
-    tauri::async_runtime::spawn_blocking(move || app.call(&command, args))
+    tauri::async_runtime::spawn_blocking(move || app.call(CommandRequest::parse(&command, args)?))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.message().to_string())
@@ -27,11 +29,11 @@ async fn app_stream(
     app: State<'_, Arc<App>>,
     command: String,
     args: Value,
-    events: Channel<Value>,
+    events: Channel<EngineEvent>,
 ) -> Result<(), String> {
     let app = app.inner().clone();
-    let sink = Box::new(move |event: Value| events.send(event).is_ok());
-    tauri::async_runtime::spawn_blocking(move || app.stream(&command, args, sink))
+    let sink = Box::new(move |event: EngineEvent| events.send(event).is_ok());
+    tauri::async_runtime::spawn_blocking(move || app.stream(CommandRequest::parse(&command, args)?, sink))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.message().to_string())

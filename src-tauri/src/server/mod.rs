@@ -16,6 +16,8 @@ mod ui_assets;
 
 use crate::app::engine::EventSink;
 use crate::app::error::ApiError;
+use crate::app::events::EngineEvent;
+use crate::app::request::CommandRequest;
 use crate::app::App;
 use access::AccessPolicy;
 use axum::body::Bytes;
@@ -122,33 +124,33 @@ pub fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 }
 
 /// An event sink feeding an unbounded channel, and the channel's receiving end.
-pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<Value>) {
+pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<EngineEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Box::new(move |event| tx.send(event).is_ok()), rx)
 }
 
 async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, body: Bytes) -> Response {
-    let args = match parse_body(&body) {
-        Ok(args) => args,
+    let request = match parse_body(&body).and_then(|args| CommandRequest::parse(&command, args)) {
+        Ok(request) => request,
         Err(e) => return e.into_response(),
     };
-    if crate::app::commands::is_stream_command(&command) {
+    if request.command.is_streaming() {
         let (sink, rx) = channel_sink();
         let started = {
             let app = app.clone();
-            tokio::task::spawn_blocking(move || app.stream(&command, args, sink)).await
+            tokio::task::spawn_blocking(move || app.stream(request, sink)).await
         };
         return match started {
             Ok(Ok(())) => {
                 let events = UnboundedReceiverStream::new(rx)
-                    .map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string())));
+                    .map(|event| Ok::<_, Infallible>(Event::default().json_data(event).expect("events serialize")));
                 Sse::new(events).keep_alive(KeepAlive::default()).into_response()
             }
             Ok(Err(e)) => e.into_response(),
             Err(e) => ApiError::Server(format!("the request failed: {e}")).into_response(),
         };
     }
-    match tokio::task::spawn_blocking(move || app.call(&command, args)).await {
+    match tokio::task::spawn_blocking(move || app.call(request)).await {
         Ok(Ok(value)) => Json(value).into_response(),
         Ok(Err(e)) => e.into_response(),
         Err(e) => ApiError::Server(format!("the request failed: {e}")).into_response(),

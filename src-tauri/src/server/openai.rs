@@ -6,11 +6,13 @@
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
 use super::{channel_sink, parse_body};
-use crate::app::commands::ChatArgs;
 use crate::app::error::ApiError;
+use crate::app::events::{Done, EngineEvent, ReplyStats};
+use crate::app::request::ChatArgs;
 use crate::app::App;
 use crate::library::catalog::ModelStatus;
 use crate::text::chat_template::ChatMessage;
+use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -128,17 +130,15 @@ impl CompletionRequest {
     }
 }
 
-fn openai_finish_reason(ours: &Value) -> &'static str {
-    match ours.as_str() {
-        Some("max_tokens" | "context_full") => "length",
+fn openai_finish_reason(ours: FinishReason) -> &'static str {
+    match ours {
+        FinishReason::MaxTokens | FinishReason::ContextFull => "length",
         _ => "stop",
     }
 }
 
-fn usage(stats: &Value) -> Value {
-    let prompt = stats["prompt_tokens"].as_u64().unwrap_or(0);
-    let completion = stats["completion_tokens"].as_u64().unwrap_or(0);
-    let cached = stats["cached_prompt_tokens"].as_u64().unwrap_or(0);
+fn usage(stats: &ReplyStats) -> Value {
+    let (prompt, completion, cached) = (stats.prompt_tokens, stats.completion_tokens, stats.cached_prompt_tokens);
     json!({
         "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
@@ -173,21 +173,21 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     if !stream {
         let mut text = String::new();
         while let Some(event) = rx.recv().await {
-            match event["type"].as_str() {
-                Some("token") => text.push_str(event["text"].as_str().unwrap_or_default()),
-                Some("done") => {
+            match event {
+                EngineEvent::Token { text: piece } => text.push_str(&piece),
+                EngineEvent::Done(Done::Reply { stats, .. }) => {
                     return Ok(Json(json!({
                         "id": id, "object": "chat.completion", "created": created, "model": model_id,
                         "choices": [{
                             "index": 0,
                             "message": {"role": "assistant", "content": text},
-                            "finish_reason": openai_finish_reason(&event["stats"]["finish_reason"]),
+                            "finish_reason": openai_finish_reason(stats.finish_reason),
                         }],
-                        "usage": usage(&event["stats"]),
+                        "usage": usage(&stats),
                     }))
                     .into_response());
                 }
-                Some("error") => return Err(completion_error(&event)),
+                EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
                 _ => {}
             }
         }
@@ -199,8 +199,8 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     let mut pending = Vec::new();
     loop {
         match rx.recv().await {
-            Some(event) if event["type"] == "error" => return Err(completion_error(&event)),
-            Some(event) if event["type"] == "loading" => continue,
+            Some(EngineEvent::Error { message, kind }) => return Err(ApiError::from_kind(kind, message)),
+            Some(EngineEvent::Loading { .. }) => continue,
             Some(event) => {
                 pending.push(event);
                 break;
@@ -216,21 +216,20 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     };
     let first = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
     let events = rx.map(move |event| -> Vec<String> {
-        match event["type"].as_str() {
-            Some("token") => vec![chunk(json!({"content": event["text"]}), Value::Null).to_string()],
-            Some("done") => {
-                let mut out =
-                    vec![chunk(json!({}), json!(openai_finish_reason(&event["stats"]["finish_reason"]))).to_string()];
+        match event {
+            EngineEvent::Token { text } => vec![chunk(json!({"content": text}), Value::Null).to_string()],
+            EngineEvent::Done(Done::Reply { stats, .. }) => {
+                let mut out = vec![chunk(json!({}), json!(openai_finish_reason(stats.finish_reason))).to_string()];
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
                     last["choices"] = json!([]);
-                    last["usage"] = usage(&event["stats"]);
+                    last["usage"] = usage(&stats);
                     out.push(last.to_string());
                 }
                 out.push("[DONE]".into());
                 out
             }
-            Some("error") => vec![completion_error(&event).body().to_string()],
+            EngineEvent::Error { message, kind } => vec![ApiError::from_kind(kind, message).body().to_string()],
             _ => Vec::new(),
         }
     });
@@ -240,15 +239,4 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     )
     .map(|data| Ok::<_, Infallible>(Event::default().data(data)));
     Ok(Sse::new(lines).into_response())
-}
-
-/// An engine `error` event as an API error: a prompt that is too long is the
-/// client's fault, anything else ours.
-fn completion_error(event: &Value) -> ApiError {
-    let message = event["message"].as_str().unwrap_or("generation failed").to_string();
-    if message.contains("context length") || message.contains("cannot load") {
-        ApiError::BadRequest(message)
-    } else {
-        ApiError::Server(message)
-    }
 }

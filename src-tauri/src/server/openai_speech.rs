@@ -3,8 +3,9 @@
 //! the app. The answer is the speech as a WAV file.
 
 use super::{channel_sink, parse_body};
-use crate::app::commands::SpeakArgs;
 use crate::app::error::ApiError;
+use crate::app::events::{Done, EngineEvent};
+use crate::app::request::SpeakArgs;
 use crate::app::App;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -59,22 +60,14 @@ async fn synthesize(app: Arc<App>, body: Bytes) -> Result<Vec<u8>, ApiError> {
     .await
     .map_err(|e| ApiError::Server(e.to_string()))??;
     while let Some(event) = rx.recv().await {
-        match event["type"].as_str() {
-            Some("done") => {
+        match event {
+            EngineEvent::Done(Done::Audio { wav_base64 }) => {
                 use base64::Engine as _;
-                let data = event["wav_base64"].as_str().unwrap_or_default();
                 return base64::engine::general_purpose::STANDARD
-                    .decode(data)
+                    .decode(wav_base64)
                     .map_err(|e| ApiError::Server(format!("speech came back garbled: {e}")));
             }
-            Some("error") => {
-                let message = event["message"].as_str().unwrap_or("speech failed").to_string();
-                return Err(if message.contains("script") || message.contains("speaker") {
-                    ApiError::BadRequest(message)
-                } else {
-                    ApiError::Server(message)
-                });
-            }
+            EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
             _ => {}
         }
     }

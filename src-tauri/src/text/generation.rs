@@ -89,6 +89,15 @@ pub struct Generation {
     pub cached_prompt_tokens: usize,
 }
 
+/// A prompt that does not fit the model's context length: the request's
+/// fault, which callers tell from other failures by downcasting.
+#[derive(Debug, thiserror::Error)]
+#[error("the prompt has {tokens} tokens but the model's context length is {context}")]
+pub struct PromptTooLong {
+    pub tokens: usize,
+    pub context: usize,
+}
+
 /// Runs `request` on `model` in a fresh session, calling `on_token` for
 /// every new token.
 pub fn generate(
@@ -116,7 +125,7 @@ pub fn generate_cached(
     }
     let context = model.decoder().config.max_position_embeddings;
     if prompt.len() >= context {
-        bail!("the prompt has {} tokens but the model's context length is {context}", prompt.len());
+        return Err(PromptTooLong { tokens: prompt.len(), context }.into());
     }
     request.sampling.validate()?;
     let mut sampler = Sampler::new(request.sampling.clone());

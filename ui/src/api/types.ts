@@ -93,6 +93,8 @@ export interface ModelList {
 export interface ErrorEvent {
   type: "error";
   message: string;
+  /** `bad_request`: the request cannot work as sent; `failed`: it failed while served. */
+  kind: "bad_request" | "failed";
 }
 
 export interface DownloadProgressEvent {

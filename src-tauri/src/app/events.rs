@@ -1,0 +1,87 @@
+//! What a streaming command tells its requester, as one typed enum.
+//!
+//! Every event serializes to a JSON object with a `type` field (the shapes
+//! are listed in docs/api.md and mirrored by `ui/src/api/types.ts`). A
+//! stream is some `loading`/`progress` events, `token` and `notice` events
+//! for a chat, then exactly one `done` or `error`.
+
+use super::speech_library::Clip;
+use crate::library::catalog::ModelEntry;
+use crate::library::download::DownloadProgress;
+use crate::text::generation::FinishReason;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EngineEvent {
+    /// Loading the model a chat or speech job needs.
+    Loading { fraction: f64, message: String },
+    /// Progress of the command's own work.
+    Progress(Progress),
+    /// A piece of a reply.
+    Token { text: String },
+    /// Something to know mid-reply (a worker was lost and the reply continues).
+    Notice { message: String },
+    /// The command finished.
+    Done(Done),
+    /// The command failed; `kind` says whose fault it was.
+    Error { message: String, kind: ErrorKind },
+}
+
+/// What `progress` events carry, by command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Progress {
+    /// `load_model`.
+    Load { fraction: f64, message: String },
+    /// `speak`: frames made and the seconds of audio they hold.
+    Speech { frames: usize, seconds: f64 },
+    /// `download_model`.
+    Download(DownloadProgress),
+}
+
+/// What `done` events carry, by command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Done {
+    /// `load_model`, `download_model`: the model, as listed.
+    Model { model: ModelEntry },
+    /// `chat`.
+    Reply { text: String, stats: ReplyStats },
+    /// `speak` without keeping the clip (the OpenAI speech endpoint).
+    Audio { wav_base64: String },
+    /// `speak`: the stored clip.
+    Clip { clip: Clip },
+}
+
+/// How a reply went.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplyStats {
+    pub prompt_tokens: usize,
+    pub cached_prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub ttft_s: f64,
+    pub decode_tok_s: f64,
+    pub finish_reason: FinishReason,
+}
+
+/// Whose fault a failure was: HTTP answers 400 for the first, 500 for the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request cannot work as sent (prompt too long, unusable model, bad script).
+    BadRequest,
+    /// Something failed while serving a valid request.
+    Failed,
+}
+
+impl EngineEvent {
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self::Error { message: message.into(), kind }
+    }
+
+    /// Whether the stream ends with this event.
+    pub fn is_last(&self) -> bool {
+        matches!(self, Self::Done(_) | Self::Error { .. })
+    }
+}

@@ -1,0 +1,178 @@
+//! What a request asks for, parsed once into a [`Command`].
+//!
+//! Both transports (`cake serve`'s `/api/<command>` and the window's IPC)
+//! hand over a command name and its JSON arguments; [`CommandRequest::parse`]
+//! turns them into one enum variant with typed arguments, and every later
+//! step matches on the variant. Unknown names are `NotFound`, bad
+//! arguments `BadRequest`, whichever transport carried them.
+
+use super::cluster::SettingsUpdate;
+use super::error::ApiError;
+use crate::text::chat_template::ChatMessage;
+use crate::text::sampling::SamplingOverrides;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Every command of docs/api.md with its arguments.
+#[derive(Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    AppInfo,
+    ListModels,
+    ImportModel {
+        path: String,
+    },
+    DeleteModel {
+        id: String,
+    },
+    UnloadModel,
+    ListConversations,
+    GetConversation {
+        id: String,
+    },
+    SaveConversation {
+        conversation: Value,
+    },
+    DeleteConversation {
+        id: String,
+    },
+    ListVoices,
+    AddVoice(AddVoiceArgs),
+    DeleteVoice {
+        id: String,
+    },
+    VoiceAudio {
+        id: String,
+    },
+    ListClips,
+    ClipAudio {
+        id: String,
+    },
+    DeleteClip {
+        id: String,
+    },
+    ClusterStatus,
+    GenerateClusterKey,
+    SetClusterSettings(SettingsUpdate),
+    ScanCluster,
+    CancelStream {
+        stream_id: String,
+    },
+    // Streaming commands: their answer is a stream of events.
+    LoadModel {
+        id: String,
+    },
+    Chat(ChatArgs),
+    Speak(SpeakArgs),
+    DownloadModel {
+        repo_id: String,
+    },
+    /// A name no command has.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Command {
+    /// Whether the answer is a stream of events rather than one JSON value.
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Self::LoadModel { .. } | Self::Chat(_) | Self::Speak(_) | Self::DownloadModel { .. })
+    }
+}
+
+/// A parsed request: the command and, for a stream, the id the UI may
+/// cancel it by (`cancel_stream`).
+pub struct CommandRequest {
+    pub name: String,
+    pub command: Command,
+    pub stream_id: Option<String>,
+}
+
+impl CommandRequest {
+    /// Parses the command `name` with `args` (a JSON object).
+    pub fn parse(name: &str, args: Value) -> Result<Self, ApiError> {
+        let Value::Object(mut fields) = args else {
+            return Err(ApiError::BadRequest(format!("{name}: the arguments must be a JSON object")));
+        };
+        let stream_id = fields.get("stream_id").and_then(Value::as_str).map(str::to_string);
+        fields.insert("command".into(), Value::String(name.to_string()));
+        let command: Command = serde_json::from_value(Value::Object(fields))
+            .map_err(|e| ApiError::BadRequest(format!("{name}: invalid arguments: {e}")))?;
+        if matches!(command, Command::Unknown) {
+            return Err(ApiError::NotFound(format!("unknown command `{name}`")));
+        }
+        Ok(Self { name: name.to_string(), command, stream_id })
+    }
+}
+
+/// Arguments of `add_voice`: a file on the serving machine or an upload.
+#[derive(Deserialize)]
+pub struct AddVoiceArgs {
+    pub name: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub wav_base64: Option<String>,
+    /// The uploaded file's name, for messages (default: `name`).
+    #[serde(default)]
+    pub file_name: Option<String>,
+}
+
+/// Arguments of `speak`.
+#[derive(Deserialize)]
+pub struct SpeakArgs {
+    pub model_id: String,
+    pub script: String,
+    pub voice_ids: Vec<String>,
+    #[serde(default)]
+    pub cfg_scale: Option<f64>,
+    #[serde(default)]
+    pub steps: Option<usize>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub max_seconds: Option<f64>,
+}
+
+/// Arguments of `chat`.
+#[derive(Deserialize)]
+pub struct ChatArgs {
+    pub model_id: String,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub sampling: SamplingOverrides,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: usize,
+    #[serde(default)]
+    pub stop: Vec<String>,
+}
+
+fn default_max_tokens() -> usize {
+    512
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_and_arguments_become_typed_commands() {
+        let request = CommandRequest::parse("get_conversation", json!({"id": "c1"})).unwrap();
+        assert!(matches!(request.command, Command::GetConversation { ref id } if id == "c1"));
+        let request =
+            CommandRequest::parse("chat", json!({"model_id": "m", "messages": [], "stream_id": "s"})).unwrap();
+        assert!(request.command.is_streaming());
+        assert_eq!(request.stream_id.as_deref(), Some("s"));
+        assert!(!CommandRequest::parse("app_info", json!({})).unwrap().command.is_streaming());
+    }
+
+    #[test]
+    fn unknown_names_and_bad_arguments_are_told_apart() {
+        assert!(matches!(CommandRequest::parse("no_such_thing", json!({})), Err(ApiError::NotFound(_))));
+        let Err(ApiError::BadRequest(message)) = CommandRequest::parse("get_conversation", json!({})) else {
+            panic!("a missing id is a bad request");
+        };
+        assert!(message.contains("missing field `id`"), "{message}");
+        assert!(matches!(CommandRequest::parse("app_info", json!([1])), Err(ApiError::BadRequest(_))));
+    }
+}
