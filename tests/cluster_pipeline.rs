@@ -20,40 +20,6 @@ const KEY: &str = "loopback cluster key";
 const DISCOVERY_KEY: &str = "cake1-discover-bakiro-tunela-mosipa-dukefo-rinavu-lesoti-paguhe";
 const STRANGER_KEY: &str = "cake1-stranger-zovime-hadupi-sekoru-nafite-gulobe-pivaso-tedamu";
 
-/// The tiny fixtures of tests/fixtures/tiny, two layers each (run in f32,
-/// as transformers ran them; the FP8 one keeps its weights in F8E4M3).
-const TINY_FAMILIES: [&str; 17] = [
-    "llama3_rope_scaling",
-    "llama_tied",
-    "qwen2",
-    "qwen3",
-    "qwen3_moe",
-    "qwen3_5_hybrid",
-    "qwen3_5_moe",
-    "qwen3_next",
-    "mistral_window",
-    "olmo2",
-    "phi4_mini_longrope",
-    "phi3_window",
-    "exaone4_hybrid",
-    "gemma3_hybrid",
-    "falcon3",
-    "deepseek_r1_distill_qwen",
-    "llama_fp8",
-];
-
-/// llama.cpp's conversions of some of them (see `tests/tiny_models.rs`).
-const TINY_GGUF: [&str; 8] = [
-    "olmo2",
-    "phi3_window",
-    "phi4_mini_longrope",
-    "exaone4_hybrid",
-    "qwen3_moe_sparse",
-    "qwen3_5_hybrid",
-    "qwen3_5_moe",
-    "qwen3_next_sparse",
-];
-
 /// Runs greedy generation over `workers`, the master holding at most `master_memory`.
 fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], master_memory: u64) -> Value {
     let mut args = vec!["run", "--model", model.to_str().unwrap()];
@@ -66,17 +32,20 @@ fn distributed_tokens(model: &Path, prompt_args: &[&str], workers: &[&Worker], m
     cake_json(&args)
 }
 
-/// Every architecture split across a process boundary: with two layers, the
-/// master keeps the first (it always does) and one worker runs the second.
+/// Every architecture split across a process boundary: the master keeps the
+/// first layer (it always does) and one worker runs the others.
 #[test]
 fn tiny_models_split_between_master_and_worker_match_transformers() {
-    let folders = TINY_FAMILIES.iter().map(|family| fixture(&format!("tiny/{family}")));
-    let gguf_files = TINY_GGUF.iter().map(|family| fixture(&format!("tiny/{family}/model-f32.gguf")));
+    // Folders run in f32, as transformers ran them (the FP8 one keeps its
+    // weights in F8E4M3), and llama.cpp's conversions beside them.
+    let folders = common::tiny_families().into_iter().map(|family| fixture(&format!("tiny/{family}")));
+    let gguf_files =
+        common::tiny_gguf_families().into_iter().map(|family| fixture(&format!("tiny/{family}/model-f32.gguf")));
     for model in folders.chain(gguf_files) {
         let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-        assert_eq!(layers.len(), 2);
-        // The master fits the embedding, head and layer 0; the worker fits layer 1.
-        let a = Worker::start(KEY, "a", Some(layers[1]));
+        assert!(layers.len() >= 2, "{}", model.display());
+        // The master fits the embedding, head and layer 0; the worker fits the rest.
+        let a = Worker::start(KEY, "a", Some(layers[1..].iter().sum()));
         let folder = if model.is_file() { model.parent().unwrap().to_path_buf() } else { model.clone() };
         let reference: Value =
             serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();

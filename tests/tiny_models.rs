@@ -96,7 +96,10 @@ fn check_tokenizer_matches_transformers(family: &str, file: Option<&str>) {
 }
 
 macro_rules! family_tests {
-    ($($module:ident => $family:literal),* $(,)?) => {$(
+    ($($module:ident => $family:literal),* $(,)?) => {
+        /// The families given tests here, to check against the fixtures on disk.
+        const FAMILIES: &[&str] = &[$($family),*];
+        $(
         mod $module {
             #[test]
             fn nll_matches_transformers() {
@@ -116,6 +119,16 @@ macro_rules! family_tests {
             }
         }
     )*};
+}
+
+#[test]
+fn every_fixture_family_has_its_tests() {
+    let mut listed: Vec<&str> = FAMILIES.to_vec();
+    listed.sort();
+    assert_eq!(listed, common::tiny_families(), "family_tests! and tests/fixtures/tiny disagree");
+    let mut gguf: Vec<&str> = GGUF_FAMILIES.to_vec();
+    gguf.sort();
+    assert_eq!(gguf, common::tiny_gguf_families(), "gguf_tests! and the model-f32.gguf files disagree");
 }
 
 family_tests! {
@@ -146,7 +159,9 @@ family_tests! {
 /// the folder's weights: llama.cpp's tensor names, fused tensors, LongRoPE
 /// factor tensors and window patterns are read as the folder's config.
 macro_rules! gguf_tests {
-    ($($module:ident => $family:literal),* $(,)?) => {$(
+    ($($module:ident => $family:literal),* $(,)?) => {
+        const GGUF_FAMILIES: &[&str] = &[$($family),*];
+        $(
         mod $module {
             const FILE: Option<&str> = Some("model-f32.gguf");
             #[test]

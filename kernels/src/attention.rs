@@ -14,7 +14,8 @@
 //! registers. Both read keys and values row after row, the order they lie
 //! in: during a decode step the weights stream through the caches, so the
 //! cache of keys and values comes from memory, and the hardware prefetcher
-//! only keeps up with reads in order (column-wise reads were 1.3x slower).
+//! only keeps up with reads in order (column-wise reads were slower:
+//! docs/benchmarks.md, "Tuning constants").
 
 use super::cpu::Level;
 use super::dense::dot;

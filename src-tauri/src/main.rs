@@ -6,17 +6,14 @@ use clap::Parser;
 /// `CANDLE_BARRIER_POOL_SPIN_LIMIT` says otherwise. Candle's default
 /// (25 000 spins, about a millisecond here) keeps a process that just
 /// handed its hidden state to the next machine burning both cores while the
-/// next stage starts; with master and workers sharing a CPU that cost the
-/// cluster benchmark about 10% (0.80–0.83x against 0.91–0.92x with 2 000),
-/// while one process alone ran at the same speed either way.
+/// next stage starts (measured: docs/benchmarks.md, "Tuning constants").
 const KERNEL_SPIN_LIMIT: &str = "2000";
 
 /// Allocations at least this large get their own fresh mapping from glibc.
 /// Its default adapts up from 128 KiB, but not before a prompt's temporary
 /// tensors (megabytes each, allocated and freed by every op) have each cost
-/// a mapping, a page fault per page and an unmapping: raising it at start
-/// took a 256-token prefill from 445 to 560–640 tok/s (Q4_1) and from 335
-/// to 400–575 (F32), for 2 MB more peak memory.
+/// a mapping, a page fault per page and an unmapping (measured:
+/// docs/benchmarks.md, "Tuning constants").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: libc::c_int = 32 << 20;
 /// Free memory at the top of the heap kept for reuse rather than returned.

@@ -17,6 +17,25 @@ pub fn fixture(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(relative)
 }
 
+/// The tiny text-model fixtures (`tests/fixtures/tiny/<family>/` with a
+/// chat template, made by tests/fixtures/generate_tiny_models.py): the one
+/// list every suite takes its families from, in name order.
+pub fn tiny_families() -> Vec<String> {
+    let mut families: Vec<String> = std::fs::read_dir(fixture("tiny"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| dir.join("chat_template.jinja").exists() && dir.join("reference.json").exists())
+        .map(|dir| dir.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    families.sort();
+    families
+}
+
+/// The families that also have llama.cpp's conversion, `model-f32.gguf`.
+pub fn tiny_gguf_families() -> Vec<String> {
+    tiny_families().into_iter().filter(|f| fixture(&format!("tiny/{f}/model-f32.gguf")).exists()).collect()
+}
+
 /// Runs `cake` with `args`, returning its output whatever the exit status.
 pub fn cake(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cake"))

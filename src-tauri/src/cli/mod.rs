@@ -13,6 +13,7 @@ use crate::cluster::discovery::scope_from;
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
+use crate::models::loader::ComputeDtype;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::{SamplingOverrides, SamplingParams};
 use anyhow::{bail, Context, Result};
@@ -56,10 +57,9 @@ pub struct ModelArgs {
     /// (default: the embedded SmolLM2-135M-Instruct).
     #[arg(long)]
     pub model: Option<String>,
-    /// Weights and activation dtype: f32, f16 or bf16 (default: as stored;
-    /// GGUF weights stay quantized).
-    #[arg(long)]
-    pub dtype: Option<String>,
+    /// Weights and activation dtype (default: as stored; GGUF weights stay quantized).
+    #[arg(long, value_enum)]
+    pub dtype: Option<ComputeDtype>,
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -122,10 +122,6 @@ impl ClusterArgs {
 }
 
 impl ModelArgs {
-    pub fn dtype(&self) -> Result<Option<DType>> {
-        self.dtype.as_deref().map(crate::models::loader::parse_dtype).transpose().context("--dtype")
-    }
-
     /// Applies `--threads` before any kernel runs.
     pub fn apply_threads(&self) -> Result<()> {
         match self.threads {
@@ -146,7 +142,7 @@ impl ModelArgs {
     pub fn load_model_excluding(&self, excluded: &[String]) -> Result<(TextModel, f64)> {
         self.apply_threads()?;
         let path = resolve_model(self.model.as_deref())?;
-        let options = LoadOptions { dtype: self.dtype()?, ..Default::default() };
+        let options = LoadOptions { dtype: self.dtype.map(DType::from), ..Default::default() };
         let start = std::time::Instant::now();
         let model = match self.cluster.settings()? {
             Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,

@@ -14,7 +14,7 @@ use super::protocol::WorkerInfo;
 use super::remote::RemoteWorker;
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
-use crate::models::loader::{dtype_name, Checkpoint, LoadOptions};
+use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::sources::selection::TensorSelection;
 use crate::text::model::{RemoteStage, TextModel};
 use anyhow::{Context, Result};
@@ -92,7 +92,10 @@ pub fn load_distributed<M>(
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         monitor.begin_run(&name, layer_bytes.len(), plan.clone(), stage_workers.clone());
     }
-    let dtype = options.dtype.map(dtype_name);
+    let dtype = match options.dtype {
+        Some(dtype) => Some(ComputeDtype::of(dtype).with_context(|| format!("workers cannot compute in {dtype:?}"))?),
+        None => None,
+    };
     let mut stages = Vec::new();
     // Progress: each worker that gets layers is one part, local loading the last.
     let parts = 1 + stage_workers.iter().zip(&plan.stages).filter(|(w, s)| w.is_some() && !s.layers.is_empty()).count();

@@ -5,6 +5,7 @@
 //! `[u32 header length][header][payload]` into one sealed frame.
 
 use super::weight_transfer::{ChunkRef, ModelManifest};
+use crate::models::loader::ComputeDtype;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::de::DeserializeOwned;
@@ -18,7 +19,7 @@ pub enum Request {
     Info,
     /// Load layers `start..end` of the model the manifest describes; the
     /// worker answers `NeedChunks` until it has all its bytes.
-    Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<String> },
+    Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<ComputeDtype> },
     /// One chunk of weights (payload: LZ4 with the size prepended).
     Chunk { manifest_key: String, chunk: ChunkRef, sha256: String },
     /// Run the loaded layers on hidden states (payload, f32) of `shape`,

@@ -7,6 +7,7 @@ use super::cluster_key::ClusterKey;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
+use crate::models::loader::ComputeDtype;
 use crate::models::pipeline::{RemoteLayers, StageTimings};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
@@ -213,15 +214,10 @@ impl RemoteWorker {
         model: &Path,
         manifest: &ModelManifest,
         layers: std::ops::Range<usize>,
-        dtype: Option<&str>,
+        dtype: Option<ComputeDtype>,
         on_sent: &mut dyn FnMut(u64, u64),
     ) -> Result<u64> {
-        let request = Request::Load {
-            manifest: manifest.clone(),
-            start: layers.start,
-            end: layers.end,
-            dtype: dtype.map(str::to_string),
-        };
+        let request = Request::Load { manifest: manifest.clone(), start: layers.start, end: layers.end, dtype };
         let mut sent = 0u64;
         // One round normally; a second if a worker lost a chunk (say, its disk filled).
         for _round in 0..3 {

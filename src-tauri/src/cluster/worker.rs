@@ -16,10 +16,11 @@ use super::protocol::{
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
-use crate::models::loader::{parse_dtype, Checkpoint, LoadOptions};
+use crate::models::loader::{Checkpoint, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{Context, Result};
+use candle_core::DType;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -310,8 +311,7 @@ impl State<'_> {
                 let path = self.weights.model_path(&manifest);
                 *self.manifest = Some(manifest);
                 let checkpoint = Checkpoint::open(&path)?;
-                let options =
-                    LoadOptions { dtype: dtype.as_deref().map(parse_dtype).transpose()?, ..Default::default() };
+                let options = LoadOptions { dtype: dtype.map(DType::from), ..Default::default() };
                 let selection = TensorSelection { layers: start..end, embedding: false, head: false };
                 *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
                 eprintln!("worker {}: loaded layers {start}..{end}", self.name);

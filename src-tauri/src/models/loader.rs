@@ -31,21 +31,35 @@ impl Default for LoadOptions {
 }
 
 /// The compute dtypes a person can choose, by their command-line spelling.
-pub fn parse_dtype(name: &str) -> Result<DType> {
-    Ok(match name {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        other => bail!("unknown dtype `{other}` (use f32, f16 or bf16)"),
-    })
+/// A dtype weights and activations can be computed in: what `--dtype`
+/// accepts and what a master asks its workers for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeDtype {
+    F32,
+    F16,
+    Bf16,
 }
 
-/// The spelling [`parse_dtype`] reads back.
-pub fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => "f32",
+impl ComputeDtype {
+    /// The compute dtype `dtype` is, if it is one.
+    pub fn of(dtype: DType) -> Option<Self> {
+        match dtype {
+            DType::F32 => Some(Self::F32),
+            DType::F16 => Some(Self::F16),
+            DType::BF16 => Some(Self::Bf16),
+            _ => None,
+        }
+    }
+}
+
+impl From<ComputeDtype> for DType {
+    fn from(dtype: ComputeDtype) -> Self {
+        match dtype {
+            ComputeDtype::F32 => DType::F32,
+            ComputeDtype::F16 => DType::F16,
+            ComputeDtype::Bf16 => DType::BF16,
+        }
     }
 }
 

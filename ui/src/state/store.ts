@@ -1,6 +1,6 @@
 // A minimal observable store: one immutable state object, replaced by
 // `update`, with listeners told after each change. The UI subscribes through
-// the `useStore` hook (src/components/useStore.ts); state logic and its tests
+// the `useAppState` hook (src/components/context.ts); state logic and its tests
 // use it directly, without any UI library.
 
 export type Listener = () => void;

@@ -1,9 +1,9 @@
 //! Per-family mapping from a checkpoint's configuration to [`ModelConfig`].
 //!
-//! The families here share one decoder (see `models::decoder`); they
-//! differ only in biases, q/k norms, norm placement and which layers use a
-//! sliding window.
-//! Each family module states exactly those differences.
+//! The families here share one decoder (see `models::decoder`). Each
+//! module states what its family sets differently: biases, q/k norms and
+//! norm placement, sliding-window and hybrid (linear-attention) layer
+//! patterns, mixture-of-experts layouts, RoPE scaling, and tensor names.
 
 mod exaone4;
 mod gemma3;
