@@ -87,16 +87,12 @@ fn start_worker(network: &TestNetwork, host: usize, name: &str, max_memory: u64,
         .command(host)
         .env("CAKE_DATA_DIR", data)
         .args(["worker", "--name", name, "--port", "10128", "--max-memory", &max_memory.to_string()])
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("the worker starts").unwrap();
-        if line.contains(" ready on ") {
-            break;
-        }
-    }
+    common::ready_address(child.stdout.take().unwrap());
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
     std::thread::spawn(move || for _ in lines {});
     Process(child)
 }

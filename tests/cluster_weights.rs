@@ -26,9 +26,11 @@ impl Worker {
             .env("CAKE_CLUSTER_KEY", KEY)
             .env("CAKE_DATA_DIR", data)
             .env("RAYON_NUM_THREADS", "1")
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let address = common::ready_address(child.stdout.take().unwrap());
         let (tx, lines) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -36,12 +38,6 @@ impl Worker {
                 let _ = tx.send(line);
             }
         });
-        let address = loop {
-            let line = lines.recv().expect("the worker starts");
-            if let Some(rest) = line.split(" ready on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
         Self { child, address, lines }
     }
 }

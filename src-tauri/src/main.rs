@@ -31,9 +31,5 @@ fn main() {
         // Set before any thread starts: candle reads it when its pool is built.
         std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", KERNEL_SPIN_LIMIT);
     }
-    let cli = cake::cli::Cli::parse();
-    if let Err(error) = cake::cli::main_with(cli) {
-        eprintln!("error: {error:#}");
-        std::process::exit(1);
-    }
+    cake::cli::exit_on_error(cake::cli::main_with(cake::cli::Cli::parse()));
 }

@@ -36,6 +36,23 @@ pub fn tiny_gguf_families() -> Vec<String> {
     tiny_families().into_iter().filter(|f| fixture(&format!("tiny/{f}/model-f32.gguf")).exists()).collect()
 }
 
+/// Waits for `cake worker`'s readiness line (`{"ready": "<address>"}` on
+/// stdout) and returns the address; keeps draining stdout afterwards.
+pub fn ready_address(stdout: std::process::ChildStdout) -> String {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let address = loop {
+        let line = lines.next().expect("the worker reports that it is ready").expect("stdout reads");
+        if let Ok(Value::Object(ready)) = serde_json::from_str::<Value>(&line) {
+            if let Some(Value::String(address)) = ready.get("ready") {
+                break address.clone();
+            }
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    address
+}
+
 /// Runs `cake` with `args`, returning its output whatever the exit status.
 pub fn cake(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cake"))

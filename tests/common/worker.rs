@@ -32,18 +32,14 @@ impl Worker {
             .args(extra)
             .env("CAKE_CLUSTER_KEY", key)
             .env("RAYON_NUM_THREADS", "1")
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(bytes) = max_memory {
             command.args(["--max-memory", &bytes.to_string()]);
         }
         let mut child = command.spawn().expect("cake worker starts");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let address = loop {
-            let line = lines.next().expect("the worker reports its address").unwrap();
-            if let Some(rest) = line.split(" ready on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
+        let address = super::ready_address(child.stdout.take().unwrap());
+        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
         std::thread::spawn(move || for _ in lines {});
         Self { child, address, data }
     }

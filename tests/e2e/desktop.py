@@ -139,12 +139,16 @@ def start_worker(cake: Path, name: str, data: Path, env: dict) -> subprocess.Pop
     proc = subprocess.Popen(
         [str(cake), "worker", "--name", name, "--port", "0", "--host", "127.0.0.1", "--mdns-iface", "lo"],
         env=dict(env, CAKE_DATA_DIR=str(data), CAKE_CLUSTER_KEY=CLUSTER_KEY, RAYON_NUM_THREADS="1"),
-        stderr=subprocess.PIPE, text=True)
-    for line in proc.stderr:
-        if " ready on " in line:
-            # Keep draining its log so it never blocks on a full pipe.
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in proc.stdout:
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ready, dict) and "ready" in ready:
+            # Keep draining its output so it never blocks on a full pipe.
             import threading
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
             return proc
     raise SystemExit(f"worker {name} did not start")
 

@@ -99,13 +99,13 @@ impl ClusterControl {
         let prefs = match read_preferences(&prefs_path) {
             Ok(prefs) => prefs,
             Err(e) => {
-                eprintln!("{e:#}; using default cluster settings");
+                tracing::warn!("{e:#}; using default cluster settings");
                 ClusterPreferences::default()
             }
         };
         let key_store = KeyStore::new(data_dir.join("cluster-key"));
         let key = key_store.load().unwrap_or_else(|e| {
-            eprintln!("{e:#}");
+            tracing::warn!("{e:#}");
             None
         });
         let monitor = command_line.as_ref().map_or_else(Arc::default, |s| s.monitor.clone());
@@ -210,7 +210,7 @@ impl ClusterControl {
         match self.start_worker(&state.prefs, text) {
             Ok(worker) => state.worker = Some(worker),
             Err(e) => {
-                eprintln!("cannot join as a worker: {e:#}");
+                tracing::warn!("cannot join as a worker: {e:#}");
                 state.worker_error = Some(format!("{e:#}"));
             }
         }

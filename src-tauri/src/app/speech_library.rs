@@ -81,7 +81,7 @@ impl Shelf {
                 // A damaged description is skipped rather than hiding every other item.
                 match std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<T>(&b).ok()) {
                     Some(item) => items.push(item),
-                    None => eprintln!("{}: unreadable, skipped", path.display()),
+                    None => tracing::warn!("{}: unreadable, skipped", path.display()),
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 mod chat;
 mod library;
+pub mod logging;
 mod perplexity;
 mod run;
 mod serve;
@@ -237,10 +238,20 @@ fn open_window() -> Result<()> {
     }
 }
 
+/// Prints a failed command's error and ends the process with status 1.
+pub fn exit_on_error(outcome: Result<()>) {
+    if let Err(error) = outcome {
+        eprintln!("error: {error:#}");
+        std::process::exit(1);
+    }
+}
+
 pub fn main_with(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
+        logging::init(Some(&crate::files::paths::data_dir().join("cake.log")));
         return open_window();
     };
+    logging::init(None);
     match command {
         Command::Run(args) => run::run(args),
         Command::Chat(args) => chat::run(args),

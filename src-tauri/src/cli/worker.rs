@@ -1,8 +1,9 @@
-//! `cake worker`: join a cluster headless.
+//! `cake worker`: join a cluster headless. Once it listens it prints
+//! `{"ready": "<address>"}` on a line of its own on stdout.
 
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, scope_from};
-use crate::cluster::worker::{serve, WorkerConfig};
+use crate::cluster::worker::{start, WorkerConfig};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::net::TcpListener;
@@ -62,7 +63,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let port = listener.local_addr()?.port();
     let _advertisement =
         if args.no_mdns { None } else { Some(advertise(&name, port, &key, &scope_from(&args.mdns_interfaces))?) };
-    serve(
+    let worker = start(
         listener,
         WorkerConfig {
             name,
@@ -71,5 +72,10 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             memory_bytes: args.max_memory,
             idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
         },
-    )
+    )?;
+    // The machine-readable signal scripts and tests wait for: one JSON line.
+    println!("{}", serde_json::json!({"ready": worker.address.to_string()}));
+    std::io::Write::flush(&mut std::io::stdout())?;
+    worker.wait();
+    Ok(())
 }

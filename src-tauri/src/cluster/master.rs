@@ -128,7 +128,7 @@ pub fn load_distributed<M>(
         let sent = worker
             .load(&path, &manifest, stage.layers.clone(), dtype, &mut on_sent)
             .with_context(|| format!("worker {} could not load layers {:?}", worker.info.name, stage.layers))?;
-        eprintln!(
+        tracing::info!(
             "worker {}: layers {:?} ready ({sent} bytes of weights sent, {} needed)",
             worker.info.name,
             stage.layers,
@@ -236,7 +236,7 @@ impl ClusterSettings {
         let mut candidates = Vec::new();
         for found in browse(&self.key, self.discovery_timeout, &self.mdns)? {
             if found.same_cluster {
-                eprintln!("found worker {}", found.describe());
+                tracing::info!("found worker {}", found.describe());
                 candidates.push(Candidate {
                     address: found.address.to_string(),
                     name: Some(found.name),
@@ -294,7 +294,7 @@ impl ClusterSettings {
                 }
                 Err(e) => {
                     let problem = format!("{e:#}");
-                    eprintln!("leaving out {name} ({}): {problem}", candidate.address);
+                    tracing::warn!("leaving out {name} ({}): {problem}", candidate.address);
                     let state = if problem.contains("cannot reach") {
                         MachineState::Unreachable
                     } else {
@@ -357,7 +357,7 @@ impl ClusterSettings {
         let (model, plan) =
             load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
         for stage in &plan.stages {
-            eprintln!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
+            tracing::info!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }
         Ok(model)
     }

@@ -170,12 +170,12 @@ impl RemoteWorker {
                 let answer = connection.round_trip(&encode(&Request::Heartbeat, &[]), &stats);
                 if let Err(e) = answer {
                     mark_lost(&stats, format!("no answer to a heartbeat: {e:#}"));
-                    eprintln!("worker {name} stopped answering heartbeats: {e:#}");
+                    tracing::warn!("worker {name} stopped answering heartbeats: {e:#}");
                 }
             }
         });
         if let Err(e) = spawned {
-            eprintln!("worker {}: no heartbeat thread ({e}); an idle connection may time out", self.info.name);
+            tracing::warn!("worker {}: no heartbeat thread ({e}); an idle connection may time out", self.info.name);
         }
     }
 

@@ -4,8 +4,8 @@
 //! Each connection is one master's session with its own loaded stage and
 //! one KV cache per sequence, so a master that reconnects starts clean.
 //! [`start`] runs the worker in the background (the app's "Join as worker"
-//! switch) and reports what each master is doing; [`serve`] is the same,
-//! blocking (`cake worker`).
+//! switch, and `cake worker`, which then waits) and reports what each
+//! master is doing.
 
 use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::cluster_key::ClusterKey;
@@ -121,17 +121,11 @@ impl Drop for RunningWorker {
     }
 }
 
-/// Serves masters on `listener` until the process ends, one thread each.
-pub fn serve(listener: TcpListener, config: WorkerConfig) -> Result<()> {
-    start(listener, config)?.wait();
-    Ok(())
-}
-
 /// Serves masters on `listener` in the background, one thread each.
 pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorker> {
     let info = config.info();
     let address = listener.local_addr()?;
-    eprintln!(
+    tracing::info!(
         "worker {} ready on {address} ({:.2} GB for weights, ~{:.1} GB/s)",
         info.name,
         info.memory_bytes as f64 / 1e9,
@@ -182,8 +176,8 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
                     }));
                     match served {
                         Ok(Ok(())) => {}
-                        Ok(Err(e)) => eprintln!("worker {}: {peer}: {e:#}", config.name),
-                        Err(_) => eprintln!(
+                        Ok(Err(e)) => tracing::warn!("worker {}: {peer}: {e:#}", config.name),
+                        Err(_) => tracing::warn!(
                             "worker {}: {peer}: its session hit an internal error and was closed",
                             config.name
                         ),
@@ -233,7 +227,7 @@ fn session(
     }
     channel.stream().set_read_timeout(Some(config.idle_timeout))?;
     channel.stream().set_write_timeout(Some(config.idle_timeout))?;
-    eprintln!("worker {}: {peer} authenticated", config.name);
+    tracing::info!("worker {}: {peer} authenticated", config.name);
     report
         .sessions
         .lock()
@@ -248,7 +242,7 @@ fn session(
         let frame = match channel.receive() {
             Ok(frame) => frame,
             Err(e) => {
-                eprintln!("worker {}: {peer} left ({e:#})", config.name);
+                tracing::info!("worker {}: {peer} left ({e:#})", config.name);
                 return Ok(());
             }
         };
@@ -299,7 +293,7 @@ impl State<'_> {
                         v.weights_received = 0;
                         v.weights_needed = bytes;
                     });
-                    eprintln!(
+                    tracing::info!(
                         "worker {}: needs {} chunks ({:.1} MB) of weights for layers {start}..{end}",
                         self.name,
                         missing.len(),
@@ -314,7 +308,7 @@ impl State<'_> {
                 let options = LoadOptions { dtype: dtype.map(DType::from), ..Default::default() };
                 let selection = TensorSelection { layers: start..end, embedding: false, head: false };
                 *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
-                eprintln!("worker {}: loaded layers {start}..{end}", self.name);
+                tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
                 self.report.update(|v| v.layers = Some([start, end]));
                 (Response::Loaded { start, end }, Vec::new())
             }
@@ -329,9 +323,12 @@ impl State<'_> {
                 let left = self.weights.missing(manifest).len();
                 let received = manifest.chunks().len() - left;
                 if received == 1 || left.is_multiple_of(32) || left < 2 {
-                    eprintln!(
+                    tracing::info!(
                         "worker {}: received chunk of {} at {} ({} bytes), {left} to go",
-                        self.name, manifest.files[chunk.file].name, chunk.offset, chunk.len
+                        self.name,
+                        manifest.files[chunk.file].name,
+                        chunk.offset,
+                        chunk.len
                     );
                 }
                 (Response::Done, Vec::new())

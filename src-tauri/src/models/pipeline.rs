@@ -75,6 +75,12 @@ impl LayerPipeline {
         Session { cache: self.decoder.new_cache(), sequence: rand::random() }
     }
 
+    /// `session`, ended (its workers' caches freed) when the guard drops,
+    /// whichever way the code using it returns.
+    pub fn guard(&self, session: Session) -> SessionGuard<'_> {
+        SessionGuard { pipeline: self, session: Some(session) }
+    }
+
     /// Frees the workers' caches of a finished sequence.
     pub fn end_session(&self, session: Session) {
         for stage in &self.remote_stages {
@@ -104,5 +110,40 @@ impl LayerPipeline {
                 timings.bytes_sent + timings.bytes_received
             })
             .sum()
+    }
+}
+
+/// A session that ends itself on drop (see [`LayerPipeline::guard`]);
+/// [`SessionGuard::keep`] takes it back out to keep it going.
+pub struct SessionGuard<'a> {
+    pipeline: &'a LayerPipeline,
+    session: Option<Session>,
+}
+
+impl SessionGuard<'_> {
+    /// The session, no longer ended on drop.
+    pub fn keep(mut self) -> Session {
+        self.session.take().expect("a guard holds its session until kept")
+    }
+}
+
+impl std::ops::Deref for SessionGuard<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        self.session.as_ref().expect("a guard holds its session until kept")
+    }
+}
+
+impl std::ops::DerefMut for SessionGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Session {
+        self.session.as_mut().expect("a guard holds its session until kept")
+    }
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.pipeline.end_session(session);
+        }
     }
 }

@@ -131,12 +131,14 @@ pub fn generate_cached(
     let mut sampler = Sampler::new(request.sampling.clone());
     let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
     let mut stops = StopStrings::new(&request.stop_strings);
-    let (mut session, cached_prompt_tokens) = if request.no_kv_cache {
+    let (session, cached_prompt_tokens) = if request.no_kv_cache {
         cache.clear(model);
         (model.new_session(), 0)
     } else {
         cache.session_for(model, prompt)
     };
+    // Ended on any early return; kept for the next request at the end.
+    let mut session = model.pipeline.guard(session);
     let mut history = prompt.clone();
     let mut generated = Vec::new();
     let mut text = String::new();
@@ -152,18 +154,10 @@ pub fn generate_cached(
             break;
         }
         let logits = if request.no_kv_cache {
-            let mut fresh = model.new_session();
-            let logits = model.forward(&history, &mut fresh, LogitsFor::Last);
-            model.end_session(fresh);
-            logits?
+            let mut fresh = model.pipeline.guard(model.new_session());
+            model.forward(&history, &mut fresh, LogitsFor::Last)?
         } else {
-            match model.forward(&next_input, &mut session, LogitsFor::Last) {
-                Ok(logits) => logits,
-                Err(e) => {
-                    model.end_session(session);
-                    return Err(e);
-                }
-            }
+            model.forward(&next_input, &mut session, LogitsFor::Last)?
         };
         let mut logits = logits.squeeze(0)?.to_vec1::<f32>()?;
         let token = sampler.sample(&mut logits, &history);
@@ -212,12 +206,10 @@ pub fn generate_cached(
             let _ = on_token(TokenEvent { id: None, text: &rest });
         }
     }
-    if request.no_kv_cache {
-        model.end_session(session);
-    } else {
+    if !request.no_kv_cache {
         // The session holds every token fed to the model: all but the unfed last input.
         let held = history.len() - next_input.len();
-        cache.keep(model, session, history[..held].to_vec());
+        cache.keep(model, session.keep(), history[..held].to_vec());
     }
     if let Some(t) = first_token_at {
         let decoded_after_first = generated.len().saturating_sub(1);
