@@ -54,7 +54,12 @@ const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 describe("layerSegments", () => {
   it("gives one segment per stage with layers, widths proportional and adding up to 100", () => {
     const segments = layerSegments(
-      run([stage("mac", [0, 8], { address: null }), stage("idle", [8, 8]), stage("pc", [8, 24]), stage("pi", [24, 32])]),
+      run([
+        stage("mac", [0, 8], { address: null }),
+        stage("idle", [8, 8]),
+        stage("pc", [8, 24]),
+        stage("pi", [24, 32]),
+      ]),
     );
     expect(segments.map((s) => s.node)).toEqual(["mac", "pc", "pi"]);
     expect(segments.map((s) => s.stage)).toEqual([0, 2, 3]);
@@ -184,9 +189,9 @@ describe("settings form", () => {
       discovery_timeout_s: 2.5,
     });
     expect(settingsChanges(settings, { ...form, discovery_timeout_s: "3.0" }).update).toEqual({});
-    expect(
-      settingsChanges(settings, { ...form, key: "k", worker_port: "7001", mdns_interfaces: "lo" }).update,
-    ).toEqual({ key: "k", worker_port: 7001, mdns_interfaces: ["lo"] });
+    expect(settingsChanges(settings, { ...form, key: "k", worker_port: "7001", mdns_interfaces: "lo" }).update).toEqual(
+      { key: "k", worker_port: 7001, mdns_interfaces: ["lo"] },
+    );
   });
 
   it("compares interfaces as lists", () => {
@@ -216,8 +221,9 @@ describe("settings form", () => {
 
 describe("cluster texts", () => {
   it("describes the key without showing it", () => {
-    const settings = clusterStatus({ settings: { key_set: true, cluster_id: "ab23cd45", key_storage: "file" } })
-      .settings;
+    const settings = clusterStatus({
+      settings: { key_set: true, cluster_id: "ab23cd45", key_storage: "file" },
+    }).settings;
     expect(keyDescription(settings)).toBe("Key set · cluster ab23cd45 (stored in file)");
     expect(keyDescription({ ...settings, key_storage: "keyring" })).toBe(
       "Key set · cluster ab23cd45 (stored in keyring)",

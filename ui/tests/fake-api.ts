@@ -162,8 +162,7 @@ export function createFakeApi(
     conversations: new Map((initial.conversations ?? []).map((c) => [c.id, structuredClone(c)])),
     chatScript: replyWith("Hello", " there") as ChatScript,
     downloadScript: null as
-      | null
-      | ((onProgress: (p: DownloadProgressEvent) => void, signal?: AbortSignal) => Promise<ModelEntry>),
+      null | ((onProgress: (p: DownloadProgressEvent) => void, signal?: AbortSignal) => Promise<ModelEntry>),
     cluster: clusterStatus(),
     loadScript: async (id: string, onProgress: (p: LoadProgressEvent) => void) => {
       onProgress({ type: "progress", fraction: 0.5, message: "Reading weights" });
@@ -182,7 +181,12 @@ export function createFakeApi(
   /** Checks an added voice like the backend: a WAV file, named in any refusal. */
   function acceptVoice(source: VoiceSource): Voice {
     const file = "path" in source ? source.path : `${source.name}.wav`;
-    const bytes = "path" in source ? (source.path.endsWith(".wav") ? buildWav([0, 0.5, -0.5]) : null) : base64ToBytes(source.wav_base64);
+    const bytes =
+      "path" in source
+        ? source.path.endsWith(".wav")
+          ? buildWav([0, 0.5, -0.5])
+          : null
+        : base64ToBytes(source.wav_base64);
     const header = bytes ? String.fromCharCode(...bytes.subarray(0, 4)) : "";
     if (!bytes || header !== "RIFF") throw new Error(`${file}: not a WAV file (no RIFF header)`);
     const entry = voice(`v-added-${++voiceCount}`, { name: source.name, notice: server.nextVoiceNotice });
@@ -261,7 +265,8 @@ export function createFakeApi(
     }),
     generateClusterKey: vi.fn(async () => ({ key: "cake1-ab23cd45-bakiro-tunela-mosipa-dukefo-rinavu-lesoti-paguhe" })),
     scanCluster: vi.fn(async () => {
-      if (server.cluster.role !== "master") throw new Error("set a cluster key (and leave worker mode) to look for workers");
+      if (server.cluster.role !== "master")
+        throw new Error("set a cluster key (and leave worker mode) to look for workers");
       return structuredClone(server.cluster);
     }),
     listVoices: vi.fn(async () => ({ voices: structuredClone(server.voices) })),
@@ -271,7 +276,12 @@ export function createFakeApi(
       server.voices = server.voices.filter((v) => v.id !== id);
       return {};
     }),
-    voiceAudio: vi.fn(async (id: string) => audioOf(id, server.voices.some((v) => v.id === id))),
+    voiceAudio: vi.fn(async (id: string) =>
+      audioOf(
+        id,
+        server.voices.some((v) => v.id === id),
+      ),
+    ),
     speak: vi.fn(async (request: SpeakRequest, onProgress, signal) => {
       const made = await server.speakScript(request, onProgress, signal);
       server.clips.unshift(made);
@@ -279,7 +289,12 @@ export function createFakeApi(
       return structuredClone(made);
     }),
     listClips: vi.fn(async () => ({ clips: structuredClone(server.clips) })),
-    clipAudio: vi.fn(async (id: string) => audioOf(id, server.clips.some((c) => c.id === id))),
+    clipAudio: vi.fn(async (id: string) =>
+      audioOf(
+        id,
+        server.clips.some((c) => c.id === id),
+      ),
+    ),
     deleteClip: vi.fn(async (id: string) => {
       if (!server.clips.some((c) => c.id === id)) throw new Error(`no clip ${id}`);
       server.clips = server.clips.filter((c) => c.id !== id);

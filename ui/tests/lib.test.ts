@@ -98,7 +98,11 @@ describe("conversation helpers", () => {
   });
 
   it("fills in fields a stored conversation lacks", () => {
-    const restored = normalizeConversation({ id: "a1", updated_at: "2026-01-01T00:00:00Z", sampling: { temperature: 0 } as never });
+    const restored = normalizeConversation({
+      id: "a1",
+      updated_at: "2026-01-01T00:00:00Z",
+      sampling: { temperature: 0 } as never,
+    });
     expect(restored).toEqual({
       id: "a1",
       title: "",

@@ -139,14 +139,14 @@ describe("blocks", () => {
   it("runs an unclosed fence to the end, as while streaming", () => {
     const html = md("Here:\n```js\nconst a = '<b>';\n# not a heading");
     expect(html).toContain("<p>Here:</p>");
-    expect(html).toContain("<code class=\"language-js\">const a = &#39;&lt;b&gt;&#39;;\n# not a heading</code>");
+    expect(html).toContain('<code class="language-js">const a = &#39;&lt;b&gt;&#39;;\n# not a heading</code>');
     expect(html).not.toContain("<h1>");
   });
 
   it("refuses a hostile code block language as a class", () => {
     const html = md('```"><script>alert(1)</script>\nx\n```');
     expect(html).not.toContain("<script");
-    expect(html).not.toContain("class=\"language-");
+    expect(html).not.toContain('class="language-');
   });
 
   it("renders bullet and numbered lists, nested", () => {
@@ -188,14 +188,73 @@ describe("blocks", () => {
 describe("safety under random input", () => {
   // Allowed output: only these tags, and only these attributes on them.
   const ALLOWED_TAGS = new Set([
-    "p", "br", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "code", "pre", "a", "ul", "ol", "li",
-    "blockquote", "hr", "div", "span", "button", "table", "thead", "tbody", "tr", "th", "td",
+    "p",
+    "br",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "strong",
+    "em",
+    "del",
+    "code",
+    "pre",
+    "a",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "hr",
+    "div",
+    "span",
+    "button",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
   ]);
   const ALLOWED_ATTRIBUTES = new Set(["href", "target", "rel", "class", "type", "start", "data-copy-code"]);
   const PIECES = [
-    "<", ">", '"', "'", "&", "`", "```", "*", "**", "_", "~~", "[", "]", "(", ")", "\\", "\n", "\n\n", " ", "  ",
-    "-", "1.", "#", "|", "---", ">", "a", "word", "javascript:", "https://x.example/", "<script>", "<img src=x onerror=alert(1)>",
-    "onerror=", "</code>", "&#106;", "\t",
+    "<",
+    ">",
+    '"',
+    "'",
+    "&",
+    "`",
+    "```",
+    "*",
+    "**",
+    "_",
+    "~~",
+    "[",
+    "]",
+    "(",
+    ")",
+    "\\",
+    "\n",
+    "\n\n",
+    " ",
+    "  ",
+    "-",
+    "1.",
+    "#",
+    "|",
+    "---",
+    ">",
+    "a",
+    "word",
+    "javascript:",
+    "https://x.example/",
+    "<script>",
+    "<img src=x onerror=alert(1)>",
+    "onerror=",
+    "</code>",
+    "&#106;",
+    "\t",
   ];
 
   function random(seed: number) {
@@ -206,14 +265,17 @@ describe("safety under random input", () => {
   }
 
   function checkOnlyAllowedMarkup(html: string) {
-    const withoutTags = html.replace(/<\/?([a-z0-9]+)((?:\s+[a-z-]+(?:="[^"<>]*")?)*)\s*>/g, (_, tag: string, attrs: string) => {
-      expect(ALLOWED_TAGS, `tag <${tag}> in ${html}`).toContain(tag);
-      for (const [, name, value] of attrs.matchAll(/([a-z-]+)(?:="([^"]*)")?/g)) {
-        expect(ALLOWED_ATTRIBUTES, `attribute ${name} in ${html}`).toContain(name);
-        if (name === "href") expect(value).toMatch(/^https?:\/\//i);
-      }
-      return "";
-    });
+    const withoutTags = html.replace(
+      /<\/?([a-z0-9]+)((?:\s+[a-z-]+(?:="[^"<>]*")?)*)\s*>/g,
+      (_, tag: string, attrs: string) => {
+        expect(ALLOWED_TAGS, `tag <${tag}> in ${html}`).toContain(tag);
+        for (const [, name, value] of attrs.matchAll(/([a-z-]+)(?:="([^"]*)")?/g)) {
+          expect(ALLOWED_ATTRIBUTES, `attribute ${name} in ${html}`).toContain(name);
+          if (name === "href") expect(value).toMatch(/^https?:\/\//i);
+        }
+        return "";
+      },
+    );
     // Whatever is not one of our tags must be plain text: no raw < or >.
     expect(withoutTags).not.toMatch(/[<>]/);
   }

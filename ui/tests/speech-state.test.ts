@@ -5,7 +5,13 @@
 
 import { describe, expect, it, vi } from "vitest";
 import { createCake } from "../src/state";
-import { completeModels, effectiveModelId, selectedConversation, speechModelId, type SpeakState } from "../src/state/app-state";
+import {
+  completeModels,
+  effectiveModelId,
+  selectedConversation,
+  speechModelId,
+  type SpeakState,
+} from "../src/state/app-state";
 import { bytesToBase64 } from "../src/lib/base64";
 import { clip, createFakeApi, memoryStorage, model, speakUntilStopped, voice } from "./fake-api";
 import { buildWav } from "./wav-builder";
@@ -39,7 +45,11 @@ describe("voices", () => {
     const bytes = buildWav([0, 0.5, -0.5]);
     const added = await cake.speech.addVoiceUpload("Carol.wav", bytes);
 
-    expect(api.addVoice).toHaveBeenCalledWith({ name: "Carol", wav_base64: bytesToBase64(bytes), file_name: "Carol.wav" });
+    expect(api.addVoice).toHaveBeenCalledWith({
+      name: "Carol",
+      wav_base64: bytesToBase64(bytes),
+      file_name: "Carol.wav",
+    });
     expect(added?.name).toBe("Carol");
     expect(state().voices.map((v) => v.name)).toEqual(["Carol", "Bob", "Alice"]);
     expect(state().addingVoices).toBe(0);
@@ -161,7 +171,12 @@ describe("speak", () => {
     const { cake, api } = await ready();
     cake.speech.edit({ cfgScale: "2", steps: "25", seed: "1234", maxSeconds: "30" });
     await cake.speech.speak();
-    expect(vi.mocked(api.speak).mock.calls[0][0]).toMatchObject({ cfg_scale: 2, steps: 25, seed: 1234, max_seconds: 30 });
+    expect(vi.mocked(api.speak).mock.calls[0][0]).toMatchObject({
+      cfg_scale: 2,
+      steps: 25,
+      seed: 1234,
+      max_seconds: 30,
+    });
   });
 
   it("stops: no clip, no error, ready again", async () => {
@@ -260,7 +275,11 @@ describe("model kinds", () => {
 
   it("keeps the picked speech model while it is usable", async () => {
     const { cake, state } = await started({
-      models: [model("vv", { kind: "speech" }), model("vv2", { kind: "speech" }), model("broken", { kind: "speech", status: "incomplete" })],
+      models: [
+        model("vv", { kind: "speech" }),
+        model("vv2", { kind: "speech" }),
+        model("broken", { kind: "speech", status: "incomplete" }),
+      ],
     });
     cake.speech.edit({ modelId: "vv2" });
     expect(speechModelId(state())).toBe("vv2");

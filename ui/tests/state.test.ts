@@ -30,7 +30,10 @@ describe("start", () => {
   it("restores the newest conversation from the server", async () => {
     const older = saved("old", "Old", "2024-01-01T00:00:00Z");
     const newer = saved("new", "New", "2024-02-01T00:00:00Z", {
-      messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "hello", stats: STATS }],
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "hello", stats: STATS },
+      ],
     });
     const { state } = await started({ models: [model("m1")], conversations: [older, newer] });
     expect(state().summaries.map((s) => s.id)).toEqual(["new", "old"]);
@@ -223,7 +226,14 @@ describe("models", () => {
     const { cake, server, state } = await started({ models: [] });
     server.downloadScript = (onProgress, signal) =>
       new Promise((_, reject) => {
-        onProgress({ type: "progress", file: "model.safetensors", downloaded_bytes: 5, total_bytes: 10, bytes_per_s: 1, eta_s: 5 });
+        onProgress({
+          type: "progress",
+          file: "model.safetensors",
+          downloaded_bytes: 5,
+          total_bytes: 10,
+          bytes_per_s: 1,
+          eta_s: 5,
+        });
         signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
       });
     const downloading = cake.models.download("HuggingFaceTB/SmolLM2-135M-Instruct");

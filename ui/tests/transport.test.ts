@@ -37,7 +37,10 @@ describe("StreamSink", () => {
     sink.push({ type: "token", text: "a" });
     sink.push({ type: "done", stats: {} });
     sink.push({ type: "token", text: "late" });
-    expect(seen).toEqual([{ type: "token", text: "a" }, { type: "done", stats: {} }]);
+    expect(seen).toEqual([
+      { type: "token", text: "a" },
+      { type: "done", stats: {} },
+    ]);
     expect(sink.result()).toEqual({ type: "done", stats: {} });
   });
 
@@ -114,7 +117,11 @@ describe("httpCall", () => {
 describe("httpStream", () => {
   it("delivers events and resolves with done", async () => {
     mockFetch(() =>
-      sseResponse(['data: {"type":"token","text":"Hel"}\n\n', 'data: {"type":"token","te', 'xt":"lo"}\n\ndata: {"type":"done","stats":{"x":1}}\n\n']),
+      sseResponse([
+        'data: {"type":"token","text":"Hel"}\n\n',
+        'data: {"type":"token","te',
+        'xt":"lo"}\n\ndata: {"type":"done","stats":{"x":1}}\n\n',
+      ]),
     );
     const tokens: string[] = [];
     const done = await httpStream<{ type: string; text?: string }>(
@@ -127,7 +134,12 @@ describe("httpStream", () => {
   });
 
   it("rejects with the message of an error event", async () => {
-    mockFetch(() => sseResponse(['data: {"type":"progress","fraction":0.5,"message":"x"}\n\n', 'data: {"type":"error","message":"disk full"}\n\n']));
+    mockFetch(() =>
+      sseResponse([
+        'data: {"type":"progress","fraction":0.5,"message":"x"}\n\n',
+        'data: {"type":"error","message":"disk full"}\n\n',
+      ]),
+    );
     await expect(httpStream("download_model", { repo_id: "a/b" }, () => {})).rejects.toThrow("disk full");
   });
 
@@ -138,12 +150,19 @@ describe("httpStream", () => {
 
   it("rejects with an AbortError when aborted mid-stream, after the events so far", async () => {
     const controller = new AbortController();
-    mockFetch((_, init) => sseResponse(['data: {"type":"token","text":"partial"}\n\n', "WAIT"], init.signal ?? undefined));
+    mockFetch((_, init) =>
+      sseResponse(['data: {"type":"token","text":"partial"}\n\n', "WAIT"], init.signal ?? undefined),
+    );
     const seen: unknown[] = [];
-    const pending = httpStream("chat", {}, (e) => {
-      seen.push(e);
-      controller.abort();
-    }, controller.signal);
+    const pending = httpStream(
+      "chat",
+      {},
+      (e) => {
+        seen.push(e);
+        controller.abort();
+      },
+      controller.signal,
+    );
     const error = await pending.catch((e: unknown) => e);
     expect(isAbortError(error)).toBe(true);
     expect(seen).toEqual([{ type: "token", text: "partial" }]);

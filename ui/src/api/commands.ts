@@ -97,8 +97,7 @@ export const api = {
 
   getConversation: (id: string) => call<Conversation>("get_conversation", { id }),
 
-  saveConversation: (conversation: Conversation) =>
-    call<Record<string, never>>("save_conversation", { conversation }),
+  saveConversation: (conversation: Conversation) => call<Record<string, never>>("save_conversation", { conversation }),
 
   deleteConversation: (id: string) => call<Record<string, never>>("delete_conversation", { id }),
 

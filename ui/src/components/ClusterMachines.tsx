@@ -37,8 +37,8 @@ export function ClusterMachines({ machines, scanning }: Props) {
       </ul>
       {workers.length === 0 ? (
         <p class="muted small">
-          No workers seen yet. Start Cake with the same cluster key and “Join as worker” on another machine, then
-          look for workers.
+          No workers seen yet. Start Cake with the same cluster key and “Join as worker” on another machine, then look
+          for workers.
         </p>
       ) : null}
     </section>

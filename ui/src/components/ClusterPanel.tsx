@@ -42,8 +42,8 @@ export function ClusterPanel() {
               ) : null}
               {status.role === "off" ? (
                 <p class="muted cluster-intro">
-                  Set a cluster key to use this machine as a master: models you load are then spread over the
-                  workers found on your network. Tick “Join as worker” to serve other machines instead.
+                  Set a cluster key to use this machine as a master: models you load are then spread over the workers
+                  found on your network. Tick “Join as worker” to serve other machines instead.
                 </p>
               ) : null}
               {status.role === "master" ? (

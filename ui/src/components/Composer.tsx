@@ -46,7 +46,11 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
         rows={1}
         data-testid="chat-input"
         aria-label="Message"
-        placeholder={blocked ? "Waiting for the other conversation's reply…" : "Message Cake (Enter to send, Shift+Enter for a new line)"}
+        placeholder={
+          blocked
+            ? "Waiting for the other conversation's reply…"
+            : "Message Cake (Enter to send, Shift+Enter for a new line)"
+        }
         value={text}
         onInput={(event) => setText(event.currentTarget.value)}
         onKeyDown={(event) => {
@@ -58,7 +62,13 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
       />
       <div class="composer-actions">
         {canRegenerate ? (
-          <button type="button" class="ghost" data-testid="regenerate-button" onClick={onRegenerate} title="Regenerate the last reply">
+          <button
+            type="button"
+            class="ghost"
+            data-testid="regenerate-button"
+            onClick={onRegenerate}
+            title="Regenerate the last reply"
+          >
             <RetryIcon /> Regenerate
           </button>
         ) : null}

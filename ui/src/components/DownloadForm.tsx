@@ -29,11 +29,7 @@ export function DownloadForm() {
           autocomplete="off"
           onInput={(event) => setRepoId(event.currentTarget.value)}
         />
-        <button
-          type="submit"
-          data-testid="download-button"
-          disabled={state.download !== null || repoId.trim() === ""}
-        >
+        <button type="submit" data-testid="download-button" disabled={state.download !== null || repoId.trim() === ""}>
           Download
         </button>
       </div>

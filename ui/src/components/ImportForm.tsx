@@ -44,11 +44,7 @@ export function ImportForm() {
           autocomplete="off"
           onInput={(event) => setPath(event.currentTarget.value)}
         />
-        <button
-          type="submit"
-          data-testid="import-button"
-          disabled={state.importing || path.trim() === ""}
-        >
+        <button type="submit" data-testid="import-button" disabled={state.importing || path.trim() === ""}>
           {state.importing ? "Importing…" : "Import"}
         </button>
       </div>

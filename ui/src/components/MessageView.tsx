@@ -22,7 +22,11 @@ export function MessageView({ message, streaming, onEdit }: Props) {
   const isUser = message.role === "user";
 
   return (
-    <article class={`message ${message.role}${streaming ? " streaming" : ""}`} data-testid="message" data-role={message.role}>
+    <article
+      class={`message ${message.role}${streaming ? " streaming" : ""}`}
+      data-testid="message"
+      data-role={message.role}
+    >
       <div class="message-role">{isUser ? "You" : message.role === "assistant" ? "Cake" : "System"}</div>
       {editing && onEdit ? (
         <MessageEditor

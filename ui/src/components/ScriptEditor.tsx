@@ -28,8 +28,8 @@ export function ScriptEditor() {
       />
       <div class="script-meta">
         <span class="field-hint">
-          One line per turn, <code>Speaker 1: …</code>, <code>Speaker 2: …</code> (up to {MAX_SPEAKERS} speakers);
-          plain text is read by one voice.
+          One line per turn, <code>Speaker 1: …</code>, <code>Speaker 2: …</code> (up to {MAX_SPEAKERS} speakers); plain
+          text is read by one voice.
         </span>
         <span
           class={`speaker-count${tooMany ? " too-many" : ""}`}

@@ -28,7 +28,13 @@ export function SpeakControls() {
           <SpeakerIcon /> {speaking ? "Generating…" : "Generate"}
         </button>
         {speaking ? (
-          <button type="button" class="stop" data-testid="speech-stop" onClick={() => cake.speech.stop()} title="Stop (Escape)">
+          <button
+            type="button"
+            class="stop"
+            data-testid="speech-stop"
+            onClick={() => cake.speech.stop()}
+            title="Stop (Escape)"
+          >
             <StopIcon /> Stop
           </button>
         ) : problem !== null ? (
@@ -46,10 +52,7 @@ export function SpeakControls() {
             </>
           ) : (
             <>
-              <ProgressBar
-                fraction={limit !== null ? speaking.seconds / limit : null}
-                label="Generating speech"
-              />
+              <ProgressBar fraction={limit !== null ? speaking.seconds / limit : null} label="Generating speech" />
               <span class="progress-detail muted">
                 {speaking.frames === 0
                   ? "Starting…"

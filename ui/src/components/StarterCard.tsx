@@ -48,9 +48,7 @@ export function StarterCard({ showProgress }: { showProgress: boolean }) {
           Import or download another model…
         </button>
       </div>
-      <p class="muted small">
-        SmolLM2-135M-Instruct is a small, fast chat model from Hugging Face (a few hundred MB).
-      </p>
+      <p class="muted small">SmolLM2-135M-Instruct is a small, fast chat model from Hugging Face (a few hundred MB).</p>
       {showProgress && state.download ? <DownloadProgress download={state.download} /> : null}
     </section>
   );

@@ -22,7 +22,8 @@ export function usePeaks(kind: AudioKind, id: string, bins: number): PeaksResult
     setResult({ peaks: null, error: null });
     cake.speech.peaks(kind, id, bins).then(
       (peaks) => live && setResult({ peaks, error: null }),
-      (error: unknown) => live && setResult({ peaks: null, error: error instanceof Error ? error.message : String(error) }),
+      (error: unknown) =>
+        live && setResult({ peaks: null, error: error instanceof Error ? error.message : String(error) }),
     );
     return () => {
       live = false;
@@ -49,11 +50,13 @@ export function useAudioControl(kind: AudioKind, id: string): AudioControl {
     loading: current && playback.loading,
     progress: current && playback.duration > 0 ? playback.position / playback.duration : 0,
     toggle: () => {
-      player.toggle(key, () => cake.speech.audio(kind, id)).catch((error: unknown) => {
-        if (isAbortError(error)) return; // a play() cut short by a pause
-        const reason = error instanceof Error ? error.message : String(error);
-        cake.notices.report(new Error(`Cannot play this audio: ${reason}`));
-      });
+      player
+        .toggle(key, () => cake.speech.audio(kind, id))
+        .catch((error: unknown) => {
+          if (isAbortError(error)) return; // a play() cut short by a pause
+          const reason = error instanceof Error ? error.message : String(error);
+          cake.notices.report(new Error(`Cannot play this audio: ${reason}`));
+        });
     },
   };
 }

@@ -2,13 +2,7 @@
 // colours, the settings form (its values and the changed-fields diff), and
 // the texts derived from a cluster status.
 
-import type {
-  ClusterRun,
-  ClusterSettings,
-  ClusterSettingsUpdate,
-  ClusterStatus,
-  MachineState,
-} from "../api/types";
+import type { ClusterRun, ClusterSettings, ClusterSettingsUpdate, ClusterStatus, MachineState } from "../api/types";
 
 // ---- Layer bar ---------------------------------------------------------------
 

@@ -190,7 +190,8 @@ function parseList(lines: string[], start: number): [Block, number] {
       // A blank line continues the list only if more of it follows.
       const next = lines.slice(i + 1).find((l) => !isBlank(l));
       const nextItem = next === undefined ? null : LIST_ITEM.exec(next);
-      const continues = next !== undefined && (indentOf(next) > baseIndent || (nextItem !== null && sameKind(nextItem)));
+      const continues =
+        next !== undefined && (indentOf(next) > baseIndent || (nextItem !== null && sameKind(nextItem)));
       if (!continues) break;
       current.push("");
       i++;

@@ -155,7 +155,10 @@ export function planSpeech(input: SpeechPlanInput): { request: SpeakRequest | nu
   }
   const { settings, problem } = speakSettings(input.settings);
   if (problem !== null) return refuse(problem);
-  return { request: { model_id: input.modelId, script: input.script, voice_ids: voiceIds, ...settings }, problem: null };
+  return {
+    request: { model_id: input.modelId, script: input.script, voice_ids: voiceIds, ...settings },
+    problem: null,
+  };
 }
 
 // ---- Texts -------------------------------------------------------------------

@@ -43,9 +43,7 @@ export function createChatActions(
     if (!conversation || busy()) return;
     const modelId = modelFor(conversation);
     if (modelId === null) return;
-    const sampling = state.prefs.freshSeed
-      ? { ...conversation.sampling, seed: randomSeed() }
-      : conversation.sampling;
+    const sampling = state.prefs.freshSeed ? { ...conversation.sampling, seed: randomSeed() } : conversation.sampling;
     const asked: Conversation = { ...conversation, model_id: modelId, sampling };
     conversations.update(id, { model_id: modelId, sampling });
 

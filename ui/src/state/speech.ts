@@ -160,7 +160,9 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
         (event) => {
           if (event.type === "loading") {
             const { fraction, message } = event;
-            store.update((s) => ({ speaking: { frames: 0, seconds: 0, ...s.speaking, loading: { fraction, message } } }));
+            store.update((s) => ({
+              speaking: { frames: 0, seconds: 0, ...s.speaking, loading: { fraction, message } },
+            }));
           } else {
             store.update({ speaking: { loading: null, frames: event.frames, seconds: event.seconds } });
           }

@@ -62,9 +62,7 @@ export function abortError(): DOMException {
 }
 
 export function isAbortError(error: unknown): boolean {
-  return error instanceof Error || error instanceof DOMException
-    ? error.name === "AbortError"
-    : false;
+  return error instanceof Error || error instanceof DOMException ? error.name === "AbortError" : false;
 }
 
 /**

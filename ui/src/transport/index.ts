@@ -32,9 +32,7 @@ export function stream<E extends StreamEvent>(
   signal?: AbortSignal,
 ): Promise<E> {
   const withId = { ...args, stream_id: randomId() };
-  return inTauri
-    ? tauriStream<E>(command, withId, onEvent, signal)
-    : httpStream<E>(command, withId, onEvent, signal);
+  return inTauri ? tauriStream<E>(command, withId, onEvent, signal) : httpStream<E>(command, withId, onEvent, signal);
 }
 
 /** Features of the host's file system, only where the UI runs on that host. */
