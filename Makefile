@@ -43,9 +43,9 @@ lint:
 engine-test:
 	$(CARGO) test --workspace --no-default-features --no-fail-fast
 
-## The UI's unit tests and type check.
+## The UI's type check, lint (eslint, prettier) and unit tests.
 ui-test:
-	cd ui && npm run typecheck && npm test
+	cd ui && npm run typecheck && npm run lint && npm test
 
 ## End-to-end: a real browser, the openai client and the desktop window.
 e2e: e2e-browser e2e-openai e2e-desktop
