@@ -667,3 +667,12 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     assert!(count(&replanned) * 4 <= count(rogue), "{} layers then {}: {cluster}", count(rogue), count(&replanned));
     assert!(!replanned["reason"].as_str().unwrap().contains("1000.0 GB/s"), "{cluster}");
 }
+
+#[test]
+fn a_worker_that_takes_no_connections_is_unreachable_not_rejected() {
+    // A port nobody listens on: bound, then closed.
+    let address = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let err = RemoteWorker::connect(&address, &key("correct horse battery")).err().unwrap();
+    assert!(err.downcast_ref::<cake::cluster::remote::Unreachable>().is_some(), "{err:#}");
+    assert!(format!("{err:#}").contains(&address), "{err:#}");
+}

@@ -11,7 +11,7 @@ use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
 use super::protocol::WorkerInfo;
-use super::remote::RemoteWorker;
+use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
@@ -295,7 +295,7 @@ impl ClusterSettings {
                 Err(e) => {
                     let problem = format!("{e:#}");
                     tracing::warn!("leaving out {name} ({}): {problem}", candidate.address);
-                    let state = if problem.contains("cannot reach") {
+                    let state = if e.downcast_ref::<Unreachable>().is_some() {
                         MachineState::Unreachable
                     } else {
                         MachineState::Rejected

@@ -87,6 +87,14 @@ const MAX_CLAIMED_MEMORY: u64 = 1 << 44;
 /// Fastest a worker may claim to read weights (2 TB/s): more is taken as this.
 const MAX_CLAIMED_SPEED: f64 = 2e12;
 
+/// A worker that does not take connections (as opposed to one that answers
+/// wrongly); told apart by downcasting.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach worker {address}")]
+pub struct Unreachable {
+    pub address: String,
+}
+
 /// Decode steps a worker must have run before its measured speed counts.
 pub const MIN_MEASURED_STEPS: u64 = 4;
 
@@ -119,8 +127,8 @@ impl RemoteWorker {
             .with_context(|| format!("`{address}` is not a host:port"))?
             .next()
             .with_context(|| format!("`{address}` resolves to nothing"))?;
-        let stream =
-            TcpStream::connect_timeout(&socket, left()?).with_context(|| format!("cannot reach worker {address}"))?;
+        let stream = TcpStream::connect_timeout(&socket, left()?)
+            .with_context(|| Unreachable { address: address.to_string() })?;
         stream.set_nodelay(true)?;
         let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left()?)?;
         channel.stream().set_read_timeout(Some(left()?))?;
