@@ -14,9 +14,9 @@ use super::protocol::{
     check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo,
 };
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
-use super::weight_transfer::{ModelManifest, WeightCache};
+use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
-use crate::models::loader::{Checkpoint, LoadOptions};
+use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{Context, Result};
@@ -24,6 +24,7 @@ use candle_core::DType;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -281,77 +282,91 @@ impl State<'_> {
         Ok(match request {
             Request::Info => (Response::Info(self.info.clone()), Vec::new()),
             Request::Heartbeat => (Response::Done, Vec::new()),
-            Request::Load { manifest, start, end, dtype } => {
-                manifest.validate()?;
-                *self.stage = None;
-                self.caches.clear();
-                self.report.update(|v| v.layers = None);
-                let missing = self.weights.missing(&manifest);
-                if !missing.is_empty() {
-                    let bytes: u64 = missing.iter().map(|c| c.len).sum();
-                    self.report.update(|v| {
-                        v.weights_received = 0;
-                        v.weights_needed = bytes;
-                    });
-                    tracing::info!(
-                        "worker {}: needs {} chunks ({:.1} MB) of weights for layers {start}..{end}",
-                        self.name,
-                        missing.len(),
-                        bytes as f64 / 1e6
-                    );
-                    *self.manifest = Some(manifest);
-                    return Ok((Response::NeedChunks { chunks: missing }, Vec::new()));
-                }
-                let path = self.weights.model_path(&manifest);
-                *self.manifest = Some(manifest);
-                let checkpoint = Checkpoint::open(&path)?;
-                let options = LoadOptions { dtype: dtype.map(DType::from), ..Default::default() };
-                let selection = TensorSelection { layers: start..end, embedding: false, head: false };
-                *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
-                tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
-                self.report.update(|v| v.layers = Some([start, end]));
-                (Response::Loaded { start, end }, Vec::new())
-            }
+            Request::Load { manifest, start, end, dtype } => (self.load(manifest, start..end, dtype)?, Vec::new()),
             Request::Chunk { manifest_key, chunk, sha256 } => {
-                let manifest = self
-                    .manifest
-                    .as_ref()
-                    .filter(|m| m.key == manifest_key)
-                    .context("a weight chunk arrived for a model this session is not loading")?;
-                self.weights.store(manifest, chunk, &sha256, payload)?;
-                self.report.update(|v| v.weights_received += chunk.len);
-                let left = self.weights.missing(manifest).len();
-                let received = manifest.chunks().len() - left;
-                if received == 1 || left.is_multiple_of(32) || left < 2 {
-                    tracing::info!(
-                        "worker {}: received chunk of {} at {} ({} bytes), {left} to go",
-                        self.name,
-                        manifest.files[chunk.file].name,
-                        chunk.offset,
-                        chunk.len
-                    );
-                }
+                self.store_chunk(&manifest_key, chunk, &sha256, payload)?;
                 (Response::Done, Vec::new())
             }
-            Request::Forward { sequence, shape } => {
-                let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
-                let started = std::time::Instant::now();
-                let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
-                let config = &decoder.config;
-                check_hidden_shape(&shape, config.hidden_size, cached, config.max_position_embeddings)?;
-                let hidden = tensor_from_bytes(&shape, payload, decoder.device())?;
-                let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
-                let out = decoder.forward_layers(&hidden, cache)?;
-                self.report.update(|v| v.forwards += 1);
-                let (shape, bytes) = tensor_to_bytes(&out)?;
-                let compute_nanos = started.elapsed().as_nanos() as u64;
-                (Response::Hidden { shape, compute_nanos }, bytes)
-            }
+            Request::Forward { sequence, shape } => self.forward(sequence, &shape, payload)?,
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
                 (Response::Done, Vec::new())
             }
         })
+    }
+
+    /// Loads `layers` of the manifest's model, or answers which chunks of
+    /// its weights are still missing.
+    fn load(&mut self, manifest: ModelManifest, layers: Range<usize>, dtype: Option<ComputeDtype>) -> Result<Response> {
+        manifest.validate()?;
+        *self.stage = None;
+        self.caches.clear();
+        self.report.update(|v| v.layers = None);
+        let (start, end) = (layers.start, layers.end);
+        let missing = self.weights.missing(&manifest);
+        if !missing.is_empty() {
+            let bytes: u64 = missing.iter().map(|c| c.len).sum();
+            self.report.update(|v| {
+                v.weights_received = 0;
+                v.weights_needed = bytes;
+            });
+            tracing::info!(
+                "worker {}: needs {} chunks ({:.1} MB) of weights for layers {start}..{end}",
+                self.name,
+                missing.len(),
+                bytes as f64 / 1e6
+            );
+            *self.manifest = Some(manifest);
+            return Ok(Response::NeedChunks { chunks: missing });
+        }
+        let path = self.weights.model_path(&manifest);
+        *self.manifest = Some(manifest);
+        let checkpoint = Checkpoint::open(&path)?;
+        let options = LoadOptions { dtype: dtype.map(DType::from), ..Default::default() };
+        let selection = TensorSelection { layers, embedding: false, head: false };
+        *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
+        tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
+        self.report.update(|v| v.layers = Some([start, end]));
+        Ok(Response::Loaded { start, end })
+    }
+
+    /// Checks and stores one chunk of the model being loaded.
+    fn store_chunk(&mut self, manifest_key: &str, chunk: ChunkRef, sha256: &str, payload: &[u8]) -> Result<()> {
+        let manifest = self
+            .manifest
+            .as_ref()
+            .filter(|m| m.key == manifest_key)
+            .context("a weight chunk arrived for a model this session is not loading")?;
+        self.weights.store(manifest, chunk, sha256, payload)?;
+        self.report.update(|v| v.weights_received += chunk.len);
+        let left = self.weights.missing(manifest).len();
+        let received = manifest.chunks().len() - left;
+        if received == 1 || left.is_multiple_of(32) || left < 2 {
+            tracing::info!(
+                "worker {}: received chunk of {} at {} ({} bytes), {left} to go",
+                self.name,
+                manifest.files[chunk.file].name,
+                chunk.offset,
+                chunk.len
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the loaded layers on hidden states, checked before anything is built.
+    fn forward(&mut self, sequence: u64, shape: &[usize], payload: &[u8]) -> Result<(Response, Vec<u8>)> {
+        let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
+        let started = std::time::Instant::now();
+        let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
+        let config = &decoder.config;
+        check_hidden_shape(shape, config.hidden_size, cached, config.max_position_embeddings)?;
+        let hidden = tensor_from_bytes(shape, payload, decoder.device())?;
+        let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
+        let out = decoder.forward_layers(&hidden, cache)?;
+        self.report.update(|v| v.forwards += 1);
+        let (shape, bytes) = tensor_to_bytes(&out)?;
+        let compute_nanos = started.elapsed().as_nanos() as u64;
+        Ok((Response::Hidden { shape, compute_nanos }, bytes))
     }
 }
 

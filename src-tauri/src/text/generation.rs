@@ -89,6 +89,36 @@ pub struct Generation {
     pub cached_prompt_tokens: usize,
 }
 
+/// Checks `request` before any work; returns the model's context length.
+fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize> {
+    let prompt = &request.prompt_tokens;
+    if prompt.is_empty() {
+        bail!("the prompt is empty: give at least one token");
+    }
+    let context = model.decoder().config.max_position_embeddings;
+    if prompt.len() >= context {
+        return Err(PromptTooLong { tokens: prompt.len(), context }.into());
+    }
+    request.sampling.validate()?;
+    Ok(context)
+}
+
+/// The text still held back at the end of a reply: the detokenizer's
+/// unfinished characters and what the stop-string matcher kept in case a
+/// stop string began there.
+fn held_back_text(detokenizer: Option<&mut Detokenizer>, stops: &mut StopStrings) -> Result<String> {
+    let tail = match detokenizer {
+        Some(d) => d.finish()?,
+        None => String::new(),
+    };
+    let check = stops.push(&tail);
+    let mut rest = check.emit;
+    if !check.stopped {
+        rest.push_str(&stops.finish());
+    }
+    Ok(rest)
+}
+
 /// A prompt that does not fit the model's context length: the request's
 /// fault, which callers tell from other failures by downcasting.
 #[derive(Debug, thiserror::Error)]
@@ -120,14 +150,7 @@ pub fn generate_cached(
     mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let prompt = &request.prompt_tokens;
-    if prompt.is_empty() {
-        bail!("the prompt is empty: give at least one token");
-    }
-    let context = model.decoder().config.max_position_embeddings;
-    if prompt.len() >= context {
-        return Err(PromptTooLong { tokens: prompt.len(), context }.into());
-    }
-    request.sampling.validate()?;
+    let context = check_request(model, request)?;
     let mut sampler = Sampler::new(request.sampling.clone());
     let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
     let mut stops = StopStrings::new(&request.stop_strings);
@@ -192,15 +215,7 @@ pub fn generate_cached(
         }
     }
     if finish_reason != FinishReason::StopString {
-        let tail = match detokenizer.as_mut() {
-            Some(d) => d.finish()?,
-            None => String::new(),
-        };
-        let check = stops.push(&tail);
-        let mut rest = check.emit;
-        if !check.stopped {
-            rest.push_str(&stops.finish());
-        }
+        let rest = held_back_text(detokenizer.as_mut(), &mut stops)?;
         if !rest.is_empty() {
             text.push_str(&rest);
             let _ = on_token(TokenEvent { id: None, text: &rest });
