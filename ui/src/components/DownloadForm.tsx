@@ -3,6 +3,7 @@
 import { useState } from "preact/hooks";
 import { useAppState, useCake } from "./context";
 import { DownloadProgress } from "./DownloadProgress";
+import { LabeledInputRow } from "./LabeledInputRow";
 
 export function DownloadForm() {
   const state = useAppState();
@@ -17,22 +18,17 @@ export function DownloadForm() {
         void cake.models.download(repoId).then((model) => model && setRepoId(""));
       }}
     >
-      <label for="download-repo">Download from Hugging Face</label>
-      <div class="form-row">
-        <input
-          id="download-repo"
-          type="text"
-          data-testid="download-repo"
-          placeholder="org/model, e.g. Qwen/Qwen2.5-0.5B-Instruct"
-          value={repoId}
-          spellcheck={false}
-          autocomplete="off"
-          onInput={(event) => setRepoId(event.currentTarget.value)}
-        />
-        <button type="submit" data-testid="download-button" disabled={state.download !== null || repoId.trim() === ""}>
-          Download
-        </button>
-      </div>
+      <LabeledInputRow
+        id="download-repo"
+        label="Download from Hugging Face"
+        placeholder="org/model, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+        value={repoId}
+        onInput={setRepoId}
+        busy={state.download !== null}
+        buttonLabel="Download"
+        inputTestId="download-repo"
+        buttonTestId="download-button"
+      />
       {state.download ? <DownloadProgress download={state.download} /> : null}
     </form>
   );

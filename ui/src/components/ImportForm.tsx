@@ -4,6 +4,7 @@
 import { useState } from "preact/hooks";
 import { nativeFiles } from "../transport";
 import { useAppState, useCake } from "./context";
+import { LabeledInputRow } from "./LabeledInputRow";
 
 export function ImportForm() {
   const state = useAppState();
@@ -32,22 +33,17 @@ export function ImportForm() {
         void importPath(path);
       }}
     >
-      <label for="import-path">Import a model from this machine</label>
-      <div class="form-row">
-        <input
-          id="import-path"
-          type="text"
-          data-testid="import-path"
-          placeholder="/path/to/model.gguf or model folder"
-          value={path}
-          spellcheck={false}
-          autocomplete="off"
-          onInput={(event) => setPath(event.currentTarget.value)}
-        />
-        <button type="submit" data-testid="import-button" disabled={state.importing || path.trim() === ""}>
-          {state.importing ? "Importing…" : "Import"}
-        </button>
-      </div>
+      <LabeledInputRow
+        id="import-path"
+        label="Import a model from this machine"
+        placeholder="/path/to/model.gguf or model folder"
+        value={path}
+        onInput={setPath}
+        busy={state.importing}
+        buttonLabel={state.importing ? "Importing…" : "Import"}
+        inputTestId="import-path"
+        buttonTestId="import-button"
+      />
       {nativeFiles ? (
         <div class="form-row">
           <button type="button" onClick={() => pick("file")} disabled={state.importing}>
