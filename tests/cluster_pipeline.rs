@@ -358,3 +358,41 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     assert!(stages.iter().all(|s| s["node"] != "doomed"), "re-planned without the lost worker: {status}");
     assert!(stages.iter().any(|s| s["node"] == "steady"), "{status}");
 }
+
+#[test]
+fn a_workers_mdns_record_holds_its_cluster_id_and_nothing_from_the_secret() {
+    use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent};
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    let place = Place::new("txt");
+    let _worker = Worker::advertised(&place, DISCOVERY_KEY, "txt-check", None);
+    let record: BTreeMap<String, String> = place.run(|| {
+        let daemon = ServiceDaemon::new().unwrap();
+        daemon.disable_interface(IfKind::All).unwrap();
+        daemon.enable_interface(IfKind::LoopbackV4).unwrap();
+        let events = daemon.browse("_cake._tcp.local.").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let record = loop {
+            let left = deadline.checked_duration_since(Instant::now()).expect("the worker is seen within 10 s");
+            if let Ok(ServiceEvent::ServiceResolved(service)) = events.recv_timeout(left) {
+                if service.get_property_val_str("name") == Some("txt-check") {
+                    break service
+                        .get_properties()
+                        .iter()
+                        .map(|p| (p.key().to_string(), p.val_str().to_string()))
+                        .collect();
+                }
+            }
+        };
+        let _ = daemon.shutdown();
+        record
+    });
+    let keys: Vec<&str> = record.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["cluster", "name", "v"], "{record:?}");
+    assert_eq!(record["cluster"], "discover");
+    let secret_words = DISCOVERY_KEY.split('-').skip(2);
+    for word in secret_words {
+        assert!(record.values().all(|v| !v.contains(word)), "{word} is in {record:?}");
+    }
+}
