@@ -50,6 +50,38 @@ fn gb(bytes: u64) -> String {
 /// Plans `layer_bytes` (one entry per layer) over `nodes`; `nodes[0]` is the
 /// master and also holds `master_extra_bytes` (embedding, head).
 pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]) -> Result<Plan> {
+    check_capacity(layer_bytes, master_extra_bytes, nodes)?;
+    let prefix: Vec<u64> = std::iter::once(0)
+        .chain(layer_bytes.iter().scan(0u64, |sum, &b| {
+            *sum += b;
+            Some(*sum)
+        }))
+        .collect();
+    let range_bytes = |a: usize, b: usize| prefix[b] - prefix[a];
+    let (bottleneck, ends) = best_split(layer_bytes.len(), master_extra_bytes, nodes, &range_bytes)?;
+    let mut stages = Vec::with_capacity(nodes.len());
+    let mut start = 0;
+    for (k, (node, &end)) in nodes.iter().zip(&ends).enumerate() {
+        let extra = if k == 0 { master_extra_bytes } else { 0 };
+        let bytes = range_bytes(start, end) + extra;
+        let seconds = range_bytes(start, end) as f64 / node.bytes_per_second;
+        let next_layer = layer_bytes.get(end).copied();
+        let reason = stage_reason(node, end - start, bytes, seconds, next_layer);
+        stages.push(StageAssignment {
+            node: node.name.clone(),
+            layers: start..end,
+            bytes,
+            seconds_per_token: seconds,
+            reason,
+        });
+        start = end;
+    }
+    Ok(Plan { stages, bottleneck_seconds: bottleneck })
+}
+
+/// Refuses plans that cannot work before searching: no machines, an
+/// unusable speed, too little memory overall or on the master.
+fn check_capacity(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]) -> Result<()> {
     if nodes.is_empty() {
         bail!("no machines to run the model on");
     }
@@ -77,13 +109,17 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
             gb(nodes[0].memory_bytes)
         );
     }
+    Ok(())
+}
 
-    let layers = layer_bytes.len();
-    let mut prefix = vec![0u64; layers + 1];
-    for (i, b) in layer_bytes.iter().enumerate() {
-        prefix[i + 1] = prefix[i] + b;
-    }
-    let range_bytes = |a: usize, b: usize| prefix[b] - prefix[a];
+/// The split with the smallest slowest stage, by dynamic programming:
+/// returns that stage's seconds per token and where each node's range ends.
+fn best_split(
+    layers: usize,
+    master_extra_bytes: u64,
+    nodes: &[NodeCapacity],
+    range_bytes: &dyn Fn(usize, usize) -> u64,
+) -> Result<(f64, Vec<usize>)> {
     // best[k][i]: the smallest bottleneck for layers i.. on nodes k..; choice[k][i]: where node k's range ends.
     let n = nodes.len();
     let mut best = vec![vec![f64::INFINITY; layers + 1]; n + 1];
@@ -113,43 +149,34 @@ pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]
         bail!(
             "the layers cannot be split into contiguous ranges that fit each machine's memory \
              (largest layer {}, machines offer {})",
-            gb(layer_bytes.iter().copied().max().unwrap_or(0)),
+            gb((0..layers).map(|l| range_bytes(l, l + 1)).max().unwrap_or(0)),
             nodes.iter().map(|n| format!("{} {}", n.name, gb(n.memory_bytes))).collect::<Vec<_>>().join(", ")
         );
     }
-
-    let bottleneck = best[0][0];
-    let mut stages = Vec::with_capacity(n);
+    let mut ends = Vec::with_capacity(n);
     let mut start = 0;
-    for (k, node) in nodes.iter().enumerate() {
-        let end = choice[k][start].max(start);
-        let extra = if k == 0 { master_extra_bytes } else { 0 };
-        let bytes = range_bytes(start, end) + extra;
-        let seconds = range_bytes(start, end) as f64 / node.bytes_per_second;
-        let memory_bound = end < layers && bytes + layer_bytes[end] > node.memory_bytes;
-        let reason = if end == start {
-            "no layers: the others are fast enough and have room".to_string()
-        } else if memory_bound {
-            format!("{} layers ({}): as many as fit in its {} of memory", end - start, gb(bytes), gb(node.memory_bytes))
-        } else {
-            format!(
-                "{} layers ({}): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
-                end - start,
-                gb(bytes),
-                node.bytes_per_second / 1e9,
-                seconds * 1e3
-            )
-        };
-        stages.push(StageAssignment {
-            node: node.name.clone(),
-            layers: start..end,
-            bytes,
-            seconds_per_token: seconds,
-            reason,
-        });
-        start = end;
+    for row in &choice[..n] {
+        start = row[start].max(start);
+        ends.push(start);
     }
-    Ok(Plan { stages, bottleneck_seconds: bottleneck })
+    Ok((best[0][0], ends))
+}
+
+/// Why a node got `count` layers holding `bytes`: memory or speed.
+fn stage_reason(node: &NodeCapacity, count: usize, bytes: u64, seconds: f64, next_layer: Option<u64>) -> String {
+    let memory_bound = next_layer.is_some_and(|next| bytes + next > node.memory_bytes);
+    if count == 0 {
+        "no layers: the others are fast enough and have room".to_string()
+    } else if memory_bound {
+        format!("{count} layers ({}): as many as fit in its {} of memory", gb(bytes), gb(node.memory_bytes))
+    } else {
+        format!(
+            "{count} layers ({}): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
+            gb(bytes),
+            node.bytes_per_second / 1e9,
+            seconds * 1e3
+        )
+    }
 }
 
 /// A plan in which some workers must run fixed layers (from a topology
