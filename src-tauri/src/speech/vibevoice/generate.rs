@@ -75,6 +75,22 @@ pub struct SpeechOutput {
     pub end: SpeechEnd,
 }
 
+/// The streaming states of the acoustic decoder and semantic encoder,
+/// reset when a speech segment ends.
+#[derive(Default)]
+struct AudioStreams {
+    decoder: StreamState,
+    semantic: StreamState,
+}
+
+/// What one frame of speech gives.
+struct Frame {
+    latent: Tensor,
+    samples: Vec<f32>,
+    /// The embedding the language model reads next.
+    next_input: Tensor,
+}
+
 /// The text-free branch that guidance contrasts with.
 struct NegativeBranch {
     session: Session,
@@ -132,8 +148,7 @@ impl VibeVoice {
             embeds = put_rows(&embeds, &prompt.speech_positions, &voice)?;
         }
         let mut input = embeds.unsqueeze(0)?;
-        let mut decoder_state = StreamState::default();
-        let mut semantic_state = StreamState::default();
+        let mut streams = AudioStreams::default();
         let mut audio = Vec::new();
         let mut chosen = Vec::new();
         let mut frames = 0;
@@ -154,8 +169,8 @@ impl VibeVoice {
                 break;
             }
             if token == tokens.end {
-                decoder_state.reset();
-                semantic_state.reset();
+                streams.decoder.reset();
+                streams.semantic.reset();
             }
             if token == tokens.start {
                 // The negative branch forgets its history (and restarts at position 0).
@@ -163,20 +178,9 @@ impl VibeVoice {
             }
             let mut next = lm.embed(&[token])?;
             if token == tokens.diffusion {
-                // It sees what the positive pass saw this step, without the text before.
-                let negative_input = if negative.started { last_row(&input)? } else { lm.embed(&[tokens.start])? };
-                let negative_hidden = lm.final_norm(&pipeline.run_layers(&negative_input, &mut negative.session)?)?;
-                negative.started = true;
-                let conditions = Tensor::cat(&[last.squeeze(0)?, last_row(&negative_hidden)?.squeeze(0)?], 0)?;
-                let latent = self.sample_latent(&solver, &conditions, settings.cfg_scale, noise)?;
-                // Audio for the frame, then its semantic features.
-                let raw = self.to_latents(&latent)?.unsqueeze(2)?;
-                let chunk = self.acoustic_decoder.decode_stream(&raw, &mut decoder_state)?;
-                let semantic = self.semantic_encoder.encode_stream(&chunk, &mut semantic_state)?;
-                let samples: Vec<f32> = chunk.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
-                let acoustic_in = latent.unsqueeze(0)?;
-                next =
-                    (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
+                let frame = self.speech_frame(&solver, settings, noise, &last, &input, negative, &mut streams)?;
+                let (latent, samples) = (frame.latent, frame.samples);
+                next = frame.next_input;
                 let flow = observer.on_frame(frames, &latent, &samples);
                 audio.extend_from_slice(&samples);
                 frames += 1;
@@ -191,6 +195,39 @@ impl VibeVoice {
             input = next;
         }
         Ok(SpeechOutput { audio, tokens: chosen, frames, end })
+    }
+
+    /// One frame of speech after the positive pass chose the diffusion token:
+    /// the negative branch's pass, the guided latent, its audio, and the
+    /// embedding the next step reads. `last` is the positive pass's final
+    /// hidden state, `input` what it read this step.
+    fn speech_frame(
+        &self,
+        solver: &DpmSolver,
+        settings: &SpeechSettings,
+        noise: &mut dyn NoiseSource,
+        last: &Tensor,
+        input: &Tensor,
+        negative: &mut NegativeBranch,
+        streams: &mut AudioStreams,
+    ) -> Result<Frame> {
+        let pipeline = &self.language_model;
+        let lm = &pipeline.decoder;
+        // It sees what the positive pass saw this step, without the text before.
+        let negative_input = if negative.started { last_row(input)? } else { lm.embed(&[self.tokens.start])? };
+        let negative_hidden = lm.final_norm(&pipeline.run_layers(&negative_input, &mut negative.session)?)?;
+        negative.started = true;
+        let conditions = Tensor::cat(&[last.squeeze(0)?, last_row(&negative_hidden)?.squeeze(0)?], 0)?;
+        let latent = self.sample_latent(solver, &conditions, settings.cfg_scale, noise)?;
+        // Audio for the frame, then its semantic features.
+        let raw = self.to_latents(&latent)?.unsqueeze(2)?;
+        let chunk = self.acoustic_decoder.decode_stream(&raw, &mut streams.decoder)?;
+        let semantic = self.semantic_encoder.encode_stream(&chunk, &mut streams.semantic)?;
+        let samples: Vec<f32> = chunk.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+        let acoustic_in = latent.unsqueeze(0)?;
+        let next_input =
+            (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
+        Ok(Frame { latent, samples, next_input })
     }
 
     /// One frame's latent `[1, latent]` (normalised space) from the positive
