@@ -152,6 +152,7 @@ describe("speech texts", () => {
     const long = scriptExcerpt("word ".repeat(50), 20);
     expect(long).toHaveLength(20);
     expect(long.endsWith("…")).toBe(true);
+    expect(formatAudioDuration(0.5)).toBe("0.5 s");
     expect(formatAudioDuration(4.2)).toBe("0:04");
     expect(formatAudioDuration(75.6)).toBe("1:16");
     expect(formatAudioDuration(Number.NaN)).toBe("—");

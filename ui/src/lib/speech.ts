@@ -195,9 +195,10 @@ export function clipEndText(end: ClipEnd): string {
   return END_LABELS[end] ?? end;
 }
 
-/** Audio length: 4.2 → "0:04", 75.6 → "1:16". */
+/** Audio length: 0.5 → "0.5 s", 4.2 → "0:04", 75.6 → "1:16" (under a second would round to "0:00"). */
 export function formatAudioDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "—";
+  if (seconds < 1) return `${seconds.toFixed(1)} s`;
   const total = Math.round(seconds);
   return `${Math.floor(total / 60)}:${String(total % 60).padStart(2, "0")}`;
 }
