@@ -427,3 +427,34 @@ test("the Cluster screen generates a key, warns about a weak typed one, and neve
     await page.close();
   }
 });
+
+test("error toasts stay clear of the composer and its buttons", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.setDefaultTimeout(30_000);
+  try {
+    await openApp(page);
+    await page.locator('[data-testid="models-button"]').click();
+    for (const path of ["/no/such/model-a.gguf", "/no/such/model-b.gguf", "/no/such/model-c.gguf"]) {
+      await page.locator('[data-testid="import-path"]').fill(path);
+      await page.locator('[data-testid="import-button"]').click();
+      await page.locator(`[data-testid="error-message"]:has-text("${path}")`).waitFor();
+    }
+    await page.getByRole("button", { name: "Back to chat" }).click();
+    const composer = await page.locator("form.composer").boundingBox();
+    const toasts = await page.locator('[data-testid="error-message"]').evaluateAll((nodes) =>
+      nodes.map((n) => {
+        const r = n.getBoundingClientRect();
+        return { x: r.x, y: r.y, width: r.width, height: r.height };
+      }),
+    );
+    assert.ok(toasts.length >= 1 && toasts.length <= 3, `${toasts.length} toasts`);
+    for (const t of toasts) {
+      const overlaps =
+        t.x < composer.x + composer.width && composer.x < t.x + t.width && t.y < composer.y + composer.height && composer.y < t.y + t.height;
+      assert.ok(!overlaps, `a toast ${JSON.stringify(t)} covers the composer ${JSON.stringify(composer)}`);
+    }
+    await page.screenshot({ path: path.join(outDir, "browser-toasts.png") });
+  } finally {
+    await page.close();
+  }
+});

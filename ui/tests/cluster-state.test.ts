@@ -70,13 +70,16 @@ describe("cluster polling", () => {
     await vi.advanceTimersByTimeAsync(5 * CLUSTER_POLL_INTERVAL_MS);
     expect(api.clusterStatus).toHaveBeenCalledTimes(6);
     expect(state().notices.map((n) => n.message)).toEqual(["cannot reach Cake"]);
+    const first = state().notices[0].id;
 
     failing = false;
     await vi.advanceTimersByTimeAsync(CLUSTER_POLL_INTERVAL_MS);
     expect(state().cluster).not.toBeNull();
     failing = true;
     await vi.advanceTimersByTimeAsync(3 * CLUSTER_POLL_INTERVAL_MS);
-    expect(state().notices).toHaveLength(2);
+    // Reported again: the same text replaces the old toast rather than stacking.
+    expect(state().notices.map((n) => n.message)).toEqual(["cannot reach Cake"]);
+    expect(state().notices[0].id).not.toBe(first);
     stop();
   });
 

@@ -258,3 +258,13 @@ describe("models", () => {
     expect(state().models.map((m) => m.id)).toEqual(["m2"]);
   });
 });
+
+describe("notices", () => {
+  it("keep three at most, show a repeated message once, and drop OS error numbers", async () => {
+    const { cake, state } = await started();
+    cake.notices.report(new Error("cannot reach worker 10.0.0.2:10128 (os error 111)"));
+    expect(state().notices.map((n) => n.message)).toEqual(["cannot reach worker 10.0.0.2:10128"]);
+    for (const text of ["a", "b", "a", "c", "d"]) cake.notices.report(new Error(text));
+    expect(state().notices.map((n) => n.message)).toEqual(["a", "c", "d"]);
+  });
+});

@@ -7,7 +7,7 @@ import type { Store } from "./store";
 import type { AppState, Notice } from "./app-state";
 
 /** At most this many notices are kept; older ones drop off. */
-const MAX_NOTICES = 4;
+const MAX_NOTICES = 3;
 
 /** A notice closes by itself after this long. */
 export const NOTICE_LIFETIME_MS = 15_000;
@@ -23,7 +23,7 @@ export function createNotices(store: Store<AppState>) {
   function report(error: unknown): void {
     if (isAbortError(error)) return;
     const message = error instanceof Error ? error.message : String(error);
-    show({ id: nextId++, message: message || "Something went wrong." });
+    show({ id: nextId++, message: readable(message) || "Something went wrong." });
   }
 
   /** Show something to know that is not a failure (e.g. a voice prompt was cut). */
@@ -32,7 +32,10 @@ export function createNotices(store: Store<AppState>) {
   }
 
   function show(notice: Notice): void {
-    store.update((state) => ({ notices: [...state.notices, notice].slice(-MAX_NOTICES) }));
+    // The same message again replaces the old toast instead of stacking.
+    store.update((state) => ({
+      notices: [...state.notices.filter((shown) => shown.message !== notice.message), notice].slice(-MAX_NOTICES),
+    }));
     setTimeout(() => dismiss(notice.id), NOTICE_LIFETIME_MS);
   }
 
@@ -40,3 +43,8 @@ export function createNotices(store: Store<AppState>) {
 }
 
 export type Notices = ReturnType<typeof createNotices>;
+
+/** An error message without the operating system's error numbers. */
+export function readable(message: string): string {
+  return message.replace(/\s*\(os error \d+\)/g, "").trim();
+}
