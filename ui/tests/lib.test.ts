@@ -1,6 +1,7 @@
 // Tests for the small pure helpers: number formatting, ids, conversations.
 
 import { describe, expect, it } from "vitest";
+import type { ModelEntry } from "../src/api/types";
 import {
   formatBytes,
   formatDuration,
@@ -8,6 +9,7 @@ import {
   formatSeconds,
   formatSpeed,
   formatTokensPerSecond,
+  modelOptionLabel,
   stopNote,
 } from "../src/lib/format";
 import { randomId } from "../src/lib/ids";
@@ -21,6 +23,15 @@ import {
 } from "../src/lib/conversation";
 
 describe("format", () => {
+  it("names a model in a picker with each fact once", () => {
+    const model = { id: "default", name: "SmolLM2 135M Instruct", source: "default" } as ModelEntry;
+    expect(modelOptionLabel(model, "default")).toBe("SmolLM2 135M Instruct (default, loaded)");
+    expect(modelOptionLabel(model, null)).toBe("SmolLM2 135M Instruct (default)");
+    const other = { ...model, id: "hf:a/b", name: "b", source: "hf-cache" } as ModelEntry;
+    expect(modelOptionLabel(other, "default")).toBe("b");
+    expect(modelOptionLabel(other, "hf:a/b")).toBe("b (loaded)");
+  });
+
   it("says why a reply stopped, in the engine's own terms", () => {
     expect(stopNote("max_tokens")).toBe("stopped at the token limit");
     expect(stopNote("context_full")).toContain("context");

@@ -149,7 +149,7 @@ impl Catalog {
         if default.exists() {
             found.push(Candidate {
                 id: "default".into(),
-                name: "SmolLM2 135M Instruct (default)".into(),
+                name: "SmolLM2 135M Instruct".into(),
                 source: ModelSource::Default,
                 path: default,
                 partial_download: false,

@@ -5,6 +5,7 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useRef } from "preact/hooks";
 import type { Conversation } from "../api/types";
 import { displayTitle } from "../lib/conversation";
+import { modelOptionLabel } from "../lib/format";
 import { completeModels, effectiveModelId, selectedConversation } from "../state/app-state";
 import { Composer } from "./Composer";
 import { useAppState, useCake } from "./context";
@@ -44,8 +45,7 @@ export function ChatView() {
             {modelId === null ? <option value="">No model available</option> : null}
             {models.map((model) => (
               <option key={model.id} value={model.id}>
-                {model.name}
-                {model.id === state.loadedModelId ? " (loaded)" : ""}
+                {modelOptionLabel(model, state.loadedModelId)}
               </option>
             ))}
           </select>
@@ -135,6 +135,18 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
     const element = scroller.current;
     if (element && pinned.current) element.scrollTop = element.scrollHeight;
   }, [conversation.id, messages.length, lastLength, lastEnded]);
+  useEffect(() => {
+    // Whatever else grows the list while it is followed (a reply's buttons
+    // appearing when it ends, a code block laid out late) keeps its end in view.
+    const element = scroller.current;
+    const inner = element?.firstElementChild;
+    if (!element || !inner || typeof ResizeObserver === "undefined") return;
+    const observer = new ResizeObserver(() => {
+      if (pinned.current) element.scrollTop = element.scrollHeight;
+    });
+    observer.observe(inner);
+    return () => observer.disconnect();
+  }, []);
 
   return (
     <div

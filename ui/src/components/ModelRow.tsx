@@ -28,6 +28,11 @@ export function ModelRow({ model }: { model: ModelEntry }) {
       <div class="model-main">
         <div class="model-title">
           <span class="model-name">{model.name}</span>
+          {model.source === "default" ? (
+            <span class="badge" data-testid="model-default">
+              Default
+            </span>
+          ) : null}
           <span class={`badge status-${model.status}`} data-testid="model-status">
             {STATUS_LABELS[model.status]}
           </span>

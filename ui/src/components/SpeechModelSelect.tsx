@@ -1,5 +1,6 @@
 // The Speech screen's model picker: complete speech models only.
 
+import { modelOptionLabel } from "../lib/format";
 import { completeModels, speechModelId } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 
@@ -20,8 +21,7 @@ export function SpeechModelSelect() {
       >
         {models.map((model) => (
           <option key={model.id} value={model.id}>
-            {model.name}
-            {model.id === state.loadedModelId ? " (loaded)" : ""}
+            {modelOptionLabel(model, state.loadedModelId)}
           </option>
         ))}
       </select>

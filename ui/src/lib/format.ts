@@ -1,5 +1,5 @@
 // Human-readable numbers for the UI: parameter counts, sizes, speeds, times.
-import type { FinishReason } from "../api/types";
+import type { FinishReason, ModelEntry } from "../api/types";
 
 /** 135_000_000 → "135M", 1_540_000_000 → "1.5B". */
 export function formatParameters(count: number | null): string {
@@ -75,4 +75,11 @@ export function stopNote(reason: FinishReason): string | null {
     case "stop_string":
       return null;
   }
+}
+
+/** A model in a picker: "SmolLM2 135M Instruct (default, loaded)", each fact once. */
+export function modelOptionLabel(model: ModelEntry, loadedModelId: string | null): string {
+  const notes = [model.source === "default" ? "default" : null, model.id === loadedModelId ? "loaded" : null];
+  const said = notes.filter((note) => note !== null);
+  return said.length === 0 ? model.name : `${model.name} (${said.join(", ")})`;
 }
