@@ -22,6 +22,7 @@ use std::sync::Arc;
 impl App {
     /// Runs a plain command.
     pub fn call(&self, request: CommandRequest) -> Result<Value, ApiError> {
+        let _span = tracing::info_span!("command", name = %request.name).entered();
         let not_found = |e: anyhow::Error| ApiError::NotFound(format!("{e:#}"));
         match request.command {
             Command::AppInfo => Ok(json!({
@@ -120,6 +121,7 @@ impl App {
     /// Starts a streaming command. Errors found before any work starts are
     /// returned; later ones arrive as an `error` event.
     pub fn stream(&self, request: CommandRequest, sink: EventSink) -> Result<(), ApiError> {
+        let _span = tracing::info_span!("command", name = %request.name).entered();
         let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
         let sink = self.register_stream(request.stream_id, cancel.clone(), sink);
         match request.command {

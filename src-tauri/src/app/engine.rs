@@ -160,6 +160,15 @@ impl Engine {
 
 impl Worker {
     fn run(&mut self, job: Job) {
+        // Every event of a job carries what the job is.
+        let kind = match &job {
+            Job::Load { .. } => "load",
+            Job::Chat { .. } => "chat",
+            Job::Unload => "unload",
+            Job::Configure(_) => "configure",
+            Job::Speak { .. } => "speak",
+        };
+        let _span = tracing::info_span!("engine_job", job = kind).entered();
         match job {
             Job::Load { model, mut sink, cancel } => {
                 if cancel.load(Ordering::Relaxed) {
@@ -186,12 +195,7 @@ impl Worker {
                             // Re-plan over the machines left on the next request.
                             self.set_model(None);
                         }
-                        let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
-                            ErrorKind::BadRequest
-                        } else {
-                            ErrorKind::Failed
-                        };
-                        EngineEvent::error(kind, format!("{error:#}"))
+                        failure(&error)
                     }
                 };
                 sink(event);
@@ -204,14 +208,7 @@ impl Worker {
                 }
                 let event = match self.speak(&job, &mut sink, &cancel) {
                     Ok(done) => EngineEvent::Done(done),
-                    Err(error) => {
-                        let kind = if error.downcast_ref::<BadScript>().is_some() {
-                            ErrorKind::BadRequest
-                        } else {
-                            ErrorKind::Failed
-                        };
-                        EngineEvent::error(kind, format!("{error:#}"))
-                    }
+                    Err(error) => failure(&error),
                 };
                 sink(event);
             }
@@ -370,6 +367,14 @@ impl Worker {
 enum LoadReport {
     Progress,
     Loading,
+}
+
+/// The `error` event for a job that failed: the request's fault when the
+/// error is one of the request's own (a prompt too long, a bad script).
+fn failure(error: &anyhow::Error) -> EngineEvent {
+    let requests_fault = error.downcast_ref::<PromptTooLong>().is_some() || error.downcast_ref::<BadScript>().is_some();
+    let kind = if requests_fault { ErrorKind::BadRequest } else { ErrorKind::Failed };
+    EngineEvent::error(kind, format!("{error:#}"))
 }
 
 /// A script or voice list the speech model cannot read: the request's fault.

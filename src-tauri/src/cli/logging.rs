@@ -1,7 +1,9 @@
 //! Where the library's `tracing` events go: stderr, as plain lines (info
 //! as its message, warnings and errors prefixed), filtered by `RUST_LOG`
 //! (default: Cake's own info and everyone's warnings); the desktop app
-//! also appends them to `cake.log` in its data folder.
+//! also appends them to `cake.log` in its data folder, with time, level
+//! and the spans they happened in (an app command, an engine job, a
+//! worker's session with one master, the master's contact with a worker).
 
 use std::fmt;
 use std::path::Path;

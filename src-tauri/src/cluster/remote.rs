@@ -114,6 +114,7 @@ impl RemoteWorker {
     /// Connects, authenticates and asks the worker to describe itself, all
     /// within [`CONTACT_DEADLINE`].
     pub fn connect(address: &str, key: &ClusterKey) -> Result<Self> {
+        let _span = tracing::info_span!("worker_contact", worker = %address).entered();
         let deadline = Instant::now() + CONTACT_DEADLINE;
         let left = || {
             let left = deadline.saturating_duration_since(Instant::now());

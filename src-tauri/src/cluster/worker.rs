@@ -222,6 +222,8 @@ fn session(
 ) -> Result<()> {
     stream.set_nodelay(true)?;
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    // Every event of this connection carries the worker and the master it serves.
+    let _span = tracing::info_span!("master_session", worker = %config.name, master = %address).entered();
     let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
     if !ticket.authenticated() {
         anyhow::bail!("refused: this worker already serves as many masters as it takes");

@@ -9,8 +9,9 @@ use super::detokenizer::Detokenizer;
 use super::model::TextModel;
 use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
-use super::stop_strings::StopStrings;
+use super::stop_strings::{StopCheck, StopStrings};
 use crate::models::decoder::LogitsFor;
+use crate::models::pipeline::Session;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::ops::ControlFlow;
@@ -103,6 +104,33 @@ fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize
     Ok(context)
 }
 
+/// The next token's logits: from the session's cache, or, without a KV
+/// cache, by reading the whole history again in a fresh session.
+fn next_logits(
+    model: &TextModel,
+    request: &GenerationRequest,
+    session: &mut Session,
+    history: &[u32],
+    next_input: &[u32],
+) -> Result<Vec<f32>> {
+    let logits = if request.no_kv_cache {
+        let mut fresh = model.pipeline.guard(model.new_session());
+        model.forward(history, &mut fresh, LogitsFor::Last)?
+    } else {
+        model.forward(next_input, session, LogitsFor::Last)?
+    };
+    Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
+}
+
+/// What `token` adds to the reply's text, and whether a stop string ended it.
+fn visible_text(detokenizer: Option<&mut Detokenizer>, stops: &mut StopStrings, token: u32) -> Result<StopCheck> {
+    let piece = match detokenizer {
+        Some(d) => d.push(token)?,
+        None => String::new(),
+    };
+    Ok(stops.push(&piece))
+}
+
 /// The text still held back at the end of a reply: the detokenizer's
 /// unfinished characters and what the stop-string matcher kept in case a
 /// stop string began there.
@@ -176,13 +204,7 @@ pub fn generate_cached(
             finish_reason = FinishReason::ContextFull;
             break;
         }
-        let logits = if request.no_kv_cache {
-            let mut fresh = model.pipeline.guard(model.new_session());
-            model.forward(&history, &mut fresh, LogitsFor::Last)?
-        } else {
-            model.forward(&next_input, &mut session, LogitsFor::Last)?
-        };
-        let mut logits = logits.squeeze(0)?.to_vec1::<f32>()?;
+        let mut logits = next_logits(model, request, &mut session, &history, &next_input)?;
         let token = sampler.sample(&mut logits, &history);
         if first_token_at.is_none() {
             let elapsed = start.elapsed().as_secs_f64();
@@ -198,11 +220,7 @@ pub fn generate_cached(
             finish_reason = FinishReason::Eos;
             break;
         }
-        let piece = match detokenizer.as_mut() {
-            Some(d) => d.push(token)?,
-            None => String::new(),
-        };
-        let check = stops.push(&piece);
+        let check = visible_text(detokenizer.as_mut(), &mut stops, token)?;
         text.push_str(&check.emit);
         let flow = on_token(TokenEvent { id: Some(token), text: &check.emit });
         if check.stopped {

@@ -11,7 +11,7 @@ use super::noise::NoiseSource;
 use super::processor::SpeechPrompt;
 use super::scheduler::DpmSolver;
 use super::speech_tokenizer::StreamState;
-use crate::models::pipeline::Session;
+use crate::models::pipeline::{Session, SessionGuard};
 use anyhow::{bail, Result};
 use candle_core::{Tensor, D};
 use std::ops::ControlFlow;
@@ -92,8 +92,8 @@ struct Frame {
 }
 
 /// The text-free branch that guidance contrasts with.
-struct NegativeBranch {
-    session: Session,
+struct NegativeBranch<'a> {
+    session: SessionGuard<'a>,
     /// Whether it has run at all (its very first input is the speech-start token).
     started: bool,
 }
@@ -108,23 +108,20 @@ impl VibeVoice {
         observer: &mut dyn SpeechObserver,
     ) -> Result<SpeechOutput> {
         let pipeline = &self.language_model;
-        let mut positive = pipeline.new_session();
-        let mut negative = NegativeBranch { session: pipeline.new_session(), started: false };
-        let result = self.generate_with(prompt, settings, noise, observer, &mut positive, &mut negative);
-        // Workers free both branches' caches, whatever happened.
-        pipeline.end_session(positive);
-        pipeline.end_session(negative.session);
-        result
+        // Workers free both branches' caches when the guards drop, whatever happened.
+        let mut positive = pipeline.guard(pipeline.new_session());
+        let mut negative = NegativeBranch { session: pipeline.guard(pipeline.new_session()), started: false };
+        self.generate_with(prompt, settings, noise, observer, &mut positive, &mut negative)
     }
 
-    fn generate_with(
-        &self,
+    fn generate_with<'a>(
+        &'a self,
         prompt: &SpeechPrompt,
         settings: &SpeechSettings,
         noise: &mut dyn NoiseSource,
         observer: &mut dyn SpeechObserver,
         positive: &mut Session,
-        negative: &mut NegativeBranch,
+        negative: &mut NegativeBranch<'a>,
     ) -> Result<SpeechOutput> {
         let pipeline = &self.language_model;
         let lm = &pipeline.decoder;
@@ -174,7 +171,7 @@ impl VibeVoice {
             }
             if token == tokens.start {
                 // The negative branch forgets its history (and restarts at position 0).
-                pipeline.end_session(std::mem::replace(&mut negative.session, pipeline.new_session()));
+                negative.session = pipeline.guard(pipeline.new_session());
             }
             let mut next = lm.embed(&[token])?;
             if token == tokens.diffusion {
@@ -208,7 +205,7 @@ impl VibeVoice {
         noise: &mut dyn NoiseSource,
         last: &Tensor,
         input: &Tensor,
-        negative: &mut NegativeBranch,
+        negative: &mut NegativeBranch<'_>,
         streams: &mut AudioStreams,
     ) -> Result<Frame> {
         let pipeline = &self.language_model;
