@@ -23,7 +23,7 @@ pub enum MachineState {
     ThisMachine,
     /// Proved the cluster key; may get layers.
     Authenticated,
-    /// Advertised with another key's fingerprint, or failed the handshake.
+    /// Advertised another cluster's id, or failed the handshake.
     Rejected,
     /// Advertised but could not be reached.
     Unreachable,

@@ -219,13 +219,13 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 /** "Key set · cluster ab12cd34 (stored in keyring)", or null without a key. */
 export function keyDescription(settings: ClusterSettings): string | null {
   if (!settings.key_set) return null;
-  const fingerprint = settings.cluster_id ? ` · cluster ${settings.cluster_id}` : " · typed key";
+  const identity = settings.cluster_id ? ` · cluster ${settings.cluster_id}` : " · typed key";
   const where = settings.key_storage
     ? ` (stored in ${settings.key_storage})`
     : settings.from_command_line
       ? " (from the command line)"
       : "";
-  return `Key set${fingerprint}${where}`;
+  return `Key set${identity}${where}`;
 }
 
 /** The one-line summary of what this machine is in the cluster. */
