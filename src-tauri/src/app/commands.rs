@@ -97,11 +97,10 @@ impl App {
                 }
                 Ok(json!({}))
             }
-            Command::LoadModel { .. }
-            | Command::Chat(_)
-            | Command::Speak(_)
-            | Command::DownloadModel { .. }
-            | Command::Unknown => Err(ApiError::BadRequest(format!("`{}` is a streaming command", request.name))),
+            Command::LoadModel { .. } | Command::Chat(_) | Command::Speak(_) | Command::DownloadModel { .. } => {
+                Err(ApiError::BadRequest(format!("`{}` is a streaming command", request.name)))
+            }
+            Command::Unknown => Err(ApiError::NotFound(format!("unknown command `{}`", request.name))),
         }
     }
 
@@ -150,6 +149,7 @@ impl App {
                 std::thread::spawn(move || download(downloader, catalog, repo_id, sink, cancel));
                 Ok(())
             }
+            Command::Unknown => Err(ApiError::NotFound(format!("unknown command `{}`", request.name))),
             _ => Err(ApiError::BadRequest(format!("`{}` is not a streaming command", request.name))),
         }
     }

@@ -94,8 +94,9 @@ impl ClusterKey {
     /// anything else is a typed key of at least 8 characters.
     pub fn from_passphrase(text: &str) -> Result<Self> {
         let text = text.trim();
-        if text.to_ascii_lowercase().starts_with(GENERATED_PREFIX) {
-            return Self::from_generated(&text.to_ascii_lowercase());
+        let lowercase = text.to_ascii_lowercase();
+        if lowercase.starts_with(GENERATED_PREFIX) {
+            return Self::from_generated(&lowercase);
         }
         if text.chars().count() < MIN_TYPED_LEN {
             bail!("the cluster key must be at least {MIN_TYPED_LEN} characters (or use Generate key)");
