@@ -65,6 +65,7 @@ fn dequantized_greedy_continuations_match_transformers() {
             "--json",
         ]);
         assert_eq!(ids(&out["prompt_tokens"]), ids(&case["prompt_tokens"]), "tokens of {prompt:?}");
+        assert_eq!(out["kv_cache"], "f32", "the exact computation keeps f32 keys and values");
         assert_eq!(
             ids(&out["tokens"]),
             ids(&case["greedy_tokens"]),
@@ -108,6 +109,7 @@ fn quantized_greedy_text_is_sensible() {
         "8",
         "--json",
     ]);
+    assert_eq!(out["kv_cache"], "f16", "a quantized model keeps keys and values in f16, as llama.cpp does");
     let text = out["text"].as_str().unwrap();
     assert!(text.contains("Paris"), "Q4_1 continuation of 'The capital of France is': {text:?}");
 }

@@ -8,6 +8,11 @@
 //! exponentials and the exponential-weighted sum of its values; a last pass
 //! merges the blocks' results into the softmax-weighted sum.
 //!
+//! The cache may hold f32 or f16 values ([`CacheValue`]); a work item
+//! widens an f16 block into f32 scratch (F16C where the CPU has it) and
+//! computes on that, so both precisions share one set of kernels and an
+//! f16 cache reads half the bytes.
+//!
 //! With AVX-512, scores are computed 16 positions at a time and summed
 //! across lanes in one transposition, the exponentials are a vector
 //! polynomial, and the weighted sum of values keeps its accumulators in
@@ -20,16 +25,59 @@
 use super::cpu::Level;
 use super::dense::dot;
 use super::pool::Pool;
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 /// Cached positions per work item: few enough that a block's keys stay in
 /// L1 while each query head of its group reads them.
 const POSITIONS_PER_ITEM: usize = 64;
 
+/// A value type a cache may hold.
+pub trait CacheValue: Copy + Send + Sync + 'static {
+    /// `values` as f32: borrowed when they are, else widened into `scratch`.
+    fn as_f32<'s>(values: &'s [Self], scratch: &'s mut Vec<f32>) -> &'s [f32];
+
+    /// The 16 values from `at` as f32, lanes outside `mask` zero.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 (F, BW, VL) and F16C, and the lanes in `mask`
+    /// are readable.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(at: *const Self, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512;
+}
+
+impl CacheValue for f32 {
+    fn as_f32<'s>(values: &'s [f32], _: &'s mut Vec<f32>) -> &'s [f32] {
+        values
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(at: *const f32, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_maskz_loadu_ps(mask, at)
+    }
+}
+
+impl CacheValue for f16 {
+    fn as_f32<'s>(values: &'s [f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        scratch.resize(values.len(), 0.0);
+        values.convert_to_f32_slice(scratch);
+        scratch
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(at: *const f16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, at as *const i16))
+    }
+}
+
 /// Where the cached keys and values of one layer lie: `kv_heads` blocks of
 /// `len` positions × `head_dim` values, block `h` starting at `h · head_stride`.
-pub struct CachedKv<'a> {
-    pub keys: &'a [f32],
-    pub values: &'a [f32],
+pub struct CachedKv<'a, T: CacheValue = f32> {
+    pub keys: &'a [T],
+    pub values: &'a [T],
     pub kv_heads: usize,
     pub head_stride: usize,
     pub len: usize,
@@ -41,9 +89,9 @@ pub struct CachedKv<'a> {
 /// groups (`heads / kv_heads` per kv head). With `softcap`, scores become
 /// `cap · tanh(score / cap)` first.
 #[allow(clippy::too_many_arguments)]
-pub fn decode_attention(
+pub fn decode_attention<T: CacheValue>(
     q: &[f32],
-    kv: &CachedKv,
+    kv: &CachedKv<T>,
     heads: usize,
     scale: f32,
     softcap: Option<f32>,
@@ -66,18 +114,17 @@ pub fn decode_attention(
     let mut partials = vec![0f32; kv.kv_heads * blocks * group * record];
     let sink = Sink(partials.as_mut_ptr());
     pool.run(kv.kv_heads * blocks, &|items| {
-        let mut scores = Vec::new();
+        let mut scratch = Scratch::default();
         for item in items {
             let (kv_head, block) = (item / blocks, item % blocks);
             let first = block * POSITIONS_PER_ITEM;
             let n = POSITIONS_PER_ITEM.min(kv.len - first);
             let start = kv_head * kv.head_stride + first * d;
-            let block_kv =
-                BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+            let block_kv = BlockKv::of(kv, start, n);
             let queries = &q[kv_head * group * d..(kv_head + 1) * group * d];
             // SAFETY: item `item`'s records, written by this thread only.
             let records = unsafe { sink.records(item, group * record) };
-            attend_block(queries, &block_kv, scale, softcap, &mut scores, records, level);
+            attend_block(queries, &block_kv, scale, softcap, &mut scratch, records, level);
         }
     });
     for h in 0..heads {
@@ -98,9 +145,9 @@ const ROWS_PER_PASS: usize = 32;
 /// piece or in several, and a token read in a prefill or in a decode step,
 /// get the same values to the last bit.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill_attention(
+pub fn prefill_attention<T: CacheValue>(
     q: &[f32],
-    kv: &CachedKv,
+    kv: &CachedKv<T>,
     t: usize,
     heads: usize,
     scale: f32,
@@ -139,7 +186,7 @@ pub fn prefill_attention(
         partials.resize(items * group * record, 0f32);
         let sink = Sink(partials.as_mut_ptr());
         pool.run(items, &|range| {
-            let mut scores = Vec::new();
+            let mut scratch = Scratch::default();
             for item in range {
                 let r = first_item.partition_point(|&first| first <= item) - 1;
                 let (blocks, within) = (blocks_of(r), item - first_item[r]);
@@ -148,13 +195,12 @@ pub fn prefill_attention(
                 let first = block * POSITIONS_PER_ITEM;
                 let n = POSITIONS_PER_ITEM.min(len - first);
                 let start = kv_head * kv.head_stride + first * d;
-                let block_kv =
-                    BlockKv { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d };
+                let block_kv = BlockKv::of(kv, start, n);
                 let row_q = &q[(pass + r) * width..(pass + r + 1) * width];
                 let queries = &row_q[kv_head * group * d..(kv_head + 1) * group * d];
                 // SAFETY: item `item`'s records, written by this thread only.
                 let records = unsafe { sink.records(item, group * record) };
-                attend_block(queries, &block_kv, scale, softcap, &mut scores, records, level);
+                attend_block(queries, &block_kv, scale, softcap, &mut scratch, records, level);
             }
         });
         for r in 0..rows {
@@ -170,12 +216,29 @@ pub fn prefill_attention(
     }
 }
 
+/// A thread's buffers across its work items: the scores, and (below
+/// AVX-512) an f16 block widened to f32.
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    scores: Vec<f32>,
+}
+
 /// One block of cached positions of one kv head: `n` rows of `d` values.
-struct BlockKv<'a> {
-    keys: &'a [f32],
-    values: &'a [f32],
+struct BlockKv<'a, T> {
+    keys: &'a [T],
+    values: &'a [T],
     n: usize,
     d: usize,
+}
+
+impl<'a, T: CacheValue> BlockKv<'a, T> {
+    /// The `n` positions of `kv` from value `start` on.
+    fn of(kv: &'a CachedKv<T>, start: usize, n: usize) -> Self {
+        let d = kv.head_dim;
+        Self { keys: &kv.keys[start..start + n * d], values: &kv.values[start..start + n * d], n, d }
+    }
 }
 
 /// What one block leaves for one query head, stored as `[max, sum, acc…]`:
@@ -211,11 +274,47 @@ impl Sink {
 
 /// Writes a [`Partial`] record per query head of `queries` (group × d)
 /// over one block of positions.
-fn attend_block(
+#[allow(clippy::too_many_arguments)]
+fn attend_block<T: CacheValue>(
     queries: &[f32],
-    kv: &BlockKv,
+    kv: &BlockKv<T>,
     scale: f32,
     softcap: Option<f32>,
+    scratch: &mut Scratch,
+    records: &mut [f32],
+    level: Level,
+) {
+    let Scratch { keys, values, scores } = scratch;
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni {
+        // Reads f16 values as it goes.
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
+        let block_scores = |q: &[f32], out: &mut [f32]| unsafe { avx512::scores(q, kv, out) };
+        weigh_scores(queries, kv, scale, softcap, block_scores, scores, records, level);
+        // SAFETY: as above.
+        return unsafe { avx512::weighted_values(scores, kv, records) };
+    }
+    let (n, d) = (kv.n, kv.d);
+    let kv = BlockKv { keys: T::as_f32(kv.keys, keys), values: T::as_f32(kv.values, values), n, d };
+    let block_scores = |q: &[f32], out: &mut [f32]| {
+        for (j, s) in out.iter_mut().enumerate() {
+            *s = dot(q, &kv.keys[j * d..(j + 1) * d], level);
+        }
+    };
+    weigh_scores(queries, &kv, scale, softcap, block_scores, scores, records, level);
+    weighted_values(scores, &kv, records);
+}
+
+/// Fills `scores` (group × n) with each query head's `exp(score − max)`
+/// over the block, `block_scores(q, out)` giving `q · key j` in `out[j]`,
+/// and writes each head's max and sum into its record.
+#[allow(clippy::too_many_arguments)]
+fn weigh_scores<T>(
+    queries: &[f32],
+    kv: &BlockKv<T>,
+    scale: f32,
+    softcap: Option<f32>,
+    block_scores: impl Fn(&[f32], &mut [f32]),
     scores: &mut Vec<f32>,
     records: &mut [f32],
     level: Level,
@@ -225,7 +324,7 @@ fn attend_block(
     scores.clear();
     scores.resize(queries.len() / d * n, 0.0);
     for (g, row) in scores.chunks_exact_mut(n).enumerate() {
-        block_scores(&queries[g * d..(g + 1) * d], kv, row, level);
+        block_scores(&queries[g * d..(g + 1) * d], row);
         let mut max = f32::NEG_INFINITY;
         for s in row.iter_mut() {
             *s *= scale;
@@ -237,27 +336,13 @@ fn attend_block(
         records[g * record] = max;
         records[g * record + 1] = exp_shifted(row, max, level);
     }
-    weighted_values(scores, kv, records, level);
-}
-
-/// `out[j] = q · key j` for the keys of the block.
-fn block_scores(q: &[f32], kv: &BlockKv, out: &mut [f32], level: Level) {
-    #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx512Vnni {
-        // SAFETY: `Level` is only this high when the CPU has AVX-512.
-        return unsafe { avx512::scores(q, kv, out) };
-    }
-    let d = kv.d;
-    for (j, s) in out.iter_mut().enumerate() {
-        *s = dot(q, &kv.keys[j * d..(j + 1) * d], level);
-    }
 }
 
 /// Replaces each score `s` by `exp(s - max)`; returns their sum.
 fn exp_shifted(scores: &mut [f32], max: f32, level: Level) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx512Vnni {
-        // SAFETY: as above.
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
         return unsafe { avx512::exp_shifted(scores, max) };
     }
     let mut sum = 0.0;
@@ -269,12 +354,7 @@ fn exp_shifted(scores: &mut [f32], max: f32, level: Level) -> f32 {
 }
 
 /// Each query head's `acc = Σ_j weights[g][j] · value j`, into its record.
-fn weighted_values(weights: &[f32], kv: &BlockKv, records: &mut [f32], level: Level) {
-    #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx512Vnni {
-        // SAFETY: as above.
-        return unsafe { avx512::weighted_values(weights, kv, records) };
-    }
+fn weighted_values(weights: &[f32], kv: &BlockKv<f32>, records: &mut [f32]) {
     let (n, d) = (kv.n, kv.d);
     for (g, row) in weights.chunks_exact(n).enumerate() {
         let at = g * Partial::len(d) + 2;
@@ -305,16 +385,14 @@ fn merge<'a>(parts: impl Iterator<Item = Partial<'a>> + Clone, out: &mut [f32]) 
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{BlockKv, Partial};
-    use crate::cpu::Level;
-    use crate::dense::dot;
+    use super::{BlockKv, CacheValue, Partial};
     use crate::elementwise::{exp_avx512, lanes_within};
     use std::arch::x86_64::*;
 
-    /// [`super::block_scores`] 16 keys at a time: 16 accumulators, then one
-    /// transposition sums each across its lanes.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn scores(q: &[f32], kv: &BlockKv, out: &mut [f32]) {
+    /// `out[j] = q · key j` for the keys of the block, 16 keys at a time:
+    /// 16 accumulators, then one transposition sums each across its lanes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub(super) unsafe fn scores<T: CacheValue>(q: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
         let (n, d, keys) = (kv.n, kv.d, kv.keys);
         assert!(q.len() == d && out.len() == n && keys.len() >= n * d);
         let mut j = 0;
@@ -322,22 +400,25 @@ mod avx512 {
             let mut acc = [_mm512_setzero_ps(); 16];
             // Key by key, so the keys are read in the order they lie.
             for (i, a) in acc.iter_mut().enumerate() {
-                let key = keys.as_ptr().add((j + i) * d);
-                for c in (0..d).step_by(16) {
-                    let m = lanes_within(d, c);
-                    *a = _mm512_fmadd_ps(
-                        _mm512_maskz_loadu_ps(m, q.as_ptr().add(c)),
-                        _mm512_maskz_loadu_ps(m, key.add(c)),
-                        *a,
-                    );
-                }
+                *a = key_products(q, keys.as_ptr().add((j + i) * d), *a);
             }
             _mm512_storeu_ps(out.as_mut_ptr().add(j), sum_each(&acc));
             j += 16;
         }
         for (j, s) in out.iter_mut().enumerate().skip(j) {
-            *s = dot(q, &keys[j * d..(j + 1) * d], Level::Avx512Vnni);
+            *s = _mm512_reduce_add_ps(key_products(q, keys.as_ptr().add(j * d), _mm512_setzero_ps()));
         }
+    }
+
+    /// `acc` plus the lane-wise products of `q` with the key at `key`.
+    #[inline(always)]
+    unsafe fn key_products<T: CacheValue>(q: &[f32], key: *const T, mut acc: __m512) -> __m512 {
+        let d = q.len();
+        for c in (0..d).step_by(16) {
+            let m = lanes_within(d, c);
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q.as_ptr().add(c)), T::load16(key.add(c), m), acc);
+        }
+        acc
     }
 
     /// Lane `i` of the result is the sum of the 16 lanes of `v[i]`.
@@ -376,8 +457,8 @@ mod avx512 {
     /// the 16 accumulators stay in registers while the value rows are read
     /// in the order they lie, each once for the 4 heads (a group of fewer
     /// repeats its last head and drops the repeats).
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn weighted_values(weights: &[f32], kv: &BlockKv, records: &mut [f32]) {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub(super) unsafe fn weighted_values<T: CacheValue>(weights: &[f32], kv: &BlockKv<T>, records: &mut [f32]) {
         let (n, d) = (kv.n, kv.d);
         let group = weights.len() / n;
         let record = Partial::len(d);
@@ -392,7 +473,7 @@ mod avx512 {
                 for j in 0..n {
                     let row = kv.values.as_ptr().add(j * d + panel);
                     let v: [__m512; 4] = std::array::from_fn(|k| match lanes[k] {
-                        Some(m) => _mm512_maskz_loadu_ps(m, row.add(16 * k)),
+                        Some(m) => T::load16(row.add(16 * k), m),
                         None => _mm512_setzero_ps(),
                     });
                     for (acc, &g) in acc.iter_mut().zip(&heads) {
@@ -460,6 +541,38 @@ mod prefill_tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// An f16 cache gives exactly what an f32 cache holding the same
+    /// (rounded) values gives, in decode steps and in prefills.
+    #[test]
+    fn an_f16_cache_equals_an_f32_cache_of_its_values() {
+        let (kv_heads, heads, d, capacity) = (2, 6, 40, 150);
+        let value = |i: usize| ((i * 2654435761usize % 1000) as f32 - 500.0) / 300.0;
+        let keys: Vec<f16> = (0..kv_heads * capacity * d).map(|i| f16::from_f32(value(i))).collect();
+        let values: Vec<f16> = (0..kv_heads * capacity * d).map(|i| f16::from_f32(value(i + 7))).collect();
+        let wide = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+        let (keys32, values32) = (wide(&keys), wide(&values));
+        let pool = Pool::new(2);
+        for (len, t) in [(1, 1), (130, 1), (130, 40)] {
+            let q: Vec<f32> = (0..t * heads * d).map(|i| value(i + 3)).collect();
+            for level in Level::all_supported() {
+                let half =
+                    CachedKv { keys: &keys, values: &values, kv_heads, head_stride: capacity * d, len, head_dim: d };
+                let full = CachedKv {
+                    keys: &keys32,
+                    values: &values32,
+                    kv_heads,
+                    head_stride: capacity * d,
+                    len,
+                    head_dim: d,
+                };
+                let (mut got, mut expected) = (vec![0f32; t * heads * d], vec![0f32; t * heads * d]);
+                prefill_attention(&q, &half, t, heads, 0.125, None, &mut got, level, &pool);
+                prefill_attention(&q, &full, t, heads, 0.125, None, &mut expected, level, &pool);
+                assert_eq!(got, expected, "len {len}, t {t}, {level:?}");
             }
         }
     }

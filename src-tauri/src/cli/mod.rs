@@ -150,7 +150,12 @@ impl ModelArgs {
             None => TextModel::load(&path, &options)?,
         };
         let load_s = start.elapsed().as_secs_f64();
-        eprintln!("kernels: {}", crate::models::kernel_census::describe(&model.decoder().kernels));
+        let decoder = model.decoder();
+        eprintln!(
+            "kernels: {}; keys and values kept in {}",
+            crate::models::kernel_census::describe(&decoder.kernels),
+            decoder.kv_precision().name()
+        );
         Ok((model, load_s))
     }
 }

@@ -86,6 +86,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "network_bytes": model.pipeline.network_bytes(),
             "stages": stage_timings(&model),
             "kernels": model.decoder().kernels,
+            "kv_cache": model.decoder().kv_precision().name(),
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,

@@ -10,7 +10,7 @@ use super::config::{ModelConfig, NormPlacement, TokenMixer};
 use super::kernel_census::KernelUse;
 use super::nn::attention::Attention;
 use super::nn::gated_delta_net::GatedDeltaNet;
-use super::nn::kv_cache::{KvCache, LayerCache};
+use super::nn::kv_cache::{KvCache, KvPrecision, LayerCache};
 use super::nn::linear::Linear;
 use super::nn::mlp::GatedMlp;
 use super::nn::moe::SparseMoe;
@@ -221,6 +221,8 @@ pub struct Decoder {
     device: Device,
     /// Which kernel each stored type of matrix went to.
     pub kernels: Vec<KernelUse>,
+    /// What new caches keep f32 keys and values in.
+    kv_precision: KvPrecision,
 }
 
 impl Decoder {
@@ -276,6 +278,7 @@ impl Decoder {
             dtype: weights.policy.dtype,
             device: weights.device.clone(),
             kernels: weights.census.uses(),
+            kv_precision: KvPrecision::for_weights(weights.census.any_ggml_quantized()),
         })
     }
 
@@ -292,9 +295,14 @@ impl Decoder {
         embedding + layers + self.norm.as_ref().map_or(0, RmsNorm::weight_bytes) + head
     }
 
+    /// What this decoder's caches keep f32 keys and values in.
+    pub fn kv_precision(&self) -> KvPrecision {
+        self.kv_precision
+    }
+
     /// A fresh cache for the layers this decoder holds.
     pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.layers.len())
+        KvCache::new(self.layers.len(), self.kv_precision)
     }
 
     pub fn device(&self) -> &Device {

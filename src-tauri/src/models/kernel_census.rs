@@ -5,11 +5,15 @@
 use super::weights::MatrixWeight;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-/// Matrices per (stored type, kernel).
+/// Matrices per (stored type, kernel), and whether any is GGML-quantized.
 #[derive(Debug, Default)]
-pub struct KernelCensus(Mutex<BTreeMap<(String, String), usize>>);
+pub struct KernelCensus {
+    counts: Mutex<BTreeMap<(String, String), usize>>,
+    ggml_quantized: AtomicBool,
+}
 
 /// One line of the census.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,12 +35,20 @@ impl KernelCensus {
             MatrixWeight::Dense(_) => "candle dense".into(),
             MatrixWeight::Fp8(_) => "fp8 dequantized per product".into(),
         };
-        *self.0.lock().expect("census").entry((stored, kernel)).or_default() += 1;
+        *self.counts.lock().expect("census").entry((stored, kernel)).or_default() += 1;
+        if matches!(matrix, MatrixWeight::Packed(_) | MatrixWeight::Quantized(_)) {
+            self.ggml_quantized.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a matrix recorded so far is in a GGML quantized type.
+    pub fn any_ggml_quantized(&self) -> bool {
+        self.ggml_quantized.load(Ordering::Relaxed)
     }
 
     /// Every (stored type, kernel) with its count, by type.
     pub fn uses(&self) -> Vec<KernelUse> {
-        let counts = self.0.lock().expect("census");
+        let counts = self.counts.lock().expect("census");
         counts
             .iter()
             .map(|((stored, kernel), &matrices)| KernelUse { stored: stored.clone(), kernel: kernel.clone(), matrices })

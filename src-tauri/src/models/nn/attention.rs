@@ -2,7 +2,7 @@
 //! optional q/k RMSNorm (per head or over the projection) and an optional
 //! sliding window.
 
-use super::kv_cache::LayerCache;
+use super::kv_cache::{CacheView, LayerCache};
 use super::linear::Linear;
 use super::norm::RmsNorm;
 use super::projections::Projections;
@@ -10,6 +10,9 @@ use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
 use anyhow::Result;
+use cake_kernels::attention::{decode_attention, prefill_attention, CacheValue, CachedKv};
+use cake_kernels::cpu::Level;
+use cake_kernels::pool::Pool;
 use candle_core::{DType, Device, Tensor};
 
 pub struct Attention {
@@ -129,7 +132,7 @@ impl Attention {
             cache.keep_last(window)?;
         }
         let mask = || attention_mask(start, t, first_key, total, self.sliding_window, x.device());
-        // Over an f32 cache that hides only the future (or one position with
+        // Over a cache on the CPU that hides only the future (or one position with
         // nothing to hide), Cake's kernel reads the cache in place, every row
         // exactly as a decode step at its position would: a prompt gives the
         // same values read whole, in pieces, or continued from a kept session.
@@ -140,7 +143,7 @@ impl Attention {
         };
         let out = match in_place {
             Some(out) => out,
-            None => self.attend(&q, &k, &v, mask()?.as_ref())?,
+            None => self.attend(&q, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, mask()?.as_ref())?,
         };
         let out = match gate {
             Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
@@ -184,45 +187,44 @@ impl Attention {
 
     /// The `t` newest positions' queries `q (1, heads, t, head_dim)` over
     /// the cache where it lies (see [`cake_kernels::attention`]):
-    /// `(1, t, heads · head_dim)`, or `None` where the cache is not f32 on
-    /// the CPU.
+    /// `(1, t, heads · head_dim)`, or `None` where the cache is not f32 or
+    /// f16 on the CPU.
     fn attend_in_place(&self, q: &Tensor, cache: &LayerCache) -> Result<Option<Tensor>> {
         let t = q.dim(2)?;
         let width = self.num_heads * self.head_dim;
         let q = q.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let mut out = vec![0f32; t * width];
-        let done = cache.with_f32_in_place(|kv| {
-            let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
-            let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
-            if t == 1 {
-                cake_kernels::attention::decode_attention(
-                    &q,
-                    kv,
-                    self.num_heads,
-                    scale,
-                    softcap,
-                    &mut out,
-                    level,
-                    pool,
-                );
-            } else {
-                cake_kernels::attention::prefill_attention(
-                    &q,
-                    kv,
-                    t,
-                    self.num_heads,
-                    scale,
-                    softcap,
-                    &mut out,
-                    level,
-                    pool,
-                );
-            }
+        let (level, pool) = (Level::detected(), cake_kernels::pool::global());
+        let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
+        let heads = self.num_heads;
+        let done = cache.with_in_place(|view| match view {
+            CacheView::F32(kv) => attend_cached(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
+            CacheView::F16(kv) => attend_cached(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
         });
         Ok(match done {
             Some(()) => Some(Tensor::from_vec(out, (1, t, width), &Device::Cpu)?),
             None => None,
         })
+    }
+}
+
+/// The `t` newest positions' attention over `kv`: a decode step or a prefill.
+#[allow(clippy::too_many_arguments)]
+fn attend_cached<T: CacheValue>(
+    q: &[f32],
+    kv: &CachedKv<T>,
+    t: usize,
+    heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    level: Level,
+    pool: &Pool,
+) {
+    if t == 1 {
+        decode_attention(q, kv, heads, scale, softcap, out, level, pool);
+    } else {
+        prefill_attention(q, kv, t, heads, scale, softcap, out, level, pool);
     }
 }
 

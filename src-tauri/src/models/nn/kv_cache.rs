@@ -3,11 +3,65 @@
 //! The model itself is immutable; each sequence being generated owns a
 //! [`KvCache`], so several conversations (or cluster stages) can share one
 //! loaded model.
+//!
+//! On the CPU, a model with GGML-quantized weights keeps keys and values
+//! computed in f32 in f16, as llama.cpp does by default: half the memory,
+//! and half the bytes a long context's attention reads per step (its
+//! accuracy is bounded by the 8-bit activations of its products anyway).
+//! Other models keep them as computed: an f32 model is the exact
+//! computation the quantized ones are measured against.
+//! `CAKE_KV_CACHE=f32` or `=f16` overrides this.
 
-use super::cpu_values::with_cpu_f32;
+use super::cpu_values::{with_cpu_f16, with_cpu_f32};
 use anyhow::Result;
 use cake_kernels::attention::CachedKv;
-use candle_core::Tensor;
+use candle_core::{DType, Device, Tensor};
+use half::f16;
+use std::sync::OnceLock;
+
+/// The precision f32 keys and values are kept in on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvPrecision {
+    F16,
+    #[default]
+    F32,
+}
+
+impl KvPrecision {
+    /// F16 for GGML-quantized weights, else F32, unless `CAKE_KV_CACHE`
+    /// says `f16` or `f32` (read once).
+    pub fn for_weights(ggml_quantized: bool) -> Self {
+        static CHOSEN: OnceLock<Option<KvPrecision>> = OnceLock::new();
+        let chosen = CHOSEN.get_or_init(|| match std::env::var("CAKE_KV_CACHE").ok().as_deref() {
+            Some("f32") => Some(KvPrecision::F32),
+            Some("f16") => Some(KvPrecision::F16),
+            _ => None,
+        });
+        chosen.unwrap_or(if ggml_quantized { KvPrecision::F16 } else { KvPrecision::F32 })
+    }
+
+    /// `f16` or `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvPrecision::F16 => "f16",
+            KvPrecision::F32 => "f32",
+        }
+    }
+
+    /// The dtype a cache keeps keys and values computed as `computed` on `device` in.
+    fn stored_dtype(self, computed: DType, device: &Device) -> DType {
+        match (self, computed, device) {
+            (KvPrecision::F16, DType::F32, Device::Cpu) => DType::F16,
+            _ => computed,
+        }
+    }
+}
+
+/// A layer's cached keys and values where they lie, in the precision kept.
+pub enum CacheView<'a> {
+    F32(CachedKv<'a, f32>),
+    F16(CachedKv<'a, f16>),
+}
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
 /// A sliding-window layer keeps only the positions its window can still
@@ -18,6 +72,7 @@ pub struct LayerCache {
     dropped: usize,
     /// A linear-attention layer's state instead of keys and values.
     pub recurrent: Option<RecurrentState>,
+    precision: KvPrecision,
 }
 
 /// What a Gated DeltaNet layer carries from one step to the next.
@@ -54,11 +109,11 @@ fn room_for(positions: usize) -> usize {
 
 impl KvBuffers {
     /// Buffers for `capacity` positions holding `keys`/`values`'s
-    /// positions `from..`.
-    fn holding(keys: &Tensor, values: &Tensor, from: usize, capacity: usize) -> Result<Self> {
+    /// positions `from..`, in `dtype`.
+    fn holding(keys: &Tensor, values: &Tensor, from: usize, capacity: usize, dtype: DType) -> Result<Self> {
         let (b, heads, len, _) = keys.dims4()?;
         let kept = len - from;
-        let empty = |like: &Tensor| Tensor::zeros((b, heads, capacity, like.dim(3)?), like.dtype(), like.device());
+        let empty = |like: &Tensor| Tensor::zeros((b, heads, capacity, like.dim(3)?), dtype, like.device());
         let mut buffers = Self { keys: empty(keys)?, values: empty(values)?, stored: 0 };
         buffers.append(&keys.narrow(2, from, kept)?, &values.narrow(2, from, kept)?)?;
         Ok(buffers)
@@ -75,8 +130,9 @@ impl KvBuffers {
 
     /// Writes `k`/`v`'s positions after the filled ones (there must be room).
     fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<()> {
-        self.keys.slice_set(&k.contiguous()?, 2, self.stored)?;
-        self.values.slice_set(&v.contiguous()?, 2, self.stored)?;
+        let dtype = self.keys.dtype();
+        self.keys.slice_set(&k.to_dtype(dtype)?.contiguous()?, 2, self.stored)?;
+        self.values.slice_set(&v.to_dtype(dtype)?.contiguous()?, 2, self.stored)?;
         self.stored += k.dim(2)?;
         Ok(())
     }
@@ -84,14 +140,19 @@ impl KvBuffers {
 
 impl LayerCache {
     /// Appends this step's keys and values and returns everything cached so
-    /// far: positions [`Self::first_position`]`..`[`Self::len`].
+    /// far: positions [`Self::first_position`]`..`[`Self::len`], in the
+    /// precision kept (which may be below `k`'s).
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
         let new = k.dim(2)?;
         let buffers = match self.kv.take() {
-            None => KvBuffers::holding(k, v, 0, room_for(new))?,
+            None => {
+                let dtype = self.precision.stored_dtype(k.dtype(), k.device());
+                KvBuffers::holding(k, v, 0, room_for(new), dtype)?
+            }
             Some(buffers) if buffers.stored + new > buffers.capacity() => {
                 let (keys, values) = buffers.filled()?;
-                let mut grown = KvBuffers::holding(&keys, &values, 0, room_for(buffers.stored + new))?;
+                let dtype = keys.dtype();
+                let mut grown = KvBuffers::holding(&keys, &values, 0, room_for(buffers.stored + new), dtype)?;
                 grown.append(k, v)?;
                 grown
             }
@@ -111,7 +172,7 @@ impl LayerCache {
             if buffers.stored > n {
                 let cut = buffers.stored - n;
                 let (keys, values) = buffers.filled()?;
-                self.kv = Some(KvBuffers::holding(&keys, &values, cut, buffers.capacity())?);
+                self.kv = Some(KvBuffers::holding(&keys, &values, cut, buffers.capacity(), keys.dtype())?);
                 self.dropped += cut;
             }
         }
@@ -136,26 +197,27 @@ impl LayerCache {
     }
 
     /// Calls `f` with the cached keys and values where they lie, when they
-    /// are f32 on the CPU for one sequence; otherwise returns `None`.
-    pub fn with_f32_in_place<R>(&self, f: impl FnOnce(&CachedKv) -> R) -> Option<R> {
+    /// are f32 or f16 on the CPU for one sequence; otherwise returns `None`.
+    pub fn with_in_place<R>(&self, f: impl FnOnce(CacheView) -> R) -> Option<R> {
         let buffers = self.kv.as_ref()?;
         let (b, kv_heads, capacity, head_dim) = buffers.keys.dims4().ok()?;
         if b != 1 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
             return None;
         }
-        with_cpu_f32(&buffers.keys, |keys| {
-            with_cpu_f32(&buffers.values, |values| {
-                let kv = CachedKv {
-                    keys,
-                    values,
-                    kv_heads,
-                    head_stride: capacity * head_dim,
-                    len: buffers.stored,
-                    head_dim,
-                };
-                f(&kv)
-            })
-        })
+        let (len, head_stride) = (buffers.stored, capacity * head_dim);
+        match buffers.keys.dtype() {
+            DType::F32 => with_cpu_f32(&buffers.keys, |keys| {
+                with_cpu_f32(&buffers.values, |values| {
+                    f(CacheView::F32(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
+                })
+            }),
+            DType::F16 => with_cpu_f16(&buffers.keys, |keys| {
+                with_cpu_f16(&buffers.values, |values| {
+                    f(CacheView::F16(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
+                })
+            }),
+            _ => None,
+        }
         .flatten()
     }
 
@@ -183,8 +245,9 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(num_layers: usize) -> Self {
-        Self { layers: (0..num_layers).map(|_| LayerCache::default()).collect() }
+    /// Caches for `num_layers` layers keeping f32 keys and values in `precision`.
+    pub fn new(num_layers: usize, precision: KvPrecision) -> Self {
+        Self { layers: (0..num_layers).map(|_| LayerCache { precision, ..LayerCache::default() }).collect() }
     }
 
     /// Positions already processed.
@@ -207,7 +270,7 @@ impl KvCache {
     /// Forgets everything (a new conversation).
     pub fn clear(&mut self) {
         for layer in &mut self.layers {
-            *layer = LayerCache::default();
+            *layer = LayerCache { precision: layer.precision, ..LayerCache::default() };
         }
     }
 }
