@@ -195,6 +195,27 @@ fn streamed_text_equals_whole_decode_for_multibyte_text() {
     assert_eq!(streamed, text);
 }
 
+/// A prompt longer than one prefill piece gives, at every position, the
+/// logits the layers give it read whole, to the last bit.
+#[test]
+fn a_long_prompt_read_in_pieces_equals_it_read_whole() {
+    use cake::models::decoder::LogitsFor;
+    use cake::text::model::PREFILL_CHUNK;
+
+    let model = TextModel::load(&model_path(), &LoadOptions::default()).unwrap();
+    let text = std::fs::read_to_string(fixture("english.txt")).unwrap();
+    let once = model.tokenizer().unwrap().encode(&text, false).unwrap();
+    let tokens: Vec<u32> = once.iter().cycle().take(PREFILL_CHUNK + 77).copied().collect();
+    let in_pieces = model.forward(&tokens, &mut model.new_session(), LogitsFor::All).unwrap();
+    let hidden = model.hidden_states(&tokens, &mut model.new_session()).unwrap();
+    let whole = model.decoder().logits(&hidden, LogitsFor::All).unwrap();
+    assert_eq!(in_pieces.dims(), &[tokens.len(), whole.dim(1).unwrap()]);
+    let (a, b) = (in_pieces.to_vec2::<f32>().unwrap(), whole.to_vec2::<f32>().unwrap());
+    for (position, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert!(a == b, "position {position} differs");
+    }
+}
+
 #[test]
 fn stop_string_ends_generation_and_is_not_shown() {
     let model = model_path();

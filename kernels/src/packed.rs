@@ -354,30 +354,62 @@ impl Source<'_> {
 /// All tiles, zero-initialised (padding rows stay zero), each row group
 /// filled by `fill`. (Filling on several threads measured slower: the page
 /// faults of the fresh memory serialise in the kernel.)
-fn fill_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T])) -> ZeroedBuffer<T> {
+fn fill_tiles<T: Zeroed + Send>(source: &Source, fill: fn(&Source, usize, &mut [T])) -> ZeroedBuffer<T> {
     let mut tiles = ZeroedBuffer::<T>::new(source.rows.div_ceil(TILE_ROWS) * source.blocks);
-    if source.blocks > 0 {
-        for (g, row) in tiles.chunks_exact_mut(source.blocks).enumerate() {
-            fill(source, g, row);
-        }
-    }
+    let row_groups = RowGroups::of(&mut tiles, source.blocks);
+    // SAFETY: each row group is taken once.
+    for_each_row_group(source, |g| fill(source, g, unsafe { row_groups.take(g) }));
     tiles
 }
 
 /// As [`fill_tiles`] for K-quants: `fill` also writes the row group's
 /// super-block scales.
-fn fill_k_tiles<T: Zeroed>(source: &Source, fill: fn(&Source, usize, &mut [T], &mut [SuperScales])) -> KTiles<T> {
+fn fill_k_tiles<T: Zeroed + Send>(
+    source: &Source,
+    fill: fn(&Source, usize, &mut [T], &mut [SuperScales]),
+) -> KTiles<T> {
     let groups = source.rows.div_ceil(TILE_ROWS);
     let supers_per_row = source.blocks / TILES_PER_SUPER;
     let mut tiles = ZeroedBuffer::<T>::new(groups * source.blocks);
     let mut supers = ZeroedBuffer::<SuperScales>::new(groups * supers_per_row);
-    if source.blocks > 0 {
-        let rows = tiles.chunks_exact_mut(source.blocks).zip(supers.chunks_exact_mut(supers_per_row));
-        for (g, (row, supers)) in rows.enumerate() {
-            fill(source, g, row, supers);
-        }
-    }
+    let tile_groups = RowGroups::of(&mut tiles, source.blocks);
+    let super_groups = RowGroups::of(&mut supers, supers_per_row);
+    // SAFETY: each row group is taken once.
+    for_each_row_group(source, |g| fill(source, g, unsafe { tile_groups.take(g) }, unsafe { super_groups.take(g) }));
     KTiles { tiles, supers }
+}
+
+/// Calls `fill(g)` for every row group of `source`, on the kernel pool's
+/// threads: the repack and the first touch of its fresh pages (which the
+/// system zeroes) are most of a large model's load time.
+fn for_each_row_group(source: &Source, fill: impl Fn(usize) + Sync) {
+    if source.blocks == 0 {
+        return;
+    }
+    super::pool::global().run(source.rows.div_ceil(TILE_ROWS), &|groups| groups.for_each(&fill));
+}
+
+/// A buffer cut into row groups of `len` values that threads fill apart.
+struct RowGroups<T> {
+    start: *mut T,
+    len: usize,
+    count: usize,
+}
+
+// SAFETY: the groups are disjoint; `take` hands each out once.
+unsafe impl<T: Send> Sync for RowGroups<T> {}
+
+impl<T> RowGroups<T> {
+    fn of(buffer: &mut [T], len: usize) -> Self {
+        Self { start: buffer.as_mut_ptr(), len, count: if len == 0 { 0 } else { buffer.len() / len } }
+    }
+
+    /// SAFETY: call at most once per `g` while the buffer lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn take(&self, g: usize) -> &mut [T] {
+        assert!(g < self.count, "row group {g} of {}", self.count);
+        std::slice::from_raw_parts_mut(self.start.add(g * self.len), self.len)
+    }
 }
 
 // SAFETY: tiles are arrays of numbers; all-zero bytes are an empty tile.

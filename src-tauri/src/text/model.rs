@@ -99,10 +99,24 @@ impl TextModel {
         self.pipeline.run_layers(&self.decoder().embed(tokens)?, session)
     }
 
-    /// f32 logits for `tokens` appended to the session.
+    /// f32 logits for `tokens` appended to the session, read in pieces of
+    /// at most [`PREFILL_CHUNK`] tokens: a long prompt's activations then
+    /// take a bounded amount of memory, and every row comes out as it would
+    /// read whole (Cake's kernels compute each row on its own).
     pub fn forward(&self, tokens: &[u32], session: &mut Session, which: LogitsFor) -> Result<Tensor> {
-        let hidden = self.hidden_states(tokens, session)?;
-        self.decoder().logits(&hidden, which)
+        if tokens.is_empty() {
+            bail!("no tokens to run");
+        }
+        let mut logits = Vec::new();
+        let chunks = tokens.chunks(PREFILL_CHUNK);
+        let last = chunks.len() - 1;
+        for (i, chunk) in chunks.enumerate() {
+            let hidden = self.hidden_states(chunk, session)?;
+            if i == last || which == LogitsFor::All {
+                logits.push(self.decoder().logits(&hidden, which)?);
+            }
+        }
+        Ok(Tensor::cat(&logits, 0)?)
     }
 
     /// The tokenizer, or an error saying the model has none.
@@ -120,6 +134,10 @@ impl TextModel {
         )
     }
 }
+
+/// Most prompt tokens run through the layers at once (llama.cpp's default
+/// batch is the same).
+pub const PREFILL_CHUNK: usize = 512;
 
 /// What a checkpoint says about its text besides the weights.
 struct TextSide {
