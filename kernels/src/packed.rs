@@ -401,7 +401,7 @@ unsafe impl<T: Send> Sync for RowGroups<T> {}
 
 impl<T> RowGroups<T> {
     fn of(buffer: &mut [T], len: usize) -> Self {
-        Self { start: buffer.as_mut_ptr(), len, count: if len == 0 { 0 } else { buffer.len() / len } }
+        Self { start: buffer.as_mut_ptr(), len, count: buffer.len().checked_div(len).unwrap_or(0) }
     }
 
     /// SAFETY: call at most once per `g` while the buffer lives.
