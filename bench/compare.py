@@ -148,9 +148,9 @@ def vocabulary(model: Path):
     return llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
 
 
-def text_tokens(llm, n: int):
-    """The first `n` token ids of english.txt, repeated as often as needed."""
-    text = (HERE.parent / "tests/fixtures/english.txt").read_text()
+def text_tokens(llm, n: int, path: Path | None = None):
+    """The first `n` token ids of `path` (english.txt), repeated as often as needed."""
+    text = (path or HERE.parent / "tests/fixtures/english.txt").read_text()
     ids = llm.tokenize(text.encode(), add_bos=False, special=False)
     return (ids * (n // len(ids) + 1))[:n]
 

@@ -148,15 +148,19 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path.home() / ".cache" / "cake-bench")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--text", type=Path, default=None,
+                        help="English text for the accuracy table (default: tests/fixtures/english.txt)")
+    parser.add_argument("--text-tokens", type=int, default=256, help="tokens of --text to score")
     args = parser.parse_args()
 
     import llama_cpp
 
     f32 = compare.make_f32_copy(args.model, args.dir)
     chat, long = compare.token_ids(args.model)
-    text_tokens = long  # english.txt, cut at 256 tokens
+    text_name = args.text.name if args.text else "english.txt"
+    text_tokens = compare.text_tokens(compare.vocabulary(args.model), args.text_tokens, args.text)
     print(f"{args.model.name} requantized from its F32 copy by llama.cpp {llama_cpp.__version__}; "
-          f"{args.threads} threads; median of {args.reps}; NLL over {len(text_tokens)} tokens of english.txt")
+          f"{args.threads} threads; median of {args.reps}; NLL over {len(text_tokens)} tokens of {text_name}")
     speed_rows, accuracy_rows = [], []
     for kind in args.types.split(","):
         path = quantized(f32, kind, args.dir)

@@ -391,34 +391,77 @@ mod avx512 {
 
     /// `out[j] = q · key j` for the keys of the block, 16 keys at a time:
     /// 16 accumulators, then one transposition sums each across its lanes.
+    /// For the usual head sizes (64, 128) the query stays in registers, so
+    /// each product loads only its key.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
     pub(super) unsafe fn scores<T: CacheValue>(q: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
-        let (n, d, keys) = (kv.n, kv.d, kv.keys);
-        assert!(q.len() == d && out.len() == n && keys.len() >= n * d);
+        assert!(q.len() == kv.d && out.len() == kv.n && kv.keys.len() >= kv.n * kv.d);
+        match kv.d {
+            64 => scores_with(&HeldQuery::<4>::load(q), kv, out),
+            128 => scores_with(&HeldQuery::<8>::load(q), kv, out),
+            _ => scores_with(&AnyQuery(q), kv, out),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn scores_with<T: CacheValue>(q: &impl Query, kv: &BlockKv<T>, out: &mut [f32]) {
+        let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
         let mut j = 0;
         while j + 16 <= n {
             let mut acc = [_mm512_setzero_ps(); 16];
             // Key by key, so the keys are read in the order they lie.
             for (i, a) in acc.iter_mut().enumerate() {
-                *a = key_products(q, keys.as_ptr().add((j + i) * d), *a);
+                *a = q.products(keys.add((j + i) * d), *a);
             }
             _mm512_storeu_ps(out.as_mut_ptr().add(j), sum_each(&acc));
             j += 16;
         }
         for (j, s) in out.iter_mut().enumerate().skip(j) {
-            *s = _mm512_reduce_add_ps(key_products(q, keys.as_ptr().add(j * d), _mm512_setzero_ps()));
+            *s = _mm512_reduce_add_ps(q.products(keys.add(j * d), _mm512_setzero_ps()));
         }
     }
 
-    /// `acc` plus the lane-wise products of `q` with the key at `key`.
-    #[inline(always)]
-    unsafe fn key_products<T: CacheValue>(q: &[f32], key: *const T, mut acc: __m512) -> __m512 {
-        let d = q.len();
-        for c in (0..d).step_by(16) {
-            let m = lanes_within(d, c);
-            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q.as_ptr().add(c)), T::load16(key.add(c), m), acc);
+    /// A query head, and its lane-wise products with a key: the same
+    /// operations in the same order in both forms, so they agree to the bit.
+    trait Query {
+        /// `acc` plus the lane-wise products of the query with the key at `key`.
+        unsafe fn products<T: CacheValue>(&self, key: *const T, acc: __m512) -> __m512;
+    }
+
+    /// A query of `16 · C` values held in registers.
+    struct HeldQuery<const C: usize>([__m512; C]);
+
+    impl<const C: usize> HeldQuery<C> {
+        #[inline(always)]
+        unsafe fn load(q: &[f32]) -> Self {
+            assert_eq!(q.len(), 16 * C);
+            Self(std::array::from_fn(|c| _mm512_loadu_ps(q.as_ptr().add(16 * c))))
         }
-        acc
+    }
+
+    impl<const C: usize> Query for HeldQuery<C> {
+        #[inline(always)]
+        unsafe fn products<T: CacheValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+            for (c, q) in self.0.iter().enumerate() {
+                acc = _mm512_fmadd_ps(*q, T::load16(key.add(16 * c), 0xFFFF), acc);
+            }
+            acc
+        }
+    }
+
+    /// A query of any size, read from memory.
+    struct AnyQuery<'a>(&'a [f32]);
+
+    impl Query for AnyQuery<'_> {
+        #[inline(always)]
+        unsafe fn products<T: CacheValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+            let d = self.0.len();
+            for c in (0..d).step_by(16) {
+                let m = lanes_within(d, c);
+                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, self.0.as_ptr().add(c)), T::load16(key.add(c), m), acc);
+            }
+            acc
+        }
     }
 
     /// Lane `i` of the result is the sum of the 16 lanes of `v[i]`.
@@ -609,7 +652,7 @@ mod tests {
     #[test]
     fn matches_a_plain_double_precision_attention() {
         let value = |i: usize| ((i * 2654435761usize % 1000) as f32 - 500.0) / 300.0;
-        for (heads, kv_heads, d) in [(6, 2, 20), (9, 3, 64), (5, 1, 32), (4, 4, 16)] {
+        for (heads, kv_heads, d) in [(6, 2, 20), (9, 3, 64), (5, 1, 32), (4, 4, 16), (4, 2, 128)] {
             for len in [1, 13, 16, 17, 64, 100, 150] {
                 let head_stride = (len + 7) * d;
                 let keys: Vec<f32> = (0..kv_heads * head_stride).map(value).collect();
