@@ -325,17 +325,29 @@ fn weigh_scores<T>(
     scores.resize(queries.len() / d * n, 0.0);
     for (g, row) in scores.chunks_exact_mut(n).enumerate() {
         block_scores(&queries[g * d..(g + 1) * d], row);
-        let mut max = f32::NEG_INFINITY;
-        for s in row.iter_mut() {
-            *s *= scale;
-            if let Some(cap) = softcap {
-                *s = cap * (*s / cap).tanh();
-            }
-            max = max.max(*s);
-        }
+        let max = scaled_max(row, scale, softcap, level);
         records[g * record] = max;
         records[g * record + 1] = exp_shifted(row, max, level);
     }
+}
+
+/// Multiplies each score by `scale` (then caps it, with `softcap`);
+/// returns their maximum.
+fn scaled_max(scores: &mut [f32], scale: f32, softcap: Option<f32>, level: Level) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni && softcap.is_none() {
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
+        return unsafe { avx512::scaled_max(scores, scale) };
+    }
+    let mut max = f32::NEG_INFINITY;
+    for s in scores.iter_mut() {
+        *s *= scale;
+        if let Some(cap) = softcap {
+            *s = cap * (*s / cap).tanh();
+        }
+        max = max.max(*s);
+    }
+    max
 }
 
 /// Replaces each score `s` by `exp(s - max)`; returns their sum.
@@ -479,6 +491,21 @@ mod avx512 {
         // Adds 128-bit lanes 0+1 and 2+3 of `a`, then of `b`.
         let halves = |a, b| _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(a, b), _mm512_shuffle_f32x4::<0xDD>(a, b));
         halves(halves(r[0], r[1]), halves(r[2], r[3]))
+    }
+
+    /// [`super::scaled_max`] without a cap, 16 scores at a time.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn scaled_max(scores: &mut [f32], scale: f32) -> f32 {
+        let (scale, n) = (_mm512_set1_ps(scale), scores.len());
+        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+        for at in (0..n).step_by(16) {
+            let k = lanes_within(n, at);
+            let p = scores.as_mut_ptr().add(at);
+            let scaled = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p), scale);
+            _mm512_mask_storeu_ps(p, k, scaled);
+            max = _mm512_mask_max_ps(max, k, max, scaled);
+        }
+        _mm512_reduce_max_ps(max)
     }
 
     /// [`super::exp_shifted`] 16 scores at a time.
