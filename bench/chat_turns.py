@@ -7,7 +7,10 @@ new tokens, so its time to first token should not grow with the history.
 Prints per turn: prompt tokens, tokens reused from the cache, time to first
 token (streamed, from the request to the first content chunk).
 
-    python bench/chat_turns.py --cake target/release/cake [--turns 10] [--max-tokens 64]
+    python bench/chat_turns.py --cake target/release/cake [--turns 10] [--max-tokens 64] [--model FILE.gguf]
+
+Without `--model` it runs the default model; with it, `cake serve --model`
+loads that file (e.g. the 1B shape `bench/large_models.py` writes).
 """
 
 import argparse
@@ -34,9 +37,10 @@ QUESTIONS = [
 ]
 
 
-def start_server(cake: str, data: Path):
+def start_server(cake: str, data: Path, model: Path | None):
     env = dict(os.environ, CAKE_DATA_DIR=str(data), HF_HUB_CACHE=str(data / "hf"))
-    proc = subprocess.Popen([cake, "serve", "--host", "127.0.0.1", "--port", "0"], env=env,
+    extra = ["--model", str(model)] if model else []
+    proc = subprocess.Popen([cake, "serve", "--host", "127.0.0.1", "--port", "0", *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     for line in proc.stdout:
         if line.startswith("Cake is serving on "):
@@ -44,8 +48,20 @@ def start_server(cake: str, data: Path):
     raise SystemExit("cake serve did not start")
 
 
-def turn(base: str, messages, max_tokens: int):
-    body = json.dumps({"model": "default", "messages": messages, "stream": True, "temperature": 0,
+def served_model(base: str, wanted: Path | None) -> str:
+    """The id `/v1/models` gives the model to run."""
+    if wanted is None:
+        return "default"
+    with urllib.request.urlopen(f"{base}/v1/models", timeout=60) as response:
+        ids = [entry["id"] for entry in json.load(response)["data"]]
+    matching = [i for i in ids if wanted.stem in i or str(wanted) in i]
+    if not matching:
+        raise SystemExit(f"{wanted} is not among the served models: {ids}")
+    return matching[0]
+
+
+def turn(base: str, model: str, messages, max_tokens: int):
+    body = json.dumps({"model": model, "messages": messages, "stream": True, "temperature": 0,
                        "max_tokens": max_tokens, "stream_options": {"include_usage": True}}).encode()
     request = urllib.request.Request(f"{base}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
     start = time.perf_counter()
@@ -71,22 +87,24 @@ def main():
     parser.add_argument("--cake", default="target/release/cake")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--model", type=Path, default=None, help="a GGUF file instead of the default model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         data = Path(root)
         (data / "models").mkdir()
         model = Path(os.environ.get("CAKE_DATA_DIR", Path.home() / ".local/share/cake")) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
         (data / "models" / model.name).symlink_to(model)
-        proc, base = start_server(args.cake, data)
+        proc, base = start_server(args.cake, data, args.model)
         try:
-            turn(base, [{"role": "user", "content": "Hi"}], 1)  # load the model
+            model_id = served_model(base, args.model)
+            turn(base, model_id, [{"role": "user", "content": "Hi"}], 1)  # load the model
             messages = [{"role": "system", "content": "You are a helpful baker."}]
             print("| turn | prompt tokens | reused | time to first token, ms |")
             print("|---|---|---|---|")
             first_ttft = None
             for i, question in enumerate(QUESTIONS[: args.turns], 1):
                 messages.append({"role": "user", "content": question})
-                ttft, text, usage = turn(base, messages, args.max_tokens)
+                ttft, text, usage = turn(base, model_id, messages, args.max_tokens)
                 reused = usage["prompt_tokens_details"]["cached_tokens"]
                 print(f"| {i} | {usage['prompt_tokens']} | {reused} | {1000 * ttft:.1f} |", flush=True)
                 first_ttft = first_ttft or ttft
