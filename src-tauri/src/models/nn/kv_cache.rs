@@ -274,3 +274,51 @@ impl KvCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys and values `(1, 2 heads, t, 4)` with distinct values.
+    fn step(t: usize, first: f32) -> Tensor {
+        let values: Vec<f32> = (0..2 * t * 4).map(|i| first + i as f32 / 8.0).collect();
+        Tensor::from_vec(values, (1, 2, t, 4), &Device::Cpu).unwrap()
+    }
+
+    fn view_kind(layer: &LayerCache) -> Option<&'static str> {
+        layer.with_in_place(|view| match view {
+            CacheView::F32(_) => "f32",
+            CacheView::F16(_) => "f16",
+        })
+    }
+
+    #[test]
+    fn an_f16_cache_keeps_f32_steps_in_f16_through_growth_and_clearing() {
+        let mut cache = KvCache::new(1, KvPrecision::F16);
+        let (k, _) = cache.layers[0].append(&step(3, 0.0), &step(3, 1.0)).unwrap();
+        assert_eq!(k.dtype(), DType::F16);
+        // Past the first capacity, so the buffers grow.
+        let (k, v) = cache.layers[0].append(&step(FIRST_CAPACITY, 5.0), &step(FIRST_CAPACITY, 6.0)).unwrap();
+        assert_eq!((k.dtype(), k.dim(2).unwrap()), (DType::F16, 3 + FIRST_CAPACITY));
+        // The values are the steps' (exact in f16), in order.
+        let first = v.narrow(2, 0, 3).unwrap().to_dtype(DType::F32).unwrap().flatten_all().unwrap();
+        let expected = step(3, 1.0).flatten_all().unwrap();
+        assert_eq!(first.to_vec1::<f32>().unwrap(), expected.to_vec1::<f32>().unwrap());
+        assert_eq!(view_kind(&cache.layers[0]), Some("f16"));
+        cache.clear();
+        cache.layers[0].append(&step(1, 0.0), &step(1, 0.0)).unwrap();
+        assert_eq!(view_kind(&cache.layers[0]), Some("f16"), "a cleared cache keeps its precision");
+    }
+
+    #[test]
+    fn an_f32_cache_keeps_f32_and_half_precision_steps_stay_as_computed() {
+        let mut cache = KvCache::new(1, KvPrecision::F32);
+        let (k, _) = cache.layers[0].append(&step(2, 0.0), &step(2, 0.0)).unwrap();
+        assert_eq!(k.dtype(), DType::F32);
+        assert_eq!(view_kind(&cache.layers[0]), Some("f32"));
+        let mut half = KvCache::new(1, KvPrecision::F16);
+        let computed_in_bf16 = step(2, 0.0).to_dtype(DType::BF16).unwrap();
+        let (k, _) = half.layers[0].append(&computed_in_bf16, &computed_in_bf16).unwrap();
+        assert_eq!(k.dtype(), DType::BF16, "only f32 steps are narrowed");
+    }
+}
