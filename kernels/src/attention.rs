@@ -8,7 +8,7 @@
 //! exponentials and the exponential-weighted sum of its values; a last pass
 //! merges the blocks' results into the softmax-weighted sum.
 //!
-//! The cache may hold f32 or f16 values ([`CacheValue`]); a work item
+//! The cache may hold f32 or f16 values ([`StoredValue`]); a work item
 //! widens an f16 block into f32 scratch (F16C where the CPU has it) and
 //! computes on that, so both precisions share one set of kernels and an
 //! f16 cache reads half the bytes.
@@ -25,57 +25,17 @@
 use super::cpu::Level;
 use super::dense::dot;
 use super::pool::Pool;
+use super::values::StoredValue;
+#[cfg(test)]
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 /// Cached positions per work item: few enough that a block's keys stay in
 /// L1 while each query head of its group reads them.
 const POSITIONS_PER_ITEM: usize = 64;
 
-/// A value type a cache may hold.
-pub trait CacheValue: Copy + Send + Sync + 'static {
-    /// `values` as f32: borrowed when they are, else widened into `scratch`.
-    fn as_f32<'s>(values: &'s [Self], scratch: &'s mut Vec<f32>) -> &'s [f32];
-
-    /// The 16 values from `at` as f32, lanes outside `mask` zero.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 (F, BW, VL) and F16C, and the lanes in `mask`
-    /// are readable.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn load16(at: *const Self, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512;
-}
-
-impl CacheValue for f32 {
-    fn as_f32<'s>(values: &'s [f32], _: &'s mut Vec<f32>) -> &'s [f32] {
-        values
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn load16(at: *const f32, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
-        std::arch::x86_64::_mm512_maskz_loadu_ps(mask, at)
-    }
-}
-
-impl CacheValue for f16 {
-    fn as_f32<'s>(values: &'s [f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
-        scratch.resize(values.len(), 0.0);
-        values.convert_to_f32_slice(scratch);
-        scratch
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn load16(at: *const f16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
-        use std::arch::x86_64::*;
-        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, at as *const i16))
-    }
-}
-
 /// Where the cached keys and values of one layer lie: `kv_heads` blocks of
 /// `len` positions × `head_dim` values, block `h` starting at `h · head_stride`.
-pub struct CachedKv<'a, T: CacheValue = f32> {
+pub struct CachedKv<'a, T: StoredValue = f32> {
     pub keys: &'a [T],
     pub values: &'a [T],
     pub kv_heads: usize,
@@ -89,7 +49,7 @@ pub struct CachedKv<'a, T: CacheValue = f32> {
 /// groups (`heads / kv_heads` per kv head). With `softcap`, scores become
 /// `cap · tanh(score / cap)` first.
 #[allow(clippy::too_many_arguments)]
-pub fn decode_attention<T: CacheValue>(
+pub fn decode_attention<T: StoredValue>(
     q: &[f32],
     kv: &CachedKv<T>,
     heads: usize,
@@ -145,7 +105,7 @@ const ROWS_PER_PASS: usize = 32;
 /// piece or in several, and a token read in a prefill or in a decode step,
 /// get the same values to the last bit.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill_attention<T: CacheValue>(
+pub fn prefill_attention<T: StoredValue>(
     q: &[f32],
     kv: &CachedKv<T>,
     t: usize,
@@ -233,7 +193,7 @@ struct BlockKv<'a, T> {
     d: usize,
 }
 
-impl<'a, T: CacheValue> BlockKv<'a, T> {
+impl<'a, T: StoredValue> BlockKv<'a, T> {
     /// The `n` positions of `kv` from value `start` on.
     fn of(kv: &'a CachedKv<T>, start: usize, n: usize) -> Self {
         let d = kv.head_dim;
@@ -275,7 +235,7 @@ impl Sink {
 /// Writes a [`Partial`] record per query head of `queries` (group × d)
 /// over one block of positions.
 #[allow(clippy::too_many_arguments)]
-fn attend_block<T: CacheValue>(
+fn attend_block<T: StoredValue>(
     queries: &[f32],
     kv: &BlockKv<T>,
     scale: f32,
@@ -397,7 +357,7 @@ fn merge<'a>(parts: impl Iterator<Item = Partial<'a>> + Clone, out: &mut [f32]) 
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{BlockKv, CacheValue, Partial};
+    use super::{BlockKv, Partial, StoredValue};
     use crate::elementwise::{exp_avx512, lanes_within};
     use std::arch::x86_64::*;
 
@@ -406,7 +366,7 @@ mod avx512 {
     /// For the usual head sizes (64, 128) the query stays in registers, so
     /// each product loads only its key.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub(super) unsafe fn scores<T: CacheValue>(q: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
+    pub(super) unsafe fn scores<T: StoredValue>(q: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
         assert!(q.len() == kv.d && out.len() == kv.n && kv.keys.len() >= kv.n * kv.d);
         match kv.d {
             64 => scores_with(&HeldQuery::<4>::load(q), kv, out),
@@ -416,7 +376,7 @@ mod avx512 {
     }
 
     #[inline(always)]
-    unsafe fn scores_with<T: CacheValue>(q: &impl Query, kv: &BlockKv<T>, out: &mut [f32]) {
+    unsafe fn scores_with<T: StoredValue>(q: &impl Query, kv: &BlockKv<T>, out: &mut [f32]) {
         let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
         let mut j = 0;
         while j + 16 <= n {
@@ -437,7 +397,7 @@ mod avx512 {
     /// operations in the same order in both forms, so they agree to the bit.
     trait Query {
         /// `acc` plus the lane-wise products of the query with the key at `key`.
-        unsafe fn products<T: CacheValue>(&self, key: *const T, acc: __m512) -> __m512;
+        unsafe fn products<T: StoredValue>(&self, key: *const T, acc: __m512) -> __m512;
     }
 
     /// A query of `16 · C` values held in registers.
@@ -453,7 +413,7 @@ mod avx512 {
 
     impl<const C: usize> Query for HeldQuery<C> {
         #[inline(always)]
-        unsafe fn products<T: CacheValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+        unsafe fn products<T: StoredValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
             for (c, q) in self.0.iter().enumerate() {
                 acc = _mm512_fmadd_ps(*q, T::load16(key.add(16 * c), 0xFFFF), acc);
             }
@@ -466,7 +426,7 @@ mod avx512 {
 
     impl Query for AnyQuery<'_> {
         #[inline(always)]
-        unsafe fn products<T: CacheValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+        unsafe fn products<T: StoredValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
             let d = self.0.len();
             for c in (0..d).step_by(16) {
                 let m = lanes_within(d, c);
@@ -528,7 +488,7 @@ mod avx512 {
     /// in the order they lie, each once for the 4 heads (a group of fewer
     /// repeats its last head and drops the repeats).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub(super) unsafe fn weighted_values<T: CacheValue>(weights: &[f32], kv: &BlockKv<T>, records: &mut [f32]) {
+    pub(super) unsafe fn weighted_values<T: StoredValue>(weights: &[f32], kv: &BlockKv<T>, records: &mut [f32]) {
         let (n, d) = (kv.n, kv.d);
         let group = weights.len() / n;
         let record = Partial::len(d);

@@ -1,4 +1,5 @@
-//! `y = x · Wᵀ` for a dense f32 `W` and a few rows of `x`: generating one
+//! `y = x · Wᵀ` for a dense `W` (f32, or f16 widened as it is read) and a
+//! few rows of `x`: generating one
 //! token multiplies every weight by one activation row, so the product is
 //! bound by reading `W`; this streams the rows of `W` on the pool's threads,
 //! each dotted with the activation rows while it is in cache. With AVX-512
@@ -8,6 +9,7 @@
 
 use super::cpu::Level;
 use super::pool::Pool;
+use super::values::StoredValue;
 use std::ops::Range;
 
 /// Most activation rows Cake uses this kernel for; more go to a GEMM. (On the
@@ -18,8 +20,9 @@ pub const MAX_ROWS: usize = 64;
 const ROWS_PER_ITEM: usize = 16;
 
 /// `out (m × rows) = x (m × cols) · Wᵀ` with `W` row-major `rows × cols`.
-pub fn matmul_f32(
-    w: &[f32],
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_dense<W: StoredValue>(
+    w: &[W],
     rows: usize,
     cols: usize,
     x: &[f32],
@@ -41,8 +44,8 @@ struct Output(*mut f32);
 unsafe impl Sync for Output {}
 
 #[allow(clippy::too_many_arguments)]
-fn rows_of(
-    w: &[f32],
+fn rows_of<W: StoredValue>(
+    w: &[W],
     cols: usize,
     x: &[f32],
     m: usize,
@@ -52,12 +55,13 @@ fn rows_of(
     level: Level,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx512Vnni && m > 1 {
+    if level == Level::Avx512Vnni && (m > 1 || W::WIDENS) {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
         return unsafe { rows_of_avx512(w, cols, x, m, range, out, stride) };
     }
+    let mut scratch = Vec::new();
     for row in range {
-        let weights = &w[row * cols..(row + 1) * cols];
+        let weights = W::as_f32(&w[row * cols..(row + 1) * cols], &mut scratch);
         for t in 0..m {
             let xs = &x[t * cols..(t + 1) * cols];
             let value = dot(weights, xs, level);
@@ -71,9 +75,9 @@ fn rows_of(
 /// reusing every load 4 times. Edge blocks repeat their last row and drop
 /// the repeats' results.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_of_avx512(
-    w: &[f32],
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+unsafe fn rows_of_avx512<W: StoredValue>(
+    w: &[W],
     cols: usize,
     x: &[f32],
     m: usize,
@@ -84,7 +88,7 @@ unsafe fn rows_of_avx512(
     let mut r0 = range.start;
     while r0 < range.end {
         let rn = 4.min(range.end - r0);
-        let w_rows: [&[f32]; 4] = std::array::from_fn(|k| {
+        let w_rows: [&[W]; 4] = std::array::from_fn(|k| {
             let row = r0 + k.min(rn - 1);
             &w[row * cols..(row + 1) * cols]
         });
@@ -92,9 +96,9 @@ unsafe fn rows_of_avx512(
         while t0 < m {
             let tn = 4.min(m - t0);
             match tn {
-                1 => block_avx512::<1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                2 => block_avx512::<2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                _ => block_avx512::<4>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                1 => block_avx512::<W, 1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                2 => block_avx512::<W, 2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                _ => block_avx512::<W, 4>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
             }
             t0 += 4;
         }
@@ -105,10 +109,10 @@ unsafe fn rows_of_avx512(
 /// Writes the dot products of weight rows `r0..` (4, `rn` of them real) with the
 /// `tn ≤ T` activation rows from `t0`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_avx512<const T: usize>(
-    w: &[&[f32]; 4],
+unsafe fn block_avx512<W: StoredValue, const T: usize>(
+    w: &[&[W]; 4],
     r0: usize,
     rn: usize,
     x: &[f32],
@@ -122,7 +126,7 @@ unsafe fn block_avx512<const T: usize>(
         let t = t0 + k.min(tn - 1);
         &x[t * cols..(t + 1) * cols]
     });
-    let values = dots_avx512::<T>(w, &x_rows, cols);
+    let values = dots_avx512::<W, T>(w, &x_rows, cols);
     for (k, row_values) in values.iter().enumerate().take(rn) {
         for (j, &value) in row_values.iter().enumerate().take(tn) {
             // SAFETY: in bounds; this work item alone writes these rows.
@@ -133,8 +137,8 @@ unsafe fn block_avx512<const T: usize>(
 
 /// The 4 × `T` dot products of 4 weight rows with `T` activation rows.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn dots_avx512<const T: usize>(w: &[&[f32]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+unsafe fn dots_avx512<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
     use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_ps(); T]; 4];
     let mut i = 0;
@@ -147,7 +151,7 @@ unsafe fn dots_avx512<const T: usize>(w: &[&[f32]; 4], x: &[&[f32]; T], cols: us
     };
     while i + 16 <= cols {
         step(
-            std::array::from_fn(|r| _mm512_loadu_ps(w[r].as_ptr().add(i))),
+            std::array::from_fn(|r| W::load16(w[r].as_ptr().add(i), 0xFFFF)),
             std::array::from_fn(|t| _mm512_loadu_ps(x[t].as_ptr().add(i))),
         );
         i += 16;
@@ -155,7 +159,7 @@ unsafe fn dots_avx512<const T: usize>(w: &[&[f32]; 4], x: &[&[f32]; T], cols: us
     if i < cols {
         let mask: __mmask16 = ((1u32 << (cols - i)) - 1) as u16;
         step(
-            std::array::from_fn(|r| _mm512_maskz_loadu_ps(mask, w[r].as_ptr().add(i))),
+            std::array::from_fn(|r| W::load16(w[r].as_ptr().add(i), mask)),
             std::array::from_fn(|t| _mm512_maskz_loadu_ps(mask, x[t].as_ptr().add(i))),
         );
     }
@@ -242,6 +246,32 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
+
+    /// f16 weights give, at every level, the product of their f32 values.
+    #[test]
+    fn f16_weights_multiply_as_their_f32_values() {
+        let pool = Pool::new(2);
+        for (rows, cols, m) in [(5, 7, 1), (37, 100, 1), (17, 64, 3), (9, 33, 9)] {
+            let w: Vec<f16> =
+                (0..rows * cols).map(|i| f16::from_f32(((i * 7919 % 1000) as f32 - 500.0) / 250.0)).collect();
+            let wide: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+            let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
+            for level in Level::all_supported() {
+                let (mut got, mut expected) = (vec![f32::NAN; m * rows], vec![f32::NAN; m * rows]);
+                matmul_dense(&w, rows, cols, &x, m, &mut got, level, &pool);
+                matmul_dense(&wide, rows, cols, &x, m, &mut expected, level, &pool);
+                for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                    let scale: f32 =
+                        (0..cols).map(|c| (x[i / rows * cols + c] * wide[i % rows * cols + c]).abs()).sum();
+                    assert!(
+                        (a - b).abs() <= 1e-6 * scale + 1e-9,
+                        "{rows}×{cols}, m {m}, value {i}, {level:?}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_level_matches_a_double_precision_product() {
@@ -254,7 +284,7 @@ mod tests {
             for level in Level::all_supported() {
                 for pool in &pools {
                     let mut out = vec![f32::NAN; m * rows];
-                    matmul_f32(&w, rows, cols, &x, m, &mut out, level, pool);
+                    matmul_dense(&w, rows, cols, &x, m, &mut out, level, pool);
                     for t in 0..m {
                         for r in 0..rows {
                             let pairs = (0..cols).map(|c| x[t * cols + c] as f64 * w[r * cols + c] as f64);

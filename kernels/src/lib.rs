@@ -52,6 +52,7 @@ pub mod memory;
 pub mod packed;
 mod plain;
 pub mod pool;
+pub mod values;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

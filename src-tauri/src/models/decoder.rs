@@ -16,7 +16,7 @@ use super::nn::mlp::GatedMlp;
 use super::nn::moe::SparseMoe;
 use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
-use super::weights::{MappedF32, MatrixWeight, Weights};
+use super::weights::{MappedMatrix, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
@@ -160,7 +160,7 @@ enum Embedding {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
     Packed(Arc<PackedMatrix>),
-    Mapped(Arc<MappedF32>),
+    Mapped(Arc<MappedMatrix>),
 }
 
 impl Embedding {
@@ -170,10 +170,7 @@ impl Embedding {
             Self::Quantized(q) => q.embedding(ids)?,
             // `Decoder::embed` checked the ids against the vocabulary.
             Self::Packed(table) => gather_rows(ids, table.cols, |id, row| table.dequantize_row(id, row))?,
-            Self::Mapped(table) => {
-                let values = table.values();
-                gather_rows(ids, table.cols, |id, row| row.copy_from_slice(&values[id * table.cols..][..table.cols]))?
-            }
+            Self::Mapped(table) => gather_rows(ids, table.cols, |id, row| table.row_into(id, row))?,
         })
     }
 

@@ -30,7 +30,7 @@ impl KernelCensus {
     pub fn record(&self, stored: String, matrix: &MatrixWeight) {
         let kernel = match matrix {
             MatrixWeight::Packed(_) => format!("cake {}", cake_kernels::cpu::Level::detected().name()),
-            MatrixWeight::Mapped(_) => "cake f32 stream".into(),
+            MatrixWeight::Mapped(m) => format!("cake {} stream", m.float.name().to_lowercase()),
             MatrixWeight::Quantized(_) => "candle ggml".into(),
             MatrixWeight::Dense(_) => "candle dense".into(),
             MatrixWeight::Fp8(_) => "fp8 dequantized per product".into(),

@@ -24,49 +24,101 @@ pub enum StoredTensor {
     Dense(Tensor),
     Quantized(Arc<QTensor>),
     Packed(Arc<PackedMatrix>),
-    Mapped(Arc<MappedF32>),
+    Mapped(Arc<MappedMatrix>),
 }
 
-/// An f32 `rows × cols` matrix in a memory-mapped file, used in place: no
-/// copy at load, and the operating system shares the pages with its file
-/// cache (and with other processes that map the same file). The map lives
-/// as long as the matrix; files are replaced by renaming a new one into
-/// place (downloads, imports), never rewritten, so a mapped file does not
-/// change under the model.
-pub struct MappedF32 {
+/// The float type of a mapped matrix's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MappedFloat {
+    F32,
+    F16,
+}
+
+impl MappedFloat {
+    fn size(self) -> usize {
+        match self {
+            MappedFloat::F32 => 4,
+            MappedFloat::F16 => 2,
+        }
+    }
+
+    /// `F32` or `F16`, as GGUF names the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            MappedFloat::F32 => "F32",
+            MappedFloat::F16 => "F16",
+        }
+    }
+}
+
+/// A mapped matrix's values where they lie.
+pub enum MappedValues<'a> {
+    F32(&'a [f32]),
+    F16(&'a [half::f16]),
+}
+
+/// An f32 or f16 `rows × cols` matrix in a memory-mapped file, used in
+/// place: no copy at load, and the operating system shares the pages with
+/// its file cache (and with other processes that map the same file). The
+/// map lives as long as the matrix; files are replaced by renaming a new one
+/// into place (downloads, imports), never rewritten, so a mapped file does
+/// not change under the model.
+pub struct MappedMatrix {
     map: Arc<memmap2::Mmap>,
     start: usize,
     pub rows: usize,
     pub cols: usize,
+    pub float: MappedFloat,
 }
 
-impl MappedF32 {
+impl MappedMatrix {
     /// The matrix at byte `start` of `map`, if it lies inside the map and is
-    /// aligned for f32 (GGUF aligns tensor data to 32 bytes by default).
-    pub fn new(map: Arc<memmap2::Mmap>, start: usize, rows: usize, cols: usize) -> Option<Self> {
-        let bytes = rows.checked_mul(cols)?.checked_mul(4)?;
+    /// aligned for its values (GGUF aligns tensor data to 32 bytes by default).
+    pub fn new(map: Arc<memmap2::Mmap>, start: usize, rows: usize, cols: usize, float: MappedFloat) -> Option<Self> {
+        let bytes = rows.checked_mul(cols)?.checked_mul(float.size())?;
         let end = start.checked_add(bytes)?;
         let fits = cfg!(target_endian = "little")
             && end <= map.len()
-            && (map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<f32>());
-        fits.then_some(Self { map, start, rows, cols })
+            && (map.as_ptr() as usize + start).is_multiple_of(float.size());
+        fits.then_some(Self { map, start, rows, cols, float })
     }
 
     /// The values, row by row.
-    pub fn values(&self) -> &[f32] {
-        let bytes = &self.map[self.start..self.start + self.rows * self.cols * 4];
+    pub fn values(&self) -> MappedValues<'_> {
+        let (n, bytes) = (self.rows * self.cols, &self.map[self.start..self.start + self.bytes()]);
         // SAFETY: in bounds and aligned, on a little-endian host like the
-        // file's values (checked in `new`); any bit pattern is an f32.
-        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const f32, self.rows * self.cols) }
+        // file's values (checked in `new`); any bit pattern is a value.
+        unsafe {
+            match self.float {
+                MappedFloat::F32 => MappedValues::F32(std::slice::from_raw_parts(bytes.as_ptr() as *const f32, n)),
+                MappedFloat::F16 => {
+                    MappedValues::F16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::f16, n))
+                }
+            }
+        }
     }
 
-    /// A copy as a candle tensor.
+    /// A copy as a candle tensor (f32 or f16).
     pub fn to_tensor(&self, device: &Device) -> Result<Tensor> {
-        Ok(Tensor::from_slice(self.values(), (self.rows, self.cols), device)?)
+        let shape = (self.rows, self.cols);
+        Ok(match self.values() {
+            MappedValues::F32(values) => Tensor::from_slice(values, shape, device)?,
+            MappedValues::F16(values) => Tensor::from_slice(values, shape, device)?,
+        })
+    }
+
+    /// Row `row`'s values as f32, into `out` (`cols` long).
+    pub fn row_into(&self, row: usize, out: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        let at = row * self.cols..(row + 1) * self.cols;
+        match self.values() {
+            MappedValues::F32(values) => out.copy_from_slice(&values[at]),
+            MappedValues::F16(values) => values[at].convert_to_f32_slice(out),
+        }
     }
 
     pub fn bytes(&self) -> usize {
-        self.rows * self.cols * 4
+        self.rows * self.cols * self.float.size()
     }
 }
 
@@ -77,7 +129,7 @@ impl StoredTensor {
             Self::Dense(t) => format!("{:?}", t.dtype()).to_uppercase(),
             Self::Quantized(q) => format!("{:?}", q.dtype()).to_uppercase().replace('K', "_K"),
             Self::Packed(p) => p.format.name().to_string(),
-            Self::Mapped(_) => "F32".to_string(),
+            Self::Mapped(m) => m.float.name().to_string(),
         }
     }
 
@@ -166,7 +218,7 @@ pub enum MatrixWeight {
     /// F8E4M3 with scales, dequantized at each use.
     Fp8(Arc<Fp8Matrix>),
     /// f32, read where it lies in a mapped file.
-    Mapped(Arc<MappedF32>),
+    Mapped(Arc<MappedMatrix>),
 }
 
 impl MatrixWeight {

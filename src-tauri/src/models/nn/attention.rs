@@ -10,9 +10,10 @@ use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
 use anyhow::Result;
-use cake_kernels::attention::{decode_attention, prefill_attention, CacheValue, CachedKv};
+use cake_kernels::attention::{decode_attention, prefill_attention, CachedKv};
 use cake_kernels::cpu::Level;
 use cake_kernels::pool::Pool;
+use cake_kernels::values::StoredValue;
 use candle_core::{DType, Device, Tensor};
 
 pub struct Attention {
@@ -210,7 +211,7 @@ impl Attention {
 
 /// The `t` newest positions' attention over `kv`: a decode step or a prefill.
 #[allow(clippy::too_many_arguments)]
-fn attend_cached<T: CacheValue>(
+fn attend_cached<T: StoredValue>(
     q: &[f32],
     kv: &CachedKv<T>,
     t: usize,

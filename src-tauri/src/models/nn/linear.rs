@@ -2,9 +2,12 @@
 
 use super::cpu_values::with_cpu_f32;
 use crate::models::fp8::{tensor_bytes, Fp8Matrix};
-use crate::models::weights::{MappedF32, MatrixWeight, Weights};
+#[cfg(test)]
+use crate::models::weights::MappedFloat;
+use crate::models::weights::{MappedMatrix, MappedValues, MatrixWeight, Weights};
 use anyhow::Context;
 use anyhow::Result;
+use cake_kernels::dense::matmul_dense;
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Module, Tensor};
@@ -24,7 +27,7 @@ enum Projection {
     /// Dequantized to the activations' dtype for each product.
     Fp8(Arc<Fp8Matrix>),
     /// f32 read where it lies in a mapped file.
-    Mapped(Arc<MappedF32>),
+    Mapped(Arc<MappedMatrix>),
 }
 
 impl From<MatrixWeight> for Projection {
@@ -124,7 +127,7 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
         let streamed = with_cpu_f32(w, |w_values| {
             with_cpu_f32(&x, |x_values| {
                 let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
-                cake_kernels::dense::matmul_f32(w_values, out_width, width, x_values, rows, &mut out, level, pool);
+                matmul_dense(w_values, out_width, width, x_values, rows, &mut out, level, pool);
             })
         });
         if streamed.flatten().is_some() {
@@ -135,10 +138,10 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     Ok(y.reshape(out_dims)?)
 }
 
-/// `x Wᵀ` for an f32 `W (out, in)` in a mapped file and `x (..., in)`, in
+/// `x Wᵀ` for an f32 or f16 `W (out, in)` in a mapped file and `x (..., in)`, in
 /// f32, on Cake's streaming kernel, [`cake_kernels::dense::MAX_ROWS`] rows
 /// of `x` at a time.
-fn mapped_product(x: &Tensor, w: &MappedF32) -> Result<Tensor> {
+fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let (last, lead) = dims.split_last().expect("activations have a last dim");
     anyhow::ensure!(*last == w.cols, "activations of width {last} for a matrix of {} columns", w.cols);
@@ -149,7 +152,11 @@ fn mapped_product(x: &Tensor, w: &MappedF32) -> Result<Tensor> {
     let max = cake_kernels::dense::MAX_ROWS;
     with_cpu_f32(&x, |values| {
         for (chunk, out) in values.chunks(max * w.cols).zip(out.chunks_mut(max * w.rows)) {
-            cake_kernels::dense::matmul_f32(w.values(), w.rows, w.cols, chunk, chunk.len() / w.cols, out, level, pool);
+            let m = chunk.len() / w.cols;
+            match w.values() {
+                MappedValues::F32(weights) => matmul_dense(weights, w.rows, w.cols, chunk, m, out, level, pool),
+                MappedValues::F16(weights) => matmul_dense(weights, w.rows, w.cols, chunk, m, out, level, pool),
+            }
         }
     })
     .context("mapped f32 weights multiply CPU activations only")?;
@@ -202,32 +209,46 @@ mod tests {
     use candle_core::Device;
     use std::io::Write;
 
-    /// A mapped f32 matrix gives candle's product, for a decode row and for
-    /// prompts longer than one chunk of the streaming kernel.
+    /// A mapped f32 or f16 matrix gives candle's product of its values, for
+    /// a decode row and for prompts longer than one chunk of the streaming
+    /// kernel.
     #[test]
-    fn mapped_f32_weights_multiply_like_candle_at_any_prompt_length() {
+    fn mapped_weights_multiply_like_candle_at_any_prompt_length() {
         let (rows, cols) = (37, 64);
-        let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 263) as f32 - 131.0) / 97.0).collect();
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(&[0u8; 32]).unwrap();
-        for v in &values {
-            file.write_all(&v.to_le_bytes()).unwrap();
-        }
-        let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
-        assert!(MappedF32::new(map.clone(), 2, rows, cols).is_none(), "misaligned data is refused");
-        assert!(MappedF32::new(map.clone(), 32, rows + 1, cols).is_none(), "data past the end is refused");
-        let mapped =
-            Linear::from_matrix(MatrixWeight::Mapped(Arc::new(MappedF32::new(map, 32, rows, cols).unwrap()))).unwrap();
-        let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
-        for tokens in [1, 5, cake_kernels::dense::MAX_ROWS + 7, 2 * cake_kernels::dense::MAX_ROWS] {
-            let x: Vec<f32> = (0..tokens * cols).map(|i| ((i * 104_729 % 311) as f32 - 155.0) / 201.0).collect();
-            let x = Tensor::from_vec(x, (1, tokens, cols), &Device::Cpu).unwrap();
-            let ours = mapped.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let theirs =
-                x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            assert_eq!(ours.len(), theirs.len());
-            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-                assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{tokens} tokens, value {i}: {a} vs {b}");
+        for float in [MappedFloat::F32, MappedFloat::F16] {
+            let exact: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 263) as f32 - 131.0) / 97.0).collect();
+            let mut file = tempfile::tempfile().unwrap();
+            file.write_all(&[0u8; 32]).unwrap();
+            let mut values = Vec::new();
+            for &v in &exact {
+                match float {
+                    MappedFloat::F32 => file.write_all(&v.to_le_bytes()).unwrap(),
+                    MappedFloat::F16 => file.write_all(&half::f16::from_f32(v).to_le_bytes()).unwrap(),
+                }
+                values.push(if float == MappedFloat::F16 { half::f16::from_f32(v).to_f32() } else { v });
+            }
+            let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
+            assert!(MappedMatrix::new(map.clone(), 1, rows, cols, float).is_none(), "misaligned data is refused");
+            assert!(
+                MappedMatrix::new(map.clone(), 32, rows + 1, cols, float).is_none(),
+                "data past the end is refused"
+            );
+            let matrix = MappedMatrix::new(map, 32, rows, cols, float).unwrap();
+            let mapped = Linear::from_matrix(MatrixWeight::Mapped(Arc::new(matrix))).unwrap();
+            let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
+            for tokens in [1, 5, cake_kernels::dense::MAX_ROWS + 7, 2 * cake_kernels::dense::MAX_ROWS] {
+                let x: Vec<f32> = (0..tokens * cols).map(|i| ((i * 104_729 % 311) as f32 - 155.0) / 201.0).collect();
+                let x = Tensor::from_vec(x, (1, tokens, cols), &Device::Cpu).unwrap();
+                let ours = mapped.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let theirs =
+                    x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                assert_eq!(ours.len(), theirs.len());
+                for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                        "{float:?}, {tokens} tokens, value {i}: {a} vs {b}"
+                    );
+                }
             }
         }
     }

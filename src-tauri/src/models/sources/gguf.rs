@@ -10,7 +10,7 @@
 
 use crate::formats::gguf::{qtensor_from_bytes, GgmlType, GgufFile};
 use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
-use crate::models::weights::{repackable, MappedF32, StoredTensor, WeightStore};
+use crate::models::weights::{repackable, MappedFloat, MappedMatrix, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::{DType, Device, Tensor};
@@ -259,6 +259,14 @@ fn stored_tensor(dtype: GgmlType, bytes: &[u8], dims: &[usize], device: &Device)
     })
 }
 
+/// An f16 `rows × cols` matrix from `bytes`, in anonymous memory mapped
+/// like a file's, so it takes the same kernel.
+fn owned_f16_matrix(bytes: &[u8], rows: usize, cols: usize) -> Option<MappedMatrix> {
+    let mut memory = memmap2::MmapMut::map_anon(bytes.len()).ok()?;
+    memory.copy_from_slice(bytes);
+    MappedMatrix::new(Arc::new(memory.make_read_only().ok()?), 0, rows, cols, MappedFloat::F16)
+}
+
 /// A tensor's values as f32, dequantizing if it is quantized.
 fn f32_values(bytes: &[u8], dtype: GgmlType, dims: &[usize]) -> Result<Vec<f32>> {
     if let (Some(format), [rows, cols]) = (repackable(dtype), dims) {
@@ -391,9 +399,14 @@ impl WeightStore for GgufStore {
             dims.remove(0);
         }
         let plain = location.expert.is_none() && location.undo == Undo::None && self.permuted_heads(name).is_none();
-        if plain && info.ggml_type == GgmlType::F32 && dims.len() == 2 && device.is_cpu() {
+        let mapped_float = match info.ggml_type {
+            GgmlType::F32 => Some(MappedFloat::F32),
+            GgmlType::F16 => Some(MappedFloat::F16),
+            _ => None,
+        };
+        if let (true, Some(float), 2, true) = (plain, mapped_float, dims.len(), device.is_cpu()) {
             let start = self.file.tensor_offset(&gname)?;
-            if let Some(mapped) = MappedF32::new(self.file.map().clone(), start, dims[0], dims[1]) {
+            if let Some(mapped) = MappedMatrix::new(self.file.map().clone(), start, dims[0], dims[1], float) {
                 // Read where it lies from now on: map its pages in at once,
                 // rather than one fault per page during the first token.
                 self.file.populate(&gname);
@@ -414,6 +427,14 @@ impl WeightStore for GgufStore {
             drop(bytes);
             self.file.release(&gname);
             return Ok(stored);
+        }
+        if let (Cow::Owned(owned), GgmlType::F16, 2, true) = (&bytes, info.ggml_type, dims.len(), device.is_cpu()) {
+            // Reordered f16 rows (q and k): kept in f16 for the streaming
+            // kernel, as the mapped ones are, not widened to f32.
+            if let Some(matrix) = owned_f16_matrix(owned, dims[0], dims[1]) {
+                self.file.release(&gname);
+                return Ok(StoredTensor::Mapped(Arc::new(matrix)));
+            }
         }
         let stored = stored_tensor(info.ggml_type, &bytes, &dims, device)
             .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;

@@ -1,0 +1,53 @@
+//! The element types kernels read from memory: f32, or f16 widened as it
+//! is read (a KV cache, or F16 weights in a mapped file).
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+/// A value type kernels read where it lies.
+pub trait StoredValue: Copy + Send + Sync + 'static {
+    /// Whether reading it takes a conversion (false for f32).
+    const WIDENS: bool;
+
+    /// `values` as f32: borrowed when they are, else widened into `scratch`.
+    fn as_f32<'s>(values: &'s [Self], scratch: &'s mut Vec<f32>) -> &'s [f32];
+
+    /// The 16 values from `at` as f32, lanes outside `mask` zero.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 (F, BW, VL) and F16C, and the lanes in `mask`
+    /// are readable.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(at: *const Self, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512;
+}
+
+impl StoredValue for f32 {
+    const WIDENS: bool = false;
+
+    fn as_f32<'s>(values: &'s [f32], _: &'s mut Vec<f32>) -> &'s [f32] {
+        values
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(at: *const f32, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_maskz_loadu_ps(mask, at)
+    }
+}
+
+impl StoredValue for f16 {
+    const WIDENS: bool = true;
+
+    fn as_f32<'s>(values: &'s [f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        scratch.resize(values.len(), 0.0);
+        values.convert_to_f32_slice(scratch);
+        scratch
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(at: *const f16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, at as *const i16))
+    }
+}
