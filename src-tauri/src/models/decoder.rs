@@ -275,7 +275,11 @@ impl Decoder {
             dtype: weights.policy.dtype,
             device: weights.device.clone(),
             kernels: weights.census.uses(),
-            kv_precision: KvPrecision::for_weights(weights.census.any_ggml_quantized()),
+            // An explicit dtype (`--dtype f32`: the exact computation) keeps
+            // keys and values as computed.
+            kv_precision: KvPrecision::for_weights(
+                weights.policy.keep_quantized && weights.census.any_ggml_below_f32(),
+            ),
         })
     }
 

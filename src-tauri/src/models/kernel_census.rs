@@ -2,17 +2,18 @@
 //! counted as a model loads: `cake run --json` and the load log show it, so
 //! no stored type takes a slow path unseen.
 
-use super::weights::MatrixWeight;
+use super::weights::{MappedFloat, MatrixWeight};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-/// Matrices per (stored type, kernel), and whether any is GGML-quantized.
+/// Matrices per (stored type, kernel), and whether any is in a GGML type
+/// below f32 (quantized, or F16 read from the file).
 #[derive(Debug, Default)]
 pub struct KernelCensus {
     counts: Mutex<BTreeMap<(String, String), usize>>,
-    ggml_quantized: AtomicBool,
+    ggml_below_f32: AtomicBool,
 }
 
 /// One line of the census.
@@ -36,14 +37,19 @@ impl KernelCensus {
             MatrixWeight::Fp8(_) => "fp8 dequantized per product".into(),
         };
         *self.counts.lock().expect("census").entry((stored, kernel)).or_default() += 1;
-        if matches!(matrix, MatrixWeight::Packed(_) | MatrixWeight::Quantized(_)) {
-            self.ggml_quantized.store(true, Ordering::Relaxed);
+        let ggml_below_f32 = match matrix {
+            MatrixWeight::Packed(_) | MatrixWeight::Quantized(_) => true,
+            MatrixWeight::Mapped(m) => m.float == MappedFloat::F16,
+            MatrixWeight::Dense(_) | MatrixWeight::Fp8(_) => false,
+        };
+        if ggml_below_f32 {
+            self.ggml_below_f32.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Whether a matrix recorded so far is in a GGML quantized type.
-    pub fn any_ggml_quantized(&self) -> bool {
-        self.ggml_quantized.load(Ordering::Relaxed)
+    /// Whether a matrix recorded so far is in a GGML type below f32.
+    pub fn any_ggml_below_f32(&self) -> bool {
+        self.ggml_below_f32.load(Ordering::Relaxed)
     }
 
     /// Every (stored type, kernel) with its count, by type.

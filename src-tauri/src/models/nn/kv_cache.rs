@@ -4,10 +4,10 @@
 //! [`KvCache`], so several conversations (or cluster stages) can share one
 //! loaded model.
 //!
-//! On the CPU, a model with GGML-quantized weights keeps keys and values
-//! computed in f32 in f16, as llama.cpp does by default: half the memory,
-//! and half the bytes a long context's attention reads per step (its
-//! accuracy is bounded by the 8-bit activations of its products anyway).
+//! On the CPU, a model with weights in GGML types below f32 (quantized, or
+//! F16 GGUF) keeps keys and values computed in f32 in f16, as llama.cpp
+//! does by default: half the memory, and half the bytes a long context's
+//! attention reads per step.
 //! Other models keep them as computed: an f32 model is the exact
 //! computation the quantized ones are measured against.
 //! `CAKE_KV_CACHE=f32` or `=f16` overrides this.
@@ -28,16 +28,16 @@ pub enum KvPrecision {
 }
 
 impl KvPrecision {
-    /// F16 for GGML-quantized weights, else F32, unless `CAKE_KV_CACHE`
-    /// says `f16` or `f32` (read once).
-    pub fn for_weights(ggml_quantized: bool) -> Self {
+    /// F16 for weights in GGML types below f32, else F32, unless
+    /// `CAKE_KV_CACHE` says `f16` or `f32` (read once).
+    pub fn for_weights(ggml_below_f32: bool) -> Self {
         static CHOSEN: OnceLock<Option<KvPrecision>> = OnceLock::new();
         let chosen = CHOSEN.get_or_init(|| match std::env::var("CAKE_KV_CACHE").ok().as_deref() {
             Some("f32") => Some(KvPrecision::F32),
             Some("f16") => Some(KvPrecision::F16),
             _ => None,
         });
-        chosen.unwrap_or(if ggml_quantized { KvPrecision::F16 } else { KvPrecision::F32 })
+        chosen.unwrap_or(if ggml_below_f32 { KvPrecision::F16 } else { KvPrecision::F32 })
     }
 
     /// `f16` or `f32`.
