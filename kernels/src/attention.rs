@@ -103,7 +103,7 @@ const ROWS_PER_PASS: usize = 32;
 /// position: row `i` (of `q` and `out`, each `t × heads × head_dim`) sees
 /// the first `kv.len − t + i + 1` cached positions. So a prompt read in one
 /// piece or in several, and a token read in a prefill or in a decode step,
-/// get the same values to the last bit.
+/// get the same values to the last bit. One row is a decode step.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_attention<T: StoredValue>(
     q: &[f32],
@@ -128,6 +128,9 @@ pub fn prefill_attention<T: StoredValue>(
             && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
         "cache too short"
     );
+    if t == 1 {
+        return decode_attention(q, kv, heads, scale, softcap, out, level, pool);
+    }
     let group = heads / kv.kv_heads;
     let record = Partial::len(d);
     let first_len = kv.len - t + 1;

@@ -29,19 +29,16 @@ pub struct KernelUse {
 impl KernelCensus {
     /// Counts `matrix`, stored in the file as `stored`.
     pub fn record(&self, stored: String, matrix: &MatrixWeight) {
-        let kernel = match matrix {
-            MatrixWeight::Packed(_) => format!("cake {}", cake_kernels::cpu::Level::detected().name()),
-            MatrixWeight::Mapped(m) => format!("cake {} stream", m.float.name().to_lowercase()),
-            MatrixWeight::Quantized(_) => "candle ggml".into(),
-            MatrixWeight::Dense(_) => "candle dense".into(),
-            MatrixWeight::Fp8(_) => "fp8 dequantized per product".into(),
+        let (kernel, ggml_below_f32) = match matrix {
+            MatrixWeight::Packed(_) => (format!("cake {}", cake_kernels::cpu::Level::detected().name()), true),
+            MatrixWeight::Mapped(m) => {
+                (format!("cake {} stream", m.float.name().to_lowercase()), m.float == MappedFloat::F16)
+            }
+            MatrixWeight::Quantized(_) => ("candle ggml".into(), true),
+            MatrixWeight::Dense(_) => ("candle dense".into(), false),
+            MatrixWeight::Fp8(_) => ("fp8 dequantized per product".into(), false),
         };
         *self.counts.lock().expect("census").entry((stored, kernel)).or_default() += 1;
-        let ggml_below_f32 = match matrix {
-            MatrixWeight::Packed(_) | MatrixWeight::Quantized(_) => true,
-            MatrixWeight::Mapped(m) => m.float == MappedFloat::F16,
-            MatrixWeight::Dense(_) | MatrixWeight::Fp8(_) => false,
-        };
         if ggml_below_f32 {
             self.ggml_below_f32.store(true, Ordering::Relaxed);
         }

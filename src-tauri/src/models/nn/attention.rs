@@ -10,10 +10,8 @@ use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
 use anyhow::Result;
-use cake_kernels::attention::{decode_attention, prefill_attention, CachedKv};
+use cake_kernels::attention::prefill_attention;
 use cake_kernels::cpu::Level;
-use cake_kernels::pool::Pool;
-use cake_kernels::values::StoredValue;
 use candle_core::{DType, Device, Tensor};
 
 pub struct Attention {
@@ -199,33 +197,13 @@ impl Attention {
         let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
         let heads = self.num_heads;
         let done = cache.with_in_place(|view| match view {
-            CacheView::F32(kv) => attend_cached(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
-            CacheView::F16(kv) => attend_cached(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
+            CacheView::F32(kv) => prefill_attention(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
+            CacheView::F16(kv) => prefill_attention(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
         });
         Ok(match done {
             Some(()) => Some(Tensor::from_vec(out, (1, t, width), &Device::Cpu)?),
             None => None,
         })
-    }
-}
-
-/// The `t` newest positions' attention over `kv`: a decode step or a prefill.
-#[allow(clippy::too_many_arguments)]
-fn attend_cached<T: StoredValue>(
-    q: &[f32],
-    kv: &CachedKv<T>,
-    t: usize,
-    heads: usize,
-    scale: f32,
-    softcap: Option<f32>,
-    out: &mut [f32],
-    level: Level,
-    pool: &Pool,
-) {
-    if t == 1 {
-        decode_attention(q, kv, heads, scale, softcap, out, level, pool);
-    } else {
-        prefill_attention(q, kv, t, heads, scale, softcap, out, level, pool);
     }
 }
 

@@ -1,32 +1,19 @@
-//! Borrowing a tensor's f32 (or f16) values where they lie, to hand them to
-//! Cake's kernels without a copy.
+//! Borrowing a tensor's values where they lie, to hand them to Cake's
+//! kernels without a copy.
 
-use candle_core::{CpuStorage, Storage, Tensor};
-use half::f16;
+use candle_core::{Storage, Tensor, WithDType};
 
-/// Calls `f` with the values of `tensor` when it is a contiguous f32 tensor
-/// on the CPU; otherwise returns `None`.
-pub fn with_cpu_f32<R>(tensor: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+/// Calls `f` with the values of `tensor` when it is a contiguous tensor of
+/// `T` on the CPU; otherwise returns `None`.
+pub fn with_cpu_values<T: WithDType, R>(tensor: &Tensor, f: impl FnOnce(&[T]) -> R) -> Option<R> {
     if !tensor.is_contiguous() {
         return None;
     }
     let (storage, layout) = tensor.storage_and_layout();
-    let Storage::Cpu(CpuStorage::F32(values)) = &*storage else {
+    let Storage::Cpu(cpu) = &*storage else {
         return None;
     };
-    let start = layout.start_offset();
-    Some(f(&values[start..start + tensor.elem_count()]))
-}
-
-/// As [`with_cpu_f32`], for a contiguous f16 tensor on the CPU.
-pub fn with_cpu_f16<R>(tensor: &Tensor, f: impl FnOnce(&[f16]) -> R) -> Option<R> {
-    if !tensor.is_contiguous() {
-        return None;
-    }
-    let (storage, layout) = tensor.storage_and_layout();
-    let Storage::Cpu(CpuStorage::F16(values)) = &*storage else {
-        return None;
-    };
+    let values = T::cpu_storage_as_slice(cpu).ok()?;
     let start = layout.start_offset();
     Some(f(&values[start..start + tensor.elem_count()]))
 }

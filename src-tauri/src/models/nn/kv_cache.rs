@@ -12,7 +12,7 @@
 //! computation the quantized ones are measured against.
 //! `CAKE_KV_CACHE=f32` or `=f16` overrides this.
 
-use super::cpu_values::{with_cpu_f16, with_cpu_f32};
+use super::cpu_values::with_cpu_values;
 use anyhow::Result;
 use cake_kernels::attention::CachedKv;
 use candle_core::{DType, Device, Tensor};
@@ -206,13 +206,13 @@ impl LayerCache {
         }
         let (len, head_stride) = (buffers.stored, capacity * head_dim);
         match buffers.keys.dtype() {
-            DType::F32 => with_cpu_f32(&buffers.keys, |keys| {
-                with_cpu_f32(&buffers.values, |values| {
+            DType::F32 => with_cpu_values(&buffers.keys, |keys| {
+                with_cpu_values(&buffers.values, |values| {
                     f(CacheView::F32(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
                 })
             }),
-            DType::F16 => with_cpu_f16(&buffers.keys, |keys| {
-                with_cpu_f16(&buffers.values, |values| {
+            DType::F16 => with_cpu_values(&buffers.keys, |keys| {
+                with_cpu_values(&buffers.values, |values| {
                     f(CacheView::F16(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
                 })
             }),

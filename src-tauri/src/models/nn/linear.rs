@@ -1,6 +1,6 @@
 //! A linear projection over a dense or GGML-quantized weight, with optional bias.
 
-use super::cpu_values::with_cpu_f32;
+use super::cpu_values::with_cpu_values;
 use crate::models::fp8::{tensor_bytes, Fp8Matrix};
 #[cfg(test)]
 use crate::models::weights::MappedFloat;
@@ -124,8 +124,8 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     if rows <= cake_kernels::dense::MAX_ROWS && x.dtype() == DType::F32 {
         let x = x.contiguous()?;
         let mut out = vec![0f32; rows * out_width];
-        let streamed = with_cpu_f32(w, |w_values| {
-            with_cpu_f32(&x, |x_values| {
+        let streamed = with_cpu_values(w, |w_values: &[f32]| {
+            with_cpu_values(&x, |x_values| {
                 let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
                 matmul_dense(w_values, out_width, width, x_values, rows, &mut out, level, pool);
             })
@@ -150,7 +150,7 @@ fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
     let mut out = vec![0f32; rows * w.rows];
     let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
     let max = cake_kernels::dense::MAX_ROWS;
-    with_cpu_f32(&x, |values| {
+    with_cpu_values(&x, |values| {
         for (chunk, out) in values.chunks(max * w.cols).zip(out.chunks_mut(max * w.rows)) {
             let m = chunk.len() / w.cols;
             match w.values() {
@@ -183,7 +183,7 @@ fn packed_products(x: &Tensor, matrices: &[&PackedMatrix]) -> Result<Vec<Tensor>
     let total: usize = matrices.iter().map(|w| w.rows).sum();
     let x = x.to_dtype(DType::F32)?.contiguous()?;
     let mut out = vec![0f32; rows * total];
-    with_cpu_f32(&x, |values| cake_kernels::matmul::matmul_stacked(matrices, values, rows, &mut out))
+    with_cpu_values(&x, |values| cake_kernels::matmul::matmul_stacked(matrices, values, rows, &mut out))
         .context("repacked quantized weights multiply CPU activations only")?;
     let piece = |values: Vec<f32>, width: usize| {
         let mut piece_dims = lead.to_vec();

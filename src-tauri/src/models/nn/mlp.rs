@@ -1,7 +1,7 @@
 //! The gated feed-forward block: `down(act(gate(x)) * up(x))`, with SiLU
 //! or GELU-tanh as `act`.
 
-use super::cpu_values::with_cpu_f32;
+use super::cpu_values::with_cpu_values;
 use super::linear::Linear;
 use super::projections::Projections;
 use crate::models::config::{Activation, ModelConfig};
@@ -53,8 +53,9 @@ fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     if gate.shape() == up.shape() {
         let mut out = vec![0f32; gate.elem_count()];
         let level = cake_kernels::cpu::Level::detected();
-        let fused =
-            with_cpu_f32(gate, |g| with_cpu_f32(up, |u| cake_kernels::elementwise::silu_mul(g, u, &mut out, level)));
+        let fused = with_cpu_values(gate, |g| {
+            with_cpu_values(up, |u| cake_kernels::elementwise::silu_mul(g, u, &mut out, level))
+        });
         if fused.flatten().is_some() {
             return Ok(Tensor::from_vec(out, gate.shape(), gate.device())?);
         }
