@@ -118,6 +118,8 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
   const cake = useCake();
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
+  // Where the list was last seen scrolled to: only a move up is the reader's.
+  const lastTop = useRef(0);
   const messages = conversation.messages;
   const last = messages[messages.length - 1];
   const lastLength = last?.content.length ?? 0;
@@ -145,6 +147,8 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
       if (pinned.current) element.scrollTop = element.scrollHeight;
     });
     observer.observe(inner);
+    // The list's own height changes too (the composer growing or shrinking).
+    observer.observe(element);
     return () => observer.disconnect();
   }, []);
 
@@ -153,8 +157,14 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
       class="messages"
       ref={scroller}
       onScroll={(event) => {
+        // Scroll events arrive a frame late: by then the list may have grown
+        // again (a reply's last tokens, its stop note), so a gap alone does
+        // not mean the reader left the end. Only scrolling up unpins.
         const element = event.currentTarget;
-        pinned.current = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
+        const atEnd = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
+        if (atEnd) pinned.current = true;
+        else if (element.scrollTop < lastTop.current) pinned.current = false;
+        lastTop.current = element.scrollTop;
       }}
     >
       <div class="messages-inner">
