@@ -1,4 +1,4 @@
-//! `y = x · Wᵀ` for a dense `W` (f32, or f16 widened as it is read) and a
+//! `y = x · Wᵀ` for a dense `W` (f32, or f16 or bf16 widened as it is read) and a
 //! few rows of `x`: generating one
 //! token multiplies every weight by one activation row, so the product is
 //! bound by reading `W`; this streams the rows of `W` on the pool's threads,
@@ -246,31 +246,34 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use half::f16;
+    use half::{bf16, f16};
 
-    /// f16 weights give, at every level, the product of their f32 values.
+    /// f16 and bf16 weights give, at every level, the product of their f32 values.
     #[test]
-    fn f16_weights_multiply_as_their_f32_values() {
-        let pool = Pool::new(2);
-        for (rows, cols, m) in [(5, 7, 1), (37, 100, 1), (17, 64, 3), (9, 33, 9)] {
-            let w: Vec<f16> =
-                (0..rows * cols).map(|i| f16::from_f32(((i * 7919 % 1000) as f32 - 500.0) / 250.0)).collect();
-            let wide: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
-            let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
-            for level in Level::all_supported() {
-                let (mut got, mut expected) = (vec![f32::NAN; m * rows], vec![f32::NAN; m * rows]);
-                matmul_dense(&w, rows, cols, &x, m, &mut got, level, &pool);
-                matmul_dense(&wide, rows, cols, &x, m, &mut expected, level, &pool);
-                for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
-                    let scale: f32 =
-                        (0..cols).map(|c| (x[i / rows * cols + c] * wide[i % rows * cols + c]).abs()).sum();
-                    assert!(
-                        (a - b).abs() <= 1e-6 * scale + 1e-9,
-                        "{rows}×{cols}, m {m}, value {i}, {level:?}: {a} vs {b}"
-                    );
+    fn half_precision_weights_multiply_as_their_f32_values() {
+        fn check<W: StoredValue>(narrow: impl Fn(f32) -> W, widen: impl Fn(W) -> f32) {
+            let pool = Pool::new(2);
+            for (rows, cols, m) in [(5, 7, 1), (37, 100, 1), (17, 64, 3), (9, 33, 9)] {
+                let w: Vec<W> = (0..rows * cols).map(|i| narrow(((i * 7919 % 1000) as f32 - 500.0) / 250.0)).collect();
+                let wide: Vec<f32> = w.iter().map(|&v| widen(v)).collect();
+                let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
+                for level in Level::all_supported() {
+                    let (mut got, mut expected) = (vec![f32::NAN; m * rows], vec![f32::NAN; m * rows]);
+                    matmul_dense(&w, rows, cols, &x, m, &mut got, level, &pool);
+                    matmul_dense(&wide, rows, cols, &x, m, &mut expected, level, &pool);
+                    for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                        let scale: f32 =
+                            (0..cols).map(|c| (x[i / rows * cols + c] * wide[i % rows * cols + c]).abs()).sum();
+                        assert!(
+                            (a - b).abs() <= 1e-6 * scale + 1e-9,
+                            "{rows}×{cols}, m {m}, value {i}, {level:?}: {a} vs {b}"
+                        );
+                    }
                 }
             }
         }
+        check(f16::from_f32, f16::to_f32);
+        check(bf16::from_f32, bf16::to_f32);
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! The element types kernels read from memory: f32, or f16 widened as it
-//! is read (a KV cache, or F16 weights in a mapped file).
+//! The element types kernels read from memory: f32, or f16 and bf16
+//! widened as they are read (a KV cache, or F16 and BF16 weights in a
+//! mapped file).
 
-use half::f16;
 use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
 
 /// A value type kernels read where it lies.
 pub trait StoredValue: Copy + Send + Sync + 'static {
@@ -49,5 +50,24 @@ impl StoredValue for f16 {
     unsafe fn load16(at: *const f16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
         _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, at as *const i16))
+    }
+}
+
+impl StoredValue for bf16 {
+    const WIDENS: bool = true;
+
+    fn as_f32<'s>(values: &'s [bf16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        scratch.resize(values.len(), 0.0);
+        values.convert_to_f32_slice(scratch);
+        scratch
+    }
+
+    /// A bf16 is the top half of an f32: widen to 32 bits and shift.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(at: *const bf16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let halves = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, at as *const i16));
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(halves))
     }
 }

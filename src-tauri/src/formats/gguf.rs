@@ -112,6 +112,33 @@ impl GgufFile {
         let _ = name;
     }
 
+    /// Asks the operating system to start reading from disk, in the
+    /// background, the tensors whose names start with `prefix` (a layer's,
+    /// `blk.3.`, or one tensor's full name), so that the disk works while
+    /// the loader repacks what came before. Advice only, and free for pages
+    /// already cached; the advice is given on a short-lived thread because
+    /// submitting the reads can wait on a busy disk.
+    pub fn read_ahead(&self, prefix: &str) {
+        let ranges: Vec<(usize, usize)> = self
+            .header
+            .tensor_infos
+            .keys()
+            .filter(|name| name.starts_with(prefix))
+            .filter_map(|name| self.tensor_range(name))
+            .collect();
+        #[cfg(unix)]
+        if !ranges.is_empty() {
+            let map = self.mmap.clone();
+            let _ = std::thread::Builder::new().name("cake-read-ahead".into()).spawn(move || {
+                for (start, len) in ranges {
+                    let _ = map.advise_range(memmap2::Advice::WillNeed, start, len);
+                }
+            });
+        }
+        #[cfg(not(unix))]
+        let _ = ranges;
+    }
+
     /// Lets the operating system drop this process's mapped pages of tensor
     /// `name`, once its data has been copied or repacked: they stay in the
     /// page cache (and are read again if touched), but no longer count in

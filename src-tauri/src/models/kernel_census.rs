@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Matrices per (stored type, kernel), and whether any is in a GGML type
-/// below f32 (quantized, or F16 read from the file).
+/// below f32 (quantized, or F16 or BF16 read from the file).
 #[derive(Debug, Default)]
 pub struct KernelCensus {
     counts: Mutex<BTreeMap<(String, String), usize>>,
@@ -32,7 +32,7 @@ impl KernelCensus {
         let (kernel, ggml_below_f32) = match matrix {
             MatrixWeight::Packed(_) => (format!("cake {}", cake_kernels::cpu::Level::detected().name()), true),
             MatrixWeight::Mapped(m) => {
-                (format!("cake {} stream", m.float.name().to_lowercase()), m.float == MappedFloat::F16)
+                (format!("cake {} stream", m.float.name().to_lowercase()), m.float != MappedFloat::F32)
             }
             MatrixWeight::Quantized(_) => ("candle ggml".into(), true),
             MatrixWeight::Dense(_) => ("candle dense".into(), false),

@@ -32,21 +32,23 @@ pub enum StoredTensor {
 pub enum MappedFloat {
     F32,
     F16,
+    BF16,
 }
 
 impl MappedFloat {
     fn size(self) -> usize {
         match self {
             MappedFloat::F32 => 4,
-            MappedFloat::F16 => 2,
+            MappedFloat::F16 | MappedFloat::BF16 => 2,
         }
     }
 
-    /// `F32` or `F16`, as GGUF names the type.
+    /// `F32`, `F16` or `BF16`, as GGUF names the type.
     pub fn name(self) -> &'static str {
         match self {
             MappedFloat::F32 => "F32",
             MappedFloat::F16 => "F16",
+            MappedFloat::BF16 => "BF16",
         }
     }
 }
@@ -55,9 +57,10 @@ impl MappedFloat {
 pub enum MappedValues<'a> {
     F32(&'a [f32]),
     F16(&'a [half::f16]),
+    BF16(&'a [half::bf16]),
 }
 
-/// An f32 or f16 `rows × cols` matrix in a memory-mapped file, used in
+/// An f32, f16 or bf16 `rows × cols` matrix in a memory-mapped file, used in
 /// place: no copy at load, and the operating system shares the pages with
 /// its file cache (and with other processes that map the same file). The
 /// map lives as long as the matrix; files are replaced by renaming a new one
@@ -94,16 +97,20 @@ impl MappedMatrix {
                 MappedFloat::F16 => {
                     MappedValues::F16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::f16, n))
                 }
+                MappedFloat::BF16 => {
+                    MappedValues::BF16(std::slice::from_raw_parts(bytes.as_ptr() as *const half::bf16, n))
+                }
             }
         }
     }
 
-    /// A copy as a candle tensor (f32 or f16).
+    /// A copy as a candle tensor (in its own float type).
     pub fn to_tensor(&self, device: &Device) -> Result<Tensor> {
         let shape = (self.rows, self.cols);
         Ok(match self.values() {
             MappedValues::F32(values) => Tensor::from_slice(values, shape, device)?,
             MappedValues::F16(values) => Tensor::from_slice(values, shape, device)?,
+            MappedValues::BF16(values) => Tensor::from_slice(values, shape, device)?,
         })
     }
 
@@ -114,6 +121,7 @@ impl MappedMatrix {
         match self.values() {
             MappedValues::F32(values) => out.copy_from_slice(&values[at]),
             MappedValues::F16(values) => values[at].convert_to_f32_slice(out),
+            MappedValues::BF16(values) => values[at].convert_to_f32_slice(out),
         }
     }
 

@@ -26,7 +26,7 @@ enum Projection {
     Packed(Arc<PackedMatrix>),
     /// Dequantized to the activations' dtype for each product.
     Fp8(Arc<Fp8Matrix>),
-    /// f32 read where it lies in a mapped file.
+    /// f32, f16 or bf16 read where it lies in a mapped file.
     Mapped(Arc<MappedMatrix>),
 }
 
@@ -138,7 +138,7 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     Ok(y.reshape(out_dims)?)
 }
 
-/// `x Wᵀ` for an f32 or f16 `W (out, in)` in a mapped file and `x (..., in)`, in
+/// `x Wᵀ` for an f32, f16 or bf16 `W (out, in)` in a mapped file and `x (..., in)`, in
 /// f32, on Cake's streaming kernel, [`cake_kernels::dense::MAX_ROWS`] rows
 /// of `x` at a time.
 fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
@@ -156,6 +156,7 @@ fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
             match w.values() {
                 MappedValues::F32(weights) => matmul_dense(weights, w.rows, w.cols, chunk, m, out, level, pool),
                 MappedValues::F16(weights) => matmul_dense(weights, w.rows, w.cols, chunk, m, out, level, pool),
+                MappedValues::BF16(weights) => matmul_dense(weights, w.rows, w.cols, chunk, m, out, level, pool),
             }
         }
     })
@@ -209,23 +210,29 @@ mod tests {
     use candle_core::Device;
     use std::io::Write;
 
-    /// A mapped f32 or f16 matrix gives candle's product of its values, for
+    /// A mapped f32, f16 or bf16 matrix gives candle's product of its values, for
     /// a decode row and for prompts longer than one chunk of the streaming
     /// kernel.
     #[test]
     fn mapped_weights_multiply_like_candle_at_any_prompt_length() {
         let (rows, cols) = (37, 64);
-        for float in [MappedFloat::F32, MappedFloat::F16] {
+        for float in [MappedFloat::F32, MappedFloat::F16, MappedFloat::BF16] {
             let exact: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 263) as f32 - 131.0) / 97.0).collect();
             let mut file = tempfile::tempfile().unwrap();
             file.write_all(&[0u8; 32]).unwrap();
             let mut values = Vec::new();
             for &v in &exact {
+                let stored = match float {
+                    MappedFloat::F32 => v,
+                    MappedFloat::F16 => half::f16::from_f32(v).to_f32(),
+                    MappedFloat::BF16 => half::bf16::from_f32(v).to_f32(),
+                };
                 match float {
                     MappedFloat::F32 => file.write_all(&v.to_le_bytes()).unwrap(),
                     MappedFloat::F16 => file.write_all(&half::f16::from_f32(v).to_le_bytes()).unwrap(),
+                    MappedFloat::BF16 => file.write_all(&half::bf16::from_f32(v).to_le_bytes()).unwrap(),
                 }
-                values.push(if float == MappedFloat::F16 { half::f16::from_f32(v).to_f32() } else { v });
+                values.push(stored);
             }
             let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
             assert!(MappedMatrix::new(map.clone(), 1, rows, cols, float).is_none(), "misaligned data is refused");

@@ -15,7 +15,8 @@ use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::{DType, Device, Tensor};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 /// Head counts needed to undo llama.cpp's q/k row order.
 #[derive(Debug, Clone, Copy)]
@@ -32,11 +33,40 @@ pub struct GgufStore {
     architecture: Architecture,
     /// Gated DeltaNet sizes, to put its value heads back in order.
     linear: Option<GatedDeltaNetConfig>,
+    /// The layers (and lone tensors) whose reading from disk has been asked for.
+    read_ahead: Mutex<HashSet<String>>,
 }
 
 impl GgufStore {
     pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, config: &ModelConfig) -> Self {
-        Self { file, row_order, architecture: config.architecture, linear: config.gated_delta_net }
+        Self {
+            file,
+            row_order,
+            architecture: config.architecture,
+            linear: config.gated_delta_net,
+            read_ahead: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Before GGUF tensor `gguf_name` is read: asks for its layer and the
+    /// next one to be read from disk in the background (for a tensor outside
+    /// the layers, for itself and the first layer). Loading then overlaps
+    /// the disk with the repacking, instead of waiting on one page fault
+    /// after another; a worker holding some layers reads only those and the
+    /// next.
+    fn read_ahead_for(&self, gguf_name: &str) {
+        let layer = gguf_name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()?.parse::<usize>().ok());
+        let prefixes = match layer {
+            Some(layer) => [format!("blk.{layer}."), format!("blk.{}.", layer + 1)],
+            None => [gguf_name.to_string(), "blk.0.".to_string()],
+        };
+        let mut asked = self.read_ahead.lock().unwrap_or_else(|e| e.into_inner());
+        for prefix in prefixes {
+            if !asked.contains(&prefix) {
+                self.file.read_ahead(&prefix);
+                asked.insert(prefix);
+            }
+        }
     }
 
     /// Heads whose rows must be un-permuted for this Hugging Face name, if any.
@@ -259,12 +289,12 @@ fn stored_tensor(dtype: GgmlType, bytes: &[u8], dims: &[usize], device: &Device)
     })
 }
 
-/// An f16 `rows × cols` matrix from `bytes`, in anonymous memory mapped
-/// like a file's, so it takes the same kernel.
-fn owned_f16_matrix(bytes: &[u8], rows: usize, cols: usize) -> Option<MappedMatrix> {
+/// A `rows × cols` matrix of `float` values from `bytes`, in anonymous
+/// memory mapped like a file's, so it takes the same kernel.
+fn owned_matrix(bytes: &[u8], rows: usize, cols: usize, float: MappedFloat) -> Option<MappedMatrix> {
     let mut memory = memmap2::MmapMut::map_anon(bytes.len()).ok()?;
     memory.copy_from_slice(bytes);
-    MappedMatrix::new(Arc::new(memory.make_read_only().ok()?), 0, rows, cols, MappedFloat::F16)
+    MappedMatrix::new(Arc::new(memory.make_read_only().ok()?), 0, rows, cols, float)
 }
 
 /// A tensor's values as f32, dequantizing if it is quantized.
@@ -380,11 +410,13 @@ impl WeightStore for GgufStore {
         let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
         let gname = location.tensor.clone();
+        self.read_ahead_for(&gname);
         let info =
             self.file.tensor_info(&gname).with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
         let mut dims = info.dims.clone();
         let mut raw = self.file.tensor_bytes(&gname)?;
         let mut last_use = true;
+        let mut expert_offset = 0;
         if let Some(expert) = location.expert {
             // Experts are stacked along the outermost dimension: one
             // expert's rows are a contiguous run of whole blocks.
@@ -394,22 +426,27 @@ impl WeightStore for GgufStore {
                 self.origin()
             );
             let per_expert = raw.len() / dims[0];
-            raw = &raw[expert * per_expert..(expert + 1) * per_expert];
+            expert_offset = expert * per_expert;
+            raw = &raw[expert_offset..expert_offset + per_expert];
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
-        let plain = location.expert.is_none() && location.undo == Undo::None && self.permuted_heads(name).is_none();
+        let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
         let mapped_float = match info.ggml_type {
             GgmlType::F32 => Some(MappedFloat::F32),
             GgmlType::F16 => Some(MappedFloat::F16),
+            GgmlType::BF16 => Some(MappedFloat::BF16),
             _ => None,
         };
         if let (true, Some(float), 2, true) = (plain, mapped_float, dims.len(), device.is_cpu()) {
-            let start = self.file.tensor_offset(&gname)?;
+            let start = self.file.tensor_offset(&gname)? + expert_offset;
             if let Some(mapped) = MappedMatrix::new(self.file.map().clone(), start, dims[0], dims[1], float) {
-                // Read where it lies from now on: map its pages in at once,
-                // rather than one fault per page during the first token.
-                self.file.populate(&gname);
+                // Read where it lies from now on: map its pages in at once
+                // (all experts' with the first), rather than one fault per
+                // page during the first token.
+                if expert_offset == 0 {
+                    self.file.populate(&gname);
+                }
                 return Ok(StoredTensor::Mapped(Arc::new(mapped)));
             }
         }
@@ -428,10 +465,12 @@ impl WeightStore for GgufStore {
             self.file.release(&gname);
             return Ok(stored);
         }
-        if let (Cow::Owned(owned), GgmlType::F16, 2, true) = (&bytes, info.ggml_type, dims.len(), device.is_cpu()) {
-            // Reordered f16 rows (q and k): kept in f16 for the streaming
-            // kernel, as the mapped ones are, not widened to f32.
-            if let Some(matrix) = owned_f16_matrix(owned, dims[0], dims[1]) {
+        if let (Cow::Owned(owned), Some(float @ (MappedFloat::F16 | MappedFloat::BF16)), 2, true) =
+            (&bytes, mapped_float, dims.len(), device.is_cpu())
+        {
+            // Reordered half-precision rows (q and k): kept as they are for
+            // the streaming kernel, like the mapped ones, not widened to f32.
+            if let Some(matrix) = owned_matrix(owned, dims[0], dims[1], float) {
                 self.file.release(&gname);
                 return Ok(StoredTensor::Mapped(Arc::new(matrix)));
             }
