@@ -48,6 +48,9 @@ FTYPES = {
     "Q2_K": "LLAMA_FTYPE_MOSTLY_Q2_K",
     "IQ4_NL": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
     "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
+    # Half-precision matrices (one-dimensional tensors stay F32).
+    "F16": "LLAMA_FTYPE_MOSTLY_F16",
+    "BF16": "LLAMA_FTYPE_MOSTLY_BF16",
 }
 CHILD_ONLY = "--nll-child"
 

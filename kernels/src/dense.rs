@@ -4,8 +4,8 @@
 //! bound by reading `W`; this streams the rows of `W` on the pool's threads,
 //! each dotted with the activation rows while it is in cache. With AVX-512
 //! and several activation rows, blocks of 4 weight rows × up to 4
-//! activation rows reuse every load (short prompts). Long prompts are left
-//! to a GEMM.
+//! activation rows reuse every load (short prompts); with AVX2, blocks of
+//! 4 × 3. Long prompts are left to a GEMM.
 
 use super::cpu::Level;
 use super::pool::Pool;
@@ -58,6 +58,11 @@ fn rows_of<W: StoredValue>(
     if level == Level::Avx512Vnni && (m > 1 || W::WIDENS) {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
         return unsafe { rows_of_avx512(w, cols, x, m, range, out, stride) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx2 && (m > 1 || W::WIDENS) {
+        // SAFETY: `Level` is only this high when the CPU has AVX2, FMA and F16C.
+        return unsafe { rows_of_avx2(w, cols, x, m, range, out, stride) };
     }
     let mut scratch = Vec::new();
     for row in range {
@@ -166,6 +171,109 @@ unsafe fn dots_avx512<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]
     std::array::from_fn(|r| std::array::from_fn(|t| _mm512_reduce_add_ps(acc[r][t])))
 }
 
+/// [`rows_of`] with AVX2, in blocks of 4 weight rows × up to 3 activation
+/// rows (the 12 sums, 3 activations and a weight fill the 16 registers).
+/// Edge blocks repeat their last row and drop the repeats' results.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_of_avx2<W: StoredValue>(
+    w: &[W],
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    range: Range<usize>,
+    out: &Output,
+    stride: usize,
+) {
+    // Activation rows outside, weight rows inside: the work item's few
+    // weight rows stay in cache while each group of activation rows passes
+    // over them once (the other way round, every 4 weight rows would read
+    // all the activations again, far more bytes than the weights).
+    let mut t0 = 0;
+    while t0 < m {
+        let tn = 3.min(m - t0);
+        let mut r0 = range.start;
+        while r0 < range.end {
+            let rn = 4.min(range.end - r0);
+            let w_rows: [&[W]; 4] = std::array::from_fn(|k| {
+                let row = r0 + k.min(rn - 1);
+                &w[row * cols..(row + 1) * cols]
+            });
+            match tn {
+                1 => block_avx2::<W, 1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                2 => block_avx2::<W, 2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+                _ => block_avx2::<W, 3>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+            }
+            r0 += 4;
+        }
+        t0 += 3;
+    }
+}
+
+/// Writes the dot products of weight rows `r0..` (4, `rn` of them real) with the
+/// `tn ≤ T` activation rows from `t0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_avx2<W: StoredValue, const T: usize>(
+    w: &[&[W]; 4],
+    r0: usize,
+    rn: usize,
+    x: &[f32],
+    t0: usize,
+    tn: usize,
+    cols: usize,
+    out: &Output,
+    stride: usize,
+) {
+    let x_rows: [&[f32]; T] = std::array::from_fn(|k| {
+        let t = t0 + k.min(tn - 1);
+        &x[t * cols..(t + 1) * cols]
+    });
+    let values = dots_avx2::<W, T>(w, &x_rows, cols);
+    for (k, row_values) in values.iter().enumerate().take(rn) {
+        for (j, &value) in row_values.iter().enumerate().take(tn) {
+            // SAFETY: in bounds; this work item alone writes these rows.
+            *out.0.add((t0 + j) * stride + r0 + k) = value;
+        }
+    }
+}
+
+/// The 4 × `T` dot products of 4 weight rows with `T` activation rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dots_avx2<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); T]; 4];
+    let mut i = 0;
+    while i + 8 <= cols {
+        let xv: [__m256; T] = std::array::from_fn(|t| _mm256_loadu_ps(x[t].as_ptr().add(i)));
+        for (acc, w) in acc.iter_mut().zip(w) {
+            let wv = W::load8(w.as_ptr().add(i));
+            for (acc, xv) in acc.iter_mut().zip(&xv) {
+                *acc = _mm256_fmadd_ps(wv, *xv, *acc);
+            }
+        }
+        i += 8;
+    }
+    std::array::from_fn(|r| {
+        std::array::from_fn(|t| {
+            let tail: f32 = (i..cols).map(|c| w[r][c].widen() * x[t][c]).sum();
+            sum_lanes_avx2(acc[r][t]) + tail
+        })
+    })
+}
+
+/// The sum of a vector's 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_lanes_avx2(v: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)))
+}
+
 /// `Σ a[i] · b[i]` at `level`.
 pub(crate) fn dot(a: &[f32], b: &[f32], level: Level) -> f32 {
     match level {
@@ -236,11 +344,8 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
         i += 8;
     }
     let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
-    let pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
-    let single = _mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1));
     let tail: f32 = a[i..].iter().zip(&b[i..]).map(|(x, y)| x * y).sum();
-    _mm_cvtss_f32(single) + tail
+    sum_lanes_avx2(sum) + tail
 }
 
 #[cfg(test)]

@@ -13,6 +13,16 @@ pub trait StoredValue: Copy + Send + Sync + 'static {
     /// `values` as f32: borrowed when they are, else widened into `scratch`.
     fn as_f32<'s>(values: &'s [Self], scratch: &'s mut Vec<f32>) -> &'s [f32];
 
+    /// One value as f32.
+    fn widen(self) -> f32;
+
+    /// The 8 values from `at` as f32.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C, and the 8 values are readable.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(at: *const Self) -> std::arch::x86_64::__m256;
+
     /// The 16 values from `at` as f32, lanes outside `mask` zero.
     ///
     /// # Safety
@@ -27,6 +37,16 @@ impl StoredValue for f32 {
 
     fn as_f32<'s>(values: &'s [f32], _: &'s mut Vec<f32>) -> &'s [f32] {
         values
+    }
+
+    fn widen(self) -> f32 {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(at: *const f32) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(at)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -45,6 +65,17 @@ impl StoredValue for f16 {
         scratch
     }
 
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(at: *const f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(at as *const __m128i))
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(at: *const f16, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512 {
@@ -60,6 +91,18 @@ impl StoredValue for bf16 {
         scratch.resize(values.len(), 0.0);
         values.convert_to_f32_slice(scratch);
         scratch
+    }
+
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(at: *const bf16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        let halves = _mm256_cvtepu16_epi32(_mm_loadu_si128(at as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(halves))
     }
 
     /// A bf16 is the top half of an f32: widen to 32 bits and shift.
