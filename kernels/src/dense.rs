@@ -5,7 +5,7 @@
 //! each dotted with the activation rows while it is in cache. With AVX-512
 //! and several activation rows, blocks of 4 weight rows × up to 4
 //! activation rows reuse every load (short prompts); with AVX2, blocks of
-//! 4 × 3. Long prompts are left to a GEMM.
+//! 4 × up to 3. Long prompts are left to a GEMM.
 
 use super::cpu::Level;
 use super::pool::Pool;
@@ -57,12 +57,12 @@ fn rows_of<W: StoredValue>(
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx512Vnni && (m > 1 || W::WIDENS) {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
-        return unsafe { rows_of_avx512(w, cols, x, m, range, out, stride) };
+        return unsafe { blocked_rows::<W, Avx512Blocks>(w, cols, x, m, range, out, stride) };
     }
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx2 && (m > 1 || W::WIDENS) {
         // SAFETY: `Level` is only this high when the CPU has AVX2, FMA and F16C.
-        return unsafe { rows_of_avx2(w, cols, x, m, range, out, stride) };
+        return unsafe { blocked_rows::<W, Avx2Blocks>(w, cols, x, m, range, out, stride) };
     }
     let mut scratch = Vec::new();
     for row in range {
@@ -76,12 +76,52 @@ fn rows_of<W: StoredValue>(
     }
 }
 
-/// [`rows_of`] in blocks of 4 weight rows × 4 activation rows, each block
-/// reusing every load 4 times. Edge blocks repeat their last row and drop
-/// the repeats' results.
+/// A SIMD level's dot products of 4 weight rows with `T` activation rows.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-unsafe fn rows_of_avx512<W: StoredValue>(
+trait BlockDots {
+    /// Most activation rows one block takes (at most 4).
+    const MAX_TOKENS: usize;
+
+    /// # Safety
+    /// The CPU has the level's instructions.
+    unsafe fn dots<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4];
+}
+
+/// Blocks of 4 × up to 4 with AVX-512.
+#[cfg(target_arch = "x86_64")]
+struct Avx512Blocks;
+
+#[cfg(target_arch = "x86_64")]
+impl BlockDots for Avx512Blocks {
+    const MAX_TOKENS: usize = 4;
+
+    unsafe fn dots<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
+        dots_avx512(w, x, cols)
+    }
+}
+
+/// Blocks of 4 × up to 3 with AVX2: the 12 sums, 3 activations and a
+/// weight fill its 16 registers.
+#[cfg(target_arch = "x86_64")]
+struct Avx2Blocks;
+
+#[cfg(target_arch = "x86_64")]
+impl BlockDots for Avx2Blocks {
+    const MAX_TOKENS: usize = 3;
+
+    unsafe fn dots<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]; T], cols: usize) -> [[f32; T]; 4] {
+        dots_avx2(w, x, cols)
+    }
+}
+
+/// [`rows_of`] in blocks of 4 weight rows × up to `K::MAX_TOKENS`
+/// activation rows, each block reusing every load. Edge blocks repeat
+/// their last row and drop the repeats' results.
+///
+/// # Safety
+/// The CPU has `K`'s instructions.
+#[cfg(target_arch = "x86_64")]
+unsafe fn blocked_rows<W: StoredValue, K: BlockDots>(
     w: &[W],
     cols: usize,
     x: &[f32],
@@ -92,50 +132,50 @@ unsafe fn rows_of_avx512<W: StoredValue>(
 ) {
     let mut r0 = range.start;
     while r0 < range.end {
-        let rn = 4.min(range.end - r0);
+        let rows = r0..range.end.min(r0 + 4);
         let w_rows: [&[W]; 4] = std::array::from_fn(|k| {
-            let row = r0 + k.min(rn - 1);
+            let row = (r0 + k).min(rows.end - 1);
             &w[row * cols..(row + 1) * cols]
         });
         let mut t0 = 0;
         while t0 < m {
-            let tn = 4.min(m - t0);
-            match tn {
-                1 => block_avx512::<W, 1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                2 => block_avx512::<W, 2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                _ => block_avx512::<W, 4>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
+            let tokens = t0..m.min(t0 + K::MAX_TOKENS);
+            match tokens.len() {
+                1 => block::<W, K, 1>(&w_rows, rows.clone(), x, tokens, cols, out, stride),
+                2 => block::<W, K, 2>(&w_rows, rows.clone(), x, tokens, cols, out, stride),
+                3 => block::<W, K, 3>(&w_rows, rows.clone(), x, tokens, cols, out, stride),
+                _ => block::<W, K, 4>(&w_rows, rows.clone(), x, tokens, cols, out, stride),
             }
-            t0 += 4;
+            t0 += K::MAX_TOKENS;
         }
         r0 += 4;
     }
 }
 
-/// Writes the dot products of weight rows `r0..` (4, `rn` of them real) with the
-/// `tn ≤ T` activation rows from `t0`.
+/// Writes the dot products of weight rows `rows` (`w` holds them, the last
+/// repeated to 4) with activation rows `tokens` (at most `T`).
+///
+/// # Safety
+/// The CPU has `K`'s instructions.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block_avx512<W: StoredValue, const T: usize>(
+unsafe fn block<W: StoredValue, K: BlockDots, const T: usize>(
     w: &[&[W]; 4],
-    r0: usize,
-    rn: usize,
+    rows: Range<usize>,
     x: &[f32],
-    t0: usize,
-    tn: usize,
+    tokens: Range<usize>,
     cols: usize,
     out: &Output,
     stride: usize,
 ) {
     let x_rows: [&[f32]; T] = std::array::from_fn(|k| {
-        let t = t0 + k.min(tn - 1);
+        let t = (tokens.start + k).min(tokens.end - 1);
         &x[t * cols..(t + 1) * cols]
     });
-    let values = dots_avx512::<W, T>(w, &x_rows, cols);
-    for (k, row_values) in values.iter().enumerate().take(rn) {
-        for (j, &value) in row_values.iter().enumerate().take(tn) {
+    let values = K::dots::<W, T>(w, &x_rows, cols);
+    for (row, row_values) in rows.zip(&values) {
+        for (t, &value) in tokens.clone().zip(row_values) {
             // SAFETY: in bounds; this work item alone writes these rows.
-            *out.0.add((t0 + j) * stride + r0 + k) = value;
+            *out.0.add(t * stride + row) = value;
         }
     }
 }
@@ -169,74 +209,6 @@ unsafe fn dots_avx512<W: StoredValue, const T: usize>(w: &[&[W]; 4], x: &[&[f32]
         );
     }
     std::array::from_fn(|r| std::array::from_fn(|t| _mm512_reduce_add_ps(acc[r][t])))
-}
-
-/// [`rows_of`] with AVX2, in blocks of 4 weight rows × up to 3 activation
-/// rows (the 12 sums, 3 activations and a weight fill the 16 registers).
-/// Edge blocks repeat their last row and drop the repeats' results.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows_of_avx2<W: StoredValue>(
-    w: &[W],
-    cols: usize,
-    x: &[f32],
-    m: usize,
-    range: Range<usize>,
-    out: &Output,
-    stride: usize,
-) {
-    // Activation rows outside, weight rows inside: the work item's few
-    // weight rows stay in cache while each group of activation rows passes
-    // over them once (the other way round, every 4 weight rows would read
-    // all the activations again, far more bytes than the weights).
-    let mut t0 = 0;
-    while t0 < m {
-        let tn = 3.min(m - t0);
-        let mut r0 = range.start;
-        while r0 < range.end {
-            let rn = 4.min(range.end - r0);
-            let w_rows: [&[W]; 4] = std::array::from_fn(|k| {
-                let row = r0 + k.min(rn - 1);
-                &w[row * cols..(row + 1) * cols]
-            });
-            match tn {
-                1 => block_avx2::<W, 1>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                2 => block_avx2::<W, 2>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-                _ => block_avx2::<W, 3>(&w_rows, r0, rn, x, t0, tn, cols, out, stride),
-            }
-            r0 += 4;
-        }
-        t0 += 3;
-    }
-}
-
-/// Writes the dot products of weight rows `r0..` (4, `rn` of them real) with the
-/// `tn ≤ T` activation rows from `t0`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block_avx2<W: StoredValue, const T: usize>(
-    w: &[&[W]; 4],
-    r0: usize,
-    rn: usize,
-    x: &[f32],
-    t0: usize,
-    tn: usize,
-    cols: usize,
-    out: &Output,
-    stride: usize,
-) {
-    let x_rows: [&[f32]; T] = std::array::from_fn(|k| {
-        let t = t0 + k.min(tn - 1);
-        &x[t * cols..(t + 1) * cols]
-    });
-    let values = dots_avx2::<W, T>(w, &x_rows, cols);
-    for (k, row_values) in values.iter().enumerate().take(rn) {
-        for (j, &value) in row_values.iter().enumerate().take(tn) {
-            // SAFETY: in bounds; this work item alone writes these rows.
-            *out.0.add((t0 + j) * stride + r0 + k) = value;
-        }
-    }
 }
 
 /// The 4 × `T` dot products of 4 weight rows with `T` activation rows.

@@ -60,9 +60,7 @@ impl StoredValue for f16 {
     const WIDENS: bool = true;
 
     fn as_f32<'s>(values: &'s [f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
-        scratch.resize(values.len(), 0.0);
-        values.convert_to_f32_slice(scratch);
-        scratch
+        widened(values, scratch)
     }
 
     fn widen(self) -> f32 {
@@ -88,9 +86,7 @@ impl StoredValue for bf16 {
     const WIDENS: bool = true;
 
     fn as_f32<'s>(values: &'s [bf16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
-        scratch.resize(values.len(), 0.0);
-        values.convert_to_f32_slice(scratch);
-        scratch
+        widened(values, scratch)
     }
 
     fn widen(self) -> f32 {
@@ -113,4 +109,14 @@ impl StoredValue for bf16 {
         let halves = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, at as *const i16));
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(halves))
     }
+}
+
+/// Half-precision `values` widened into `scratch`.
+fn widened<'s, H>(values: &[H], scratch: &'s mut Vec<f32>) -> &'s [f32]
+where
+    [H]: HalfFloatSliceExt,
+{
+    scratch.resize(values.len(), 0.0);
+    values.convert_to_f32_slice(scratch);
+    scratch
 }

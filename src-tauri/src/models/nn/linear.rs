@@ -222,16 +222,16 @@ mod tests {
             file.write_all(&[0u8; 32]).unwrap();
             let mut values = Vec::new();
             for &v in &exact {
-                let stored = match float {
-                    MappedFloat::F32 => v,
-                    MappedFloat::F16 => half::f16::from_f32(v).to_f32(),
-                    MappedFloat::BF16 => half::bf16::from_f32(v).to_f32(),
+                let (bytes, stored) = match float {
+                    MappedFloat::F32 => (v.to_le_bytes().to_vec(), v),
+                    MappedFloat::F16 => {
+                        (half::f16::from_f32(v).to_le_bytes().to_vec(), half::f16::from_f32(v).to_f32())
+                    }
+                    MappedFloat::BF16 => {
+                        (half::bf16::from_f32(v).to_le_bytes().to_vec(), half::bf16::from_f32(v).to_f32())
+                    }
                 };
-                match float {
-                    MappedFloat::F32 => file.write_all(&v.to_le_bytes()).unwrap(),
-                    MappedFloat::F16 => file.write_all(&half::f16::from_f32(v).to_le_bytes()).unwrap(),
-                    MappedFloat::BF16 => file.write_all(&half::bf16::from_f32(v).to_le_bytes()).unwrap(),
-                }
+                file.write_all(&bytes).unwrap();
                 values.push(stored);
             }
             let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());

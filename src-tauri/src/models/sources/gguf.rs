@@ -62,9 +62,8 @@ impl GgufStore {
         };
         let mut asked = self.read_ahead.lock().unwrap_or_else(|e| e.into_inner());
         for prefix in prefixes {
-            if !asked.contains(&prefix) {
+            if asked.insert(prefix.clone()) {
                 self.file.read_ahead(&prefix);
-                asked.insert(prefix);
             }
         }
     }
