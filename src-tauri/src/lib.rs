@@ -9,6 +9,7 @@
 //! | folder | what it holds | may use |
 //! |---|---|---|
 //! | [`files`] | the data folder, the Hugging Face cache, crash-safe writes | |
+//! | [`startup`] | starting with the session: the systemd user unit, the XDG autostart entry | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
 //! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | formats |
 //! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
@@ -20,7 +21,7 @@
 //! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, files, library, text |
 //! | `desktop` | the Tauri window (feature `gui`) | app, files, library, text |
 //! | [`fuzz_targets`] | the readers of untrusted bytes, as the fuzzers drive them | cluster, formats, speech, text |
-//! | [`cli`] | the `cake` command line | app, audio, cluster, desktop, files, formats, library, models, server, speech, text |
+//! | [`cli`] | the `cake` command line | app, audio, cluster, desktop, files, formats, library, models, server, speech, startup, text |
 
 pub mod app;
 pub mod audio;
@@ -35,6 +36,7 @@ pub mod library;
 pub mod models;
 pub mod server;
 pub mod speech;
+pub mod startup;
 pub mod text;
 
 #[cfg(test)]

@@ -144,8 +144,7 @@ impl App {
                     return Err(ApiError::BadRequest(format!("`{repo_id}` is not a Hugging Face model id (org/name)")));
                 }
                 let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
-                let catalog =
-                    Catalog::new(self.catalog.data_dir().to_path_buf(), self.catalog.hf_cache().to_path_buf());
+                let catalog = self.catalog.clone();
                 std::thread::spawn(move || download(downloader, catalog, repo_id, sink, cancel));
                 Ok(())
             }

@@ -1,6 +1,6 @@
 //! The app's own folders.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// File name of the model Cake uses when none is chosen.
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -16,11 +16,86 @@ pub fn data_dir() -> PathBuf {
     home_dir().join(".local/share/cake")
 }
 
-/// Where the embedded default model is installed.
+/// Read-only folders where an installed package keeps models, searched
+/// after the user's own: `<prefix>/share/cake/models` beside the running
+/// executable (`/usr/bin/cake` → `/usr/share/cake/models`), then
+/// `<dir>/cake/models` for each `$XDG_DATA_DIRS` entry (default
+/// `/usr/local/share:/usr/share`).
+pub fn packaged_model_dirs() -> Vec<PathBuf> {
+    let executable = std::env::current_exe().ok().and_then(|exe| exe.canonicalize().ok());
+    let data_dirs = std::env::var("XDG_DATA_DIRS").ok().filter(|dirs| !dirs.is_empty());
+    packaged_model_dirs_for(executable.as_deref(), data_dirs.as_deref().unwrap_or("/usr/local/share:/usr/share"))
+}
+
+fn packaged_model_dirs_for(executable: Option<&Path>, xdg_data_dirs: &str) -> Vec<PathBuf> {
+    let beside_executable = executable
+        .and_then(|exe| exe.parent()?.parent())
+        .map(|prefix| prefix.join("share").join("cake").join("models"));
+    let mut dirs: Vec<PathBuf> = beside_executable.into_iter().collect();
+    for dir in xdg_data_dirs.split(':').filter(|dir| Path::new(dir).is_absolute()) {
+        let models = Path::new(dir).join("cake").join("models");
+        if !dirs.contains(&models) {
+            dirs.push(models);
+        }
+    }
+    dirs
+}
+
+/// The default model to use: the copy in the user's data folder if there is
+/// one, else a packaged copy. When neither exists this is the data-folder
+/// path, where `make model` installs it (and errors name it).
 pub fn default_model_path() -> PathBuf {
-    data_dir().join("models").join(DEFAULT_MODEL_FILE)
+    find_default_model(&data_dir(), &packaged_model_dirs()).unwrap_or_else(|| user_default_model_path(&data_dir()))
+}
+
+/// Where the default model lives in the data folder `data_dir`.
+pub fn user_default_model_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join(DEFAULT_MODEL_FILE)
+}
+
+/// The first existing copy of the default model: the user's, then the packaged ones.
+pub fn find_default_model(data_dir: &Path, packaged_dirs: &[PathBuf]) -> Option<PathBuf> {
+    std::iter::once(user_default_model_path(data_dir))
+        .chain(packaged_dirs.iter().map(|dir| dir.join(DEFAULT_MODEL_FILE)))
+        .find(|path| path.is_file())
 }
 
 pub fn home_dir() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packaged_models_sit_beside_the_executable_then_in_xdg_data_dirs() {
+        let dirs =
+            packaged_model_dirs_for(Some(Path::new("/opt/cake/bin/cake")), "/usr/local/share:relative:/usr/share");
+        assert_eq!(
+            dirs,
+            [
+                PathBuf::from("/opt/cake/share/cake/models"),
+                PathBuf::from("/usr/local/share/cake/models"),
+                PathBuf::from("/usr/share/cake/models"),
+            ]
+        );
+        let installed = packaged_model_dirs_for(Some(Path::new("/usr/bin/cake")), "/usr/share");
+        assert_eq!(installed, [PathBuf::from("/usr/share/cake/models")], "no folder twice");
+    }
+
+    #[test]
+    fn the_users_copy_of_the_default_model_comes_before_the_packaged_one() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        let packaged = root.path().join("share");
+        let packaged_dirs = [packaged.clone()];
+        assert_eq!(find_default_model(&data, &packaged_dirs), None);
+        std::fs::create_dir_all(&packaged).unwrap();
+        std::fs::write(packaged.join(DEFAULT_MODEL_FILE), b"packaged").unwrap();
+        assert_eq!(find_default_model(&data, &packaged_dirs), Some(packaged.join(DEFAULT_MODEL_FILE)));
+        std::fs::create_dir_all(data.join("models")).unwrap();
+        std::fs::write(user_default_model_path(&data), b"own").unwrap();
+        assert_eq!(find_default_model(&data, &packaged_dirs), Some(user_default_model_path(&data)));
+    }
 }

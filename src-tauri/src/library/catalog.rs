@@ -95,21 +95,30 @@ impl Inspection {
     }
 }
 
-/// The model list, rooted at the app's data folder and the HF cache.
+/// The model list, rooted at the app's data folder and the HF cache (and,
+/// for the default model, the folders an installed package keeps it in).
+#[derive(Clone)]
 pub struct Catalog {
     data_dir: PathBuf,
     hf_cache: PathBuf,
+    packaged_model_dirs: Vec<PathBuf>,
 }
 
 impl Default for Catalog {
     fn default() -> Self {
-        Self::new(paths::data_dir(), hf_cache::cache_dir())
+        Self::new(paths::data_dir(), hf_cache::cache_dir()).with_packaged_models(paths::packaged_model_dirs())
     }
 }
 
 impl Catalog {
+    /// A catalog of `data_dir` and `hf_cache` alone.
     pub fn new(data_dir: PathBuf, hf_cache: PathBuf) -> Self {
-        Self { data_dir, hf_cache }
+        Self { data_dir, hf_cache, packaged_model_dirs: Vec::new() }
+    }
+
+    /// Also finds the default model in these read-only folders.
+    pub fn with_packaged_models(self, packaged_model_dirs: Vec<PathBuf>) -> Self {
+        Self { packaged_model_dirs, ..self }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -120,8 +129,8 @@ impl Catalog {
         &self.hf_cache
     }
 
-    fn default_model_path(&self) -> PathBuf {
-        self.data_dir.join("models").join(paths::DEFAULT_MODEL_FILE)
+    fn default_model_path(&self) -> Option<PathBuf> {
+        paths::find_default_model(&self.data_dir, &self.packaged_model_dirs)
     }
 
     fn imports_file(&self) -> PathBuf {
@@ -145,8 +154,7 @@ impl Catalog {
     /// Where every known model lives, without opening any of them.
     fn candidates(&self) -> Result<Vec<Candidate>> {
         let mut found = Vec::new();
-        let default = self.default_model_path();
-        if default.exists() {
+        if let Some(default) = self.default_model_path() {
             found.push(Candidate {
                 id: "default".into(),
                 name: "SmolLM2 135M Instruct".into(),

@@ -14,13 +14,18 @@ use std::path::{Path, PathBuf};
 /// means the embedded default model.
 pub fn resolve_model(spec: Option<&str>) -> Result<PathBuf> {
     let Some(spec) = spec else {
-        let path = paths::default_model_path();
-        if !path.exists() {
+        let packaged = paths::packaged_model_dirs();
+        let Some(path) = paths::find_default_model(&paths::data_dir(), &packaged) else {
+            let searched: Vec<String> = std::iter::once(paths::user_default_model_path(&paths::data_dir()))
+                .chain(packaged.iter().map(|dir| dir.join(paths::DEFAULT_MODEL_FILE)))
+                .map(|path| path.display().to_string())
+                .collect();
             bail!(
-                "the default model is not installed at {} (run `make model` to fetch it, or pass --model)",
-                path.display()
+                "the default model is not installed (looked for {}); pass --model, or run `make model` in a \
+                 source checkout to fetch it",
+                searched.join(", ")
             );
-        }
+        };
         return Ok(path);
     };
     let as_path = Path::new(spec);

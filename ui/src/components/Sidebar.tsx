@@ -9,7 +9,7 @@ import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { CubeIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
 // The app's own icon (inlined by Vite): an emoji is an empty box where no emoji font is installed.
-import appIcon from "../../../icons/128x128.png";
+import appIcon from "../../../icons/hicolor/128x128/cake.png";
 
 interface Item {
   id: string;
