@@ -9,7 +9,7 @@
 //! | folder | what it holds | may use |
 //! |---|---|---|
 //! | [`files`] | the data folder, the Hugging Face cache, crash-safe writes | |
-//! | [`startup`] | starting with the session: the systemd user unit, the XDG autostart entry | files |
+//! | [`startup`] | how Cake starts: the systemd user unit, the XDG autostart entry, one instance per user | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
 //! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | formats |
 //! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
@@ -19,7 +19,7 @@
 //! | [`library`] | the model list, imports and downloads | files, formats, models, speech |
 //! | [`app`] | what the window and `cake serve` share: commands, engine thread, conversations | audio, cluster, files, formats, library, models, speech, text |
 //! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, files, library, text |
-//! | `desktop` | the Tauri window (feature `gui`) | app, files, library, text |
+//! | `desktop` | the Tauri window and its tray icon (feature `gui`) | app, files, library, startup, text |
 //! | [`fuzz_targets`] | the readers of untrusted bytes, as the fuzzers drive them | cluster, formats, speech, text |
 //! | [`cli`] | the `cake` command line | app, audio, cluster, desktop, files, formats, library, models, server, speech, startup, text |
 

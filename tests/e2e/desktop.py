@@ -111,6 +111,76 @@ def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, process
     print("a reply ran through both workers")
 
 
+def greedy_run(cake: Path, env: dict, *extra: str) -> dict:
+    """`cake run --json` of the default model on one prompt, greedy."""
+    out = subprocess.run(
+        [str(cake), "run", "--prompt", "The desktop window closed, and", "--max-tokens", "12",
+         "--temperature", "0", "--ignore-eos", "--json", *extra],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def start_at_login_check(driver: WebDriver, tmp: Path):
+    """The Start at login switch writes an autostart entry desktop-file-validate accepts, and removes it."""
+    entry = tmp / "config" / "autostart" / "dev.cake.Cake.desktop"
+    click(driver, '[data-testid="cluster-button"]')
+    driver.find('[data-testid="cluster-view"]')
+    click(driver, '[data-testid="start-at-login"]')
+    wait_for(driver, "return document.querySelector('[data-testid=\"start-at-login\"]').checked",
+             "Start at login on", timeout=10)
+    assert entry.is_file(), f"{entry} written"
+    checked = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
+    assert checked.returncode == 0 and not checked.stdout.strip(), checked.stdout + checked.stderr
+    assert "--background" in entry.read_text()
+    print(f"Start at login wrote {entry.name}; desktop-file-validate accepts it")
+    click(driver, '[data-testid="start-at-login"]')
+    wait_for(driver, "return !document.querySelector('[data-testid=\"start-at-login\"]').checked",
+             "Start at login off", timeout=10)
+    assert not entry.exists(), "turning it off removes the entry"
+
+
+def second_launch_check(cake: Path, env: dict):
+    """A second `cake` shows the first window and ends at once."""
+    started = time.time()
+    second = subprocess.run([str(cake)], env=env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0 and "already running" in second.stdout, (second.stdout, second.stderr[-1000:])
+    print(f"a second launch handed over to the first window in {time.time() - started:.1f} s")
+
+
+def background_worker_check(driver: WebDriver, cake: Path, env: dict):
+    """With Join as worker on, closing the window leaves the worker serving."""
+    port = free_port()
+    set_field(driver, '[data-testid="cluster-worker-port"]', str(port))
+    click(driver, '[data-testid="cluster-join-worker"]')
+    click(driver, '[data-testid="cluster-save"]')
+    deadline = time.time() + 30
+    while True:
+        status = driver.run_async(
+            "const done = arguments[arguments.length - 1];"
+            "window.__TAURI__.core.invoke('app_call', {command: 'cluster_status', args: {}}).then(done, e => done({error: String(e)}));")
+        if status.get("role") == "worker" and status.get("worker"):
+            break
+        assert time.time() < deadline, f"the app did not become a worker: {status}"
+        time.sleep(0.5)
+    print(f"the window's app serves as a worker at {status['worker']['address']}")
+    # As the window's close button does (Xvfb has no window manager to click).
+    driver.run("window.__TAURI__.window.getCurrentWindow().close(); return 'asked';")
+    time.sleep(2.0)
+    handles = []
+    try:
+        handles = driver.request("GET", driver.s("/window/handles"), timeout=20)
+    except RuntimeError:
+        pass
+    assert not handles, f"the window is closed: {handles}"
+    alone = greedy_run(cake, env)
+    spread = greedy_run(cake, env, "--worker", f"127.0.0.1:{port}", "--cluster-key", CLUSTER_KEY,
+                        "--max-memory", "50000000")
+    assert spread["network_bytes"] > 0, "layers ran on the window-less worker"
+    assert spread["tokens"] == alone["tokens"], f"through the worker {spread['tokens']} != alone {alone['tokens']}"
+    print(f"window closed, worker still serving: {len(spread['tokens'])} tokens through it equal one process's")
+
+
 HOSTILE_REPLY = (Path(__file__).parent / "hostile_reply.md").read_text()
 
 # What the hostile reply's message body holds, read inside the window.
@@ -218,6 +288,9 @@ def main() -> int:
             screen("desktop-screen.png")
             hostile_markdown_check(driver)
             cluster_check(driver, cake, tmp, env, processes, screen)
+            second_launch_check(cake, env)
+            start_at_login_check(driver, tmp)
+            background_worker_check(driver, cake, env)
             print(f"screenshots in {OUT}")
         finally:
             driver.quit()

@@ -235,6 +235,16 @@ impl ClusterControl {
         Ok(ServingWorker { running, _advertisement: Some(advertisement) })
     }
 
+    /// Whether this machine is serving other machines' masters right now.
+    pub fn is_serving_as_worker(&self) -> bool {
+        self.state.lock().expect("cluster state").worker.is_some()
+    }
+
+    /// Stops serving as a worker and remembers that ("Join as worker" off).
+    pub fn stop_worker(&self) -> Result<()> {
+        self.update(SettingsUpdate { join_as_worker: Some(false), ..SettingsUpdate::default() })
+    }
+
     /// Looks for workers now and records what it finds (as a master).
     pub fn scan(&self) -> Result<()> {
         let settings =

@@ -27,6 +27,10 @@ pub struct Cli {
     /// What to do; without one, Cake opens its desktop window.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// With no command: start without the window while serving as a worker
+    /// (how Start at login runs Cake).
+    #[arg(long)]
+    pub background: bool,
 }
 
 #[derive(Subcommand)]
@@ -232,13 +236,14 @@ pub fn parse_token_list(text: &str) -> Result<Vec<u32>> {
 }
 
 /// Opens the desktop window, when this build has one.
-fn open_window() -> Result<()> {
+fn open_window(background: bool) -> Result<()> {
     #[cfg(feature = "gui")]
     {
-        crate::desktop::run()
+        crate::desktop::run(background)
     }
     #[cfg(not(feature = "gui"))]
     {
+        let _ = background;
         bail!("this build of Cake has no desktop window (built without the `gui` feature): use `cake serve`, `cake chat` or `cake --help`")
     }
 }
@@ -254,7 +259,7 @@ pub fn exit_on_error(outcome: Result<()>) {
 pub fn main_with(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
         logging::init(Some(&crate::files::paths::data_dir().join("cake.log")));
-        return open_window();
+        return open_window(cli.background);
     };
     logging::init(None);
     match command {

@@ -1,7 +1,11 @@
-//! Starting Cake with the user's session, without anyone at a terminal: a
-//! systemd user unit for a headless worker (`cake worker --install-service`)
-//! and the XDG autostart entry behind the window's **Start at login**.
+//! How Cake starts: with the user's session, without anyone at a terminal
+//! (a systemd user unit for a headless worker, `cake worker
+//! --install-service`, and the XDG autostart entry behind the window's
+//! **Start at login**), and once per user (a second launch shows the first
+//! window).
 
+pub mod autostart;
+pub mod single_instance;
 pub mod systemd;
 
 use std::path::PathBuf;

@@ -13,7 +13,9 @@ import {
   type ClusterForm,
 } from "../lib/cluster";
 import { copyText } from "../lib/clipboard";
+import { desktopSession } from "../transport";
 import { ConfirmDialog } from "./ConfirmDialog";
+import { StartAtLogin } from "./StartAtLogin";
 import { useCake } from "./context";
 
 interface Props {
@@ -153,6 +155,7 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
           <span class="field-hint"> serve layers of other machines' models instead of using workers</span>
         </span>
       </label>
+      {desktopSession ? <StartAtLogin session={desktopSession} /> : null}
 
       <div class="cluster-fields">
         <label class="field">

@@ -6,7 +6,7 @@
 
 import { randomId } from "../lib/ids";
 import { httpCall, httpStream } from "./http";
-import { pickPath, tauriCall, tauriStream, watchFileDrops } from "./tauri";
+import { pickPath, setStartAtLogin, startAtLogin, tauriCall, tauriStream, watchFileDrops } from "./tauri";
 import type { EventHandler, StreamEvent } from "./events";
 
 export { isAbortError } from "./events";
@@ -43,3 +43,12 @@ export interface NativeFiles {
 
 /** The desktop window's file picker and drag and drop; null in a browser. */
 export const nativeFiles: NativeFiles | null = inTauri ? { pick: pickPath, watchDrops: watchFileDrops } : null;
+
+/** How the desktop app starts with the user's session. */
+export interface DesktopSession {
+  startAtLogin(): Promise<boolean>;
+  setStartAtLogin(enabled: boolean): Promise<boolean>;
+}
+
+/** The desktop window's session settings; null in a browser. */
+export const desktopSession: DesktopSession | null = inTauri ? { startAtLogin, setStartAtLogin } : null;

@@ -108,3 +108,21 @@ export async function watchFileDrops(handlers: {
     }
   });
 }
+
+// ---- Desktop-only session settings ----------------------------------------
+
+/** Whether Cake starts (in the background) when the user logs in. */
+export async function startAtLogin(): Promise<boolean> {
+  const { invoke } = await core();
+  return invoke<boolean>("start_at_login").catch((error: unknown) => {
+    throw toError(error);
+  });
+}
+
+/** Writes or removes the XDG autostart entry; returns the new state. */
+export async function setStartAtLogin(enabled: boolean): Promise<boolean> {
+  const { invoke } = await core();
+  return invoke<boolean>("set_start_at_login", { enabled }).catch((error: unknown) => {
+    throw toError(error);
+  });
+}
