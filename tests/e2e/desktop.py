@@ -165,7 +165,8 @@ def background_worker_check(driver: WebDriver, cake: Path, env: dict):
         time.sleep(0.5)
     print(f"the window's app serves as a worker at {status['worker']['address']}")
     # As the window's close button does (Xvfb has no window manager to click).
-    driver.run("window.__TAURI__.window.getCurrentWindow().close(); return 'asked';")
+    # Closes after this script has answered, so WebDriver is not left without its result.
+    driver.run("setTimeout(() => window.__TAURI__.window.getCurrentWindow().close(), 300); return 'asked';")
     time.sleep(2.0)
     handles = []
     try:

@@ -18,7 +18,9 @@ pub fn data_dir() -> PathBuf {
 
 /// Read-only folders where an installed package keeps models, searched
 /// after the user's own: `<prefix>/share/cake/models` beside the running
-/// executable (`/usr/bin/cake` → `/usr/share/cake/models`), then
+/// executable (`/usr/bin/cake` → `/usr/share/cake/models`), the bundle
+/// resources of the macOS app (`Cake.app/Contents/Resources/models`) and of
+/// the Windows installer (`models` beside `cake.exe`), then
 /// `<dir>/cake/models` for each `$XDG_DATA_DIRS` entry (default
 /// `/usr/local/share:/usr/share`).
 pub fn packaged_model_dirs() -> Vec<PathBuf> {
@@ -28,10 +30,18 @@ pub fn packaged_model_dirs() -> Vec<PathBuf> {
 }
 
 fn packaged_model_dirs_for(executable: Option<&Path>, xdg_data_dirs: &str) -> Vec<PathBuf> {
-    let beside_executable = executable
-        .and_then(|exe| exe.parent()?.parent())
-        .map(|prefix| prefix.join("share").join("cake").join("models"));
-    let mut dirs: Vec<PathBuf> = beside_executable.into_iter().collect();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(bin) = executable.and_then(Path::parent) {
+        if let Some(prefix) = bin.parent() {
+            dirs.push(prefix.join("share").join("cake").join("models"));
+            if cfg!(target_os = "macos") {
+                dirs.push(prefix.join("Resources").join("models"));
+            }
+        }
+        if cfg!(windows) {
+            dirs.push(bin.join("models"));
+        }
+    }
     for dir in xdg_data_dirs.split(':').filter(|dir| Path::new(dir).is_absolute()) {
         let models = Path::new(dir).join("cake").join("models");
         if !dirs.contains(&models) {
