@@ -56,14 +56,17 @@ lint:
 CLIPPY_DRIVER := $(shell command -v clippy-driver || rustup which clippy-driver 2>/dev/null)
 LINTED_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ $(CARGO)
 
-## What the linted builds leave out: formatting, and the kernels' benches.
+## What the linted builds do not cover: formatting.
 lint-rest:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy -p cake-kernels --benches -- -D warnings
 
 ## Engine, server and library tests: no WebKit needed.
+## The kernels' benchmarks are built (and so linted) in the tests' profile,
+## not run: `cargo clippy --benches` would compile candle's dependencies
+## once more for the bench profile.
 engine-test:
 	$(LINTED_CARGO) test --workspace --no-default-features --no-fail-fast
+	$(LINTED_CARGO) test --workspace --no-default-features --benches --no-run
 
 ## The UI's type check, lint (eslint, prettier) and unit tests.
 ui-test:
