@@ -5,6 +5,7 @@
 //! else in a file of the data folder that only the user can read (mode
 //! 0600). The key is never written anywhere else.
 
+use crate::files::storage::write_private_atomically;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -58,7 +59,8 @@ impl KeyStore {
             self.remove_file()?;
             return Ok(KeyStorage::Keyring);
         }
-        write_private(&self.file, key)?;
+        write_private_atomically(&self.file, key.as_bytes())
+            .with_context(|| format!("cannot write the cluster key to {}", self.file.display()))?;
         Ok(KeyStorage::File)
     }
 
@@ -90,31 +92,6 @@ fn keyring_reachable() -> bool {
     } else {
         true
     }
-}
-
-/// Writes `text` to `path` readable and writable by the user only.
-fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().context("key file has no folder")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".cluster-key.{}.tmp", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let result = (|| -> std::io::Result<()> {
-        let mut file = options.open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("cannot write the cluster key to {}", path.display()))
 }
 
 #[cfg(feature = "gui")]

@@ -55,7 +55,8 @@ fn packaged_model_dirs_for(executable: Option<&Path>, xdg_data_dirs: &str) -> Ve
 /// one, else a packaged copy. When neither exists this is the data-folder
 /// path, where `make model` installs it (and errors name it).
 pub fn default_model_path() -> PathBuf {
-    find_default_model(&data_dir(), &packaged_model_dirs()).unwrap_or_else(|| user_default_model_path(&data_dir()))
+    let data_dir = data_dir();
+    find_default_model(&data_dir, &packaged_model_dirs()).unwrap_or_else(|| user_default_model_path(&data_dir))
 }
 
 /// Where the default model lives in the data folder `data_dir`.
@@ -63,11 +64,16 @@ pub fn user_default_model_path(data_dir: &Path) -> PathBuf {
     data_dir.join("models").join(DEFAULT_MODEL_FILE)
 }
 
-/// The first existing copy of the default model: the user's, then the packaged ones.
-pub fn find_default_model(data_dir: &Path, packaged_dirs: &[PathBuf]) -> Option<PathBuf> {
+/// Where the default model may be, in search order: the user's copy, then the packaged ones.
+pub fn default_model_candidates(data_dir: &Path, packaged_dirs: &[PathBuf]) -> Vec<PathBuf> {
     std::iter::once(user_default_model_path(data_dir))
         .chain(packaged_dirs.iter().map(|dir| dir.join(DEFAULT_MODEL_FILE)))
-        .find(|path| path.is_file())
+        .collect()
+}
+
+/// The first existing copy of the default model.
+pub fn find_default_model(data_dir: &Path, packaged_dirs: &[PathBuf]) -> Option<PathBuf> {
+    default_model_candidates(data_dir, packaged_dirs).into_iter().find(|path| path.is_file())
 }
 
 pub fn home_dir() -> PathBuf {

@@ -11,12 +11,28 @@ use std::path::Path;
 
 /// Atomically replaces `path` with `bytes`, creating parent folders.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_via_temporary(path, bytes, std::fs::OpenOptions::new())
+}
+
+/// Like [`write_atomically`], readable and writable by the owner only (on
+/// Unix) from the first byte: for secrets such as the cluster key.
+pub fn write_private_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    write_via_temporary(path, bytes, options)
+}
+
+fn write_via_temporary(path: &Path, bytes: &[u8], mut options: std::fs::OpenOptions) -> Result<()> {
     let dir = path.parent().context("file path has no folder")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let name = path.file_name().context("file path has no name")?.to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| -> Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = options.write(true).create(true).truncate(true).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;

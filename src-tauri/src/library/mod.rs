@@ -14,12 +14,9 @@ use std::path::{Path, PathBuf};
 /// means the embedded default model.
 pub fn resolve_model(spec: Option<&str>) -> Result<PathBuf> {
     let Some(spec) = spec else {
-        let packaged = paths::packaged_model_dirs();
-        let Some(path) = paths::find_default_model(&paths::data_dir(), &packaged) else {
-            let searched: Vec<String> = std::iter::once(paths::user_default_model_path(&paths::data_dir()))
-                .chain(packaged.iter().map(|dir| dir.join(paths::DEFAULT_MODEL_FILE)))
-                .map(|path| path.display().to_string())
-                .collect();
+        let candidates = paths::default_model_candidates(&paths::data_dir(), &paths::packaged_model_dirs());
+        let Some(path) = candidates.iter().find(|path| path.is_file()).cloned() else {
+            let searched: Vec<String> = candidates.iter().map(|path| path.display().to_string()).collect();
             bail!(
                 "the default model is not installed (looked for {}); pass --model, or run `make model` in a \
                  source checkout to fetch it",

@@ -4,6 +4,7 @@
 //! worker if "Join as worker" is on, with the window closed.
 
 use super::{config_home, exec_line, ExecSyntax};
+use crate::files::storage::write_atomically;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -44,10 +45,7 @@ pub fn set_enabled(enabled: bool, executable: &Path) -> Result<()> {
             _ => Ok(()),
         };
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&path, entry_text(executable)).with_context(|| format!("cannot write {}", path.display()))
+    write_atomically(&path, entry_text(executable).as_bytes())
 }
 
 #[cfg(test)]

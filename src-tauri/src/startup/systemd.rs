@@ -3,6 +3,7 @@
 //! separate file only the user can read, never into the unit.
 
 use super::{config_home, exec_line, ExecSyntax};
+use crate::files::storage::{write_atomically, write_private_atomically};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,12 +56,8 @@ pub struct Installed {
 pub fn install(executable: &Path, arguments: &[String], cluster_key: &str) -> Result<Installed> {
     let unit = unit_path();
     let key_file = key_file_path();
-    write_private(&key_file, &format!("CAKE_CLUSTER_KEY={}\n", env_file_value(cluster_key)))?;
-    if let Some(dir) = unit.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&unit, unit_text(executable, arguments, &key_file))
-        .with_context(|| format!("cannot write {}", unit.display()))?;
+    write_private_atomically(&key_file, format!("CAKE_CLUSTER_KEY={}\n", env_file_value(cluster_key)).as_bytes())?;
+    write_atomically(&unit, unit_text(executable, arguments, &key_file).as_bytes())?;
     let enabled = systemctl(&["daemon-reload"]).and_then(|()| systemctl(&["enable", "--now", UNIT_NAME]));
     Ok(Installed { unit, key_file, enabled })
 }
@@ -102,23 +99,6 @@ fn systemctl(arguments: &[&str]) -> Result<(), String> {
 /// A value for a systemd environment file: double-quoted, `\` and `"` escaped.
 fn env_file_value(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-/// Writes `text` to `path`, readable by its owner only from the first byte.
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]
