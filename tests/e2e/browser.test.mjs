@@ -5,7 +5,8 @@
 // drop a voice WAV on the Speech screen, generate with the tiny VibeVoice
 // checkpoint (made talkative), watch progress and the waveform, download the
 // WAV, and see a dropped non-WAV file refused with the reason; and make a
-// cluster key on the Cluster screen.
+// cluster key on the Cluster screen; and a first run with an empty library
+// downloads its first model from a hub-shaped server on loopback.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -20,6 +21,7 @@ import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
+import { startLocalHub } from "./local_hub.mjs";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const cakeBin = path.resolve(process.env.CAKE_BIN ?? path.join(here, "../../target/debug/cake"));
@@ -47,6 +49,25 @@ function brokenModelCache(root) {
   writeFileSync(path.join(snapshot, "config.json"), JSON.stringify(config));
 }
 
+/** Starts `cake serve` on a free loopback port with `env` added; resolves to `{ server, baseUrl }`. */
+async function startCake(env) {
+  const server = spawn(cakeBin, ["serve", "--host", "127.0.0.1", "--port", "0"], {
+    env: { ...process.env, RAYON_NUM_THREADS: "2", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const baseUrl = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("cake serve did not start")), 30_000);
+    createInterface({ input: server.stdout }).on("line", (line) => {
+      const match = line.match(/^Cake is serving on (http:\/\/\S+?)\/?$/);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+  });
+  return { server, baseUrl };
+}
+
 let server;
 let baseUrl;
 let workDir;
@@ -58,20 +79,7 @@ before(async () => {
   mkdirSync(path.join(root, "data", "models"), { recursive: true });
   symlinkSync(defaultModel(), path.join(root, "data", "models", path.basename(defaultModel())));
   brokenModelCache(root);
-  server = spawn(cakeBin, ["serve", "--host", "127.0.0.1", "--port", "0"], {
-    env: { ...process.env, CAKE_DATA_DIR: path.join(root, "data"), HF_HUB_CACHE: path.join(root, "hf"), RAYON_NUM_THREADS: "2" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  baseUrl = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("cake serve did not start")), 30_000);
-    createInterface({ input: server.stdout }).on("line", (line) => {
-      const match = line.match(/^Cake is serving on (http:\/\/\S+?)\/?$/);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-  });
+  ({ server, baseUrl } = await startCake({ CAKE_DATA_DIR: path.join(root, "data"), HF_HUB_CACHE: path.join(root, "hf") }));
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     args: [
@@ -456,5 +464,52 @@ test("error toasts stay clear of the composer and its buttons", async () => {
     await page.screenshot({ path: path.join(outDir, "browser-toasts.png") });
   } finally {
     await page.close();
+  }
+});
+
+test("first run with an empty library: the welcome card downloads a model with progress, then it chats", async () => {
+  // A hub-shaped server on loopback serves the tiny Llama as the starter repo.
+  const hub = await startLocalHub(path.join(here, "../fixtures/tiny/llama_tied"), { chunkPauseMs: 40 });
+  const root = mkdtempSync(path.join(tmpdir(), "cake-first-run-"));
+  const fresh = await startCake({
+    CAKE_DATA_DIR: path.join(root, "data"),
+    HF_HUB_CACHE: path.join(root, "hf"),
+    HF_ENDPOINT: hub.endpoint,
+    XDG_DATA_DIRS: path.join(root, "no-packaged-models"),
+  });
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(60_000);
+    await page.goto(fresh.baseUrl + "/");
+    const card = page.locator('[data-testid="starter-card"]');
+    await card.waitFor();
+    assert.equal(await page.locator('[data-testid="starter-load-default"]').count(), 0, "no default model to offer");
+    await page.screenshot({ path: path.join(outDir, "browser-first-run-welcome.png") });
+    await page.locator('[data-testid="starter-download"]').click();
+
+    const progress = page.locator('[data-testid="download-progress"]');
+    await progress.waitFor();
+    const seen = new Set();
+    const deadline = Date.now() + 60_000;
+    while ((await progress.count()) > 0 && Date.now() < deadline) {
+      seen.add(await progress.innerText().catch(() => ""));
+      await page.waitForTimeout(30);
+    }
+    const counts = [...seen].filter((t) => / of /.test(t));
+    assert.ok(counts.length >= 2, `progress counted bytes as they came: ${[...seen].join(" | ")}`);
+    await card.waitFor({ state: "detached" });
+    assert.ok(hub.requests.includes("/api/models/HuggingFaceTB/SmolLM2-135M-Instruct/revision/main"), hub.requests.join(" "));
+
+    // The downloaded model is loaded and chats, with no further click.
+    const loaded = await page.evaluate(async () => (await (await fetch("/api/list_models", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()).loaded);
+    assert.equal(loaded, "hf:HuggingFaceTB/SmolLM2-135M-Instruct");
+    await send(page, "Hello!");
+    const reply = await watchReply(page);
+    assert.ok(reply.lengths.at(-1) > 0, "the downloaded model answers");
+    await page.screenshot({ path: path.join(outDir, "browser-first-run.png") });
+    await page.close();
+  } finally {
+    fresh.server.kill();
+    await hub.close();
   }
 });

@@ -13,6 +13,11 @@ export function StarterCard({ showProgress }: { showProgress: boolean }) {
   const defaultId = state.info?.default_model_id ?? null;
   const defaultModel = defaultId === null ? null : state.models.find((m) => m.id === defaultId);
   const hasModels = state.models.length > 0;
+  // The first model should be ready to chat once it lands, without another click.
+  const downloadAndLoad = async () => {
+    const model = await cake.models.download(STARTER_REPO);
+    if (model) await cake.models.load(model.id);
+  };
 
   return (
     <section class="starter-card" data-testid="starter-card" aria-labelledby="starter-title">
@@ -40,7 +45,7 @@ export function StarterCard({ showProgress }: { showProgress: boolean }) {
           class={defaultModel ? "" : "primary"}
           data-testid="starter-download"
           disabled={state.download !== null}
-          onClick={() => cake.models.download(STARTER_REPO)}
+          onClick={() => void downloadAndLoad()}
         >
           Download SmolLM2 135M Instruct
         </button>
