@@ -10,6 +10,8 @@
 //! (about 96 MB of weights) on 1 and on 2 threads: it reads more than any
 //! cache holds, so it shows how far memory lets the products scale.
 //! `attention` is one layer's decode attention over 384 cached positions.
+//! `dense_f16` multiplies 64 activation rows by an f16 matrix of a 1B
+//! model's MLP (2048 → 8192), as a prompt does on F16 files.
 
 use cake_kernels::activations::QuantizedActivations;
 use cake_kernels::attention::{decode_attention, CachedKv};
@@ -95,6 +97,17 @@ fn decode(bencher: Bencher, level: &str) {
 #[divan::bench(args = levels())]
 fn prefill(bencher: Bencher, level: &str) {
     bench_cake(bencher, level, 64);
+}
+
+/// 64 tokens through an f16 2048 → 8192 matrix (1B shape, MLP up), at each level.
+#[divan::bench(args = levels())]
+fn dense_f16(bencher: Bencher, level: &str) {
+    let level = level_named(level);
+    let (rows, cols, tokens) = (8192, 2048, 64);
+    let w: Vec<half::f16> = values(rows * cols, 3).into_iter().map(half::f16::from_f32).collect();
+    let x = values(tokens * cols, 5);
+    let mut out = vec![0f32; tokens * rows];
+    bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
 }
 
 /// One layer's matrices: q, k, v, o, gate, up (576 wide) and down (1536 wide).

@@ -5,7 +5,11 @@
 //! each dotted with the activation rows while it is in cache. With AVX-512
 //! and several activation rows, blocks of 4 weight rows × up to 4
 //! activation rows reuse every load (short prompts); with AVX2, blocks of
-//! 4 × up to 3. Long prompts are left to a GEMM.
+//! 4 × up to 3, and from [`TILED_MIN_ROWS`] rows the tiled product of
+//! [`tiled`]. Longer prompts than [`MAX_ROWS`] are taken in pieces.
+
+#[cfg(target_arch = "x86_64")]
+mod tiled;
 
 use super::cpu::Level;
 use super::pool::Pool;
@@ -18,6 +22,9 @@ use std::ops::Range;
 pub const MAX_ROWS: usize = 64;
 /// Weight rows per work item.
 const ROWS_PER_ITEM: usize = 16;
+/// Fewest activation rows the AVX2 level multiplies by [`tiled`] rather
+/// than by dot-product blocks.
+pub const TILED_MIN_ROWS: usize = 8;
 
 /// `out (m × rows) = x (m × cols) · Wᵀ` with `W` row-major `rows × cols`.
 #[allow(clippy::too_many_arguments)]
@@ -33,6 +40,20 @@ pub fn matmul_dense<W: StoredValue>(
 ) {
     assert!(w.len() == rows * cols && x.len() == m * cols && out.len() == m * rows, "sizes disagree");
     let output = Output(out.as_mut_ptr());
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx2 && m >= TILED_MIN_ROWS {
+        let transposed = tiled::Transposed::new(x, m, cols);
+        let per_item = tiled::ROWS_PER_ITEM;
+        pool.run(rows.div_ceil(per_item), &|items| {
+            let range = items.start * per_item..(items.end * per_item).min(rows);
+            for start in range.clone().step_by(per_item) {
+                let item = start..range.end.min(start + per_item);
+                // SAFETY: `Level` is only this high when the CPU has AVX2, FMA and F16C.
+                unsafe { tiled::rows_avx2(w, cols, &transposed, m, item, &output, rows) };
+            }
+        });
+        return;
+    }
     pool.run(rows.div_ceil(ROWS_PER_ITEM), &|items| {
         let range = items.start * ROWS_PER_ITEM..(items.end * ROWS_PER_ITEM).min(rows);
         rows_of(w, cols, x, m, range, &output, rows, level)
@@ -330,7 +351,7 @@ mod tests {
     fn half_precision_weights_multiply_as_their_f32_values() {
         fn check<W: StoredValue>(narrow: impl Fn(f32) -> W, widen: impl Fn(W) -> f32) {
             let pool = Pool::new(2);
-            for (rows, cols, m) in [(5, 7, 1), (37, 100, 1), (17, 64, 3), (9, 33, 9)] {
+            for (rows, cols, m) in [(5, 7, 1), (37, 100, 1), (17, 64, 3), (9, 33, 9), (37, 600, 20), (6, 300, 64)] {
                 let w: Vec<W> = (0..rows * cols).map(|i| narrow(((i * 7919 % 1000) as f32 - 500.0) / 250.0)).collect();
                 let wide: Vec<f32> = w.iter().map(|&v| widen(v)).collect();
                 let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
@@ -356,9 +377,17 @@ mod tests {
     #[test]
     fn every_level_matches_a_double_precision_product() {
         let pools = [Pool::new(1), Pool::new(3)];
-        for (rows, cols, m) in
-            [(1, 1, 1), (5, 7, 2), (37, 100, 4), (64, 576, 1), (17, 1000, 3), (7, 33, 9), (21, 64, 6)]
-        {
+        for (rows, cols, m) in [
+            (1, 1, 1),
+            (5, 7, 2),
+            (37, 100, 4),
+            (64, 576, 1),
+            (17, 1000, 3),
+            (7, 33, 9),
+            (21, 64, 6),
+            (33, 520, 8),
+            (18, 257, 31),
+        ] {
             let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
             let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729 % 777) as f32 - 388.0) / 200.0).collect();
             for level in Level::all_supported() {
