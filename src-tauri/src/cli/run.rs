@@ -47,6 +47,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    let rss_before_load = resident_bytes();
     let (model, load_s) = args.model.load_model()?;
 
     let prompt_tokens = prompt_tokens(&model, &args)?;
@@ -87,6 +88,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "stages": stage_timings(&model),
             "kernels": model.decoder().kernels,
             "kv_cache": model.decoder().kv_precision().name(),
+            "rss_before_load_bytes": rss_before_load,
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,
@@ -99,6 +101,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         writeln!(stdout)?;
     }
     Ok(())
+}
+
+/// This process's resident memory (Linux `VmRSS`), if the system says. The
+/// benchmarks subtract it from the peak, as they subtract llama.cpp's
+/// interpreter and library before its model loads.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
