@@ -216,6 +216,54 @@ fn a_long_prompt_read_in_pieces_equals_it_read_whole() {
     }
 }
 
+/// A prompt longer than one prefill piece reports how far reading is after
+/// each piece; stopping there ends the request before any token, and the
+/// next request reuses what was read. A context limit below the model's
+/// refuses a prompt the model alone would take.
+#[test]
+fn a_long_prompt_reports_reading_progress_and_can_be_stopped_while_read() {
+    use cake::text::generation::PromptTooLong;
+    use cake::text::generation::{generate, generate_cached, FinishReason, GenerationEvent, GenerationRequest};
+    use cake::text::model::PREFILL_CHUNK;
+    use cake::text::prompt_cache::PromptCache;
+    use std::ops::ControlFlow;
+
+    let model = TextModel::load(&model_path(), &LoadOptions::default()).unwrap();
+    let text = std::fs::read_to_string(fixture("english.txt")).unwrap();
+    let once = model.tokenizer().unwrap().encode(&text, false).unwrap();
+    let total = 2 * PREFILL_CHUNK + 100;
+    let mut request = GenerationRequest::new(once.iter().cycle().take(total).copied().collect());
+    request.max_new_tokens = 3;
+
+    let mut reads = Vec::new();
+    let whole = generate(&model, &request, |event| {
+        if let GenerationEvent::PromptRead { read, total } = event {
+            reads.push((read, total));
+        }
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(reads, [(0, total), (PREFILL_CHUNK, total), (2 * PREFILL_CHUNK, total)]);
+    assert_eq!(whole.tokens.len(), 3);
+
+    let mut cache = PromptCache::new();
+    let stopped = generate_cached(&model, &request, &mut cache, |event| match event {
+        GenerationEvent::PromptRead { read, .. } if read == PREFILL_CHUNK => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .unwrap();
+    assert_eq!((stopped.finish_reason, stopped.tokens.len()), (FinishReason::Cancelled, 0));
+    let resumed = generate_cached(&model, &request, &mut cache, |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!(resumed.cached_prompt_tokens, PREFILL_CHUNK, "the piece read before the stop is kept");
+    assert_eq!(resumed.tokens, whole.tokens);
+    cache.clear(&model);
+
+    request.context_limit = Some(total - 1);
+    let error = generate(&model, &request, |_| ControlFlow::Continue(())).unwrap_err();
+    let too_long = error.downcast_ref::<PromptTooLong>().expect("a PromptTooLong");
+    assert_eq!((too_long.tokens, too_long.context), (total, total - 1));
+}
+
 #[test]
 fn stop_string_ends_generation_and_is_not_shown() {
     let model = model_path();

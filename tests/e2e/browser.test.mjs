@@ -6,7 +6,10 @@
 // checkpoint (made talkative), watch progress and the waveform, download the
 // WAV, and see a dropped non-WAV file refused with the reason; and make a
 // cluster key on the Cluster screen; and a first run with an empty library
-// downloads its first model from a hub-shaped server on loopback.
+// downloads its first model from a hub-shaped server on loopback; and
+// a long prompt shows reading progress, an over-long conversation offers to
+// drop its oldest turns, and conversations are renamed, searched and exported,
+// across a restart.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -207,9 +210,9 @@ test("a broken model shows the engine's error and chat with another model still 
 
   await page.locator('[data-testid="new-conversation"]').click();
   await page.locator('[data-testid="model-select"]').selectOption("default");
-  // A prompt longer than the model's context is refused with the reason.
+  // A prompt longer than the model's context is refused with the reason, in the chat.
   await send(page, "bake ".repeat(9000));
-  await page.locator('[data-testid="error-message"]', { hasText: "context length" }).waitFor({ timeout: 120_000 });
+  await page.locator('[data-testid="context-overflow"]', { hasText: "context length" }).waitFor({ timeout: 120_000 });
 
   await page.locator('[data-testid="new-conversation"]').click();
   await page.locator('[data-testid="model-select"]').selectOption("default");
@@ -511,5 +514,136 @@ test("first run with an empty library: the welcome card downloads a model with p
   } finally {
     fresh.server.kill();
     await hub.close();
+  }
+});
+
+test("a long prompt shows reading progress, and an over-long conversation offers to drop its oldest turns", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  const settings = async (fields) => {
+    await page.locator('[data-testid="sampling-panel"] summary').click();
+    for (const [id, value] of Object.entries(fields)) await page.locator(`[data-testid="${id}"]`).fill(value);
+    await page.locator('[data-testid="sampling-panel"] summary').click();
+  };
+  await settings({ "max-tokens": "8" });
+
+  // About 1 300 tokens: read in chunks, with progress shown until the first token.
+  const long = "The quick brown fox jumps over the lazy dog near the old river bank. ".repeat(90);
+  await send(page, long + "Summarise.");
+  const progress = page.locator('[data-testid="prompt-progress"]');
+  await progress.waitFor({ timeout: 30_000 });
+  assert.match(await progress.innerText(), /Reading the prompt: [\d,]+ of 1,[\d]{3} tokens/);
+  await page.screenshot({ path: path.join(outDir, "browser-prompt-progress.png") });
+  await page.locator('[data-testid="reply-stats"]').last().waitFor({ timeout: 120_000 });
+  assert.equal(await progress.count(), 0, "the progress gives way to the reply");
+
+  // A context of 600 tokens cannot hold that exchange: the next message
+  // gets an explanation in the chat, not a toast, and the offer works.
+  await settings({ "context-length": "600" });
+  await send(page, "And what about a cat?");
+  const overflow = page.locator('[data-testid="context-overflow"]');
+  await overflow.waitFor();
+  assert.match(await overflow.innerText(), /context length is 600/);
+  assert.equal(await page.locator('[data-testid="error-message"]').count(), 0, "no toast for an over-long prompt");
+  await page.screenshot({ path: path.join(outDir, "browser-context-overflow.png") });
+  await page.locator('[data-testid="drop-oldest"]').click();
+  await page.locator('[data-testid="reply-stats"]').nth(1).waitFor({ timeout: 120_000 });
+  assert.equal(await overflow.count(), 0);
+  assert.match(await page.locator('[data-testid="dropped-note"]').innerText(), /^2 oldest messages not read$/);
+
+  // A last message longer than the context on its own: said plainly, with no offer.
+  await send(page, long);
+  await overflow.waitFor();
+  assert.match(await overflow.innerText(), /last message alone does not fit/);
+  assert.equal(await page.locator('[data-testid="drop-oldest"]').count(), 0);
+  await page.close();
+});
+
+test("conversations are renamed, searched and exported, and keep their names across a restart", async () => {
+  const root = mkdtempSync(path.join(tmpdir(), "cake-library-"));
+  mkdirSync(path.join(root, "data", "models"), { recursive: true });
+  symlinkSync(defaultModel(), path.join(root, "data", "models", path.basename(defaultModel())));
+  const env = { CAKE_DATA_DIR: path.join(root, "data"), HF_HUB_CACHE: path.join(root, "hf") };
+  let app = await startCake(env);
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(60_000);
+    await page.goto(app.baseUrl + "/");
+    await page.locator('[data-testid="model-select"]').waitFor();
+    // Two conversations that open with the same words, as people's often do.
+    for (const text of ["Tell me about sourdough bread.", "Tell me about rye bread."]) {
+      await page.locator('[data-testid="new-conversation"]').click();
+      await page.locator('[data-testid="model-select"]').selectOption("default");
+      await page.locator('[data-testid="sampling-panel"] summary').click();
+      await page.locator('[data-testid="max-tokens"]').fill("12");
+      await page.locator('[data-testid="sampling-panel"] summary').click();
+      await send(page, text);
+      await watchReply(page);
+    }
+
+    // Rename the open one; Escape abandons a second rename.
+    await page.locator('[data-testid="rename-conversation"]').click();
+    await page.locator('[data-testid="title-input"]').fill("  Rye   notes ");
+    await page.locator('[data-testid="title-input"]').press("Enter");
+    await page.locator('[data-testid="chat-title"]', { hasText: "Rye notes" }).waitFor();
+    await page.locator('[data-testid="conversation-item"]', { hasText: "Rye notes" }).waitFor();
+    await page.locator('[data-testid="rename-conversation"]').click();
+    await page.locator('[data-testid="title-input"]').fill("Not this");
+    await page.locator('[data-testid="title-input"]').press("Escape");
+    assert.equal(await page.locator('[data-testid="chat-title"]').innerText(), "Rye notes");
+
+    // Search reads messages, ignoring case; Escape brings the list back.
+    const search = page.locator('[data-testid="conversation-search"]');
+    await search.fill("SOURDOUGH");
+    const results = page.locator('[data-testid="search-result"]');
+    await results.first().waitFor();
+    assert.equal(await results.count(), 1);
+    assert.match(await results.first().innerText(), /sourdough bread/);
+    await search.fill("no conversation says this");
+    await page.locator('[data-testid="search-empty"]').waitFor();
+    await search.fill("rye");
+    await page.locator('[data-testid="search-result"]', { hasText: "Rye notes" }).waitFor();
+    await page.screenshot({ path: path.join(outDir, "browser-search.png") });
+    await search.press("Escape");
+    assert.equal(await page.locator('[data-testid="conversation-item"]').count(), 2);
+
+    // Export the renamed conversation as Markdown and as JSON.
+    const exported = async (format) => {
+      await page.locator('[data-testid="export-menu"] summary').click();
+      const [download] = await Promise.all([
+        page.waitForEvent("download"),
+        page.locator(`[data-testid="export-${format}"]`).click(),
+      ]);
+      return { name: download.suggestedFilename(), text: readFileSync(await download.path(), "utf8") };
+    };
+    const markdown = await exported("markdown");
+    assert.equal(markdown.name, "Rye notes.md");
+    assert.match(markdown.text, /^# Rye notes\n/);
+    assert.match(markdown.text, /\n## You\n\nTell me about rye bread\.\n\n## Assistant\n\n\S/);
+    const json = await exported("json");
+    assert.equal(json.name, "Rye notes.json");
+    const saved = JSON.parse(json.text);
+    assert.equal(saved.title, "Rye notes");
+    assert.equal(saved.title_set, true);
+    assert.deepEqual(saved.messages.map((m) => m.role), ["user", "assistant"]);
+    await page.screenshot({ path: path.join(outDir, "browser-renamed.png") });
+    await page.close();
+
+    // A restart keeps the name, and search still finds it.
+    app.server.kill();
+    await new Promise((resolve) => app.server.once("exit", resolve));
+    app = await startCake(env);
+    const again = await browser.newPage();
+    again.setDefaultTimeout(60_000);
+    await again.goto(app.baseUrl + "/");
+    await again.locator('[data-testid="conversation-item"]', { hasText: "Rye notes" }).waitFor();
+    await again.locator('[data-testid="conversation-search"]').fill("rye bread");
+    await again.locator('[data-testid="search-result"]', { hasText: "Rye notes" }).waitFor();
+    await again.close();
+  } finally {
+    app.server.kill();
   }
 });

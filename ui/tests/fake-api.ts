@@ -12,6 +12,7 @@ import type {
   DownloadProgressEvent,
   LoadProgressEvent,
   ModelEntry,
+  PromptProgressEvent,
   ReplyStats,
   SpeakLoadingEvent,
   SpeakProgressEvent,
@@ -51,6 +52,7 @@ export type ChatScript = (
   request: ChatRequest,
   onToken: (text: string) => void,
   signal: AbortSignal | undefined,
+  onPromptProgress?: (progress: PromptProgressEvent) => void,
 ) => Promise<ReplyStats>;
 
 export const replyWith =
@@ -229,7 +231,9 @@ export function createFakeApi(
       server.loaded = id;
       return entry;
     }),
-    chat: vi.fn((request: ChatRequest, onToken, signal) => server.chatScript(request, onToken, signal)),
+    chat: vi.fn((request: ChatRequest, onToken, signal, _onNotice, onPromptProgress) =>
+      server.chatScript(request, onToken, signal, onPromptProgress),
+    ),
     listConversations: vi.fn(async () => ({
       conversations: [...server.conversations.values()]
         .sort((a, b) => b.updated_at.localeCompare(a.updated_at))
@@ -247,6 +251,15 @@ export function createFakeApi(
     deleteConversation: vi.fn(async (id: string) => {
       server.conversations.delete(id);
       return {};
+    }),
+    searchConversations: vi.fn(async (query: string) => {
+      const needle = query.trim().toLowerCase();
+      const texts = (c: Conversation) => [c.title, ...c.messages.map((m) => m.content)];
+      return {
+        conversations: [...server.conversations.values()]
+          .filter((c) => texts(c).some((t) => t.toLowerCase().includes(needle)))
+          .map(({ id, title, updated_at }) => ({ id, title, updated_at, snippet: title })),
+      };
     }),
     clusterStatus: vi.fn(async () => structuredClone(server.cluster)),
     setClusterSettings: vi.fn(async (update: ClusterSettingsUpdate) => {

@@ -13,6 +13,7 @@ import {
   stopNote,
 } from "../src/lib/format";
 import { randomId } from "../src/lib/ids";
+import { exportFileName, exportText } from "../src/lib/export";
 import {
   DEFAULT_SAMPLING,
   displayTitle,
@@ -117,6 +118,7 @@ describe("conversation helpers", () => {
     expect(restored).toEqual({
       id: "a1",
       title: "",
+      title_set: false,
       model_id: null,
       system_prompt: "",
       sampling: { ...DEFAULT_SAMPLING, temperature: 0 },
@@ -124,5 +126,52 @@ describe("conversation helpers", () => {
       created_at: "2026-01-01T00:00:00Z",
       updated_at: "2026-01-01T00:00:00Z",
     });
+  });
+});
+
+describe("export", () => {
+  const conversation = {
+    ...newConversation("hf:org/model", new Date("2026-12-01T10:00:00Z")),
+    title: 'Bread: "rye" / wheat?',
+    title_set: true,
+    system_prompt: "Be brief.",
+    messages: [
+      { role: "user" as const, content: "Rye or wheat?" },
+      { role: "assistant" as const, content: "Rye, **always**.", stopped: true },
+    ],
+  };
+
+  it("writes Markdown with the title, settings and every turn", () => {
+    expect(exportText(conversation, "markdown")).toBe(
+      [
+        '# Bread: "rye" / wheat?',
+        "",
+        "_Model: hf:org/model · Last changed 2026-12-01T10:00:00.000Z_",
+        "",
+        "## System prompt",
+        "",
+        "Be brief.",
+        "",
+        "## You",
+        "",
+        "Rye or wheat?",
+        "",
+        "## Assistant",
+        "",
+        "Rye, **always**.",
+        "",
+        "_(stopped by you)_",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("writes JSON that reads back as the same conversation", () => {
+    expect(JSON.parse(exportText(conversation, "json"))).toEqual(conversation);
+  });
+
+  it("names the file after the title without characters file systems refuse", () => {
+    expect(exportFileName(conversation, "markdown")).toBe("Bread rye wheat.md");
+    expect(exportFileName({ ...conversation, title: "///", title_set: true }, "json")).toBe("conversation.json");
   });
 });

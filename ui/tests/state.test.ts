@@ -5,6 +5,7 @@ import { createCake } from "../src/state";
 import { selectedConversation } from "../src/state/app-state";
 import { newConversation } from "../src/lib/conversation";
 import type { Conversation } from "../src/api/types";
+import { StreamError } from "../src/transport";
 import { STATS, createFakeApi, memoryStorage, model, replyUntilStopped, replyWith } from "./fake-api";
 
 async function started(setup: Parameters<typeof createFakeApi>[0] = { models: [model("m1")] }) {
@@ -109,6 +110,52 @@ describe("chat", () => {
     expect(server.conversations.get(state().selectedId!)!.messages).toHaveLength(2);
   });
 
+  it("shows how far a long prompt has been read until the first token", async () => {
+    const { cake, server, state } = await started();
+    const seen: unknown[] = [];
+    server.chatScript = async (_request, onToken, _signal, onPromptProgress) => {
+      onPromptProgress?.({ type: "progress", read_tokens: 0, prompt_tokens: 1000 });
+      onPromptProgress?.({ type: "progress", read_tokens: 512, prompt_tokens: 1000 });
+      seen.push(state().promptProgress);
+      onToken("a");
+      seen.push(state().promptProgress);
+      return STATS;
+    };
+    await cake.chat.send("a long message");
+    expect(seen).toEqual([{ read: 512, total: 1000 }, null]);
+  });
+
+  it("keeps an over-long conversation with a way to send it without its oldest turns", async () => {
+    const { cake, api, server, state } = await started();
+    const tooLong = "the prompt has 900 tokens but the model's context length is 512";
+    server.chatScript = async () => {
+      throw new StreamError(tooLong, "prompt_too_long");
+    };
+    await cake.chat.send("a long message");
+    const id = state().selectedId!;
+    expect(state().overflow).toEqual({ conversationId: id, message: tooLong, canDropOldest: true });
+    expect(state().notices).toEqual([]);
+    expect(selectedConversation(state())!.messages).toEqual([{ role: "user", content: "a long message" }]);
+
+    server.chatScript = async (_request, onToken) => {
+      onToken("short");
+      return { ...STATS, dropped_messages: 2 };
+    };
+    await cake.chat.sendWithoutOldestTurns();
+    expect(vi.mocked(api.chat).mock.calls[1][0].drop_oldest_turns).toBe(true);
+    expect(state().overflow).toBeNull();
+    expect(selectedConversation(state())!.messages.at(-1)!.stats?.dropped_messages).toBe(2);
+
+    // The conversation keeps leaving out what does not fit; when even that
+    // fails, there is nothing more to offer.
+    server.chatScript = async () => {
+      throw new StreamError("the last message alone does not fit", "prompt_too_long");
+    };
+    await cake.chat.send("another");
+    expect(vi.mocked(api.chat).mock.calls[2][0].drop_oldest_turns).toBe(true);
+    expect(state().overflow?.canDropOldest).toBe(false);
+  });
+
   it("drops an empty reply when stopped before the first token", async () => {
     const { cake, server, state } = await started();
     server.chatScript = replyUntilStopped();
@@ -170,6 +217,30 @@ describe("conversations", () => {
     const first = state().selectedId;
     cake.conversations.create();
     expect(state().selectedId).toBe(first);
+  });
+
+  it("keeps a name the user gave through later turns, and gives the title back when the name is cleared", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("How do I feed a sourdough starter?");
+    const id = state().selectedId!;
+    await cake.conversations.rename(id, "  Bread\n  notes ");
+    expect(server.conversations.get(id)).toMatchObject({ title: "Bread notes", title_set: true });
+    await cake.chat.send("And how often?");
+    expect(server.conversations.get(id)?.title).toBe("Bread notes");
+    expect(state().summaries[0]).toMatchObject({ id, title: "Bread notes" });
+    await cake.conversations.rename(id, "   ");
+    expect(server.conversations.get(id)).toMatchObject({
+      title: "How do I feed a sourdough starter?",
+      title_set: false,
+    });
+  });
+
+  it("searches the saved conversations", async () => {
+    const a = saved("a", "Bread", "2024-01-01T00:00:00Z", { messages: [{ role: "user", content: "Rye or wheat?" }] });
+    const b = saved("b", "Cake", "2024-02-01T00:00:00Z");
+    const { cake, api } = await started({ conversations: [a, b] });
+    expect((await cake.conversations.search("RYE")).map((m) => m.id)).toEqual(["a"]);
+    expect(api.searchConversations).toHaveBeenCalledWith("RYE");
   });
 
   it("deletes a conversation and opens the next one", async () => {

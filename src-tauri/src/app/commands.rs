@@ -19,6 +19,10 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// The smallest `context_length` a chat may ask for: room for a template's
+/// markers, a short message and a reply.
+const MIN_CONTEXT_LENGTH: usize = 16;
+
 impl App {
     /// Runs a plain command.
     pub fn call(&self, request: CommandRequest) -> Result<Value, ApiError> {
@@ -56,6 +60,9 @@ impl App {
             Command::SaveConversation { conversation } => {
                 self.conversations.save(&conversation).map_err(ApiError::bad)?;
                 Ok(json!({}))
+            }
+            Command::SearchConversations { query } => {
+                Ok(json!({"conversations": self.conversations.search(&query).map_err(ApiError::bad)?}))
             }
             Command::DeleteConversation { id } => {
                 self.conversations.delete(&id).map_err(not_found)?;
@@ -187,7 +194,20 @@ impl App {
         if let Err(e) = sampling.apply_to(&Default::default()).validate() {
             return Err(ApiError::bad(e));
         }
-        Ok(ChatJob { model, messages: a.messages, sampling, max_tokens: a.max_tokens, stop: a.stop })
+        if a.context_length.is_some_and(|n| n < MIN_CONTEXT_LENGTH) {
+            return Err(ApiError::BadRequest(format!(
+                "chat: `context_length` must be at least {MIN_CONTEXT_LENGTH} tokens"
+            )));
+        }
+        Ok(ChatJob {
+            model,
+            messages: a.messages,
+            sampling,
+            max_tokens: a.max_tokens,
+            stop: a.stop,
+            context_length: a.context_length,
+            drop_oldest_turns: a.drop_oldest_turns,
+        })
     }
 
     /// Checks a speech request and gathers its model and voices.

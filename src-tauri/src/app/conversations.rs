@@ -13,6 +13,14 @@ pub struct ConversationStore {
     dir: PathBuf,
 }
 
+/// Most conversations a search returns.
+const SEARCH_LIMIT: usize = 50;
+/// Longest search query, in characters.
+const MAX_QUERY_CHARS: usize = 200;
+/// Characters of context kept before and after a match in a snippet.
+const SNIPPET_BEFORE: usize = 30;
+const SNIPPET_AFTER: usize = 60;
+
 /// A conversation id is 1–64 characters of `[A-Za-z0-9_-]` (it names a file).
 pub fn valid_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -32,17 +40,50 @@ impl ConversationStore {
 
     /// `{id, title, updated_at}` of every readable conversation, newest first.
     pub fn list(&self) -> Result<Vec<Value>> {
+        let mut items: Vec<Value> = self.readable().iter().map(summary).collect();
+        newest_first(&mut items);
+        Ok(items)
+    }
+
+    /// The conversations whose title or messages contain `query`, ignoring
+    /// case: `{id, title, updated_at, snippet}`, newest first, at most
+    /// [`SEARCH_LIMIT`]; the snippet is the first match with some context.
+    pub fn search(&self, query: &str) -> Result<Vec<Value>> {
+        let needle = query.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        if needle.is_empty() {
+            bail!("type something to search for");
+        }
+        if needle.chars().count() > MAX_QUERY_CHARS {
+            bail!("a search is at most {MAX_QUERY_CHARS} characters");
+        }
+        let mut found: Vec<Value> = self
+            .readable()
+            .iter()
+            .filter_map(|conversation| {
+                // The title is shown beside the snippet: a message's words say more.
+                let title = conversation["title"].as_str().into_iter();
+                let messages = conversation["messages"].as_array().into_iter().flatten();
+                let mut texts = messages.filter_map(|m| m["content"].as_str()).chain(title);
+                let snippet = texts.find_map(|text| snippet_around(text, &needle))?;
+                let mut item = summary(conversation);
+                item["snippet"] = Value::String(snippet);
+                Some(item)
+            })
+            .collect();
+        newest_first(&mut found);
+        found.truncate(SEARCH_LIMIT);
+        Ok(found)
+    }
+
+    /// Every conversation file that reads as JSON (one bad file hides nothing else).
+    fn readable(&self) -> Vec<Value> {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
-            return Ok(Vec::new());
+            return Vec::new();
         };
-        let mut items: Vec<Value> = dir
-            .filter_map(|e| e.ok())
+        dir.filter_map(|e| e.ok())
             .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
             .filter_map(|e| read(&e.path()).ok())
-            .map(|c| serde_json::json!({"id": c["id"], "title": c["title"], "updated_at": c["updated_at"]}))
-            .collect();
-        items.sort_by(|a, b| b["updated_at"].as_str().cmp(&a["updated_at"].as_str()));
-        Ok(items)
+            .collect()
     }
 
     pub fn get(&self, id: &str) -> Result<Value> {
@@ -66,6 +107,41 @@ impl ConversationStore {
         let path = self.path(id)?;
         std::fs::remove_file(&path).with_context(|| format!("no conversation `{id}`"))
     }
+}
+
+fn summary(conversation: &Value) -> Value {
+    serde_json::json!({"id": conversation["id"], "title": conversation["title"], "updated_at": conversation["updated_at"]})
+}
+
+fn newest_first(items: &mut [Value]) {
+    items.sort_by(|a, b| b["updated_at"].as_str().cmp(&a["updated_at"].as_str()));
+}
+
+/// The text around the first place `text` contains `needle` (lower case,
+/// single spaces), ignoring case and runs of white space, on one line; none
+/// if it does not.
+fn snippet_around(text: &str, needle: &str) -> Option<String> {
+    let chars: Vec<char> = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().collect();
+    // The text in lower case, and for each of its bytes the character it came from.
+    let mut lowered = String::new();
+    let mut origin = Vec::new();
+    for (i, c) in chars.iter().enumerate() {
+        for low in c.to_lowercase() {
+            origin.extend(std::iter::repeat_n(i, low.len_utf8()));
+            lowered.push(low);
+        }
+    }
+    let at = origin[lowered.find(needle)?];
+    let from = at.saturating_sub(SNIPPET_BEFORE);
+    let to = (at + needle.chars().count() + SNIPPET_AFTER).min(chars.len());
+    let mut snippet: String = chars[from..to].iter().collect();
+    if from > 0 {
+        snippet.insert(0, '…');
+    }
+    if to < chars.len() {
+        snippet.push('…');
+    }
+    Some(snippet)
 }
 
 fn read(path: &Path) -> Result<Value> {
@@ -92,6 +168,41 @@ mod tests {
         assert_eq!(store.get("a1").unwrap(), a);
         store.delete("a1").unwrap();
         assert!(store.get("a1").is_err());
+    }
+
+    #[test]
+    fn search_finds_messages_and_titles_ignoring_case_with_a_snippet() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConversationStore::new(dir.path().to_path_buf());
+        let long = format!("{} the Sourdough starter needs feeding {}", "x ".repeat(40), "y ".repeat(60));
+        let conversations = [
+            serde_json::json!({"id": "a", "title": "Bread", "updated_at": "2026-01-01T00:00:00Z",
+                "messages": [{"role": "user", "content": long}]}),
+            serde_json::json!({"id": "b", "title": "SOURDOUGH notes", "updated_at": "2026-02-01T00:00:00Z",
+                "messages": [{"role": "user", "content": "Feed the sourdough daily"}]}),
+            serde_json::json!({"id": "d", "title": "Sourdough, title only", "updated_at": "2025-12-01T00:00:00Z",
+                "messages": []}),
+            serde_json::json!({"id": "c", "title": "Cake", "updated_at": "2026-03-01T00:00:00Z",
+                "messages": [{"role": "assistant", "content": "Größe matters"}]}),
+        ];
+        for c in &conversations {
+            store.save(c).unwrap();
+        }
+        let found = store.search("  sourdough\n").unwrap();
+        assert_eq!(found.iter().map(|c| c["id"].as_str().unwrap()).collect::<Vec<_>>(), vec!["b", "a", "d"]);
+        assert_eq!(found[0]["snippet"], "Feed the sourdough daily", "a message's words before the title's");
+        assert_eq!(found[2]["snippet"], "Sourdough, title only");
+        let snippet = found[1]["snippet"].as_str().unwrap();
+        assert!(
+            snippet.starts_with('…') && snippet.ends_with('…') && snippet.contains("Sourdough starter"),
+            "{snippet}"
+        );
+        assert!(snippet.chars().count() <= SNIPPET_BEFORE + SNIPPET_AFTER + "sourdough".len() + 2, "{snippet}");
+        assert_eq!(store.search("GRÖSSE").unwrap().len(), 0, "no case folding beyond lower case");
+        assert_eq!(store.search("größe").unwrap()[0]["snippet"], "Größe matters");
+        assert!(store.search("rye").unwrap().is_empty());
+        assert!(store.search("   ").is_err());
+        assert!(store.search(&"a".repeat(MAX_QUERY_CHARS + 1)).is_err());
     }
 
     #[test]

@@ -19,7 +19,8 @@ use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::{GenerationRequest, PromptTooLong};
+use crate::text::context_fit::drop_oldest_turns;
+use crate::text::generation::{context_length, GenerationEvent, GenerationRequest, PromptTooLong};
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
@@ -41,6 +42,10 @@ pub struct ChatJob {
     pub sampling: SamplingOverrides,
     pub max_tokens: usize,
     pub stop: Vec<String>,
+    /// Hold at most this many tokens (`None`: the model's context length).
+    pub context_length: Option<usize>,
+    /// Leave out the oldest turns when the conversation does not fit.
+    pub drop_oldest_turns: bool,
 }
 
 /// Speech to generate.
@@ -270,9 +275,21 @@ impl Worker {
         cancel: &CancelFlag,
     ) -> anyhow::Result<Done> {
         let model = slot.as_ref().expect("a loaded model");
-        let prompt = model.chat_template()?.render(&job.messages, true)?;
-        let prompt_tokens = model.tokenizer()?.encode(&prompt, false)?;
-        let mut request = GenerationRequest::new(prompt_tokens);
+        let (template, tokenizer) = (model.chat_template()?, model.tokenizer()?);
+        let tokenize = |messages: &[ChatMessage]| tokenizer.encode(&template.render(messages, true)?, false);
+        let mut request = GenerationRequest::new(Vec::new());
+        request.context_limit = job.context_length;
+        let mut dropped_messages = 0;
+        request.prompt_tokens = if job.drop_oldest_turns {
+            let context = context_length(model, &request);
+            // Room for a reply: the whole budget, or a quarter of the context.
+            let reserve = job.max_tokens.min(context / 4);
+            let fitted = drop_oldest_turns(&job.messages, context, reserve, tokenize)?;
+            dropped_messages = fitted.dropped_messages;
+            fitted.tokens
+        } else {
+            tokenize(&job.messages)?
+        };
         request.max_new_tokens = job.max_tokens;
         request.stop_strings = job.stop.clone();
         request.sampling = job.sampling.apply_to(&model.sampling_defaults);
@@ -287,8 +304,15 @@ impl Worker {
             (sink.borrow_mut())(EngineEvent::Notice { message });
         };
         let reply = generate_recovering(slot, &request, cache, &mut reload, &mut on_lost, |event| {
-            let listening =
-                event.text.is_empty() || (sink.borrow_mut())(EngineEvent::Token { text: event.text.to_string() });
+            let listening = match event {
+                GenerationEvent::PromptRead { read, total } => {
+                    let progress = Progress::Prompt { read_tokens: read, prompt_tokens: total };
+                    (sink.borrow_mut())(EngineEvent::Progress(progress))
+                }
+                GenerationEvent::Token(token) => {
+                    token.text.is_empty() || (sink.borrow_mut())(EngineEvent::Token { text: token.text.to_string() })
+                }
+            };
             if listening && !cancel.load(Ordering::Relaxed) {
                 ControlFlow::Continue(())
             } else {
@@ -297,6 +321,7 @@ impl Worker {
         })?;
         let stats = ReplyStats {
             prompt_tokens: prompt_len,
+            dropped_messages,
             cached_prompt_tokens: reply.last.cached_prompt_tokens,
             completion_tokens: reply.tokens.len(),
             ttft_s: reply.last.timings.ttft_s,
@@ -372,8 +397,13 @@ enum LoadReport {
 /// The `error` event for a job that failed: the request's fault when the
 /// error is one of the request's own (a prompt too long, a bad script).
 fn failure(error: &anyhow::Error) -> EngineEvent {
-    let requests_fault = error.downcast_ref::<PromptTooLong>().is_some() || error.downcast_ref::<BadScript>().is_some();
-    let kind = if requests_fault { ErrorKind::BadRequest } else { ErrorKind::Failed };
+    let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
+        ErrorKind::PromptTooLong
+    } else if error.downcast_ref::<BadScript>().is_some() {
+        ErrorKind::BadRequest
+    } else {
+        ErrorKind::Failed
+    };
     EngineEvent::error(kind, format!("{error:#}"))
 }
 

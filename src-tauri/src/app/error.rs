@@ -17,7 +17,7 @@ impl ApiError {
     /// A failed stream's error, by the kind the engine gave it.
     pub fn from_kind(kind: super::events::ErrorKind, message: String) -> Self {
         match kind {
-            super::events::ErrorKind::BadRequest => Self::BadRequest(message),
+            super::events::ErrorKind::BadRequest | super::events::ErrorKind::PromptTooLong => Self::BadRequest(message),
             super::events::ErrorKind::Failed => Self::Server(message),
         }
     }

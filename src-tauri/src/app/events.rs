@@ -34,6 +34,9 @@ pub enum EngineEvent {
 pub enum Progress {
     /// `load_model`.
     Load { fraction: f64, message: String },
+    /// `chat`, reading a prompt longer than one chunk: tokens read so far
+    /// of those not already cached.
+    Prompt { read_tokens: usize, prompt_tokens: usize },
     /// `speak`: frames made and the seconds of audio they hold.
     Speech { frames: usize, seconds: f64 },
     /// `download_model`.
@@ -58,6 +61,9 @@ pub enum Done {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplyStats {
     pub prompt_tokens: usize,
+    /// Messages left out, oldest first, so the rest fit the context.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_messages: usize,
     pub cached_prompt_tokens: usize,
     pub completion_tokens: usize,
     pub ttft_s: f64,
@@ -69,10 +75,17 @@ pub struct ReplyStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
-    /// The request cannot work as sent (prompt too long, unusable model, bad script).
+    /// The request cannot work as sent (unusable model, bad script).
     BadRequest,
+    /// The request's fault too: the conversation does not fit the context
+    /// (the UI then offers to leave out its oldest turns).
+    PromptTooLong,
     /// Something failed while serving a valid request.
     Failed,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 impl EngineEvent {

@@ -36,6 +36,9 @@ pub enum Command {
     DeleteConversation {
         id: String,
     },
+    SearchConversations {
+        query: String,
+    },
     ListVoices,
     AddVoice(AddVoiceArgs),
     DeleteVoice {
@@ -144,6 +147,12 @@ pub struct ChatArgs {
     pub max_tokens: usize,
     #[serde(default)]
     pub stop: Vec<String>,
+    /// Hold at most this many tokens, prompt and reply (absent: the model's context length).
+    #[serde(default)]
+    pub context_length: Option<usize>,
+    /// Leave out the oldest turns when the conversation does not fit.
+    #[serde(default)]
+    pub drop_oldest_turns: bool,
 }
 
 fn default_max_tokens() -> usize {

@@ -6,7 +6,7 @@
 
 use super::{ModelArgs, SamplingArgs};
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::{generate_cached, GenerationRequest};
+use crate::text::generation::{generate_cached, GenerationEvent, GenerationRequest};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingParams;
 use anyhow::Result;
@@ -67,8 +67,10 @@ pub fn run(args: ChatArgs) -> Result<()> {
         request.sampling = SamplingParams { seed: sampling.seed.wrapping_add(turn), ..sampling.clone() };
         turn += 1;
         let result = generate_cached(&model, &request, &mut cache, |event| {
-            let _ = stdout.write_all(event.text.as_bytes());
-            let _ = stdout.flush();
+            if let GenerationEvent::Token(token) = event {
+                let _ = stdout.write_all(token.text.as_bytes());
+                let _ = stdout.flush();
+            }
             ControlFlow::Continue(())
         });
         match result {

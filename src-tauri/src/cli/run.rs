@@ -3,7 +3,7 @@
 use super::{parse_token_list, ModelArgs, SamplingArgs};
 use crate::cluster::recovery::generate_recovering;
 use crate::text::chat_template::ChatMessage;
-use crate::text::generation::GenerationRequest;
+use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
 use anyhow::{bail, Result};
@@ -68,8 +68,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         &mut |lost| Ok(args.model.load_model_excluding(lost)?.0),
         &mut |lost| eprintln!("\n{lost}; re-planning over the remaining machines"),
         |event| {
-            if !args.json {
-                let _ = stdout.write_all(event.text.as_bytes());
+            if let (false, GenerationEvent::Token(token)) = (args.json, event) {
+                let _ = stdout.write_all(token.text.as_bytes());
                 let _ = stdout.flush();
             }
             ControlFlow::Continue(())

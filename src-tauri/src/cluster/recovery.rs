@@ -3,7 +3,7 @@
 //! prompt plus what was generated so far, and continue from there.
 
 use super::remote::WorkerLost;
-use crate::text::generation::{generate_cached, Generation, GenerationRequest, TokenEvent};
+use crate::text::generation::{generate_cached, Generation, GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
 use anyhow::Result;
@@ -32,7 +32,7 @@ pub fn generate_recovering(
     cache: &mut PromptCache,
     reload: &mut dyn FnMut(&[String]) -> Result<TextModel>,
     on_lost: &mut dyn FnMut(&WorkerLost),
-    mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
+    mut on_event: impl FnMut(GenerationEvent) -> ControlFlow<()>,
 ) -> Result<RecoveredReply> {
     let mut tokens: Vec<u32> = Vec::new();
     let mut text = String::new();
@@ -48,9 +48,11 @@ pub fn generate_recovering(
         let mut attempt_tokens = Vec::new();
         let mut attempt_text = String::new();
         let result = generate_cached(model, &attempt, cache, |event| {
-            attempt_tokens.extend(event.id);
-            attempt_text.push_str(event.text);
-            on_token(event)
+            if let GenerationEvent::Token(token) = event {
+                attempt_tokens.extend(token.id);
+                attempt_text.push_str(token.text);
+            }
+            on_event(event)
         });
         tokens.extend(attempt_tokens);
         text.push_str(&attempt_text);

@@ -126,6 +126,8 @@ impl CompletionRequest {
                 Some(Stop::One(s)) => vec![s],
                 Some(Stop::Many(v)) => v,
             },
+            context_length: None,
+            drop_oldest_turns: false,
         })
     }
 }
@@ -200,7 +202,7 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     loop {
         match rx.recv().await {
             Some(EngineEvent::Error { message, kind }) => return Err(ApiError::from_kind(kind, message)),
-            Some(EngineEvent::Loading { .. }) => continue,
+            Some(EngineEvent::Loading { .. } | EngineEvent::Progress(_)) => continue,
             Some(event) => {
                 pending.push(event);
                 break;

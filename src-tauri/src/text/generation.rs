@@ -2,11 +2,13 @@
 //!
 //! Each new token reaches the caller through a callback together with the
 //! text it completed; the callback may stop generation (the UI's Escape).
+//! A long prompt is read in chunks of [`PREFILL_CHUNK`] tokens, and the
+//! callback hears after each one how far reading is (and may stop it too).
 //! Stops: any of the model's end-of-sequence ids (unless ignored), a user
 //! stop string, the token budget, or the model's context length.
 
 use super::detokenizer::Detokenizer;
-use super::model::TextModel;
+use super::model::{TextModel, PREFILL_CHUNK};
 use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::{StopCheck, StopStrings};
@@ -25,6 +27,9 @@ pub struct GenerationRequest {
     pub sampling: SamplingParams,
     pub stop_strings: Vec<String>,
     pub ignore_eos: bool,
+    /// Hold at most this many tokens (prompt and reply) even where the model
+    /// could hold more; `None`: the model's context length.
+    pub context_limit: Option<usize>,
     /// Recompute the whole sequence at every step instead of caching keys and
     /// values (slow; exists to check the cache against the plain computation).
     pub no_kv_cache: bool,
@@ -38,9 +43,21 @@ impl GenerationRequest {
             sampling: SamplingParams::default(),
             stop_strings: Vec::new(),
             ignore_eos: false,
+            context_limit: None,
             no_kv_cache: false,
         }
     }
+}
+
+/// What the generation callback hears.
+#[derive(Debug, Clone, Copy)]
+pub enum GenerationEvent<'a> {
+    /// `read` of the `total` prompt tokens not taken from the cache have
+    /// been read (sent only for prompts longer than one chunk, first with
+    /// `read` 0).
+    PromptRead { read: usize, total: usize },
+    /// A new token.
+    Token(TokenEvent<'a>),
 }
 
 /// One generated token as it arrives.
@@ -90,13 +107,20 @@ pub struct Generation {
     pub cached_prompt_tokens: usize,
 }
 
-/// Checks `request` before any work; returns the model's context length.
+/// The tokens `request` may hold on `model`: the model's context length,
+/// or the request's smaller limit.
+pub fn context_length(model: &TextModel, request: &GenerationRequest) -> usize {
+    let own = model.decoder().config.max_position_embeddings;
+    request.context_limit.map_or(own, |limit| limit.min(own))
+}
+
+/// Checks `request` before any work; returns the context length it runs in.
 fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize> {
     let prompt = &request.prompt_tokens;
     if prompt.is_empty() {
         bail!("the prompt is empty: give at least one token");
     }
-    let context = model.decoder().config.max_position_embeddings;
+    let context = context_length(model, request);
     if prompt.len() >= context {
         return Err(PromptTooLong { tokens: prompt.len(), context }.into());
     }
@@ -147,24 +171,55 @@ fn held_back_text(detokenizer: Option<&mut Detokenizer>, stops: &mut StopStrings
     Ok(rest)
 }
 
+/// Reads all but the last [`PREFILL_CHUNK`] of the prompt's unread tokens
+/// (those after `cached`) into `session`, a chunk at a time, telling
+/// `on_event` after each; the last chunk is left to the first generation
+/// step, which samples from it. Returns how many tokens were read, as
+/// `Break` when `on_event` asked to stop.
+fn read_prompt_chunks(
+    model: &TextModel,
+    request: &GenerationRequest,
+    session: &mut Session,
+    cached: usize,
+    on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
+) -> Result<ControlFlow<usize, usize>> {
+    let unread = &request.prompt_tokens[cached..];
+    let total = unread.len();
+    if request.no_kv_cache || total <= PREFILL_CHUNK {
+        return Ok(ControlFlow::Continue(0));
+    }
+    if on_event(GenerationEvent::PromptRead { read: 0, total }).is_break() {
+        return Ok(ControlFlow::Break(0));
+    }
+    let mut read = 0;
+    while total - read > PREFILL_CHUNK {
+        model.forward(&unread[read..read + PREFILL_CHUNK], session, LogitsFor::Last)?;
+        read += PREFILL_CHUNK;
+        if on_event(GenerationEvent::PromptRead { read, total }).is_break() {
+            return Ok(ControlFlow::Break(read));
+        }
+    }
+    Ok(ControlFlow::Continue(read))
+}
+
 /// A prompt that does not fit the model's context length: the request's
 /// fault, which callers tell from other failures by downcasting.
 #[derive(Debug, thiserror::Error)]
-#[error("the prompt has {tokens} tokens but the model's context length is {context}")]
+#[error("the prompt has {tokens} tokens but the context length is {context}")]
 pub struct PromptTooLong {
     pub tokens: usize,
     pub context: usize,
 }
 
-/// Runs `request` on `model` in a fresh session, calling `on_token` for
-/// every new token.
+/// Runs `request` on `model` in a fresh session, calling `on_event` as it
+/// reads the prompt and for every new token.
 pub fn generate(
     model: &TextModel,
     request: &GenerationRequest,
-    on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
+    on_event: impl FnMut(GenerationEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let mut cache = PromptCache::new();
-    let generation = generate_cached(model, request, &mut cache, on_token);
+    let generation = generate_cached(model, request, &mut cache, on_event);
     cache.clear(model);
     generation
 }
@@ -175,7 +230,7 @@ pub fn generate_cached(
     model: &TextModel,
     request: &GenerationRequest,
     cache: &mut PromptCache,
-    mut on_token: impl FnMut(TokenEvent) -> ControlFlow<()>,
+    mut on_event: impl FnMut(GenerationEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
     let prompt = &request.prompt_tokens;
     let context = check_request(model, request)?;
@@ -198,8 +253,15 @@ pub fn generate_cached(
     let mut first_token_at = None;
     let mut finish_reason = FinishReason::MaxTokens;
 
-    let mut next_input: Vec<u32> = prompt[cached_prompt_tokens..].to_vec();
-    while generated.len() < request.max_new_tokens {
+    let read = match read_prompt_chunks(model, request, &mut session, cached_prompt_tokens, &mut on_event)? {
+        ControlFlow::Continue(read) => read,
+        ControlFlow::Break(read) => {
+            finish_reason = FinishReason::Cancelled;
+            read
+        }
+    };
+    let mut next_input: Vec<u32> = prompt[cached_prompt_tokens + read..].to_vec();
+    while finish_reason != FinishReason::Cancelled && generated.len() < request.max_new_tokens {
         if history.len() >= context {
             finish_reason = FinishReason::ContextFull;
             break;
@@ -222,7 +284,7 @@ pub fn generate_cached(
         }
         let check = visible_text(detokenizer.as_mut(), &mut stops, token)?;
         text.push_str(&check.emit);
-        let flow = on_token(TokenEvent { id: Some(token), text: &check.emit });
+        let flow = on_event(GenerationEvent::Token(TokenEvent { id: Some(token), text: &check.emit }));
         if check.stopped {
             finish_reason = FinishReason::StopString;
             break;
@@ -236,7 +298,7 @@ pub fn generate_cached(
         let rest = held_back_text(detokenizer.as_mut(), &mut stops)?;
         if !rest.is_empty() {
             text.push_str(&rest);
-            let _ = on_token(TokenEvent { id: None, text: &rest });
+            let _ = on_event(GenerationEvent::Token(TokenEvent { id: None, text: &rest }));
         }
     }
     if !request.no_kv_cache {

@@ -11,6 +11,7 @@ import type {
   ClusterSettingsUpdate,
   ClusterStatus,
   Conversation,
+  ConversationMatch,
   ConversationSummary,
   DownloadEvent,
   DownloadProgressEvent,
@@ -19,6 +20,7 @@ import type {
   ModelDoneEvent,
   ModelEntry,
   ModelList,
+  PromptProgressEvent,
   SpeakDoneEvent,
   SpeakEvent,
   SpeakLoadingEvent,
@@ -80,6 +82,7 @@ export const api = {
     onToken: (text: string) => void,
     signal?: AbortSignal,
     onNotice?: (message: string) => void,
+    onPromptProgress?: (progress: PromptProgressEvent) => void,
   ) {
     const done = await stream<ChatEvent>(
       "chat",
@@ -87,6 +90,7 @@ export const api = {
       (event) => {
         if (event.type === "token") onToken(event.text);
         else if (event.type === "notice") onNotice?.(event.message);
+        else if (event.type === "progress") onPromptProgress?.(event);
       },
       signal,
     );
@@ -100,6 +104,9 @@ export const api = {
   saveConversation: (conversation: Conversation) => call<Record<string, never>>("save_conversation", { conversation }),
 
   deleteConversation: (id: string) => call<Record<string, never>>("delete_conversation", { id }),
+
+  searchConversations: (query: string) =>
+    call<{ conversations: ConversationMatch[] }>("search_conversations", { query }),
 
   clusterStatus: () => call<ClusterStatus>("cluster_status"),
 

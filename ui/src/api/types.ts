@@ -47,6 +47,8 @@ export type FinishReason = "eos" | "stop_string" | "max_tokens" | "context_full"
 
 export interface ReplyStats {
   prompt_tokens: number;
+  /** Messages left out, oldest first, so the rest fit the context (absent: none). */
+  dropped_messages?: number;
   completion_tokens: number;
   ttft_s: number;
   decode_tok_s: number;
@@ -61,6 +63,8 @@ export interface Conversation {
   /** [A-Za-z0-9_-]{1,64} */
   id: string;
   title: string;
+  /** True once the user named it: the title then no longer follows the first message. */
+  title_set: boolean;
   model_id: string | null;
   system_prompt: string;
   sampling: Sampling;
@@ -74,6 +78,11 @@ export interface ConversationSummary {
   id: string;
   title: string;
   updated_at: string;
+}
+
+/** A conversation found by `search_conversations`, with the text around the match. */
+export interface ConversationMatch extends ConversationSummary {
+  snippet: string;
 }
 
 export interface AppInfo {
@@ -93,9 +102,14 @@ export interface ModelList {
 export interface ErrorEvent {
   type: "error";
   message: string;
-  /** `bad_request`: the request cannot work as sent; `failed`: it failed while served. */
-  kind: "bad_request" | "failed";
+  /**
+   * `bad_request`: the request cannot work as sent; `prompt_too_long`: the
+   * conversation does not fit the model's context; `failed`: it failed while served.
+   */
+  kind: ErrorKind;
 }
+
+export type ErrorKind = "bad_request" | "prompt_too_long" | "failed";
 
 export interface DownloadProgressEvent {
   type: "progress";
@@ -128,6 +142,13 @@ export interface NoticeEvent {
   message: string;
 }
 
+/** How far a chat has read its prompt (sent for prompts longer than one chunk). */
+export interface PromptProgressEvent {
+  type: "progress";
+  read_tokens: number;
+  prompt_tokens: number;
+}
+
 export interface ChatDoneEvent {
   type: "done";
   stats: ReplyStats;
@@ -135,13 +156,17 @@ export interface ChatDoneEvent {
 
 export type DownloadEvent = DownloadProgressEvent | ModelDoneEvent | ErrorEvent;
 export type LoadEvent = LoadProgressEvent | ModelDoneEvent | ErrorEvent;
-export type ChatEvent = TokenEvent | NoticeEvent | ChatDoneEvent | ErrorEvent;
+export type ChatEvent = TokenEvent | NoticeEvent | PromptProgressEvent | ChatDoneEvent | ErrorEvent;
 
 export interface ChatRequest {
   model_id: string;
   messages: ChatMessage[];
   sampling: Sampling;
   max_tokens: number;
+  /** Read at most this many tokens (prompt and reply); absent: the model's context length. */
+  context_length?: number;
+  /** Leave out the oldest turns when the conversation does not fit. */
+  drop_oldest_turns?: boolean;
 }
 
 // ---- Cluster ---------------------------------------------------------------

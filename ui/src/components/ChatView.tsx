@@ -2,12 +2,14 @@
 // messages (streaming in as they are generated) and the message box.
 
 import type { ComponentChildren } from "preact";
+import type { ContextOverflow } from "../state/app-state";
 import { useEffect, useRef } from "preact/hooks";
 import type { Conversation } from "../api/types";
-import { displayTitle } from "../lib/conversation";
 import { modelOptionLabel } from "../lib/format";
 import { completeModels, effectiveModelId, selectedConversation } from "../state/app-state";
 import { Composer } from "./Composer";
+import { ConversationTitle } from "./ConversationTitle";
+import { ExportMenu } from "./ExportMenu";
 import { useAppState, useCake } from "./context";
 import { MessageView } from "./MessageView";
 import { SamplingPanel } from "./SamplingPanel";
@@ -33,7 +35,8 @@ export function ChatView() {
   return (
     <section class="chat" aria-label="Chat">
       <header class="view-header chat-header">
-        <h1 class="chat-title">{displayTitle(conversation)}</h1>
+        <ConversationTitle conversation={conversation} />
+        {messages.length > 0 ? <ExportMenu conversationId={conversation.id} /> : null}
         <label class="model-picker">
           <span class="visually-hidden">Model</span>
           <select
@@ -54,7 +57,16 @@ export function ChatView() {
 
       <ConversationSettings conversation={conversation} disabled={generating} />
 
-      <MessageList conversation={conversation} generating={generating} busy={busy}>
+      <MessageList
+        conversation={conversation}
+        generating={generating}
+        busy={busy}
+        footer={
+          state.overflow?.conversationId === conversation.id && last?.role === "user" && !busy ? (
+            <OverflowNotice overflow={state.overflow} onDrop={() => void cake.chat.sendWithoutOldestTurns()} />
+          ) : null
+        }
+      >
         {showStarter ? <StarterCard showProgress={true} /> : null}
         {!showStarter && messages.length === 0 ? (
           <div class="empty-chat">
@@ -106,16 +118,51 @@ function ConversationSettings({ conversation, disabled }: { conversation: Conver
   );
 }
 
+/** Why the last message got no reply: the conversation does not fit the model's context. */
+function OverflowNotice({ overflow, onDrop }: { overflow: ContextOverflow; onDrop: () => void }) {
+  return (
+    <div class="overflow-notice" role="alert" data-testid="context-overflow">
+      <p>
+        <strong>This conversation is too long for the model.</strong> {sentence(overflow.message)}
+      </p>
+      {overflow.canDropOldest ? (
+        <>
+          <p class="muted">
+            Cake can leave out the oldest messages, keeping the system prompt and your last message, and send the rest.
+          </p>
+          <button type="button" class="primary small" data-testid="drop-oldest" onClick={onDrop}>
+            Drop the oldest turns and send
+          </button>
+        </>
+      ) : (
+        <p class="muted">
+          Your last message alone does not fit: shorten it (Edit) or raise the context length in Sampling.
+        </p>
+      )}
+    </div>
+  );
+}
+
+/** `text` as a sentence: a capital first letter and a full stop. */
+function sentence(text: string): string {
+  const trimmed = text.trim();
+  const capital = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
+}
+
 interface ListProps {
   conversation: Conversation;
   generating: boolean;
   busy: boolean;
   children: ComponentChildren;
+  /** Shown after the messages. */
+  footer?: ComponentChildren;
 }
 
 /** The scrolling message list; it follows new text while the reader is at the bottom. */
-function MessageList({ conversation, generating, busy, children }: ListProps) {
+function MessageList({ conversation, generating, busy, children, footer = null }: ListProps) {
   const cake = useCake();
+  const promptProgress = useAppState().promptProgress;
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
   // Where the list was last seen scrolled to: only a move up is the reader's.
@@ -174,9 +221,11 @@ function MessageList({ conversation, generating, busy, children }: ListProps) {
             key={`${conversation.id}:${index}`}
             message={message}
             streaming={generating && index === messages.length - 1 && message.role === "assistant"}
+            promptProgress={generating && index === messages.length - 1 ? promptProgress : null}
             onEdit={message.role === "user" && !busy ? (text) => void cake.chat.editAndResend(index, text) : null}
           />
         ))}
+        {footer}
       </div>
     </div>
   );

@@ -4,20 +4,24 @@
 
 import { useMemo, useState } from "preact/hooks";
 import type { ReplyStats, StoredMessage } from "../api/types";
+import type { PromptProgress } from "../state/app-state";
 import { copyText } from "../lib/clipboard";
 import { formatSeconds, formatTokensPerSecond, stopNote } from "../lib/format";
 import { renderMarkdown } from "../lib/markdown";
 import { EditIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
+import { ProgressBar } from "./ProgressBar";
 
 interface Props {
   message: StoredMessage;
   streaming: boolean;
+  /** While this reply waits for a long prompt to be read: how far it is. */
+  promptProgress?: PromptProgress | null;
   /** Null when the message cannot be edited now (not a user message, or busy). */
   onEdit: ((text: string) => void) | null;
 }
 
-export function MessageView({ message, streaming, onEdit }: Props) {
+export function MessageView({ message, streaming, promptProgress = null, onEdit }: Props) {
   const [editing, setEditing] = useState(false);
   const isUser = message.role === "user";
 
@@ -37,6 +41,8 @@ export function MessageView({ message, streaming, onEdit }: Props) {
             onEdit(text);
           }}
         />
+      ) : streaming && message.content === "" && promptProgress ? (
+        <PromptReading progress={promptProgress} />
       ) : streaming && message.content === "" ? (
         <div class="message-body typing" aria-label="Cake is writing">
           <span />
@@ -91,6 +97,16 @@ function flash(button: Element, text: string) {
   setTimeout(() => (button.textContent = "Copy"), 1500);
 }
 
+function PromptReading({ progress }: { progress: PromptProgress }) {
+  const label = `Reading the prompt: ${progress.read.toLocaleString("en")} of ${progress.total.toLocaleString("en")} tokens`;
+  return (
+    <div class="message-body prompt-progress" data-testid="prompt-progress" aria-live="polite">
+      <span>{label}</span>
+      <ProgressBar fraction={progress.total > 0 ? progress.read / progress.total : null} label="Reading the prompt" />
+    </div>
+  );
+}
+
 function StatsLine({ stats }: { stats: ReplyStats }) {
   return (
     <div class="reply-stats" data-testid="reply-stats">
@@ -98,6 +114,11 @@ function StatsLine({ stats }: { stats: ReplyStats }) {
       <span title="Decoding speed">{formatTokensPerSecond(stats.decode_tok_s)}</span>
       <span>{stats.completion_tokens} tokens</span>
       {stopNote(stats.finish_reason) ? <span data-testid="stop-note">{stopNote(stats.finish_reason)}</span> : null}
+      {stats.dropped_messages ? (
+        <span data-testid="dropped-note" title="Left out so the rest fit the model's context">
+          {stats.dropped_messages === 1 ? "1 oldest message" : `${stats.dropped_messages} oldest messages`} not read
+        </span>
+      ) : null}
     </div>
   );
 }

@@ -1,5 +1,6 @@
-// The collapsible sampling settings of a conversation, plus the reply length
-// and seed preferences, which belong to the user rather than the conversation.
+// The collapsible sampling settings of a conversation, plus the reply length,
+// context length and seed preferences, which belong to the user rather than
+// the conversation.
 
 import type { Sampling } from "../api/types";
 import type { Prefs } from "../state/prefs";
@@ -72,6 +73,23 @@ export function SamplingPanel({ sampling, prefs, onSampling, onPrefs }: Props) {
             }}
           />
           <span class="field-hint">longest reply</span>
+        </label>
+        <label class="field">
+          <span class="field-label">Context length</span>
+          <input
+            type="number"
+            data-testid="context-length"
+            min={16}
+            step={1}
+            placeholder="model's"
+            value={prefs.contextLength ?? ""}
+            onInput={(event) => {
+              if (event.currentTarget.value.trim() === "") return onPrefs({ contextLength: null });
+              const value = numberFrom(event.currentTarget, true);
+              if (value !== null && value >= 16) onPrefs({ contextLength: value });
+            }}
+          />
+          <span class="field-hint">tokens read; empty = the model's</span>
         </label>
         <label class="field">
           <span class="field-label">Seed</span>

@@ -1,4 +1,4 @@
-// The sidebar: new conversation, the conversation list (open, delete with
+// The sidebar: new conversation, search, the conversation list (open, delete with
 // confirmation) and the buttons to the Models, Speech and Cluster screens.
 
 import { useState } from "preact/hooks";
@@ -7,6 +7,7 @@ import { UNTITLED, displayTitle } from "../lib/conversation";
 import { isSaved } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
+import { ConversationSearchField, SearchResults, useConversationSearch } from "./ConversationSearch";
 import { CubeIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
 // The app's own icon (inlined by Vite): an emoji is an empty box where no emoji font is installed.
 import appIcon from "../../../icons/hicolor/128x128/cake.png";
@@ -20,6 +21,8 @@ export function Sidebar() {
   const state = useAppState();
   const cake = useCake();
   const [deleting, setDeleting] = useState<Item | null>(null);
+  const [query, setQuery] = useState("");
+  const matches = useConversationSearch(query);
 
   const titleOf = (id: string, stored: string) => {
     const open = state.conversations[id];
@@ -47,39 +50,44 @@ export function Sidebar() {
       >
         <PlusIcon /> New conversation
       </button>
-      <ul class="conversation-list">
-        {items.map((item) => {
-          const current = state.view === "chat" && item.id === state.selectedId;
-          return (
-            <li
-              key={item.id}
-              class={`conversation-item${current ? " current" : ""}`}
-              data-testid="conversation-item"
-              data-conversation-id={item.id}
-            >
-              <button
-                type="button"
-                class="conversation-open"
-                aria-current={current ? "page" : undefined}
-                onClick={() => cake.conversations.open(item.id)}
+      <ConversationSearchField query={query} onQuery={setQuery} />
+      {query.trim() !== "" ? (
+        <SearchResults matches={matches} onOpen={(id) => void cake.conversations.open(id)} />
+      ) : (
+        <ul class="conversation-list">
+          {items.map((item) => {
+            const current = state.view === "chat" && item.id === state.selectedId;
+            return (
+              <li
+                key={item.id}
+                class={`conversation-item${current ? " current" : ""}`}
+                data-testid="conversation-item"
+                data-conversation-id={item.id}
               >
-                {state.generatingId === item.id ? <span class="typing-dot" aria-label="Replying" /> : null}
-                <span class="conversation-title">{item.title}</span>
-              </button>
-              <button
-                type="button"
-                class="icon-button conversation-delete"
-                data-testid="conversation-delete"
-                aria-label={`Delete conversation “${item.title}”`}
-                title="Delete conversation"
-                onClick={() => setDeleting(item)}
-              >
-                <TrashIcon />
-              </button>
-            </li>
-          );
-        })}
-      </ul>
+                <button
+                  type="button"
+                  class="conversation-open"
+                  aria-current={current ? "page" : undefined}
+                  onClick={() => cake.conversations.open(item.id)}
+                >
+                  {state.generatingId === item.id ? <span class="typing-dot" aria-label="Replying" /> : null}
+                  <span class="conversation-title">{item.title}</span>
+                </button>
+                <button
+                  type="button"
+                  class="icon-button conversation-delete"
+                  data-testid="conversation-delete"
+                  aria-label={`Delete conversation “${item.title}”`}
+                  title="Delete conversation"
+                  onClick={() => setDeleting(item)}
+                >
+                  <TrashIcon />
+                </button>
+              </li>
+            );
+          })}
+        </ul>
+      )}
       <button
         type="button"
         class={`models-button${state.view === "models" ? " active" : ""}`}

@@ -22,6 +22,7 @@ export function newConversation(modelId: string | null, now = new Date()): Conve
   return {
     id: randomId(),
     title: "",
+    title_set: false,
     model_id: modelId,
     system_prompt: "",
     sampling: { ...DEFAULT_SAMPLING },
@@ -40,6 +41,7 @@ export function normalizeConversation(stored: Partial<Conversation> & { id: stri
   return {
     id: stored.id,
     title: typeof stored.title === "string" ? stored.title : "",
+    title_set: stored.title_set === true,
     model_id: typeof stored.model_id === "string" ? stored.model_id : null,
     system_prompt: typeof stored.system_prompt === "string" ? stored.system_prompt : "",
     sampling: { ...DEFAULT_SAMPLING, ...stored.sampling },
@@ -57,6 +59,16 @@ export function titleFrom(text: string): string {
   const space = cut.lastIndexOf(" ");
   return `${(space > TITLE_LENGTH / 2 ? cut.slice(0, space) : cut).trimEnd()}…`;
 }
+
+/** The title to save: the user's name for it, else the first user message (also when that is edited). */
+export function savedTitle(conversation: Conversation): string {
+  if (conversation.title_set) return conversation.title;
+  const firstUser = conversation.messages.find((m) => m.role === "user");
+  return firstUser ? titleFrom(firstUser.content) : conversation.title;
+}
+
+/** A name typed by the user, on one line and at most this long. */
+export const MAX_TITLE_LENGTH = 120;
 
 /** The title to show: stored title, else the first user message, else a placeholder. */
 export function displayTitle(conversation: Pick<Conversation, "title"> & Partial<Conversation>): string {

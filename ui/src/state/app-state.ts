@@ -24,6 +24,20 @@ export interface Notice {
   tone?: "error" | "info";
 }
 
+/** How far the reply being generated has read its prompt. */
+export interface PromptProgress {
+  read: number;
+  total: number;
+}
+
+/** A conversation the model could not read whole: shown under its last message. */
+export interface ContextOverflow {
+  conversationId: string;
+  message: string;
+  /** False when the oldest turns were already left out and it still did not fit. */
+  canDropOldest: boolean;
+}
+
 /** A `load_model` stream in progress. */
 export interface LoadState {
   id: string;
@@ -72,6 +86,9 @@ export interface AppState {
   selectedId: string | null;
   /** The conversation currently receiving a reply. */
   generatingId: string | null;
+  /** Set while a long prompt is being read (before the reply's first token). */
+  promptProgress: PromptProgress | null;
+  overflow: ContextOverflow | null;
   notices: Notice[];
   prefs: Prefs;
   /** The last `cluster_status` answer (polled while the Cluster screen is open). */
@@ -110,6 +127,8 @@ export function initialState(prefs: Prefs): AppState {
     conversations: {},
     selectedId: null,
     generatingId: null,
+    promptProgress: null,
+    overflow: null,
     notices: [],
     prefs,
     cluster: null,

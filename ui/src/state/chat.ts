@@ -1,9 +1,12 @@
 // Generating replies: send a message, stream the reply token by token, stop
 // it (keeping what arrived), regenerate the last reply, or edit an earlier
 // user message and resend. The conversation is saved after every reply,
-// completed, stopped or failed.
+// completed, stopped or failed. A conversation too long for the model's
+// context is not an error toast: it is kept as an overflow the chat shows
+// under the last message, with a way to send it without its oldest turns.
 
 import type { Api } from "../api/commands";
+import { StreamError } from "../transport";
 import type { Conversation, StoredMessage } from "../api/types";
 import { requestMessages } from "../lib/conversation";
 import { randomSeed } from "../lib/ids";
@@ -36,8 +39,13 @@ export function createChatActions(
     return modelId;
   }
 
-  /** Stream a reply to the conversation's messages, which must end with a user message. */
-  async function generate(id: string): Promise<void> {
+  /**
+   * Stream a reply to the conversation's messages, which must end with a
+   * user message; `dropOldestTurns` lets the engine leave out the oldest
+   * turns that do not fit the context (and once a reply was made that way,
+   * every later one in the conversation is).
+   */
+  async function generate(id: string, dropOldestTurns = false): Promise<void> {
     const state = store.get();
     const conversation = conversations.get(id);
     if (!conversation || busy()) return;
@@ -48,13 +56,14 @@ export function createChatActions(
     conversations.update(id, { model_id: modelId, sampling });
 
     const history = asked.messages;
+    const dropOldest = dropOldestTurns || history.some((message) => (message.stats?.dropped_messages ?? 0) > 0);
     let reply: StoredMessage = { role: "assistant", content: "" };
     const show = () => conversations.update(id, { messages: [...history, reply] });
     show();
 
     const controller = new AbortController();
     stopController = controller;
-    store.update({ generatingId: id });
+    store.update({ generatingId: id, overflow: null, promptProgress: null });
     try {
       const stats = await api.chat(
         {
@@ -62,24 +71,32 @@ export function createChatActions(
           messages: requestMessages(asked),
           sampling,
           max_tokens: state.prefs.maxTokens,
+          ...(state.prefs.contextLength === null ? {} : { context_length: state.prefs.contextLength }),
+          ...(dropOldest ? { drop_oldest_turns: true } : {}),
         },
         (text) => {
+          if (store.get().promptProgress) store.update({ promptProgress: null });
           reply = { ...reply, content: reply.content + text };
           show();
         },
         controller.signal,
         (message) => notices.report(new Error(message)),
+        (progress) => store.update({ promptProgress: { read: progress.read_tokens, total: progress.prompt_tokens } }),
       );
       reply = { ...reply, stats };
       store.update({ loadedModelId: modelId }); // `chat` loads the model it needs
     } catch (error) {
       if (controller.signal.aborted) reply = { ...reply, stopped: true };
-      notices.report(error); // a stop is not reported
+      if (error instanceof StreamError && error.kind === "prompt_too_long") {
+        store.update({ overflow: { conversationId: id, message: error.message, canDropOldest: !dropOldest } });
+      } else {
+        notices.report(error); // a stop is not reported
+      }
     } finally {
       stopController = null;
       // A reply stopped or failed before its first token leaves no empty bubble.
       conversations.update(id, { messages: reply.content === "" ? history : [...history, reply] });
-      store.update({ generatingId: null });
+      store.update({ generatingId: null, promptProgress: null });
     }
     await conversations.save(id);
   }
@@ -119,12 +136,19 @@ export function createChatActions(
     await generate(conversation.id);
   }
 
+  /** Answer the selected conversation's last message, leaving out the oldest turns that do not fit. */
+  async function sendWithoutOldestTurns(): Promise<void> {
+    const conversation = selected();
+    if (!conversation || busy() || conversation.messages.at(-1)?.role !== "user") return;
+    await generate(conversation.id, true);
+  }
+
   /** Stop the reply being generated; the text so far is kept. */
   function stop(): void {
     stopController?.abort();
   }
 
-  return { send, regenerate, editAndResend, stop };
+  return { send, regenerate, editAndResend, sendWithoutOldestTurns, stop };
 }
 
 export type ChatActions = ReturnType<typeof createChatActions>;

@@ -2,8 +2,10 @@
 // settings, save through `save_conversation`, and delete.
 
 import type { Api } from "../api/commands";
-import type { Conversation } from "../api/types";
-import { newConversation, normalizeConversation, titleFrom } from "../lib/conversation";
+import type { Conversation, ConversationMatch } from "../api/types";
+import { MAX_TITLE_LENGTH, newConversation, normalizeConversation, savedTitle } from "../lib/conversation";
+import { downloadBytes } from "../lib/download";
+import { EXPORT_TYPES, exportFileName, exportText, type ExportFormat } from "../lib/export";
 import type { Store } from "./store";
 import { isSaved, type AppState } from "./app-state";
 import type { Notices } from "./notices";
@@ -103,13 +105,7 @@ export function createConversationActions(
     pendingSaves.delete(id);
     const current = get(id);
     if (!current) return;
-    const firstUser = current.messages.find((m) => m.role === "user");
-    const conversation: Conversation = {
-      ...current,
-      // The title follows the first user message, also when it is edited.
-      title: firstUser ? titleFrom(firstUser.content) : current.title,
-      updated_at: new Date().toISOString(),
-    };
+    const conversation: Conversation = { ...current, title: savedTitle(current), updated_at: new Date().toISOString() };
     put(conversation);
     try {
       await api.saveConversation(conversation);
@@ -155,7 +151,35 @@ export function createConversationActions(
     }
   }
 
-  return { restore, open, create, update, change, save, remove, get };
+  /** Name a conversation (an empty name gives the title back to its first message) and save it. */
+  async function rename(id: string, name: string): Promise<void> {
+    const title = name.replace(/\s+/g, " ").trim().slice(0, MAX_TITLE_LENGTH);
+    update(id, title === "" ? { title: "", title_set: false } : { title, title_set: true });
+    await save(id);
+  }
+
+  /** Conversations containing `query`; none (and the reason shown) if the search fails. */
+  async function search(query: string): Promise<ConversationMatch[]> {
+    try {
+      return (await api.searchConversations(query)).conversations;
+    } catch (error) {
+      notices.report(error);
+      return [];
+    }
+  }
+
+  /** Save a conversation as a Markdown or JSON file (a download). */
+  async function exportAs(id: string, format: ExportFormat): Promise<void> {
+    try {
+      const conversation = get(id) ?? normalizeConversation(await api.getConversation(id));
+      const bytes = new TextEncoder().encode(exportText(conversation, format));
+      downloadBytes(bytes, exportFileName(conversation, format), EXPORT_TYPES[format]);
+    } catch (error) {
+      notices.report(error);
+    }
+  }
+
+  return { restore, open, create, update, change, save, remove, get, rename, search, exportAs };
 }
 
 export type ConversationActions = ReturnType<typeof createConversationActions>;

@@ -1,14 +1,17 @@
 // Settings that belong to the user rather than to one conversation, kept in
-// the web view's localStorage: the reply length limit, whether each reply
-// gets a fresh random seed, and the last opened conversation.
+// the web view's localStorage: the reply length limit, the context length,
+// whether each reply gets a fresh random seed, and the last opened
+// conversation.
 
 export interface Prefs {
   maxTokens: number;
+  /** Tokens a chat may hold (prompt and reply); null: the model's own context length. */
+  contextLength: number | null;
   /** Draw a new seed for every reply (else the conversation's seed is reused). */
   freshSeed: boolean;
 }
 
-export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, freshSeed: true };
+export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, contextLength: null, freshSeed: true };
 
 const PREFS_KEY = "cake.prefs";
 const LAST_CONVERSATION_KEY = "cake.lastConversation";
@@ -29,6 +32,7 @@ export function loadPrefs(storage: KeyValueStorage | null): Prefs {
     const saved = JSON.parse(storage?.getItem(PREFS_KEY) ?? "{}") as Partial<Prefs>;
     return {
       maxTokens: positiveInteger(saved.maxTokens) ?? DEFAULT_PREFS.maxTokens,
+      contextLength: positiveInteger(saved.contextLength),
       freshSeed: typeof saved.freshSeed === "boolean" ? saved.freshSeed : DEFAULT_PREFS.freshSeed,
     };
   } catch {

@@ -7,6 +7,20 @@ export interface StreamEvent {
   type: string;
 }
 
+/**
+ * An `error` event: its message, and whose fault it was (`kind`, see
+ * docs/api.md), so a feature can offer a way out of a known failure.
+ */
+export class StreamError extends Error {
+  constructor(
+    message: string,
+    readonly kind: string | null,
+  ) {
+    super(message);
+    this.name = "StreamError";
+  }
+}
+
 /** Called for each event of a stream, `done` included (never for `error`). */
 export type EventHandler<E> = (event: E) => void;
 
@@ -29,7 +43,11 @@ export class StreamSink<E extends StreamEvent> {
       return;
     }
     if (event.type === "error") {
-      this.failure = new Error(messageOf(event) ?? "The operation failed.");
+      const kind = (event as { kind?: unknown }).kind;
+      this.failure = new StreamError(
+        messageOf(event) ?? "The operation failed.",
+        typeof kind === "string" ? kind : null,
+      );
       return;
     }
     this.onEvent(event as E);

@@ -9,7 +9,7 @@ import { httpCall, httpStream } from "./http";
 import { pickPath, setStartAtLogin, startAtLogin, tauriCall, tauriStream, watchFileDrops } from "./tauri";
 import type { EventHandler, StreamEvent } from "./events";
 
-export { isAbortError } from "./events";
+export { isAbortError, StreamError } from "./events";
 export type { EventHandler, StreamEvent } from "./events";
 
 const inTauri = typeof window !== "undefined" && "__TAURI_INTERNALS__" in window;
