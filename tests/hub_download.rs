@@ -204,3 +204,76 @@ fn a_vibevoice_download_fetches_the_tokenizer_it_lacks_from_its_language_model()
     assert_eq!(entry.status, ModelStatus::Incomplete);
     assert!(entry.problem.as_deref().unwrap().contains("Qwen/Qwen2.5-1.5B's tokenizer.json"), "{:?}", entry.problem);
 }
+
+/// Finding a GGUF model on the hub: a search lists repositories, a
+/// repository its GGUF files with sizes and quantizations, and one file at a
+/// time downloads into the cache, where the library lists each as a model of
+/// its own; deleting one keeps the repository's other file.
+#[test]
+fn gguf_models_are_found_listed_downloaded_and_deleted_one_file_at_a_time() {
+    use cake::library::hub::HubConnection;
+
+    const GGUF_REPO: &str = "tiny-org/Tiny-MoE-GGUF";
+    let folder = fixture("tiny/qwen3_moe_sparse");
+    let not_gguf = [
+        "chat_template.jinja",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ];
+    let qwen2 = fixture("tiny/qwen2");
+    let hub = FakeHub::start_repos(&[(GGUF_REPO, &folder, &not_gguf), (REPO, &qwen2, &[])], Behaviour::default());
+    let connection = HubConnection::new(&hub.endpoint, None);
+
+    let found = connection.search_models("  moe ").unwrap();
+    assert_eq!(found.iter().map(|m| m.repo_id.as_str()).collect::<Vec<_>>(), [GGUF_REPO]);
+    assert!(connection.search_models("   ").is_err(), "an empty search is refused");
+    let listed = connection.gguf_files(GGUF_REPO).unwrap();
+    let size = |name: &str| std::fs::metadata(folder.join(name)).unwrap().len();
+    let rows: Vec<_> =
+        listed.files.iter().map(|f| (f.name.as_str(), f.size_bytes, f.quantization.as_deref())).collect();
+    assert_eq!(
+        rows,
+        [
+            ("model-bf16.gguf", size("model-bf16.gguf"), Some("BF16")),
+            ("model-f32.gguf", size("model-f32.gguf"), Some("F32")),
+            ("model-q8_0.gguf", size("model-q8_0.gguf"), Some("Q8_0")),
+        ]
+    );
+    assert_eq!(connection.gguf_files(REPO).unwrap().files, [], "a safetensors repo has no GGUF files");
+    let missing = connection.gguf_files("tiny-org/no-such-repo").unwrap_err();
+    assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
+
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    for file in ["model-q8_0.gguf", "model-bf16.gguf"] {
+        let mut last = None;
+        let path = downloader
+            .download_gguf(GGUF_REPO, file, &mut |p| {
+                last = Some(p.clone());
+                true
+            })
+            .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(folder.join(file)).unwrap());
+        let last = last.expect("progress was reported");
+        assert_eq!((last.downloaded_bytes, last.total_bytes), (size(file), size(file)));
+    }
+    for bad in ["../escape.gguf", "missing.gguf", "model.safetensors"] {
+        assert!(downloader.download_gguf(GGUF_REPO, bad, &mut |_| true).is_err(), "{bad}");
+    }
+
+    let catalog = Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    let q8 = format!("hf:{GGUF_REPO}/model-q8_0.gguf");
+    let bf16 = format!("hf:{GGUF_REPO}/model-bf16.gguf");
+    let entry = catalog.find(&q8).unwrap();
+    assert_eq!(entry.status, ModelStatus::Complete, "{:?}", entry.problem);
+    assert_eq!((entry.name.as_str(), entry.size_bytes), ("model-q8_0", size("model-q8_0.gguf")));
+    assert_eq!(entry.quantization.as_deref(), Some("Q8_0"));
+    catalog.delete(&q8).unwrap();
+    assert!(catalog.find(&q8).is_err());
+    assert_eq!(catalog.find(&bf16).unwrap().status, ModelStatus::Complete, "the other file stays");
+    catalog.delete(&bf16).unwrap();
+    assert!(!cache.path().join("models--tiny-org--Tiny-MoE-GGUF").exists(), "the last file takes the repo with it");
+}

@@ -2,8 +2,10 @@
 //! model folder: `GET /api/models/<repo>/revision/main` lists its files,
 //! `HEAD`/`GET /<repo>/resolve/main/<file>` serve them (large files by a
 //! redirect to `/cdn/<sha256>`, with range requests), the way the real hub
-//! does. It can cut a transfer short, corrupt a file or refuse access, and
-//! it records the range of every request.
+//! does. `GET /api/models?search=` finds repos by name and
+//! `GET /api/models/<repo>/tree/main` lists files with sizes (GGUF files are
+//! large files too). It can cut a transfer short, corrupt a file or refuse
+//! access, and it records the range of every request.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -15,8 +17,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
-/// The file served as a large (LFS) file.
+/// The file served as a large (LFS) file, besides GGUF files.
 pub const WEIGHTS: &str = "model.safetensors";
+
+/// Whether the hub serves `file` as a large (LFS) file.
+fn is_large(file: &str) -> bool {
+    file == WEIGHTS || file.ends_with(".gguf")
+}
 
 #[derive(Default, Clone)]
 pub struct Behaviour {
@@ -74,7 +81,9 @@ impl FakeHub {
         }
         let hub = Arc::new(Hub { repos: served, behaviour: Mutex::new(behaviour), log: Mutex::new(Vec::new()) });
         let app = Router::new()
+            .route("/api/models", axum::routing::get(search))
             .route("/api/models/{org}/{name}/revision/main", axum::routing::get(repo_info))
+            .route("/api/models/{org}/{name}/tree/main", axum::routing::get(tree))
             .route("/{org}/{name}/resolve/main/{file}", axum::routing::any(resolve))
             .route("/cdn/{sha}", axum::routing::get(cdn))
             .with_state(hub.clone());
@@ -130,6 +139,40 @@ async fn repo_info(State(hub): State<Arc<Hub>>, Path((org, name)): Path<(String,
     axum::Json(serde_json::json!({"id": format!("{org}/{name}"), "sha": COMMIT, "siblings": siblings})).into_response()
 }
 
+/// `?search=<text>`: the named repos whose id contains it (`*` is never listed).
+async fn search(
+    State(hub): State<Arc<Hub>>,
+    axum::extract::Query(query): axum::extract::Query<BTreeMap<String, String>>,
+) -> Response {
+    let text = query.get("search").map(|s| s.to_lowercase()).unwrap_or_default();
+    let found: Vec<_> = hub
+        .repos
+        .keys()
+        .filter(|id| *id != "*" && id.to_lowercase().contains(&text))
+        .map(|id| serde_json::json!({"id": id, "downloads": 1000 + id.len(), "likes": 7}))
+        .collect();
+    axum::Json(found).into_response()
+}
+
+/// The repo's files as the hub's tree API gives them: large files with their LFS size.
+async fn tree(State(hub): State<Arc<Hub>>, Path((org, name)): Path<(String, String)>) -> Response {
+    let Some(files) = hub.files(&org, &name) else {
+        return (StatusCode::NOT_FOUND, "Repository not found").into_response();
+    };
+    let entries: Vec<_> = files
+        .iter()
+        .map(|(file, bytes)| {
+            let mut entry = serde_json::json!({"type": "file", "path": file, "size": bytes.len()});
+            if is_large(file) {
+                entry["lfs"] = serde_json::json!({"oid": sha256_hex(bytes), "size": bytes.len(), "pointerSize": 134});
+                entry["size"] = serde_json::json!(134);
+            }
+            entry
+        })
+        .collect();
+    axum::Json(entries).into_response()
+}
+
 async fn resolve(
     State(hub): State<Arc<Hub>>,
     method: Method,
@@ -142,7 +185,7 @@ async fn resolve(
     let Some(bytes) = hub.files(&org, &name).and_then(|f| f.get(&file)) else {
         return (StatusCode::NOT_FOUND, "Entry not found").into_response();
     };
-    if file == WEIGHTS {
+    if is_large(&file) {
         // Large files: the hub answers with their hash and a redirect to storage.
         let sha = sha256_hex(bytes);
         return Response::builder()
@@ -170,7 +213,8 @@ fn range_of(headers: &HeaderMap) -> Option<String> {
 }
 
 async fn cdn(State(hub): State<Arc<Hub>>, Path(sha): Path<String>, headers: HeaderMap) -> Response {
-    let found = hub.repos.values().filter_map(|f| f.get(WEIGHTS)).find(|b| sha256_hex(b) == sha);
+    let large = hub.repos.values().flat_map(|f| f.iter().filter(|(name, _)| is_large(name)).map(|(_, b)| b));
+    let found = large.into_iter().find(|b| sha256_hex(b) == sha);
     let Some(mut bytes) = found.cloned() else {
         return (StatusCode::NOT_FOUND, "no such object").into_response();
     };

@@ -14,6 +14,7 @@ use crate::cluster::cluster_key::ClusterKey;
 use crate::files::hf_cache;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::library::download::{DownloadProgress, Downloader};
+use crate::library::hub::HubConnection;
 use crate::speech::vibevoice::generate::SpeechSettings;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +64,13 @@ impl App {
             }
             Command::SearchConversations { query } => {
                 Ok(json!({"conversations": self.conversations.search(&query).map_err(ApiError::bad)?}))
+            }
+            Command::SearchHub { query } => {
+                Ok(json!({"models": HubConnection::from_env().search_models(&query).map_err(ApiError::server)?}))
+            }
+            Command::HubFiles { repo_id } => {
+                Ok(serde_json::to_value(HubConnection::from_env().gguf_files(&repo_id).map_err(ApiError::server)?)
+                    .expect("file lists serialize"))
             }
             Command::DeleteConversation { id } => {
                 self.conversations.delete(&id).map_err(not_found)?;
@@ -146,13 +154,13 @@ impl App {
                 self.engine.speak(job, sink, cancel);
                 Ok(())
             }
-            Command::DownloadModel { repo_id } => {
+            Command::DownloadModel { repo_id, file } => {
                 if !hf_cache::looks_like_repo_id(&repo_id) {
                     return Err(ApiError::BadRequest(format!("`{repo_id}` is not a Hugging Face model id (org/name)")));
                 }
                 let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
                 let catalog = self.catalog.clone();
-                std::thread::spawn(move || download(downloader, catalog, repo_id, sink, cancel));
+                std::thread::spawn(move || download(downloader, catalog, repo_id, file, sink, cancel));
                 Ok(())
             }
             Command::Unknown => Err(ApiError::NotFound(format!("unknown command `{}`", request.name))),
@@ -272,14 +280,28 @@ impl App {
 }
 
 /// Runs a download on its own thread (downloads do not wait for the engine).
-fn download(downloader: Downloader, catalog: Catalog, repo_id: String, mut sink: EventSink, cancel: CancelFlag) {
+/// Downloads a repository's model, or one GGUF `file` of it, then reports
+/// the model as the library lists it.
+fn download(
+    downloader: Downloader,
+    catalog: Catalog,
+    repo_id: String,
+    file: Option<String>,
+    mut sink: EventSink,
+    cancel: CancelFlag,
+) {
     let mut on_progress = |p: &DownloadProgress| {
         sink(EngineEvent::Progress(Progress::Download(p.clone()))) && !cancel.load(Ordering::Relaxed)
     };
-    let result = downloader
-        .download(&repo_id, &mut on_progress)
-        .map_err(anyhow::Error::from)
-        .and_then(|_| catalog.find(&format!("hf:{repo_id}")));
+    let downloaded = match &file {
+        Some(file) => downloader.download_gguf(&repo_id, file, &mut on_progress),
+        None => downloader.download(&repo_id, &mut on_progress),
+    };
+    let id = match &file {
+        Some(file) => format!("hf:{repo_id}/{file}"),
+        None => format!("hf:{repo_id}"),
+    };
+    let result = downloaded.map_err(anyhow::Error::from).and_then(|_| catalog.find(&id));
     sink(match result {
         Ok(model) => EngineEvent::Done(Done::Model { model }),
         Err(e) => EngineEvent::error(ErrorKind::Failed, format!("{e:#}")),

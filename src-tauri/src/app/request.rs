@@ -39,6 +39,14 @@ pub enum Command {
     SearchConversations {
         query: String,
     },
+    /// Repositories of GGUF models on the hub matching `query`.
+    SearchHub {
+        query: String,
+    },
+    /// The GGUF files of a hub repository.
+    HubFiles {
+        repo_id: String,
+    },
     ListVoices,
     AddVoice(AddVoiceArgs),
     DeleteVoice {
@@ -69,6 +77,10 @@ pub enum Command {
     Speak(SpeakArgs),
     DownloadModel {
         repo_id: String,
+        /// One GGUF file of the repository; absent: the repository's
+        /// transformers model (config, tokenizer and safetensors weights).
+        #[serde(default)]
+        file: Option<String>,
     },
     /// A name no command has.
     #[serde(other)]

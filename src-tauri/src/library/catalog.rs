@@ -40,7 +40,8 @@ pub enum ModelStatus {
 /// One row of the model list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelEntry {
-    /// Stable id: `default`, `hf:org/name` or `file:/abs/path`.
+    /// Stable id: `default`, `hf:org/name` (a model folder), `hf:org/name/file.gguf`
+    /// (one GGUF file of a repository) or `file:/abs/path`.
     pub id: String,
     pub name: String,
     pub source: ModelSource,
@@ -191,6 +192,21 @@ impl Catalog {
             let Some(snapshot) = hf_cache::find_snapshot(&self.hf_cache, &repo)? else {
                 continue;
             };
+            if !snapshot.join("config.json").exists() {
+                let files = gguf_files_in(&snapshot);
+                if !files.is_empty() {
+                    // A repository of GGUF files: each downloaded one is a model.
+                    found.extend(files.into_iter().map(|file| Candidate {
+                        id: format!("hf:{repo}/{file}"),
+                        name: file.rsplit('/').next().unwrap_or(&file).trim_end_matches(".gguf").to_string(),
+                        source: ModelSource::HfCache,
+                        path: snapshot.join(&file),
+                        // Its link appears only once its blob is whole.
+                        partial_download: false,
+                    }));
+                    continue;
+                }
+            }
             found.push(Candidate {
                 id: format!("hf:{repo}"),
                 partial_download: hf_cache::has_incomplete_blobs(&self.hf_cache, &repo),
@@ -248,9 +264,21 @@ impl Catalog {
                 std::fs::remove_file(&entry.path).with_context(|| format!("cannot delete {}", entry.path.display()))?
             }
             ModelSource::HfCache => {
-                let repo = id.trim_start_matches("hf:");
+                let in_repo = id.trim_start_matches("hf:");
+                let repo = in_repo.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
                 let dir = self.hf_cache.join(format!("models--{}", repo.replace('/', "--")));
-                std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
+                let snapshot = hf_cache::find_snapshot(&self.hf_cache, &repo)?;
+                let others_left = entry.path.is_file() && snapshot.is_some_and(|s| gguf_files_in(&s).len() > 1);
+                if others_left {
+                    // One GGUF file of several: its blob and its link go.
+                    let blob = std::fs::canonicalize(&entry.path)
+                        .with_context(|| format!("cannot find the file of {}", entry.path.display()))?;
+                    std::fs::remove_file(&blob).with_context(|| format!("cannot delete {}", blob.display()))?;
+                    std::fs::remove_file(&entry.path)
+                        .with_context(|| format!("cannot delete {}", entry.path.display()))?;
+                } else {
+                    std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
+                }
             }
             ModelSource::Imported => {
                 let mut imports = self.imports()?;
@@ -295,6 +323,27 @@ impl Candidate {
             problem: inspection.problem,
         }
     }
+}
+
+/// The GGUF files of a snapshot folder and its subfolders (one level), as
+/// paths inside it, sorted.
+fn gguf_files_in(snapshot: &Path) -> Vec<String> {
+    let is_gguf = |path: &Path| path.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")) && path.is_file();
+    let mut files = Vec::new();
+    let entries = std::fs::read_dir(snapshot).into_iter().flatten().filter_map(|e| e.ok());
+    for entry in entries {
+        let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+        if is_gguf(&path) {
+            files.push(name);
+        } else if path.is_dir() {
+            let inner = std::fs::read_dir(&path).into_iter().flatten().filter_map(|e| e.ok());
+            files.extend(
+                inner.filter(|e| is_gguf(&e.path())).map(|e| format!("{name}/{}", e.file_name().to_string_lossy())),
+            );
+        }
+    }
+    files.sort();
+    files
 }
 
 /// Bytes on disk of a file, or of everything in a folder (following the HF

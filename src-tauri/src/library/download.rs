@@ -9,6 +9,7 @@
 //! `models--org--name/blobs/<etag>` with `snapshots/<commit>/<file>` links.
 //! `HF_ENDPOINT` points it at another hub (the tests' local one).
 
+use super::hub::HubConnection;
 use crate::files::hf_cache;
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError};
@@ -16,7 +17,7 @@ use hf_hub::{Cache, Repo, RepoType};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Files besides the weights that a text model needs.
 const TEXT_FILES: [&str; 7] = [
@@ -61,9 +62,7 @@ struct RemoteFile {
 /// Where to download from and to.
 pub struct Downloader {
     cache_dir: PathBuf,
-    endpoint: String,
-    token: Option<String>,
-    agent: ureq::Agent,
+    hub: HubConnection,
 }
 
 /// Picks the files to download from those a repository has, given how to
@@ -74,23 +73,12 @@ impl Downloader {
     /// A downloader into `cache_dir`, from `HF_ENDPOINT` (default the public
     /// hub), with `HF_TOKEN` or the token `huggingface-cli login` saved.
     pub fn from_env(cache_dir: PathBuf) -> Self {
-        let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
-        let token = std::env::var("HF_TOKEN").ok().or_else(|| Cache::from_env().token());
-        Self::new(cache_dir, &endpoint, token)
+        Self { cache_dir, hub: HubConnection::from_env() }
     }
 
     /// A downloader into `cache_dir` from the hub at `endpoint`.
     pub fn new(cache_dir: PathBuf, endpoint: &str, token: Option<String>) -> Self {
-        Self {
-            cache_dir,
-            endpoint: endpoint.trim_end_matches('/').to_string(),
-            token,
-            agent: ureq::AgentBuilder::new()
-                .timeout_connect(Duration::from_secs(20))
-                .timeout_read(Duration::from_secs(60))
-                .redirects(0)
-                .build(),
-        }
+        Self { cache_dir, hub: HubConnection::new(endpoint, token) }
     }
 
     fn repo_dir(&self, repo_id: &str) -> PathBuf {
@@ -98,11 +86,7 @@ impl Downloader {
     }
 
     fn request(&self, method: &str, url: &str) -> ureq::Request {
-        let request = self.agent.request(method, url);
-        match &self.token {
-            Some(token) => request.set("authorization", &format!("Bearer {token}")),
-            None => request,
-        }
+        self.hub.request(method, url)
     }
 
     /// Downloads what a model needs from `repo_id` (for a VibeVoice model,
@@ -137,6 +121,27 @@ impl Downloader {
         Ok(snapshot)
     }
 
+    /// Downloads the GGUF file `file` of `repo_id` (a model in one file, its
+    /// tokenizer inside); returns its path in the snapshot.
+    pub fn download_gguf(
+        &self,
+        repo_id: &str,
+        file: &str,
+        on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
+    ) -> Result<PathBuf, DownloadError> {
+        let inside = Path::new(file).components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside || !file.to_ascii_lowercase().ends_with(".gguf") {
+            return Err(anyhow::anyhow!("`{file}` is not the name of a GGUF file in a repository").into());
+        }
+        let choose = |available: &[String], _: &dyn Fn(&str) -> String| -> Result<Vec<String>> {
+            if !available.iter().any(|a| a == file) {
+                bail!("{repo_id} has no file {file}");
+            }
+            Ok(vec![file.to_string()])
+        };
+        Ok(self.download_files(repo_id, &choose, on_progress)?.join(file))
+    }
+
     /// Downloads the files `choose(available, url_of)` picks from `repo_id`
     /// into the cache and records the snapshot; returns its folder.
     fn download_files(
@@ -149,8 +154,8 @@ impl Downloader {
             return Err(anyhow::anyhow!("`{repo_id}` is not a Hugging Face model id (expected org/name)").into());
         }
         let api = ApiBuilder::from_cache(Cache::new(self.cache_dir.clone()))
-            .with_endpoint(self.endpoint.clone())
-            .with_token(self.token.clone())
+            .with_endpoint(self.hub.endpoint.clone())
+            .with_token(self.hub.token().map(str::to_string))
             .with_progress(false)
             .build()
             .context("cannot set up the hub client")?;
@@ -319,15 +324,15 @@ impl Downloader {
     fn get_following_redirects(&self, repo_id: &str, url: &str, start: u64) -> Result<ureq::Response> {
         let mut url = url.to_string();
         for _ in 0..5 {
-            let same_host = url.starts_with(&self.endpoint);
-            let request = if same_host { self.request("GET", &url) } else { self.agent.get(&url) };
+            let same_host = url.starts_with(&self.hub.endpoint);
+            let request = if same_host { self.request("GET", &url) } else { self.hub.agent.get(&url) };
             let request = if start > 0 { request.set("range", &format!("bytes={start}-")) } else { request };
             // With redirects off, ureq hands back 3xx answers as successes.
             match request.call() {
                 Ok(r) if (300..400).contains(&r.status()) => {
                     let location = r.header("location").context("a redirect without a location")?;
                     url = if location.starts_with('/') {
-                        format!("{}{location}", self.endpoint)
+                        format!("{}{location}", self.hub.endpoint)
                     } else {
                         location.to_string()
                     };

@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod download;
+pub mod hub;
 
 use crate::files::{hf_cache, paths};
 
