@@ -6,7 +6,8 @@
 // checkpoint (made talkative), watch progress and the waveform, download the
 // WAV, and see a dropped non-WAV file refused with the reason; and make a
 // cluster key on the Cluster screen; and a first run with an empty library
-// downloads its first model from a hub-shaped server on loopback; and
+// downloads its first model from a hub-shaped server on loopback, and the
+// Models screen searches that hub and downloads the GGUF file picked; and
 // a long prompt shows reading progress, an over-long conversation offers to
 // drop its oldest turns, and conversations are renamed, searched and exported,
 // across a restart.
@@ -560,6 +561,57 @@ test("a long prompt shows reading progress, and an over-long conversation offers
   assert.match(await overflow.innerText(), /last message alone does not fit/);
   assert.equal(await page.locator('[data-testid="drop-oldest"]').count(), 0);
   await page.close();
+});
+
+test("the Models screen searches the hub, lists a repository's GGUF files and downloads the one picked", async () => {
+  const moe = path.join(here, "../fixtures/tiny/qwen3_moe_sparse");
+  const ggufFiles = ["model-bf16.gguf", "model-f32.gguf", "model-q8_0.gguf"].map((name) => path.join(moe, name));
+  const hub = await startLocalHub(path.join(here, "../fixtures/tiny/llama_tied"), {
+    chunkPauseMs: 60,
+    ggufRepos: { "tiny-org/Tiny-MoE-GGUF": ggufFiles, "tiny-org/Tiny-Other-GGUF": [ggufFiles[2]] },
+  });
+  const root = mkdtempSync(path.join(tmpdir(), "cake-hub-search-"));
+  const app = await startCake({ CAKE_DATA_DIR: path.join(root, "data"), HF_HUB_CACHE: path.join(root, "hf"), HF_ENDPOINT: hub.endpoint });
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(60_000);
+    await page.goto(app.baseUrl + "/");
+    await page.locator('[data-testid="models-button"]').click();
+    await page.locator('[data-testid="hub-query"]').fill("moe");
+    await page.locator('[data-testid="hub-search"]').click();
+    const repos = page.locator('[data-testid="hub-repo"]');
+    await repos.first().waitFor();
+    assert.deepEqual(await repos.allInnerTexts(), ["tiny-org/Tiny-MoE-GGUF\n4,321 downloads"]);
+    await repos.first().click();
+    const files = page.locator('[data-testid="hub-file"]');
+    await files.first().waitFor();
+    const rows = (await files.allInnerTexts()).map((text) => text.replace(/\s+/g, " ").trim());
+    assert.deepEqual(rows, [
+      "model-bf16.gguf BF16 122 KB Download",
+      "model-f32.gguf F32 235 KB Download",
+      "model-q8_0.gguf Q8_0 77.9 KB Download",
+    ]);
+    await page.screenshot({ path: path.join(outDir, "browser-hub-search.png") });
+
+    await files.nth(2).locator('[data-testid="hub-file-download"]').click();
+    await page.locator('[data-testid="download-progress"]').waitFor();
+    const row = page.locator('[data-testid="model-row"][data-model-id="hf:tiny-org/Tiny-MoE-GGUF/model-q8_0.gguf"]');
+    await row.waitFor({ timeout: 60_000 });
+    await page.locator('[data-testid="download-progress"]').waitFor({ state: "detached" });
+    assert.match(await row.innerText(), /model-q8_0/);
+    assert.equal(await files.nth(2).locator('[data-testid="hub-file-in-library"]').innerText(), "In library");
+    assert.ok(hub.requests.some((p) => p.startsWith("/cdn/")), "the file came through the hub's storage redirect");
+    await page.screenshot({ path: path.join(outDir, "browser-hub-downloaded.png") });
+
+    // A search that finds nothing says so.
+    await page.locator('[data-testid="hub-query"]').fill("no such model");
+    await page.locator('[data-testid="hub-search"]').click();
+    await page.locator('[data-testid="hub-no-results"]').waitFor();
+    await page.close();
+  } finally {
+    app.server.kill();
+    await hub.close();
+  }
 });
 
 test("conversations are renamed, searched and exported, and keep their names across a restart", async () => {

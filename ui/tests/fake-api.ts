@@ -10,6 +10,7 @@ import type {
   ClusterStatus,
   Conversation,
   DownloadProgressEvent,
+  HubFile,
   LoadProgressEvent,
   ModelEntry,
   PromptProgressEvent,
@@ -163,6 +164,8 @@ export function createFakeApi(
     loaded: null as string | null,
     conversations: new Map((initial.conversations ?? []).map((c) => [c.id, structuredClone(c)])),
     chatScript: replyWith("Hello", " there") as ChatScript,
+    /** Hub repositories and their GGUF files, by id. */
+    hubRepos: {} as Record<string, HubFile[]>,
     downloadScript: null as
       null | ((onProgress: (p: DownloadProgressEvent) => void, signal?: AbortSignal) => Promise<ModelEntry>),
     cluster: clusterStatus(),
@@ -251,6 +254,16 @@ export function createFakeApi(
     deleteConversation: vi.fn(async (id: string) => {
       server.conversations.delete(id);
       return {};
+    }),
+    searchHub: vi.fn(async (query: string) => ({
+      models: Object.keys(server.hubRepos)
+        .filter((id) => id.toLowerCase().includes(query.trim().toLowerCase()))
+        .map((repo_id) => ({ repo_id, downloads: 10, likes: 1 })),
+    })),
+    hubFiles: vi.fn(async (repoId: string) => {
+      const files = server.hubRepos[repoId];
+      if (!files) throw new Error(`${repoId} was not found on the hub`);
+      return { files, split_files: 0 };
     }),
     searchConversations: vi.fn(async (query: string) => {
       const needle = query.trim().toLowerCase();

@@ -339,3 +339,23 @@ describe("notices", () => {
     expect(state().notices.map((n) => n.message)).toEqual(["a", "c", "d"]);
   });
 });
+
+describe("hub search", () => {
+  it("lists repositories, their GGUF files, and downloads the file picked", async () => {
+    const { cake, api, server, state } = await started({ models: [] });
+    server.hubRepos = {
+      "org/Tiny-GGUF": [{ name: "tiny.Q4_K_M.gguf", size_bytes: 1000, quantization: "Q4_K_M" }],
+      "org/Other": [],
+    };
+    expect((await cake.models.searchHub("tiny"))?.map((m) => m.repo_id)).toEqual(["org/Tiny-GGUF"]);
+    const files = await cake.models.hubFiles("org/Tiny-GGUF");
+    expect(files?.files.map((f) => f.quantization)).toEqual(["Q4_K_M"]);
+    expect(await cake.models.hubFiles("org/missing")).toBeNull();
+    expect(state().notices.map((n) => n.message)).toEqual(["org/missing was not found on the hub"]);
+
+    server.downloadScript = async () => model("hf:org/Tiny-GGUF/tiny.Q4_K_M.gguf");
+    await cake.models.download("org/Tiny-GGUF", "tiny.Q4_K_M.gguf");
+    expect(vi.mocked(api.downloadModel).mock.calls[0][3]).toBe("tiny.Q4_K_M.gguf");
+    expect(state().models.map((m) => m.id)).toEqual(["hf:org/Tiny-GGUF/tiny.Q4_K_M.gguf"]);
+  });
+});

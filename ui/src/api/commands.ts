@@ -15,6 +15,8 @@ import type {
   ConversationSummary,
   DownloadEvent,
   DownloadProgressEvent,
+  HubFiles,
+  HubModel,
   LoadEvent,
   LoadProgressEvent,
   ModelDoneEvent,
@@ -42,15 +44,25 @@ export const api = {
 
   unloadModel: () => call<Record<string, never>>("unload_model"),
 
-  /** Download a Hugging Face repository; resolves with the new model. */
+  /** Repositories of GGUF models on the hub matching `query`. */
+  searchHub: (query: string) => call<{ models: HubModel[] }>("search_hub", { query }),
+
+  /** The GGUF files of a hub repository. */
+  hubFiles: (repoId: string) => call<HubFiles>("hub_files", { repo_id: repoId }),
+
+  /**
+   * Download a Hugging Face repository's model, or one GGUF `file` of it;
+   * resolves with the new model.
+   */
   async downloadModel(
     repoId: string,
     onProgress: (progress: DownloadProgressEvent) => void,
     signal?: AbortSignal,
+    file?: string,
   ): Promise<ModelEntry> {
     const done = await stream<DownloadEvent>(
       "download_model",
-      { repo_id: repoId },
+      file === undefined ? { repo_id: repoId } : { repo_id: repoId, file },
       (event) => {
         if (event.type === "progress") onProgress(event);
       },

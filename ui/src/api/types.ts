@@ -96,6 +96,29 @@ export interface ModelList {
   loaded: string | null;
 }
 
+// ---- The hub ----------------------------------------------------------------
+
+/** A repository of GGUF models a hub search found. */
+export interface HubModel {
+  repo_id: string;
+  downloads: number;
+  likes: number;
+}
+
+/** One GGUF file of a hub repository. */
+export interface HubFile {
+  name: string;
+  size_bytes: number;
+  /** As the file's name says (`Q4_K_M`, `IQ4_XS`, `F16`, …), or null. */
+  quantization: string | null;
+}
+
+export interface HubFiles {
+  files: HubFile[];
+  /** Parts of models split over several files (not listed: Cake reads single-file GGUF). */
+  split_files: number;
+}
+
 // ---- Stream events -------------------------------------------------------
 
 /** Sent by any streaming command that fails after it started. */

@@ -1,7 +1,9 @@
-// The Models screen: the library list with its actions, import and download.
+// The Models screen: the library list with its actions, hub search, import
+// and download.
 
 import { useAppState, useCake } from "./context";
 import { DownloadForm } from "./DownloadForm";
+import { HubSearch } from "./HubSearch";
 import { ImportForm } from "./ImportForm";
 import { ModelRow } from "./ModelRow";
 import { StarterCard } from "./StarterCard";
@@ -41,6 +43,7 @@ export function ModelsPanel() {
         </div>
         <aside class="add-models" aria-label="Add models">
           <h2 class="section-title">Add a model</h2>
+          <HubSearch />
           <DownloadForm />
           <ImportForm />
         </aside>

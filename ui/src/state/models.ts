@@ -1,8 +1,9 @@
 // Actions on the model library: list, load, unload, import, delete, and
-// download from Hugging Face with a cancellable progress stream.
+// download from Hugging Face with a cancellable progress stream (a whole
+// repository, or one GGUF file found by searching the hub).
 
 import type { Api } from "../api/commands";
-import type { ModelEntry } from "../api/types";
+import type { HubFiles, HubModel, ModelEntry } from "../api/types";
 import type { Store } from "./store";
 import type { AppState } from "./app-state";
 import type { Notices } from "./notices";
@@ -70,7 +71,8 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     await refresh();
   }
 
-  async function download(repoId: string): Promise<ModelEntry | null> {
+  /** Download `repoId`'s model, or its GGUF `file`; resolves with the model (null if it failed). */
+  async function download(repoId: string, file?: string): Promise<ModelEntry | null> {
     const trimmed = repoId.trim();
     if (trimmed === "" || store.get().download) return null;
     const controller = new AbortController();
@@ -81,6 +83,7 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
         trimmed,
         (progress) => store.update({ download: { repoId: trimmed, progress } }),
         controller.signal,
+        file,
       );
       await refresh();
       return model;
@@ -97,7 +100,27 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     downloadAbort?.abort();
   }
 
-  return { refresh, load, unload, importPath, remove, download, cancelDownload };
+  /** Hub repositories matching `query`; null (and the reason shown) if the hub cannot be asked. */
+  async function searchHub(query: string): Promise<HubModel[] | null> {
+    try {
+      return (await api.searchHub(query)).models;
+    } catch (error) {
+      notices.report(error);
+      return null;
+    }
+  }
+
+  /** A hub repository's GGUF files; null (and the reason shown) if they cannot be listed. */
+  async function hubFiles(repoId: string): Promise<HubFiles | null> {
+    try {
+      return await api.hubFiles(repoId);
+    } catch (error) {
+      notices.report(error);
+      return null;
+    }
+  }
+
+  return { refresh, load, unload, importPath, remove, download, cancelDownload, searchHub, hubFiles };
 }
 
 export type ModelActions = ReturnType<typeof createModelActions>;
