@@ -10,7 +10,7 @@
 // Models screen searches that hub and downloads the GGUF file picked; and
 // a long prompt shows reading progress, an over-long conversation offers to
 // drop its oldest turns, and conversations are renamed, searched and exported,
-// across a restart.
+// across a restart; and every screen is shot at two sizes, light and dark.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -697,5 +697,62 @@ test("conversations are renamed, searched and exported, and keep their names acr
     await again.close();
   } finally {
     app.server.kill();
+  }
+});
+
+test("every screen at 1280×800 and 1024×640, light and dark, fits its window", async () => {
+  const screens = path.join(outDir, "screens");
+  mkdirSync(screens, { recursive: true });
+  const views = [
+    ["chat", null],
+    ["models", "models-button"],
+    ["speech", "speech-button"],
+    ["cluster", "cluster-button"],
+  ];
+  for (const colorScheme of ["light", "dark"]) {
+    for (const [width, height] of [[1280, 800], [1024, 640]]) {
+      const page = await browser.newPage({ viewport: { width, height }, colorScheme });
+      page.setDefaultTimeout(60_000);
+      await openApp(page);
+      // A conversation with a reply, so the chat screen shows one.
+      await page.locator('[data-testid="new-conversation"]').click();
+      await page.locator('[data-testid="model-select"]').selectOption("default");
+      await page.locator('[data-testid="sampling-panel"] summary').click();
+      await page.locator('[data-testid="max-tokens"]').fill("24");
+      await page.locator('[data-testid="sampling-panel"] summary').click();
+      await send(page, "Name three kinds of cake, in a table.");
+      await page.locator('[data-testid="reply-stats"]').last().waitFor({ timeout: 120_000 });
+      await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+      const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      assert.equal(background === "rgb(255, 255, 255)", colorScheme === "light", `${colorScheme} background ${background}`);
+      for (const [view, button] of views) {
+        if (button) await page.locator(`[data-testid="${button}"]`).click();
+        await page.waitForTimeout(300);
+        // Nothing wider than the window, and no element cut at its right edge.
+        const overflow = await page.evaluate(() => {
+          const edge = window.innerWidth + 1;
+          // Clipped by a scrolling or clipping box that itself fits: not cut.
+          const clipped = (el) => {
+            for (let up = el.parentElement; up; up = up.parentElement) {
+              if (getComputedStyle(up).overflowX !== "visible") return up.getBoundingClientRect().right <= edge;
+            }
+            return false;
+          };
+          const wide = [...document.querySelectorAll("main *, aside *, section *")].filter((el) => {
+            const box = el.getBoundingClientRect();
+            return box.width > 0 && box.right > edge && el.checkVisibility({ visibilityProperty: true }) && !clipped(el);
+          });
+          return {
+            page: document.documentElement.scrollWidth - window.innerWidth,
+            elements: wide.slice(0, 3).map((el) => `${el.tagName}.${el.className}`),
+          };
+        });
+        assert.ok(overflow.page <= 0, `${view} ${width}×${height} ${colorScheme}: the page is ${overflow.page} px too wide`);
+        assert.deepEqual(overflow.elements, [], `${view} ${width}×${height} ${colorScheme}: cut at the right edge`);
+        await page.screenshot({ path: path.join(screens, `${view}-${width}x${height}-${colorScheme}.png`) });
+        if (button) await page.locator(`[data-testid="${button}"]`).click();
+      }
+      await page.close();
+    }
   }
 });

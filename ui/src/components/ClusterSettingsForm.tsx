@@ -88,7 +88,7 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
             value={form.key}
             autocomplete="new-password"
             spellcheck={false}
-            placeholder={settings.key_set ? "Keep the stored key" : "Paste a key, or generate one"}
+            placeholder={settings.key_set ? "Keep the stored key" : "Paste a key"}
             onInput={(event) => edit({ key: event.currentTarget.value })}
           />
           <button type="button" data-testid="cluster-generate-key" onClick={() => void generate()}>

@@ -20,8 +20,8 @@ export function DownloadForm() {
     >
       <LabeledInputRow
         id="download-repo"
-        label="Download from Hugging Face"
-        placeholder="org/model, e.g. Qwen/Qwen2.5-0.5B-Instruct"
+        label="Download from Hugging Face by id"
+        placeholder="e.g. Qwen/Qwen2.5-0.5B"
         value={repoId}
         onInput={setRepoId}
         busy={state.download !== null}
