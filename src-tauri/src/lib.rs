@@ -16,7 +16,7 @@
 //! | [`audio`] | reading, resampling and writing WAV audio | files |
 //! | [`cluster`] | running a model across the machines of a LAN | files, formats, models, text |
 //! | [`speech`] | text to speech (VibeVoice) | audio, cluster, files, formats, models, text |
-//! | [`library`] | the model list, imports and downloads | files, formats, models, speech |
+//! | [`library`] | the model list, imports and downloads | files, formats, models, speech, text |
 //! | [`app`] | what the window and `cake serve` share: commands, engine thread, conversations | audio, cluster, files, formats, library, models, speech, text |
 //! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, files, library, text |
 //! | `desktop` | the Tauri window and its tray icon (feature `gui`) | app, files, library, startup, text |

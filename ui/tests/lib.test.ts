@@ -20,8 +20,10 @@ import {
   newConversation,
   normalizeConversation,
   requestMessages,
+  samplingFor,
   titleFrom,
 } from "../src/lib/conversation";
+import { model } from "./fake-api";
 
 describe("format", () => {
   it("names a model in a picker with each fact once", () => {
@@ -173,5 +175,33 @@ describe("export", () => {
   it("names the file after the title without characters file systems refuse", () => {
     expect(exportFileName(conversation, "markdown")).toBe("Bread rye wheat.md");
     expect(exportFileName({ ...conversation, title: "///", title_set: true }, "json")).toBe("conversation.json");
+  });
+});
+
+describe("samplingFor", () => {
+  const recommending = model("m1", { sampling_defaults: { temperature: 0.6, top_p: 0.95, top_k: null } });
+
+  it("starts a conversation on the model's recommended sampling", () => {
+    const starting = { ...newConversation("m1"), messages: [{ role: "user" as const, content: "hi" }] };
+    expect(samplingFor(starting, recommending)).toEqual({ ...DEFAULT_SAMPLING, temperature: 0.6, top_p: 0.95 });
+    expect(samplingFor(starting, model("m2"))).toEqual(DEFAULT_SAMPLING);
+  });
+
+  it("keeps settings the person chose, and a conversation under way", () => {
+    const chosen = {
+      ...newConversation("m1"),
+      sampling: { ...DEFAULT_SAMPLING, repeat_penalty: 1.3 },
+      messages: [{ role: "user" as const, content: "hi" }],
+    };
+    expect(samplingFor(chosen, recommending)).toEqual(chosen.sampling);
+    const underWay = {
+      ...newConversation("m1"),
+      messages: [
+        { role: "user" as const, content: "hi" },
+        { role: "assistant" as const, content: "hello" },
+        { role: "user" as const, content: "more" },
+      ],
+    };
+    expect(samplingFor(underWay, recommending)).toEqual(DEFAULT_SAMPLING);
   });
 });

@@ -14,6 +14,7 @@ use crate::models::config::Architecture;
 use crate::models::families;
 use crate::speech::vibevoice::config::VibeVoiceConfig;
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
+use crate::text::sampling::SamplingOverrides;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,6 +60,9 @@ pub struct ModelEntry {
     pub status: ModelStatus,
     /// Why the model is incomplete or not a model.
     pub problem: Option<String>,
+    /// The sampling its makers recommend (a folder's `generation_config.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_defaults: Option<SamplingOverrides>,
 }
 
 /// What a model does.
@@ -80,6 +84,7 @@ struct Inspection {
     quantization: Option<String>,
     status: ModelStatus,
     problem: Option<String>,
+    sampling_defaults: Option<SamplingOverrides>,
 }
 
 impl Inspection {
@@ -92,6 +97,7 @@ impl Inspection {
             quantization: None,
             status: ModelStatus::NotAModel,
             problem: Some(problem),
+            sampling_defaults: None,
         }
     }
 }
@@ -321,8 +327,18 @@ impl Candidate {
             quantization: inspection.quantization,
             status: inspection.status,
             problem: inspection.problem,
+            sampling_defaults: inspection.sampling_defaults,
         }
     }
+}
+
+/// The sampling a model folder's `generation_config.json` recommends, if it
+/// recommends any (an unreadable file recommends nothing).
+fn recommended_sampling(dir: &Path) -> Option<SamplingOverrides> {
+    let text = std::fs::read_to_string(dir.join("generation_config.json")).ok()?;
+    let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let overrides = SamplingOverrides::from_generation_config(&config);
+    (overrides != SamplingOverrides::default()).then_some(overrides)
 }
 
 /// The GGUF files of a snapshot folder and its subfolders (one level), as
@@ -393,6 +409,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
         quantization,
         status: ModelStatus::Complete,
         problem: None,
+        sampling_defaults: None,
     })
 }
 
@@ -431,6 +448,7 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         quantization,
         status: ModelStatus::Complete,
         problem: None,
+        sampling_defaults: recommended_sampling(dir),
     };
     let shards = match weight_files(dir) {
         Ok(shards) => shards,
@@ -518,4 +536,30 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn most_common(counts: BTreeMap<String, u64>) -> Option<String> {
     counts.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name.to_uppercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_recommends_the_sampling_of_its_generation_config() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(recommended_sampling(dir.path()), None, "no file, no recommendation");
+        let config = dir.path().join("generation_config.json");
+        std::fs::write(&config, r#"{"eos_token_id": 2}"#).unwrap();
+        assert_eq!(recommended_sampling(dir.path()), None, "a file without sampling recommends nothing");
+        std::fs::write(
+            &config,
+            r#"{"do_sample": true, "temperature": 0.6, "top_p": 0.95, "repetition_penalty": 1.05}"#,
+        )
+        .unwrap();
+        let recommended = recommended_sampling(dir.path()).unwrap();
+        assert_eq!(
+            (recommended.temperature, recommended.top_p, recommended.repeat_penalty, recommended.top_k),
+            (Some(0.6), Some(0.95), Some(1.05), None)
+        );
+        std::fs::write(&config, "{not json").unwrap();
+        assert_eq!(recommended_sampling(dir.path()), None);
+    }
 }

@@ -22,6 +22,8 @@ export interface ModelEntry {
   status: ModelStatus;
   /** Why the model is incomplete / not a model. */
   problem: string | null;
+  /** The sampling its makers recommend (its generation_config.json); null fields: no advice. */
+  sampling_defaults?: { [K in keyof Sampling]?: number | null };
   /** Absent from older backends: read it with `modelKind()` (state/app-state.ts), which treats it as "text". */
   kind?: ModelKind;
 }

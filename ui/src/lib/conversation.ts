@@ -1,18 +1,39 @@
 // Pure helpers for conversations: creating one, its title, and the message
 // list a `chat` request sends. No I/O here, so they are easy to test.
 
-import type { ChatMessage, Conversation, Sampling } from "../api/types";
+import type { ChatMessage, Conversation, ModelEntry, Sampling } from "../api/types";
 import { randomId } from "./ids";
 
-/** Used for new conversations (the API does not expose model defaults). */
+/**
+ * Used for new conversations, and under a model's own recommendations on
+ * its first reply (see `samplingFor`). A light repeat penalty keeps small
+ * models from looping.
+ */
 export const DEFAULT_SAMPLING: Sampling = {
   temperature: 0.7,
   top_k: 0,
   top_p: 0.9,
   min_p: 0,
-  repeat_penalty: 1,
+  repeat_penalty: 1.1,
   seed: 0,
 };
+
+/**
+ * The sampling a conversation's next reply uses: the conversation's own,
+ * except that a conversation still on the defaults takes the model's
+ * recommendations when it starts (its first message).
+ */
+export function samplingFor(conversation: Conversation, model: ModelEntry | undefined): Sampling {
+  const untouched = (Object.keys(DEFAULT_SAMPLING) as (keyof Sampling)[])
+    .filter((key) => key !== "seed")
+    .every((key) => conversation.sampling[key] === DEFAULT_SAMPLING[key]);
+  const starting = conversation.messages.filter((m) => m.role !== "system").length <= 1;
+  if (!untouched || !starting || !model?.sampling_defaults) return conversation.sampling;
+  const recommended = Object.entries(model.sampling_defaults).filter(
+    ([key, value]) => key !== "seed" && key in DEFAULT_SAMPLING && typeof value === "number",
+  );
+  return { ...conversation.sampling, ...Object.fromEntries(recommended) };
+}
 
 export const TITLE_LENGTH = 40;
 export const UNTITLED = "New conversation";

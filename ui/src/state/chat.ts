@@ -8,7 +8,7 @@
 import type { Api } from "../api/commands";
 import { StreamError } from "../transport";
 import type { Conversation, StoredMessage } from "../api/types";
-import { requestMessages } from "../lib/conversation";
+import { requestMessages, samplingFor } from "../lib/conversation";
 import { randomSeed } from "../lib/ids";
 import type { Store } from "./store";
 import { effectiveModelId, type AppState } from "./app-state";
@@ -51,7 +51,11 @@ export function createChatActions(
     if (!conversation || busy()) return;
     const modelId = modelFor(conversation);
     if (modelId === null) return;
-    const sampling = state.prefs.freshSeed ? { ...conversation.sampling, seed: randomSeed() } : conversation.sampling;
+    const chosen = samplingFor(
+      conversation,
+      state.models.find((m) => m.id === modelId),
+    );
+    const sampling = state.prefs.freshSeed ? { ...chosen, seed: randomSeed() } : chosen;
     const asked: Conversation = { ...conversation, model_id: modelId, sampling };
     conversations.update(id, { model_id: modelId, sampling });
 
