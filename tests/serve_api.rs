@@ -302,3 +302,25 @@ fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fres
         );
     }
 }
+
+/// A model opened with `--model PATH` is listed by its file name, which a
+/// client can send back as `model`, not as `file:/absolute/path`.
+#[test]
+fn a_model_opened_by_path_is_listed_and_used_by_its_file_name() {
+    let root = tempfile::tempdir().unwrap();
+    let data = data_dir_with_default_model(root.path());
+    let gguf = root.path().join("SmolLM2-copy.Q4_1.gguf");
+    // A copy: an import follows links to the file they name.
+    std::fs::copy(data.join("models/SmolLM2-135M-Instruct.Q4_1.gguf"), &gguf).unwrap();
+    let server = Server::start(&data, &root.path().join("hf-cache"), &["--model", gguf.to_str().unwrap()]);
+    let (status, models) = server.get("/v1/models");
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["default", "SmolLM2-copy.Q4_1.gguf"]);
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": "SmolLM2-copy.Q4_1.gguf", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}),
+    );
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["model"], "SmolLM2-copy.Q4_1.gguf");
+}

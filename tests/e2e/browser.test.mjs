@@ -152,6 +152,8 @@ test("chat streams a reply, stops on Escape, and survives a reload", async () =>
   await page.locator('[data-testid="reply-stats"]').last().waitFor();
   const stats = await page.locator('[data-testid="reply-stats"]').last().innerText();
   assert.match(stats, /tok\/s|tokens\/s/i, `stats: ${stats}`);
+  // The first reply waited for the model to load, and says how long.
+  assert.match(stats, /after loading the model for \d/, `stats: ${stats}`);
   // A reply cut by the token budget says so; one that ended by itself does not.
   const hitLimit = /\b96 tokens\b/.test(stats);
   assert.equal(/stopped at the token limit/.test(stats), hitLimit, `stats: ${stats}`);
@@ -432,6 +434,12 @@ test("the Cluster screen generates a key, warns about a weak typed one, and neve
     assert.equal(await key.getAttribute("type"), "password");
     assert.ok(!(await page.content()).includes(generated.slice(15)), "the saved key's words are nowhere on the page");
 
+    // Looking for workers says so while it looks, and only then that none was seen.
+    await page.locator('[data-testid="cluster-scan"]').click();
+    await page.locator('[data-testid="cluster-looking"]').waitFor();
+    assert.equal(await page.locator('[data-testid="cluster-no-workers"]').count(), 0);
+    await page.locator('[data-testid="cluster-no-workers"]').waitFor();
+
     await page.locator('[data-testid="cluster-forget-key"]').click();
     await page.locator('[data-testid="confirm-button"]').click();
     await keyState.waitFor({ state: "detached" });
@@ -507,8 +515,15 @@ test("first run with an empty library: the welcome card downloads a model with p
     // The downloaded model is loaded and chats, with no further click.
     const loaded = await page.evaluate(async () => (await (await fetch("/api/list_models", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()).loaded);
     assert.equal(loaded, "hf:HuggingFaceTB/SmolLM2-135M-Instruct");
+    // The chat screen knows it too before a message is sent.
+    await page.waitForFunction(() =>
+      document.querySelector('[data-testid="model-select"]')?.selectedOptions[0]?.textContent.includes("loaded"),
+    );
     await send(page, "Hello!");
-    const reply = await watchReply(page);
+    const reply = await watchReply(page).catch(async (error) => {
+      const shown = await page.locator('[data-testid="error-message"]').allInnerTexts();
+      throw new Error(`${error.message}\nerrors on screen: ${JSON.stringify(shown)}`);
+    });
     assert.ok(reply.lengths.at(-1) > 0, "the downloaded model answers");
     await page.screenshot({ path: path.join(outDir, "browser-first-run.png") });
     await page.close();
@@ -540,6 +555,13 @@ test("a long prompt shows reading progress, and an over-long conversation offers
   await page.screenshot({ path: path.join(outDir, "browser-prompt-progress.png") });
   await page.locator('[data-testid="reply-stats"]').last().waitFor({ timeout: 120_000 });
   assert.equal(await progress.count(), 0, "the progress gives way to the reply");
+  // The pasted text shows folded to its start, and unfolds whole.
+  const folded = page.locator('[data-testid="folded-message"]');
+  assert.ok((await folded.innerText()).length < 1400, "a long message is folded");
+  await folded.locator('[data-testid="unfold-message"]').click();
+  assert.equal(await folded.count(), 0);
+  const user = page.locator('[data-testid="message"][data-role="user"]').last();
+  assert.ok((await user.innerText()).includes(long.trim()), "unfolded, it is all there");
 
   // A context of 600 tokens cannot hold that exchange: the next message
   // gets an explanation in the chat, not a toast, and the offer works.

@@ -359,3 +359,15 @@ describe("hub search", () => {
     expect(state().models.map((m) => m.id)).toEqual(["hf:org/Tiny-GGUF/tiny.Q4_K_M.gguf"]);
   });
 });
+
+describe("an empty reply", () => {
+  it("is kept with its stats when the model ends at once", async () => {
+    const { cake, server, state } = await started();
+    server.chatScript = async () => STATS;
+    await cake.chat.send("hi");
+    expect(selectedConversation(state())!.messages).toEqual([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "", stats: STATS },
+    ]);
+  });
+});

@@ -279,9 +279,9 @@ impl App {
     }
 }
 
-/// Runs a download on its own thread (downloads do not wait for the engine).
 /// Downloads a repository's model, or one GGUF `file` of it, then reports
-/// the model as the library lists it.
+/// the model as the library lists it (run on its own thread: downloads do
+/// not wait for the engine).
 fn download(
     downloader: Downloader,
     catalog: Catalog,

@@ -189,12 +189,20 @@ impl Worker {
                 if cancel.load(Ordering::Relaxed) {
                     return;
                 }
+                let loading = self.model.as_ref().is_none_or(|(loaded, _)| loaded.id != job.model.id);
+                let started = std::time::Instant::now();
                 if let Err(message) = self.ensure_loaded(&job.model, &mut sink, LoadReport::Loading) {
                     sink(EngineEvent::error(ErrorKind::BadRequest, message));
                     return;
                 }
+                let load_s = loading.then(|| started.elapsed().as_secs_f64());
                 let event = match self.reply(&job, &mut sink, &cancel) {
-                    Ok(done) => EngineEvent::Done(done),
+                    Ok(mut done) => {
+                        if let Done::Reply { stats, .. } = &mut done {
+                            stats.load_s = load_s;
+                        }
+                        EngineEvent::Done(done)
+                    }
                     Err(error) => {
                         if error.downcast_ref::<WorkerLost>().is_some() {
                             // Re-plan over the machines left on the next request.
@@ -327,6 +335,7 @@ impl Worker {
             ttft_s: reply.last.timings.ttft_s,
             decode_tok_s: reply.last.timings.decode_tok_s,
             finish_reason: reply.last.finish_reason,
+            load_s: None,
         };
         Ok(Done::Reply { text: reply.text, stats })
     }

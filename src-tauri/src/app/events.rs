@@ -69,6 +69,9 @@ pub struct ReplyStats {
     pub ttft_s: f64,
     pub decode_tok_s: f64,
     pub finish_reason: FinishReason,
+    /// Seconds spent loading the model before this reply (absent when it was loaded already).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_s: Option<f64>,
 }
 
 /// Whose fault a failure was: HTTP answers 400 for the first, 500 for the second.

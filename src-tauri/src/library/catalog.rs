@@ -150,12 +150,27 @@ impl Catalog {
     }
 
     /// The entry with `id` (only that model's files are inspected).
+    /// The model with id `id`, or else the one model named `id` (the name
+    /// an API client sees for an imported file, see [`Catalog::api_name`]).
     pub fn find(&self, id: &str) -> Result<ModelEntry> {
-        self.candidates()?
-            .into_iter()
-            .find(|c| c.id == id)
-            .map(|c| c.inspect(&self.hf_cache))
-            .with_context(|| format!("no model with id `{id}` in the library"))
+        let mut candidates = self.candidates()?;
+        let named: Vec<usize> = (0..candidates.len()).filter(|&i| candidates[i].name == id).collect();
+        let by_name = if named.len() == 1 { Some(named[0]) } else { None };
+        let found = candidates.iter().position(|c| c.id == id).or(by_name);
+        let index = found.with_context(|| format!("no model with id `{id}` in the library"))?;
+        Ok(candidates.swap_remove(index).inspect(&self.hf_cache))
+    }
+
+    /// What an API client types for `entry`, given all of `entries`: its id,
+    /// except that an imported file is named by its file name when no other
+    /// model has that name (a path is no name to type).
+    pub fn api_name(entry: &ModelEntry, entries: &[ModelEntry]) -> String {
+        let unique = entries.iter().filter(|e| e.name == entry.name || e.id == entry.name).count() == 1;
+        if entry.source == ModelSource::Imported && unique {
+            entry.name.clone()
+        } else {
+            entry.id.clone()
+        }
     }
 
     /// Where every known model lives, without opening any of them.

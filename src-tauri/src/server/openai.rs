@@ -10,7 +10,7 @@ use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent, ReplyStats};
 use crate::app::request::ChatArgs;
 use crate::app::App;
-use crate::library::catalog::ModelStatus;
+use crate::library::catalog::{Catalog, ModelStatus};
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
@@ -32,9 +32,9 @@ pub async fn list_models(State(app): State<Arc<App>>) -> Response {
     match listed {
         Ok(Ok(models)) => {
             let data: Vec<Value> = models
-                .into_iter()
+                .iter()
                 .filter(|m| m.status == ModelStatus::Complete)
-                .map(|m| json!({"id": m.id, "object": "model", "created": 0, "owned_by": "cake"}))
+                .map(|m| json!({"id": Catalog::api_name(m, &models), "object": "model", "created": 0, "owned_by": "cake"}))
                 .collect();
             Json(json!({"object": "list", "data": data})).into_response()
         }

@@ -51,6 +51,8 @@ export interface ReplyStats {
   prompt_tokens: number;
   /** Messages left out, oldest first, so the rest fit the context (absent: none). */
   dropped_messages?: number;
+  /** Seconds spent loading the model before this reply (absent: it was loaded). */
+  load_s?: number;
   completion_tokens: number;
   ttft_s: number;
   decode_tok_s: number;

@@ -35,8 +35,13 @@ export function ClusterMachines({ machines, scanning }: Props) {
           <ClusterMachineRow key={`${machine.name}@${machine.address ?? ""}`} machine={machine} />
         ))}
       </ul>
-      {workers.length === 0 ? (
-        <p class="muted small">
+      {workers.length === 0 && scanning ? (
+        <p class="muted small" data-testid="cluster-looking">
+          Looking for workers on the network…
+        </p>
+      ) : null}
+      {workers.length === 0 && !scanning ? (
+        <p class="muted small" data-testid="cluster-no-workers">
           No workers seen yet. Start Cake with the same cluster key and “Join as worker” on another machine, then look
           for workers.
         </p>

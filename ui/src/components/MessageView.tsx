@@ -50,7 +50,11 @@ export function MessageView({ message, streaming, promptProgress = null, onEdit 
           <span />
         </div>
       ) : isUser ? (
-        <div class="message-body plain">{message.content}</div>
+        <UserBody content={message.content} />
+      ) : message.content === "" && message.stats ? (
+        <div class="message-body muted" data-testid="empty-reply">
+          The model ended its reply without writing anything.
+        </div>
       ) : (
         <AssistantBody content={message.content} />
       )}
@@ -68,6 +72,24 @@ export function MessageView({ message, streaming, promptProgress = null, onEdit 
         </div>
       ) : null}
     </article>
+  );
+}
+
+/** Characters of a long user message shown before "Show all". */
+const FOLDED_CHARS = 1200;
+
+/** A user message; a very long one (a pasted document) is folded to its start. */
+function UserBody({ content }: { content: string }) {
+  const [unfolded, setUnfolded] = useState(false);
+  const long = content.length > FOLDED_CHARS * 1.5;
+  if (!long || unfolded) return <div class="message-body plain">{content}</div>;
+  return (
+    <div class="message-body plain folded" data-testid="folded-message">
+      {content.slice(0, FOLDED_CHARS)}…
+      <button type="button" class="ghost small unfold" data-testid="unfold-message" onClick={() => setUnfolded(true)}>
+        Show all {content.length.toLocaleString("en")} characters
+      </button>
+    </div>
   );
 }
 
@@ -111,6 +133,11 @@ function StatsLine({ stats }: { stats: ReplyStats }) {
   return (
     <div class="reply-stats" data-testid="reply-stats">
       <span title="Time to first token">First token {formatSeconds(stats.ttft_s)}</span>
+      {stats.load_s !== undefined ? (
+        <span title="Loading the model, before the reply began" data-testid="load-note">
+          after loading the model for {formatSeconds(stats.load_s)}
+        </span>
+      ) : null}
       <span title="Decoding speed">{formatTokensPerSecond(stats.decode_tok_s)}</span>
       <span>{stats.completion_tokens} tokens</span>
       {stopNote(stats.finish_reason) ? <span data-testid="stop-note">{stopNote(stats.finish_reason)}</span> : null}

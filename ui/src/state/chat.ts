@@ -98,8 +98,10 @@ export function createChatActions(
       }
     } finally {
       stopController = null;
-      // A reply stopped or failed before its first token leaves no empty bubble.
-      conversations.update(id, { messages: reply.content === "" ? history : [...history, reply] });
+      // A reply stopped or failed before its first token leaves no empty
+      // bubble; one the model ended at once (its stats say so) is kept.
+      const keep = reply.content !== "" || reply.stats !== undefined;
+      conversations.update(id, { messages: keep ? [...history, reply] : history });
       store.update({ generatingId: null, promptProgress: null });
     }
     await conversations.save(id);
