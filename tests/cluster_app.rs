@@ -80,7 +80,7 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         let status = call(
             &master_app,
             "set_cluster_settings",
-            json!({"key": key, "mdns_interfaces": ["lo"], "discovery_timeout_s": 3}),
+            json!({"key": key, "mdns_interfaces": ["lo"], "discovery_timeout_s": 3, "worker_name": "app-master"}),
         );
         assert_eq!(status["role"], "master", "{status}");
         assert_eq!(status["settings"]["cluster_id"], key[6..14], "{status}");
@@ -90,6 +90,7 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         let machines = status["machines"].as_array().unwrap();
         let find = |name: &str| machines.iter().find(|m| m["name"] == name).unwrap_or_else(|| panic!("{name} not seen: {status}"));
         assert_eq!(machines[0]["state"], "this_machine", "{status}");
+        assert_eq!(machines[0]["name"], "app-master", "this machine goes by its machine name: {status}");
         assert_eq!(find("app-worker")["state"], "authenticated", "{status}");
         assert!(find("app-worker")["info"]["memory_bytes"].as_u64().unwrap() > 0);
         assert_eq!(find("stranger")["state"], "rejected", "{status}");

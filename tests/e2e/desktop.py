@@ -247,11 +247,16 @@ def main() -> int:
         (tmp / "data" / "models" / default_model().name).symlink_to(default_model())
         env.update(CAKE_DATA_DIR=str(tmp / "data"), HF_HUB_CACHE=str(tmp / "hf"), RAYON_NUM_THREADS="2",
                    XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
-        port = free_port()
+        port, native_port = free_port(), free_port()
         # Its own process group: on SIGTERM tauri-driver kills WebKitWebDriver
         # but not the app window that WebKitWebDriver started.
-        processes.append(subprocess.Popen([tauri_driver, "--port", str(port)], env=env, start_new_session=True))
+        command = [tauri_driver, "--port", str(port), "--native-port", str(native_port)]
+        processes.append(subprocess.Popen(command, env=env, start_new_session=True))
+        # Both listen before a session is asked for: tauri-driver's own port
+        # and WebKitWebDriver's, which it starts beside it (a session asked
+        # for before that is refused upstream and dropped).
         wait_for_port(port)
+        wait_for_port(native_port)
 
         driver = WebDriver(port)
         started = time.time()

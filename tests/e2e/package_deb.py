@@ -163,12 +163,15 @@ def use_the_installed_app(root: Chroot, tauri_driver: Path, display: str) -> flo
     application = command[0] if "/" in command[0] else next(
         f"{d}/{command[0]}" for d in ("/usr/local/bin", "/usr/bin", "/bin") if root.path(f"{d}/{command[0]}").exists())
     print(f"desktop entry runs {command} → {application}", flush=True)
-    port = free_port()
+    port, native_port = free_port(), free_port()
     env = {"HOME": f"/home/{USER}", "USER": USER, "PATH": "/usr/local/bin:/usr/bin:/bin", "DISPLAY": display,
            "LANG": "C.UTF-8", "RAYON_NUM_THREADS": "2"}
-    driver_process = root.popen(["tauri-driver", "--port", str(port)], USER, env)
+    command = ["tauri-driver", "--port", str(port), "--native-port", str(native_port)]
+    driver_process = root.popen(command, USER, env)
     try:
+        # tauri-driver's port and that of the WebKitWebDriver it starts.
         wait_for_port(port)
+        wait_for_port(native_port)
         driver = WebDriver(port)
         started = time.time()
         driver.start(Path(application), command[1:])

@@ -142,6 +142,8 @@ impl ClusterControl {
         let (text, _) = state.key.as_ref()?;
         let key = ClusterKey::from_passphrase(text).ok()?;
         let mut settings = ClusterSettings::new(key, scope(&state.prefs), timeout(&state.prefs));
+        // The machine name the Cluster screen shows and workers are told.
+        settings.name = state.prefs.worker_name.clone();
         settings.monitor = self.monitor.clone();
         Some(settings)
     }

@@ -157,6 +157,8 @@ pub fn load_distributed<M>(
 #[derive(Clone)]
 pub struct ClusterSettings {
     pub key: ClusterKey,
+    /// This machine's name in plans and the cluster view.
+    pub name: String,
     /// Workers named explicitly (host:port); when empty (and no topology), found over mDNS.
     pub workers: Vec<String>,
     /// A hand-written layout naming the workers and, optionally, their layers.
@@ -196,6 +198,7 @@ impl ClusterSettings {
     pub fn new(key: ClusterKey, mdns: MdnsScope, discovery_timeout: Duration) -> Self {
         Self {
             key,
+            name: "master".into(),
             workers: Vec::new(),
             topology: None,
             mdns,
@@ -318,7 +321,7 @@ impl ClusterSettings {
 
     /// Looks for workers and tries each, recording the outcomes in the monitor.
     pub fn survey(&self) -> Result<()> {
-        self.connect_workers(&machine::describe("master", self.master_memory), &[]).map(drop)
+        self.connect_workers(&machine::describe(&self.name, self.master_memory), &[]).map(drop)
     }
 
     /// Loads the text model at `path` over this machine and the workers
@@ -352,7 +355,7 @@ impl ClusterSettings {
         self.monitor.end_run();
         on_progress(0.0, "looking for workers");
         // Measured once: describing this machine times a 16 MiB pass over memory.
-        let me = machine::describe("master", self.master_memory);
+        let me = machine::describe(&self.name, self.master_memory);
         let workers = self.connect_workers(&me, excluded)?;
         let (model, plan) =
             load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
