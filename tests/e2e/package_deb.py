@@ -166,8 +166,8 @@ def use_the_installed_app(root: Chroot, tauri_driver: Path, display: str) -> flo
     port, native_port = free_port(), free_port()
     env = {"HOME": f"/home/{USER}", "USER": USER, "PATH": "/usr/local/bin:/usr/bin:/bin", "DISPLAY": display,
            "LANG": "C.UTF-8", "RAYON_NUM_THREADS": "2"}
-    command = ["tauri-driver", "--port", str(port), "--native-port", str(native_port)]
-    driver_process = root.popen(command, USER, env)
+    driver_command = ["tauri-driver", "--port", str(port), "--native-port", str(native_port)]
+    driver_process = root.popen(driver_command, USER, env)
     try:
         # tauri-driver's port and that of the WebKitWebDriver it starts.
         wait_for_port(port)
