@@ -293,13 +293,9 @@ fn download(
     let mut on_progress = |p: &DownloadProgress| {
         sink(EngineEvent::Progress(Progress::Download(p.clone()))) && !cancel.load(Ordering::Relaxed)
     };
-    let downloaded = match &file {
-        Some(file) => downloader.download_gguf(&repo_id, file, &mut on_progress),
-        None => downloader.download(&repo_id, &mut on_progress),
-    };
-    let id = match &file {
-        Some(file) => format!("hf:{repo_id}/{file}"),
-        None => format!("hf:{repo_id}"),
+    let (downloaded, id) = match &file {
+        Some(file) => (downloader.download_gguf(&repo_id, file, &mut on_progress), format!("hf:{repo_id}/{file}")),
+        None => (downloader.download(&repo_id, &mut on_progress), format!("hf:{repo_id}")),
     };
     let result = downloaded.map_err(anyhow::Error::from).and_then(|_| catalog.find(&id));
     sink(match result {

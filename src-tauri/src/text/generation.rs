@@ -193,7 +193,8 @@ fn read_prompt_chunks(
     }
     let mut read = 0;
     while total - read > PREFILL_CHUNK {
-        model.forward(&unread[read..read + PREFILL_CHUNK], session, LogitsFor::Last)?;
+        // Only the keys and values matter here: no logits are computed.
+        model.hidden_states(&unread[read..read + PREFILL_CHUNK], session)?;
         read += PREFILL_CHUNK;
         if on_event(GenerationEvent::PromptRead { read, total }).is_break() {
             return Ok(ControlFlow::Break(read));
