@@ -44,10 +44,12 @@ def default_model() -> Path:
     return Path(data) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def rss_bytes_of_self() -> int:
+def status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status: "VmRSS"
+    (resident now) or "VmHWM" (its peak)."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -68,7 +70,7 @@ def llama_child(spec):
     import time
     import llama_cpp
 
-    baseline = rss_bytes_of_self()
+    baseline = status_bytes("VmRSS")
     start = time.perf_counter()
     llm = llama_cpp.Llama(model_path=spec["model"], n_threads=spec["threads"], n_threads_batch=spec["threads"],
                           n_ctx=spec["n_ctx"], n_batch=512, verbose=False)
@@ -89,28 +91,30 @@ def llama_child(spec):
             llm.eval([token])
             token = greedy_token(llm)
         result["decode_tok_s"] = spec["decode"] / (time.perf_counter() - start)
+    result["peak_rss"] = status_bytes("VmHWM")
     print(json.dumps(result))
 
 
 def run_measured(args):
-    """Runs `args`, returns (stdout, peak RSS in bytes) of that process alone."""
+    """Runs `args` and returns its standard output. Peak memory is not taken
+    from `wait4`: on Linux a child's `ru_maxrss` also counts this (parent)
+    process's resident memory when it started the child, which once made a
+    large parent look like Cake's peak. Each engine reports its own peak
+    (`VmHWM`) instead."""
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run(args, stdout=out, stderr=subprocess.DEVNULL)
         out.seek(0)
         text = out.read().decode()
     if proc.returncode != 0:
         raise SystemExit(f"{args[0]} failed (exit {proc.returncode}): {' '.join(map(str, args[:6]))[:300]} …")
-    return text, usage.ru_maxrss * 1024
+    return text
 
 
 def llama_cpp_run(model, kind, prompt, decode, threads):
     spec = {"model": str(model), "kind": kind, "prompt": prompt, "decode": decode, "threads": threads,
             "n_ctx": len(prompt) + decode + 16}
-    text, peak = run_measured([sys.executable, __file__, CHILD_ONLY, json.dumps(spec)])
-    result = json.loads(text)
-    result["rss"] = peak - result["baseline_rss"]
+    result = json.loads(run_measured([sys.executable, __file__, CHILD_ONLY, json.dumps(spec)]))
+    result["rss"] = result["peak_rss"] - result["baseline_rss"]
     return result
 
 
@@ -118,10 +122,10 @@ def cake_run(cake, model, kind, prompt, decode, threads):
     args = [cake, "run", "--model", str(model), "--prompt-tokens", ",".join(map(str, prompt)), "--temperature", "0",
             "--max-tokens", str(1 if kind == "first_token" else decode + 1), "--ignore-eos", "--threads", str(threads),
             "--json"]
-    text, peak = run_measured(args)
-    report = json.loads(text)
+    report = json.loads(run_measured(args))
     # What the model costs, as for llama.cpp: the peak less what the process
     # held before loading it (Cake's own code and startup).
+    peak = report["rss_peak_bytes"]
     before = report.get("rss_before_load_bytes") or 0
     return {**report["timings"], "rss": peak - before, "rss_peak": peak}
 

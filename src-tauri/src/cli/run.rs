@@ -47,7 +47,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let rss_before_load = resident_bytes();
+    let rss_before_load = status_bytes("VmRSS:");
     let (model, load_s) = args.model.load_model()?;
 
     let prompt_tokens = prompt_tokens(&model, &args)?;
@@ -89,6 +89,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "kernels": model.decoder().kernels,
             "kv_cache": model.decoder().kv_precision().name(),
             "rss_before_load_bytes": rss_before_load,
+            "rss_peak_bytes": status_bytes("VmHWM:"),
             "timings": {
                 "load_s": load_s,
                 "ttft_s": generation.timings.ttft_s,
@@ -103,12 +104,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// This process's resident memory (Linux `VmRSS`), if the system says. The
-/// benchmarks subtract it from the peak, as they subtract llama.cpp's
-/// interpreter and library before its model loads.
-fn resident_bytes() -> Option<u64> {
+/// A memory figure of this process from Linux's `/proc/self/status`, if
+/// the system says: `VmRSS:` (resident now) or `VmHWM:` (the peak). The
+/// benchmarks subtract the resident memory before loading from the peak, as
+/// they subtract llama.cpp's interpreter and library before its model
+/// loads. The peak is read here rather than from the parent's `wait4`,
+/// whose figure also counts the parent's own memory at the time it started
+/// this process.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
