@@ -27,6 +27,7 @@ fi
 need_cmd chromium chromium
 need_cmd Xvfb xvfb
 need_cmd xauth xauth
+need_cmd xclip xclip
 need_cmd WebKitWebDriver webkit2gtk-driver
 [ -x /usr/bin/import ] || missing+=(imagemagick)
 need_cmd debootstrap debootstrap

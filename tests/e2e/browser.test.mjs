@@ -10,7 +10,9 @@
 // Models screen searches that hub and downloads the GGUF file picked; and
 // a long prompt shows reading progress, an over-long conversation offers to
 // drop its oldest turns, and conversations are renamed, searched and exported,
-// across a restart; and every screen is shot at two sizes, light and dark.
+// across a restart; any message is copied, any reply made again with its
+// versions kept, the theme chosen, and the keyboard shortcuts work; and every
+// screen is shot at two sizes, light and dark.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -720,6 +722,104 @@ test("conversations are renamed, searched and exported, and keep their names acr
   } finally {
     app.server.kill();
   }
+});
+
+test("any message is copied, any reply made again with its versions kept, the theme chosen, and keys drive the chat", async () => {
+  const context = await browser.newContext({ permissions: ["clipboard-read", "clipboard-write"], colorScheme: "light" });
+  const page = await context.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  const messages = page.locator('[data-testid="message"]');
+  const bodyColour = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+
+  // Two turns in a new conversation.
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await page.locator('[data-testid="max-tokens"]').fill("12");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await send(page, "Say hello.");
+  await watchReply(page);
+  await send(page, "Now say goodbye.");
+  await watchReply(page);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+  assert.equal(await messages.count(), 4);
+
+  // Copy: a user message exactly, and a reply.
+  const clipboard = () => page.evaluate(() => navigator.clipboard.readText());
+  await messages.nth(0).hover();
+  await messages.nth(0).locator('[data-testid="copy-message"]').click();
+  await messages.nth(0).locator('[data-testid="copy-message"]', { hasText: "Copied" }).waitFor();
+  assert.equal(await clipboard(), "Say hello.");
+  await messages.nth(1).hover();
+  await messages.nth(1).locator('[data-testid="copy-message"]').click();
+  const copiedReply = await clipboard();
+  assert.ok(copiedReply.trim().length > 0, "the reply was copied");
+  assert.notEqual(copiedReply, "Say hello.");
+
+  // Regenerate the first reply: the conversation goes on from a new version,
+  // and the old one (with the turn after it) can be shown again.
+  await messages.nth(1).hover();
+  await messages.nth(1).locator('[data-testid="regenerate-reply"]').click();
+  await watchReply(page);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+  assert.equal(await messages.count(), 2);
+  const label = messages.nth(1).locator('[data-testid="version-label"]');
+  assert.equal(await label.innerText(), "2 / 2");
+  await messages.nth(1).locator('[data-testid="previous-version"]').click();
+  await page.locator('[data-testid="message"]', { hasText: "Now say goodbye." }).waitFor();
+  assert.equal(await messages.count(), 4);
+  assert.equal(await label.innerText(), "1 / 2");
+  await messages.nth(1).locator('[data-testid="next-version"]').click();
+  await page.locator('[data-testid="message"]', { hasText: "Now say goodbye." }).waitFor({ state: "detached" });
+  await page.screenshot({ path: path.join(outDir, "browser-versions.png") });
+  // Saved: a reload shows the same version, the other still there.
+  await page.reload();
+  await page.locator('[data-testid="version-label"]', { hasText: "2 / 2" }).waitFor();
+  assert.equal(await messages.count(), 2);
+
+  // Keys: search, the message box, a new conversation, back to this one, the list of shortcuts.
+  const focusOn = (testid) =>
+    page.waitForFunction((id) => document.activeElement?.getAttribute("data-testid") === id, testid, { timeout: 5_000 });
+  await page.keyboard.press("Control+K");
+  await focusOn("conversation-search");
+  await page.keyboard.press("Shift+Escape");
+  await focusOn("chat-input");
+  const current = () => page.evaluate(() => document.querySelector(".conversation-item.current")?.getAttribute("data-conversation-id"));
+  const ours = await current();
+  const listed = await page.locator('[data-testid="conversation-item"]').count();
+  await page.keyboard.press("Control+Shift+O");
+  await page.locator(".empty-chat").waitFor();
+  assert.equal(await page.locator('[data-testid="conversation-item"]').count(), listed + 1);
+  assert.notEqual(await current(), ours);
+  // The new one is listed first, and ours, the last one written to, next.
+  await page.keyboard.press("Alt+ArrowDown");
+  await page.waitForFunction((id) => document.querySelector(".conversation-item.current")?.getAttribute("data-conversation-id") === id, ours);
+  await page.locator('[data-testid="version-label"]', { hasText: "2 / 2" }).waitFor();
+  await page.keyboard.press("Control+/");
+  await page.locator('[data-testid="shortcuts-dialog"]', { hasText: "Ctrl+Shift+O" }).waitFor();
+  await page.screenshot({ path: path.join(outDir, "browser-shortcuts.png") });
+  await page.keyboard.press("Escape");
+  await page.locator('[data-testid="shortcuts-dialog"]').waitFor({ state: "detached" });
+
+  // The theme: the system's (light here), then light, dark, kept across a reload, and back.
+  const theme = page.locator('[data-testid="theme-button"]');
+  assert.equal(await theme.getAttribute("data-theme-choice"), "system");
+  assert.equal(await bodyColour(), "rgb(255, 255, 255)");
+  await theme.click();
+  assert.equal(await theme.getAttribute("data-theme-choice"), "light");
+  assert.equal(await bodyColour(), "rgb(255, 255, 255)");
+  await theme.click();
+  assert.equal(await theme.getAttribute("data-theme-choice"), "dark");
+  assert.notEqual(await bodyColour(), "rgb(255, 255, 255)");
+  await page.screenshot({ path: path.join(outDir, "browser-dark-chosen.png") });
+  await page.reload();
+  await page.locator('[data-testid="theme-button"][data-theme-choice="dark"]').waitFor();
+  assert.notEqual(await bodyColour(), "rgb(255, 255, 255)");
+  await theme.click();
+  assert.equal(await theme.getAttribute("data-theme-choice"), "system");
+  assert.equal(await bodyColour(), "rgb(255, 255, 255)");
+  await context.close();
 });
 
 test("every screen at 1280×800 and 1024×640, light and dark, fits its window", async () => {

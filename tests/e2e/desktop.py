@@ -5,7 +5,9 @@ Starts Xvfb (unless a display is set), `tauri-driver` (which drives the app
 through Debian's WebKitWebDriver), opens the `cake` binary's window with a
 private data folder holding the default model, checks the window shows the
 UI, calls the app through Tauri IPC, sends one chat message through the UI
-and waits for the streamed reply. Then two `cake worker` processes join
+and waits for the streamed reply; copies it to the X clipboard, turns the
+theme dark, and serves the OpenAI API from the Models screen's switch (a
+real request with and without its key). Then two `cake worker` processes join
 (mDNS on IPv4 loopback only): the test sets the cluster key in the Cluster
 screen, looks for workers, reloads the model and checks that the layer bar
 is split over three machines and that a reply comes through them.
@@ -138,6 +140,67 @@ def start_at_login_check(driver: WebDriver, tmp: Path):
     wait_for(driver, "return !document.querySelector('[data-testid=\"start-at-login\"]').checked",
              "Start at login off", timeout=10)
     assert not entry.exists(), "turning it off removes the entry"
+
+
+def openai_api_check(driver: WebDriver):
+    """The Models screen's switch serves the OpenAI API on loopback, only with the key it shows, and stops."""
+    import urllib.error
+    import urllib.request
+
+    def status_of(url: str, key: str | None) -> int:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                body = json.loads(response.read())
+                assert any(m["id"] == "default" for m in body["data"]), body
+                return response.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    click(driver, '[data-testid="models-button"]')
+    set_field(driver, '[data-testid="openai-api-port"]', str(free_port()))
+    click(driver, '[data-testid="openai-api-switch"]')
+    base_url = wait_for(driver, "const u = document.querySelector('[data-testid=\"openai-api-url\"]');"
+                        "return u && u.textContent;", "the API's address", timeout=30)
+    assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1"), base_url
+    click(driver, '[data-testid="openai-api-show-key"]')
+    key = driver.run("return document.querySelector('[data-testid=\"openai-api-key\"]').textContent")
+    assert len(key) == 32 and key.isalnum(), key
+    assert status_of(base_url + "/models", key) == 200
+    assert status_of(base_url + "/models", None) == 401
+    driver.screenshot(OUT / "desktop-openai-api.png")
+    click(driver, '[data-testid="openai-api-switch"]')
+    wait_for(driver, "return !document.querySelector('[data-testid=\"openai-api-url\"]')", "serving stopped", timeout=30)
+    try:
+        urllib.request.urlopen(base_url + "/models", timeout=5)
+        raise AssertionError("still serving after the switch went off")
+    except urllib.error.URLError as refused:
+        assert not isinstance(refused, urllib.error.HTTPError), refused
+    print(f"the OpenAI API served on {base_url} with its key only, then stopped")
+    click(driver, '[data-testid="models-button"]')
+
+
+def window_extras_check(driver: WebDriver, env: dict):
+    """In WebKit: a reply is copied to the system clipboard, and the theme button turns the window dark."""
+    driver.run("document.querySelector('[data-testid=\"message\"][data-role=\"assistant\"] "
+               "[data-testid=\"copy-message\"]').click()")
+    wait_for(driver, "return [...document.querySelectorAll('[data-testid=\"copy-message\"]')]"
+             ".some(b => b.textContent.includes('Copied'))", "the copy confirmed", timeout=10)
+    reply = driver.run("return document.querySelector('[data-testid=\"message\"][data-role=\"assistant\"] "
+                       ".message-body').innerText")
+    copied = subprocess.run(["xclip", "-o", "-selection", "clipboard"], env=env, capture_output=True, text=True,
+                            timeout=10).stdout
+    words = copied.split()
+    assert words and words[0].strip("*_`#") in reply, (copied[:200], reply[:200])
+    background = "return getComputedStyle(document.body).backgroundColor"
+    light = driver.run(background)
+    while driver.run("return document.querySelector('[data-testid=\"theme-button\"]').dataset.themeChoice") != "dark":
+        click(driver, '[data-testid="theme-button"]')
+    assert driver.run(background) != light, "the dark theme changed nothing"
+    driver.screenshot(OUT / "desktop-dark.png")
+    while driver.run("return document.querySelector('[data-testid=\"theme-button\"]').dataset.themeChoice") != "system":
+        click(driver, '[data-testid="theme-button"]')
+    print(f"copied {len(copied)} characters of the reply to the X clipboard; the theme button turned the window dark")
 
 
 def second_launch_check(cake: Path, env: dict):
@@ -292,6 +355,8 @@ def main() -> int:
                     subprocess.run(["/usr/bin/import", "-window", "root", str(OUT / name)], env=env, check=False)
 
             screen("desktop-screen.png")
+            window_extras_check(driver, env)
+            openai_api_check(driver)
             hostile_markdown_check(driver)
             cluster_check(driver, cake, tmp, env, processes, screen)
             second_launch_check(cake, env)

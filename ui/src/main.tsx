@@ -6,10 +6,13 @@ import { api } from "./api/commands";
 import { App } from "./components/App";
 import { CakeContext } from "./components/context";
 import { createCake } from "./state";
+import { applyTheme, effectiveTheme, systemPrefersDark } from "./lib/theme";
 import { browserStorage } from "./state/prefs";
 import "./styles.css";
 
 const cake = createCake(api, browserStorage());
+// The theme goes on the page before the first paint (the app keeps it up to date after).
+applyTheme(effectiveTheme(cake.store.get().prefs.theme, systemPrefersDark()));
 
 render(
   <CakeContext.Provider value={cake}>

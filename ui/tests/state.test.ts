@@ -184,6 +184,38 @@ describe("chat", () => {
     expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["hi", "Another"]);
   });
 
+  it("regenerates an earlier reply and keeps the version it replaced", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("first");
+    await cake.chat.send("second");
+    server.chatScript = replyWith("Another first answer");
+    await cake.chat.regenerate(1);
+    const id = state().selectedId!;
+    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["first", "Another first answer"]);
+    await cake.chat.showVersion(1, 0);
+    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual([
+      "first",
+      "Hello there",
+      "second",
+      "Hello there",
+    ]);
+    // Saved as shown, with the other version kept.
+    const stored = server.conversations.get(id)!;
+    expect(stored.messages).toHaveLength(4);
+    expect(stored.messages[1].alternatives?.others[0].map((m) => m.content)).toEqual(["Another first answer"]);
+  });
+
+  it("puts the replaced version back when a regenerated reply fails before any text", async () => {
+    const { cake, server, state } = await started();
+    await cake.chat.send("first");
+    server.chatScript = async () => {
+      throw new Error("model crashed");
+    };
+    await cake.chat.regenerate(1);
+    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["first", "Hello there"]);
+    expect(selectedConversation(state())!.messages[1].alternatives).toBeUndefined();
+  });
+
   it("edits a user message, drops what followed, and resends", async () => {
     const { cake, server, state } = await started();
     await cake.chat.send("first");

@@ -23,7 +23,7 @@ vi.mock("@tauri-apps/api/core", () => {
   return { Channel, invoke: (ipc: string, payload: IpcArgs) => fake.invoke(ipc, payload) };
 });
 
-import { tauriCall, tauriStream } from "../src/transport/tauri";
+import { openAiApi, setOpenAiApi, tauriCall, tauriStream } from "../src/transport/tauri";
 import { isAbortError } from "../src/transport/events";
 
 beforeEach(() => {
@@ -96,5 +96,17 @@ describe("tauriStream", () => {
     const error = await pending.catch((e: unknown) => e);
     expect(isAbortError(error)).toBe(true);
     expect(fake.invoke).toHaveBeenCalledWith("app_call", { command: "cancel_stream", args: { stream_id: "s42" } });
+  });
+});
+
+describe("the OpenAI API switch", () => {
+  it("reads and sets it through its own commands, with the backend's reason on failure", async () => {
+    const status = { enabled: false, port: 8080, base_url: null, api_key: null, error: null };
+    fake.invoke.mockResolvedValue(status);
+    await expect(openAiApi()).resolves.toEqual(status);
+    expect(fake.invoke).toHaveBeenLastCalledWith("openai_api", undefined);
+    fake.invoke.mockRejectedValue("cannot listen on 127.0.0.1:8080: Address in use");
+    await expect(setOpenAiApi(true, 8080)).rejects.toThrow("Address in use");
+    expect(fake.invoke).toHaveBeenLastCalledWith("set_openai_api", { enabled: true, port: 8080 });
   });
 });

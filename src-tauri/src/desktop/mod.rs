@@ -3,7 +3,9 @@
 //! The window shows the same UI as `cake serve` (ui/dist, embedded at build
 //! time). Two IPC commands carry every app command of docs/api.md:
 //! `app_call` answers plain commands, `app_stream` forwards a streaming
-//! command's events over a Tauri `Channel`.
+//! command's events over a Tauri `Channel`. The others are the window's
+//! own settings: Start at login, and serving the OpenAI API to other
+//! programs ([`OpenAiApi`]).
 
 mod tray;
 
@@ -11,6 +13,7 @@ use crate::app::events::EngineEvent;
 use crate::app::request::CommandRequest;
 use crate::app::App;
 use crate::library::catalog::Catalog;
+use crate::server::api_switch::{ApiStatus, OpenAiApi};
 use crate::startup::autostart;
 use crate::startup::single_instance::{self, Claim};
 use crate::text::model::LoadOptions;
@@ -88,6 +91,23 @@ fn set_start_at_login(enabled: bool) -> Result<bool, String> {
     Ok(autostart::is_enabled())
 }
 
+/// Whether the OpenAI API is served to other programs, where, and its key.
+#[tauri::command]
+fn openai_api(api: State<'_, Arc<OpenAiApi>>) -> ApiStatus {
+    api.status()
+}
+
+/// Switches serving the OpenAI API on or off (on `port`; 0 keeps the current one).
+#[tauri::command]
+async fn set_openai_api(api: State<'_, Arc<OpenAiApi>>, enabled: bool, port: u16) -> Result<ApiStatus, String> {
+    let api = api.inner().clone();
+    // Stopping waits for the server's thread: not on the window's thread.
+    tauri::async_runtime::spawn_blocking(move || api.set(enabled, port))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e:#}"))
+}
+
 /// Opens the window and runs until it is closed — or, while this machine
 /// serves as a worker, until Quit (tray) or Stop worker. With `background`
 /// (how Start at login runs Cake) a serving worker starts without a window.
@@ -112,6 +132,7 @@ pub fn run(background: bool) -> anyhow::Result<()> {
         }
     };
     let app = Arc::new(App::new(catalog, LoadOptions::default()));
+    let api_switch = Arc::new(OpenAiApi::new(app.clone()));
     let serving = {
         let app = app.clone();
         move || app.cluster.is_serving_as_worker()
@@ -120,7 +141,15 @@ pub fn run(background: bool) -> anyhow::Result<()> {
     tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
         .manage(app.clone())
-        .invoke_handler(tauri::generate_handler![app_call, app_stream, start_at_login, set_start_at_login])
+        .manage(api_switch)
+        .invoke_handler(tauri::generate_handler![
+            app_call,
+            app_stream,
+            start_at_login,
+            set_start_at_login,
+            openai_api,
+            set_openai_api
+        ])
         .setup(move |tauri_app| {
             let handle = tauri_app.handle().clone();
             if let Some(listener) = listener {

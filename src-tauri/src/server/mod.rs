@@ -7,9 +7,12 @@
 //! - `/v1/…`: see [`openai`].
 //!
 //! Every request first passes the [`access`] policy (host, origin, content
-//! type, session, API key).
+//! type, session, API key). [`background`] runs the same routes inside the
+//! desktop app, for other programs, behind [`api_switch`].
 
 pub mod access;
+pub mod api_switch;
+pub mod background;
 pub mod openai;
 pub mod openai_speech;
 mod ui_assets;

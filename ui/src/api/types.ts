@@ -59,9 +59,22 @@ export interface ReplyStats {
   finish_reason: FinishReason;
 }
 
-/** A message as stored in a conversation: assistant replies keep their stats. */
-/** `stopped`: the person stopped this reply before it ended (it has no stats then). */
-export type StoredMessage = ChatMessage & { stats?: ReplyStats; stopped?: boolean };
+/**
+ * A message as stored in a conversation: assistant replies keep their stats.
+ * `stopped`: the person stopped this reply before it ended (it has no stats then).
+ * `alternatives`: on a regenerated reply, the versions it replaced.
+ */
+export type StoredMessage = ChatMessage & { stats?: ReplyStats; stopped?: boolean; alternatives?: ReplyVersions };
+
+/**
+ * The versions of a conversation from a regenerated reply on, each that
+ * reply and the messages after it: the ones not shown, in order, and where
+ * the shown one sits among all of them.
+ */
+export interface ReplyVersions {
+  others: StoredMessage[][];
+  position: number;
+}
 
 export interface Conversation {
   /** [A-Za-z0-9_-]{1,64} */
@@ -397,3 +410,15 @@ export interface SpeakDoneEvent {
 }
 
 export type SpeakEvent = SpeakLoadingEvent | SpeakProgressEvent | SpeakDoneEvent | ErrorEvent;
+
+/** The desktop app's OpenAI API for other programs (see the Models screen). */
+export interface OpenAiApiStatus {
+  enabled: boolean;
+  port: number;
+  /** `http://127.0.0.1:<port>/v1` while serving. */
+  base_url: string | null;
+  /** What clients send as `Authorization: Bearer …`, while serving. */
+  api_key: string | null;
+  /** Why it is not serving although switched on. */
+  error: string | null;
+}

@@ -1,26 +1,36 @@
 // The app's frame: sidebar, the chat, Models, Speech or Cluster screen, error
-// toasts, and the app-wide keys and file drops (Escape stops a reply or the
-// speech being made; files dropped on the desktop window are imported as
-// models, or added as voices while the Speech screen is open).
+// toasts, the theme, the keyboard shortcuts (lib/shortcuts.ts; Escape stops
+// a reply or the speech being made) and file drops (files dropped on the
+// desktop window are imported as models, or added as voices while the
+// Speech screen is open).
 
 import { useEffect, useState } from "preact/hooks";
+import { neighbour, shortcutFor } from "../lib/shortcuts";
+import { applyTheme } from "../lib/theme";
+import { conversationOrder } from "../state/app-state";
 import { nativeFiles } from "../transport";
 import { ChatView } from "./ChatView";
 import { ClusterPanel } from "./ClusterPanel";
 import { useAppState, useCake } from "./context";
 import { ModelsPanel } from "./ModelsPanel";
 import { Notices } from "./Notices";
+import { ShortcutsDialog } from "./ShortcutsDialog";
 import { Sidebar } from "./Sidebar";
 import { SpeechPanel } from "./SpeechPanel";
+import { useTheme } from "./useTheme";
 
 export function App() {
   const state = useAppState();
   const dropping = useFileDrops();
-  useEscapeStops();
+  const [showingShortcuts, setShowingShortcuts] = useState(false);
+  useShortcuts(setShowingShortcuts);
+  // Put on the page while rendering, so that children drawing with the
+  // theme's colours (waveforms) read the new ones in their effects.
+  applyTheme(useTheme());
 
   return (
     <div class="app">
-      <Sidebar />
+      <Sidebar onShowShortcuts={() => setShowingShortcuts(true)} />
       <main class="main">
         {state.view === "models" ? (
           <ModelsPanel />
@@ -33,6 +43,7 @@ export function App() {
         )}
       </main>
       <Notices />
+      {showingShortcuts ? <ShortcutsDialog onClose={() => setShowingShortcuts(false)} /> : null}
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">
           <div class="drop-message">
@@ -44,25 +55,55 @@ export function App() {
   );
 }
 
-/** Escape stops the reply being generated, else the speech being made (unless a dialog is open). */
-function useEscapeStops() {
+/**
+ * The keyboard shortcuts (see lib/shortcuts.ts). None acts while a dialog
+ * is open: the dialog has the keys (Escape closes it).
+ */
+function useShortcuts(showShortcuts: (show: boolean) => void) {
   const cake = useCake();
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
-      if (event.key !== "Escape" || event.defaultPrevented) return;
-      if (document.querySelector("dialog[open]")) return;
+      if (event.defaultPrevented || document.querySelector("dialog[open]")) return;
+      const action = shortcutFor(event);
+      if (action === null) return;
       const state = cake.store.get();
-      if (state.generatingId !== null) {
-        event.preventDefault();
-        cake.chat.stop();
-      } else if (state.speaking !== null) {
-        event.preventDefault();
-        cake.speech.stop();
+      switch (action) {
+        case "stop":
+          if (state.generatingId !== null) cake.chat.stop();
+          else if (state.speaking !== null) cake.speech.stop();
+          else return; // Escape means nothing here: leave it to the page
+          break;
+        case "new-conversation":
+          cake.conversations.create();
+          cake.showView("chat");
+          break;
+        case "focus-message": {
+          const focusBox = () => document.querySelector<HTMLTextAreaElement>('[data-testid="chat-input"]')?.focus();
+          if (state.view === "chat") focusBox();
+          else {
+            cake.showView("chat");
+            setTimeout(focusBox); // once the chat screen has rendered
+          }
+          break;
+        }
+        case "search":
+          document.querySelector<HTMLInputElement>('[data-testid="conversation-search"]')?.focus();
+          break;
+        case "previous-conversation":
+        case "next-conversation": {
+          const next = neighbour(conversationOrder(state), state.selectedId, action === "next-conversation" ? 1 : -1);
+          if (next !== null) void cake.conversations.open(next);
+          break;
+        }
+        case "show-shortcuts":
+          showShortcuts(true);
+          break;
       }
+      event.preventDefault();
     };
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  }, [cake]);
+  }, [cake, showShortcuts]);
 }
 
 /**

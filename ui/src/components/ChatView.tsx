@@ -5,6 +5,7 @@ import type { ComponentChildren } from "preact";
 import type { ContextOverflow } from "../state/app-state";
 import { useEffect, useRef } from "preact/hooks";
 import type { Conversation } from "../api/types";
+import { versionsAt } from "../lib/alternatives";
 import { modelOptionLabel } from "../lib/format";
 import { completeModels, effectiveModelId, selectedConversation } from "../state/app-state";
 import { Composer } from "./Composer";
@@ -223,6 +224,13 @@ function MessageList({ conversation, generating, busy, children, footer = null }
             streaming={generating && index === messages.length - 1 && message.role === "assistant"}
             promptProgress={generating && index === messages.length - 1 ? promptProgress : null}
             onEdit={message.role === "user" && !busy ? (text) => void cake.chat.editAndResend(index, text) : null}
+            onRegenerate={
+              message.role === "assistant" && !busy && messages[index - 1]?.role === "user"
+                ? () => void cake.chat.regenerate(index)
+                : null
+            }
+            versions={versionsAt(messages, index)}
+            onShowVersion={busy ? null : (version) => void cake.chat.showVersion(index, version)}
           />
         ))}
         {footer}

@@ -1,6 +1,7 @@
 // One chat message. Assistant replies render as (safe) Markdown with copy
-// buttons on code blocks and their speed stats; user messages show as plain
-// text and can be edited and resent.
+// buttons on code blocks and their speed stats, and can be made again, the
+// versions kept and switchable; user messages show as plain text and can be
+// edited and resent. Every message can be copied.
 
 import { useMemo, useState } from "preact/hooks";
 import type { ReplyStats, StoredMessage } from "../api/types";
@@ -8,7 +9,7 @@ import type { PromptProgress } from "../state/app-state";
 import { copyText } from "../lib/clipboard";
 import { formatSeconds, formatTokensPerSecond, stopNote } from "../lib/format";
 import { renderMarkdown } from "../lib/markdown";
-import { EditIcon } from "./icons";
+import { CopyIcon, EditIcon, RetryIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
 import { ProgressBar } from "./ProgressBar";
 
@@ -19,9 +20,23 @@ interface Props {
   promptProgress?: PromptProgress | null;
   /** Null when the message cannot be edited now (not a user message, or busy). */
   onEdit: ((text: string) => void) | null;
+  /** Null when this reply cannot be made again now (not a reply, or busy). */
+  onRegenerate?: (() => void) | null;
+  /** The conversation's versions from this reply on: which shows, how many. */
+  versions?: { shown: number; count: number };
+  /** Shows another version (0-based); null while busy. */
+  onShowVersion?: ((version: number) => void) | null;
 }
 
-export function MessageView({ message, streaming, promptProgress = null, onEdit }: Props) {
+export function MessageView({
+  message,
+  streaming,
+  promptProgress = null,
+  onEdit,
+  onRegenerate = null,
+  versions = { shown: 0, count: 1 },
+  onShowVersion = null,
+}: Props) {
   const [editing, setEditing] = useState(false);
   const isUser = message.role === "user";
 
@@ -64,14 +79,91 @@ export function MessageView({ message, streaming, promptProgress = null, onEdit 
           <span>stopped by you</span>
         </div>
       ) : null}
-      {isUser && onEdit && !editing ? (
+      {!streaming && !editing ? (
         <div class="message-actions">
-          <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>
-            <EditIcon /> Edit
-          </button>
+          {versions.count > 1 ? <VersionSwitch versions={versions} onShow={onShowVersion} /> : null}
+          {message.content !== "" ? <CopyButton text={message.content} /> : null}
+          {isUser && onEdit ? (
+            <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>
+              <EditIcon /> Edit
+            </button>
+          ) : null}
+          {!isUser && onRegenerate ? (
+            <button
+              type="button"
+              class="ghost small"
+              data-testid="regenerate-reply"
+              title="Write this reply again (this version is kept)"
+              onClick={onRegenerate}
+            >
+              <RetryIcon /> Regenerate
+            </button>
+          ) : null}
         </div>
       ) : null}
     </article>
+  );
+}
+
+/** Copies the message's text, and says so on the button for a moment. */
+function CopyButton({ text }: { text: string }) {
+  const [label, setLabel] = useState("Copy");
+  const say = (said: string) => {
+    setLabel(said);
+    setTimeout(() => setLabel("Copy"), 1500);
+  };
+  return (
+    <button
+      type="button"
+      class="ghost small"
+      data-testid="copy-message"
+      onClick={() =>
+        copyText(text).then(
+          () => say("Copied"),
+          () => say("Copy failed"),
+        )
+      }
+    >
+      <CopyIcon /> {label}
+    </button>
+  );
+}
+
+/** "‹ 2 / 3 ›": which version of the conversation shows from this reply on. */
+function VersionSwitch({
+  versions,
+  onShow,
+}: {
+  versions: { shown: number; count: number };
+  onShow: ((version: number) => void) | null;
+}) {
+  const { shown, count } = versions;
+  return (
+    <span class="version-switch" data-testid="version-switch">
+      <button
+        type="button"
+        class="ghost small"
+        aria-label="Previous version"
+        data-testid="previous-version"
+        disabled={!onShow || shown === 0}
+        onClick={() => onShow?.(shown - 1)}
+      >
+        ‹
+      </button>
+      <span data-testid="version-label">
+        {shown + 1} / {count}
+      </span>
+      <button
+        type="button"
+        class="ghost small"
+        aria-label="Next version"
+        data-testid="next-version"
+        disabled={!onShow || shown === count - 1}
+        onClick={() => onShow?.(shown + 1)}
+      >
+        ›
+      </button>
+    </span>
   );
 }
 

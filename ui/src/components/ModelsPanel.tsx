@@ -1,11 +1,14 @@
 // The Models screen: the library list with its actions, hub search, import
-// and download.
+// and download, and (in the desktop app) serving the OpenAI API to other
+// programs.
 
+import { desktopSession } from "../transport";
 import { useAppState, useCake } from "./context";
 import { DownloadForm } from "./DownloadForm";
 import { HubSearch } from "./HubSearch";
 import { ImportForm } from "./ImportForm";
 import { ModelRow } from "./ModelRow";
+import { OpenAiApiSwitch } from "./OpenAiApiSwitch";
 import { StarterCard } from "./StarterCard";
 
 export function ModelsPanel() {
@@ -46,6 +49,14 @@ export function ModelsPanel() {
           <HubSearch />
           <DownloadForm />
           <ImportForm />
+          <h2 class="section-title">Other programs</h2>
+          {desktopSession ? (
+            <OpenAiApiSwitch session={desktopSession} />
+          ) : (
+            <p class="muted small" data-testid="served-api">
+              Programs reach the OpenAI API of this <code>cake serve</code> at <code>{location.origin}/v1</code>.
+            </p>
+          )}
         </aside>
       </div>
     </section>

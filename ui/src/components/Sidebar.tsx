@@ -1,14 +1,16 @@
-// The sidebar: new conversation, search, the conversation list (open, delete with
-// confirmation) and the buttons to the Models, Speech and Cluster screens.
+// The sidebar: the theme and shortcut buttons, new conversation, search, the
+// conversation list (open, delete with confirmation) and the buttons to the
+// Models, Speech and Cluster screens.
 
 import { useState } from "preact/hooks";
 import type { ClusterStatus } from "../api/types";
 import { UNTITLED, displayTitle } from "../lib/conversation";
-import { isSaved } from "../state/app-state";
+import { conversationOrder } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { ConversationSearchField, SearchResults, useConversationSearch } from "./ConversationSearch";
-import { CubeIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
+import { CubeIcon, KeyboardIcon, NetworkIcon, PlusIcon, SpeakerIcon, TrashIcon } from "./icons";
+import { ThemeButton } from "./ThemeButton";
 // The app's own icon (inlined by Vite): an emoji is an empty box where no emoji font is installed.
 import appIcon from "../../../icons/hicolor/128x128/cake.png";
 
@@ -17,7 +19,7 @@ interface Item {
   title: string;
 }
 
-export function Sidebar() {
+export function Sidebar({ onShowShortcuts }: { onShowShortcuts: () => void }) {
   const state = useAppState();
   const cake = useCake();
   const [deleting, setDeleting] = useState<Item | null>(null);
@@ -28,11 +30,8 @@ export function Sidebar() {
     const open = state.conversations[id];
     return open ? displayTitle(open) : stored || UNTITLED;
   };
-  const items: Item[] = state.summaries.map((s) => ({ id: s.id, title: titleOf(s.id, s.title) }));
-  // A new conversation is listed before its first save.
-  if (state.selectedId !== null && !isSaved(state, state.selectedId)) {
-    items.unshift({ id: state.selectedId, title: titleOf(state.selectedId, "") });
-  }
+  const storedTitles = new Map(state.summaries.map((s) => [s.id, s.title]));
+  const items: Item[] = conversationOrder(state).map((id) => ({ id, title: titleOf(id, storedTitles.get(id) ?? "") }));
   const loaded = state.models.find((m) => m.id === state.loadedModelId);
 
   return (
@@ -41,6 +40,19 @@ export function Sidebar() {
         <img class="brand-mark" src={appIcon} alt="" aria-hidden="true" data-testid="app-icon" />
         <span class="brand-name">Cake</span>
         {state.info ? <span class="muted small">v{state.info.version}</span> : null}
+        <span class="brand-tools">
+          <ThemeButton />
+          <button
+            type="button"
+            class="icon-button"
+            data-testid="shortcuts-button"
+            aria-label="Keyboard shortcuts"
+            title="Keyboard shortcuts"
+            onClick={onShowShortcuts}
+          >
+            <KeyboardIcon />
+          </button>
+        </span>
       </div>
       <button
         type="button"

@@ -1,10 +1,11 @@
 // A waveform drawn on a canvas from min/max peaks: one bar per bin (bins
 // are merged when the canvas is narrower), scaled to the loudest bin, in
 // the theme's muted colour with the played part in the accent colour. It
-// redraws when resized or when the system switches light/dark.
+// redraws when resized or when the theme changes.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { mergePeaks, peakLevel, type Peak } from "../lib/waveform";
+import { useTheme } from "./useTheme";
 
 interface Props {
   peaks: Peak[] | null;
@@ -22,7 +23,7 @@ const GAP = 1; // px between bars
 export function Waveform({ peaks, progress = 0, label, testid, class: extra, error }: Props) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const width = useWidth(canvas);
-  const scheme = useColourScheme();
+  const scheme = useTheme();
 
   useEffect(() => {
     const element = canvas.current;
@@ -88,21 +89,4 @@ function useWidth(ref: { current: HTMLElement | null }): number {
     return () => observer.disconnect();
   }, [ref]);
   return width;
-}
-
-/** "dark" or "light", following the system setting (the stylesheet's colours do). */
-function useColourScheme(): string {
-  const [dark, setDark] = useState(() => darkQuery()?.matches ?? false);
-  useEffect(() => {
-    const query = darkQuery();
-    if (!query) return;
-    const onChange = () => setDark(query.matches);
-    query.addEventListener("change", onChange);
-    return () => query.removeEventListener("change", onChange);
-  }, []);
-  return dark ? "dark" : "light";
-}
-
-function darkQuery(): MediaQueryList | null {
-  return typeof matchMedia === "undefined" ? null : matchMedia("(prefers-color-scheme: dark)");
 }

@@ -57,6 +57,37 @@ export const RetryIcon = () => (
   </Icon>
 );
 
+export const CopyIcon = () => (
+  <Icon>
+    <path d="M9 9h11v11H9zM5 15H4V4h11v1" />
+  </Icon>
+);
+
+export const KeyboardIcon = () => (
+  <Icon>
+    <path d="M3 6h18v12H3zM7 10h.01M11 10h.01M15 10h.01M8 14h8" />
+  </Icon>
+);
+
+export const SunIcon = () => (
+  <Icon>
+    <path d="M12 8a4 4 0 1 0 0 8 4 4 0 0 0 0-8zM12 2v2M12 20v2M4.9 4.9l1.4 1.4M17.7 17.7l1.4 1.4M2 12h2M20 12h2M4.9 19.1l1.4-1.4M17.7 6.3l1.4-1.4" />
+  </Icon>
+);
+
+export const MoonIcon = () => (
+  <Icon>
+    <path d="M20 14.5A8 8 0 0 1 9.5 4 8 8 0 1 0 20 14.5z" />
+  </Icon>
+);
+
+/** Half light, half dark: the theme follows the system. */
+export const HalfIcon = () => (
+  <Icon>
+    <path d="M12 3a9 9 0 1 0 0 18 9 9 0 0 0 0-18zM12 3v18" />
+  </Icon>
+);
+
 export const EditIcon = () => (
   <Icon>
     <path d="M4 20h4L19 9l-4-4L4 16v4zM13.5 6.5l4 4" />

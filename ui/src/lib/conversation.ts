@@ -1,7 +1,7 @@
 // Pure helpers for conversations: creating one, its title, and the message
 // list a `chat` request sends. No I/O here, so they are easy to test.
 
-import type { ChatMessage, Conversation, ModelEntry, Sampling } from "../api/types";
+import type { ChatMessage, Conversation, ModelEntry, Sampling, StoredMessage } from "../api/types";
 import { randomId } from "./ids";
 
 /**
@@ -66,10 +66,25 @@ export function normalizeConversation(stored: Partial<Conversation> & { id: stri
     model_id: typeof stored.model_id === "string" ? stored.model_id : null,
     system_prompt: typeof stored.system_prompt === "string" ? stored.system_prompt : "",
     sampling: { ...DEFAULT_SAMPLING, ...stored.sampling },
-    messages: Array.isArray(stored.messages) ? stored.messages : [],
+    messages: Array.isArray(stored.messages) ? stored.messages.map(withValidVersions) : [],
     created_at: stored.created_at ?? stamp,
     updated_at: stamp,
   };
+}
+
+/** `message` without its versions record if that record is malformed (a hand-edited file). */
+function withValidVersions(message: StoredMessage): StoredMessage {
+  const versions = message.alternatives;
+  if (versions === undefined) return message;
+  const valid =
+    Array.isArray(versions.others) &&
+    versions.others.every((tail) => Array.isArray(tail) && tail.length > 0) &&
+    Number.isInteger(versions.position) &&
+    versions.position >= 0 &&
+    versions.position <= versions.others.length;
+  if (valid) return message;
+  const { alternatives: _dropped, ...plain } = message;
+  return plain;
 }
 
 /** The first user message on one line, cut to about 40 characters. */

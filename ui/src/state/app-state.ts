@@ -182,6 +182,13 @@ export function isSaved(state: AppState, id: string): boolean {
   return state.summaries.some((summary) => summary.id === id);
 }
 
+/** The conversations in the order the sidebar lists them: a new one, not yet saved, first. */
+export function conversationOrder(state: AppState): string[] {
+  const saved = state.summaries.map((summary) => summary.id);
+  const unsaved = state.selectedId !== null && !isSaved(state, state.selectedId) ? [state.selectedId] : [];
+  return [...unsaved, ...saved];
+}
+
 /**
  * The model the Speech screen speaks with: the one picked while it is a
  * complete speech model, else the loaded model if it is one, else the first.

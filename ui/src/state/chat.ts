@@ -1,13 +1,15 @@
 // Generating replies: send a message, stream the reply token by token, stop
-// it (keeping what arrived), regenerate the last reply, or edit an earlier
-// user message and resend. The conversation is saved after every reply,
+// it (keeping what arrived), regenerate any reply (keeping the versions it
+// replaces, see lib/alternatives.ts), or edit an earlier user message and
+// resend. The conversation is saved after every reply,
 // completed, stopped or failed. A conversation too long for the model's
 // context is not an error toast: it is kept as an overflow the chat shows
 // under the last message, with a way to send it without its oldest turns.
 
 import type { Api } from "../api/commands";
 import { StreamError } from "../transport";
-import type { Conversation, StoredMessage } from "../api/types";
+import type { Conversation, ReplyVersions, StoredMessage } from "../api/types";
+import { replaceFrom, showVersion as withVersionShown } from "../lib/alternatives";
 import { requestMessages, samplingFor } from "../lib/conversation";
 import { randomSeed } from "../lib/ids";
 import type { Store } from "./store";
@@ -41,11 +43,16 @@ export function createChatActions(
 
   /**
    * Stream a reply to the conversation's messages, which must end with a
-   * user message; `dropOldestTurns` lets the engine leave out the oldest
+   * user message. `dropOldestTurns` lets the engine leave out the oldest
    * turns that do not fit the context (and once a reply was made that way,
-   * every later one in the conversation is).
+   * every later one in the conversation is). A regenerated reply carries
+   * the `versions` it replaces, and `previous`, the messages it replaced,
+   * come back if no reply is kept (stopped or failed before any text).
    */
-  async function generate(id: string, dropOldestTurns = false): Promise<void> {
+  async function generate(
+    id: string,
+    { dropOldestTurns = false, versions, previous }: GenerateOptions = {},
+  ): Promise<void> {
     const state = store.get();
     const conversation = conversations.get(id);
     if (!conversation || busy()) return;
@@ -61,7 +68,7 @@ export function createChatActions(
 
     const history = asked.messages;
     const dropOldest = dropOldestTurns || history.some((message) => (message.stats?.dropped_messages ?? 0) > 0);
-    let reply: StoredMessage = { role: "assistant", content: "" };
+    let reply: StoredMessage = { role: "assistant", content: "", ...(versions ? { alternatives: versions } : {}) };
     const show = () => conversations.update(id, { messages: [...history, reply] });
     show();
 
@@ -101,7 +108,7 @@ export function createChatActions(
       // A reply stopped or failed before its first token leaves no empty
       // bubble; one the model ended at once (its stats say so) is kept.
       const keep = reply.content !== "" || reply.stats !== undefined;
-      conversations.update(id, { messages: keep ? [...history, reply] : history });
+      conversations.update(id, { messages: keep ? [...history, reply] : (previous ?? history) });
       store.update({ generatingId: null, promptProgress: null });
     }
     await conversations.save(id);
@@ -120,15 +127,34 @@ export function createChatActions(
     return true;
   }
 
-  /** Replace the last reply with a new one. */
-  async function regenerate(): Promise<void> {
+  /**
+   * Make the reply at `index` (by default the last message, or answer a
+   * last user message left without a reply) again. The version it replaces,
+   * that reply and everything after it, is kept and can be shown again.
+   */
+  async function regenerate(index?: number): Promise<void> {
     const conversation = selected();
     if (!conversation || busy() || modelFor(conversation) === null) return;
-    const messages = [...conversation.messages];
-    while (messages.length > 0 && messages[messages.length - 1].role === "assistant") messages.pop();
-    if (messages.length === 0) return;
+    const messages = conversation.messages;
+    const at = index ?? messages.length - 1;
+    if (index === undefined && messages[at]?.role === "user") {
+      await generate(conversation.id);
+      return;
+    }
+    if (messages[at]?.role !== "assistant" || messages[at - 1]?.role !== "user") return;
+    const { before, versions } = replaceFrom(messages, at);
+    conversations.update(conversation.id, { messages: before });
+    await generate(conversation.id, { versions, previous: messages });
+  }
+
+  /** Show version `wanted` (0-based) of the conversation from the reply at `index`. */
+  async function showVersion(index: number, wanted: number): Promise<void> {
+    const conversation = selected();
+    if (!conversation || busy()) return;
+    const messages = withVersionShown(conversation.messages, index, wanted);
+    if (messages === conversation.messages) return;
     conversations.update(conversation.id, { messages });
-    await generate(conversation.id);
+    await conversations.save(conversation.id);
   }
 
   /** Change the user message at `index`, drop everything after it, and resend. */
@@ -146,7 +172,7 @@ export function createChatActions(
   async function sendWithoutOldestTurns(): Promise<void> {
     const conversation = selected();
     if (!conversation || busy() || conversation.messages.at(-1)?.role !== "user") return;
-    await generate(conversation.id, true);
+    await generate(conversation.id, { dropOldestTurns: true });
   }
 
   /** Stop the reply being generated; the text so far is kept. */
@@ -154,7 +180,13 @@ export function createChatActions(
     stopController?.abort();
   }
 
-  return { send, regenerate, editAndResend, sendWithoutOldestTurns, stop };
+  return { send, regenerate, showVersion, editAndResend, sendWithoutOldestTurns, stop };
+}
+
+interface GenerateOptions {
+  dropOldestTurns?: boolean;
+  versions?: ReplyVersions;
+  previous?: StoredMessage[];
 }
 
 export type ChatActions = ReturnType<typeof createChatActions>;

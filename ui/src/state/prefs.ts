@@ -1,7 +1,9 @@
 // Settings that belong to the user rather than to one conversation, kept in
 // the web view's localStorage: the reply length limit, the context length,
-// whether each reply gets a fresh random seed, and the last opened
-// conversation.
+// whether each reply gets a fresh random seed, the colour theme, and the
+// last opened conversation.
+
+import { isThemeChoice, type ThemeChoice } from "../lib/theme";
 
 export interface Prefs {
   maxTokens: number;
@@ -9,9 +11,10 @@ export interface Prefs {
   contextLength: number | null;
   /** Draw a new seed for every reply (else the conversation's seed is reused). */
   freshSeed: boolean;
+  theme: ThemeChoice;
 }
 
-export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, contextLength: null, freshSeed: true };
+export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, contextLength: null, freshSeed: true, theme: "system" };
 
 const PREFS_KEY = "cake.prefs";
 const LAST_CONVERSATION_KEY = "cake.lastConversation";
@@ -34,6 +37,7 @@ export function loadPrefs(storage: KeyValueStorage | null): Prefs {
       maxTokens: positiveInteger(saved.maxTokens) ?? DEFAULT_PREFS.maxTokens,
       contextLength: positiveInteger(saved.contextLength),
       freshSeed: typeof saved.freshSeed === "boolean" ? saved.freshSeed : DEFAULT_PREFS.freshSeed,
+      theme: isThemeChoice(saved.theme) ? saved.theme : DEFAULT_PREFS.theme,
     };
   } catch {
     return { ...DEFAULT_PREFS };

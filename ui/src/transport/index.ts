@@ -6,7 +6,17 @@
 
 import { randomId } from "../lib/ids";
 import { httpCall, httpStream } from "./http";
-import { pickPath, setStartAtLogin, startAtLogin, tauriCall, tauriStream, watchFileDrops } from "./tauri";
+import type { OpenAiApiStatus } from "../api/types";
+import {
+  openAiApi,
+  pickPath,
+  setOpenAiApi,
+  setStartAtLogin,
+  startAtLogin,
+  tauriCall,
+  tauriStream,
+  watchFileDrops,
+} from "./tauri";
 import type { EventHandler, StreamEvent } from "./events";
 
 export { isAbortError, StreamError } from "./events";
@@ -44,11 +54,15 @@ export interface NativeFiles {
 /** The desktop window's file picker and drag and drop; null in a browser. */
 export const nativeFiles: NativeFiles | null = inTauri ? { pick: pickPath, watchDrops: watchFileDrops } : null;
 
-/** How the desktop app starts with the user's session. */
+/** How the desktop app starts with the user's session, and what it serves to other programs. */
 export interface DesktopSession {
   startAtLogin(): Promise<boolean>;
   setStartAtLogin(enabled: boolean): Promise<boolean>;
+  openAiApi(): Promise<OpenAiApiStatus>;
+  setOpenAiApi(enabled: boolean, port: number): Promise<OpenAiApiStatus>;
 }
 
 /** The desktop window's session settings; null in a browser. */
-export const desktopSession: DesktopSession | null = inTauri ? { startAtLogin, setStartAtLogin } : null;
+export const desktopSession: DesktopSession | null = inTauri
+  ? { startAtLogin, setStartAtLogin, openAiApi, setOpenAiApi }
+  : null;

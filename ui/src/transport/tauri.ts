@@ -8,6 +8,7 @@
 // the browser bundle never loads them.
 
 import { StreamSink, abortError, toError, type EventHandler, type StreamEvent } from "./events";
+import type { OpenAiApiStatus } from "../api/types";
 
 /** The Rust side's IPC commands (see src-tauri/src/desktop/mod.rs). */
 const CALL = "app_call";
@@ -123,6 +124,22 @@ export async function startAtLogin(): Promise<boolean> {
 export async function setStartAtLogin(enabled: boolean): Promise<boolean> {
   const { invoke } = await core();
   return invoke<boolean>("set_start_at_login", { enabled }).catch((error: unknown) => {
+    throw toError(error);
+  });
+}
+
+/** Whether the OpenAI API is served to other programs, where, and its key. */
+export async function openAiApi(): Promise<OpenAiApiStatus> {
+  const { invoke } = await core();
+  return invoke<OpenAiApiStatus>("openai_api").catch((error: unknown) => {
+    throw toError(error);
+  });
+}
+
+/** Switches serving the OpenAI API on or off, on `port`; returns the new state. */
+export async function setOpenAiApi(enabled: boolean, port: number): Promise<OpenAiApiStatus> {
+  const { invoke } = await core();
+  return invoke<OpenAiApiStatus>("set_openai_api", { enabled, port }).catch((error: unknown) => {
     throw toError(error);
   });
 }
