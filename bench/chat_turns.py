@@ -4,10 +4,12 @@
 (as OpenAI clients do). With the kept session a later turn reads only its
 new tokens, so its time to first token should not grow with the history.
 
-Prints per turn: prompt tokens, tokens reused from the cache, time to first
-token (streamed, from the request to the first content chunk).
+The conversation is held `--reps` times over (greedy, so every time alike);
+prints per turn: prompt tokens, tokens reused from the cache, and the median
+time to first token (streamed, from the request to the first content
+chunk). A turn whose reply differs between repetitions is reported.
 
-    python bench/chat_turns.py --cake target/release/cake [--turns 10] [--max-tokens 64] [--model FILE.gguf]
+    python bench/chat_turns.py --cake target/release/cake [--turns 10] [--reps 5] [--max-tokens 64] [--model FILE.gguf]
 
 Without `--model` it runs the default model; with it, `cake serve --model`
 loads that file (e.g. the 1B shape `bench/large_models.py` writes).
@@ -16,6 +18,7 @@ loads that file (e.g. the 1B shape `bench/large_models.py` writes).
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -87,6 +90,7 @@ def main():
     parser.add_argument("--cake", default="target/release/cake")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--model", type=Path, default=None, help="a GGUF file instead of the default model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
@@ -97,19 +101,30 @@ def main():
         proc, base = start_server(args.cake, data, args.model)
         try:
             model_id = served_model(base, args.model)
-            turn(base, model_id, [{"role": "user", "content": "Hi"}], 1)  # load the model
-            messages = [{"role": "system", "content": "You are a helpful baker."}]
-            print("| turn | prompt tokens | reused | time to first token, ms |")
+            # Per turn: time to first token of each repetition, and the reply and usage of the first.
+            times = [[] for _ in QUESTIONS[: args.turns]]
+            first_run = []
+            for _ in range(args.reps):
+                # Loads the model the first time; later, leaves the engine a
+                # session unrelated to the conversation, as before the first.
+                turn(base, model_id, [{"role": "user", "content": "Hi"}], 1)
+                messages = [{"role": "system", "content": "You are a helpful baker."}]
+                for i, question in enumerate(QUESTIONS[: args.turns]):
+                    messages.append({"role": "user", "content": question})
+                    ttft, text, usage = turn(base, model_id, messages, args.max_tokens)
+                    times[i].append(ttft)
+                    if len(first_run) <= i:
+                        first_run.append((text, usage))
+                    elif text != first_run[i][0]:
+                        print(f"turn {i + 1}: the reply differs between repetitions", flush=True)
+                    messages.append({"role": "assistant", "content": text})
+            print(f"| turn | prompt tokens | reused | time to first token, ms (median of {args.reps}) |")
             print("|---|---|---|---|")
-            first_ttft = None
-            for i, question in enumerate(QUESTIONS[: args.turns], 1):
-                messages.append({"role": "user", "content": question})
-                ttft, text, usage = turn(base, model_id, messages, args.max_tokens)
+            medians = [statistics.median(t) for t in times]
+            for i, ((_, usage), median) in enumerate(zip(first_run, medians), 1):
                 reused = usage["prompt_tokens_details"]["cached_tokens"]
-                print(f"| {i} | {usage['prompt_tokens']} | {reused} | {1000 * ttft:.1f} |", flush=True)
-                first_ttft = first_ttft or ttft
-                messages.append({"role": "assistant", "content": text})
-            print(f"\nturn {args.turns} / turn 1 time to first token: {ttft / first_ttft:.2f}x")
+                print(f"| {i} | {usage['prompt_tokens']} | {reused} | {1000 * median:.1f} |")
+            print(f"\nturn {args.turns} / turn 1 time to first token: {medians[-1] / medians[0]:.2f}x")
         finally:
             proc.terminate()
             proc.wait()

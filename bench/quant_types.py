@@ -145,7 +145,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cake", default="target/release/cake")
     parser.add_argument("--model", type=Path, default=compare.default_model())
-    parser.add_argument("--types", default="Q4_K_M,Q5_K_M,Q6_K,Q8_0,Q4_0,Q5_0,Q5_1,IQ4_XS,IQ4_NL,Q3_K_M,Q2_K")
+    parser.add_argument("--types", default="Q4_K_M,Q5_K_M,Q6_K,Q8_0,Q4_0,Q5_0,Q5_1,IQ4_XS,IQ4_NL,Q3_K_M,Q2_K,F16,BF16")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--decode", type=int, default=128)
     parser.add_argument("--reps", type=int, default=5)
