@@ -812,6 +812,7 @@ test("any message is copied, any reply made again with its versions kept, the th
   await theme.click();
   assert.equal(await theme.getAttribute("data-theme-choice"), "dark");
   assert.notEqual(await bodyColour(), "rgb(255, 255, 255)");
+  await page.waitForTimeout(300); // the buttons' colour transitions end
   await page.screenshot({ path: path.join(outDir, "browser-dark-chosen.png") });
   await page.reload();
   await page.locator('[data-testid="theme-button"][data-theme-choice="dark"]').waitFor();

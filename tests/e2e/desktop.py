@@ -5,7 +5,8 @@ Starts Xvfb (unless a display is set), `tauri-driver` (which drives the app
 through Debian's WebKitWebDriver), opens the `cake` binary's window with a
 private data folder holding the default model, checks the window shows the
 UI, calls the app through Tauri IPC, sends one chat message through the UI
-and waits for the streamed reply; copies it to the X clipboard, turns the
+and waits for the streamed reply; checks the view follows five more replies,
+copies one to the X clipboard, turns the
 theme dark, and serves the OpenAI API from the Models screen's switch (a
 real request with and without its key). Then two `cake worker` processes join
 (mDNS on IPv4 loopback only): the test sets the cluster key in the Cluster
@@ -140,6 +141,23 @@ def start_at_login_check(driver: WebDriver, tmp: Path):
     wait_for(driver, "return !document.querySelector('[data-testid=\"start-at-login\"]').checked",
              "Start at login off", timeout=10)
     assert not entry.exists(), "turning it off removes the entry"
+
+
+def follow_check(driver: WebDriver):
+    """The window's view follows replies 2 to 6 to their end (WebKit scrolls on its own terms)."""
+    driver.run("document.querySelector('[data-testid=\"sampling-panel\"]').open = true")
+    set_field(driver, '[data-testid="max-tokens"]', "48")
+    driver.run("document.querySelector('[data-testid=\"sampling-panel\"]').open = false")
+    for n in range(2, 7):
+        box = driver.find('[data-testid="chat-input"]')
+        driver.type_into(box, f"Give me cake fact number {n}, in two sentences.\ue007")
+        wait_for(driver, f"return document.querySelectorAll('[data-testid=\"reply-stats\"]').length >= {n} && "
+                 "!document.querySelector('[data-testid=\"stop-button\"]')", f"reply {n}", timeout=180)
+        gap = driver.run("const m = document.querySelector('.messages');"
+                         "return m.scrollHeight - m.scrollTop - m.clientHeight;")
+        assert gap < 40, f"reply {n}: the view stopped {gap} px above the end"
+    driver.screenshot(OUT / "desktop-followed.png")
+    print("the view followed replies 2 to 6 to their end")
 
 
 def openai_api_check(driver: WebDriver):
@@ -355,6 +373,7 @@ def main() -> int:
                     subprocess.run(["/usr/bin/import", "-window", "root", str(OUT / name)], env=env, check=False)
 
             screen("desktop-screen.png")
+            follow_check(driver)
             window_extras_check(driver, env)
             openai_api_check(driver)
             hostile_markdown_check(driver)
