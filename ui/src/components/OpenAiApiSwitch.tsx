@@ -19,7 +19,7 @@ export function OpenAiApiSwitch({ session }: { session: DesktopSession }) {
     session.openAiApi().then(
       (found) => {
         setStatus(found);
-        setPort(String(found.port));
+        setPort((typed) => (typed === "" ? String(found.port) : typed));
       },
       (error: unknown) => cake.notices.report(error),
     );

@@ -1,11 +1,15 @@
 // Copy text to the clipboard. `navigator.clipboard` only exists in secure
-// contexts, and `cake serve` may be opened over plain http on a LAN, so
-// there is a fallback through a hidden textarea.
+// contexts (`cake serve` may be opened over plain http on a LAN), and a web
+// view may refuse it, so there is a fallback through a hidden textarea.
 
 export async function copyText(text: string): Promise<void> {
   if (navigator.clipboard && window.isSecureContext) {
-    await navigator.clipboard.writeText(text);
-    return;
+    try {
+      await navigator.clipboard.writeText(text);
+      return;
+    } catch {
+      // Refused (a web view that allows only the older way): try that.
+    }
   }
   const area = document.createElement("textarea");
   area.value = text;
