@@ -142,15 +142,22 @@ pub(crate) struct LinearBlock {
     pub q: [u8; SUB_BLOCK],
 }
 
+/// The scale `d` and offset `m` of a block of Q4_0, Q4_1, Q5_0 or Q5_1,
+/// and the bytes after them.
+#[inline]
+pub(crate) fn linear_scales(format: GgmlFormat, block: &[u8]) -> (f16, f16, &[u8]) {
+    let d = read_f16(block);
+    match format {
+        GgmlFormat::Q4_0 => (d, f16::from_f32(-8.0 * d.to_f32()), &block[2..]),
+        GgmlFormat::Q5_0 => (d, f16::from_f32(-16.0 * d.to_f32()), &block[2..]),
+        GgmlFormat::Q4_1 | GgmlFormat::Q5_1 => (d, read_f16(&block[2..]), &block[4..]),
+        other => unreachable!("{other:?} is not a 32-value linear format"),
+    }
+}
+
 /// Decodes a 32-value block of Q4_0, Q4_1, Q5_0 or Q5_1.
 pub(crate) fn linear_block(format: GgmlFormat, block: &[u8]) -> LinearBlock {
-    let d = read_f16(block);
-    let (m, rest) = match format {
-        GgmlFormat::Q4_0 => (f16::from_f32(-8.0 * d.to_f32()), &block[2..]),
-        GgmlFormat::Q5_0 => (f16::from_f32(-16.0 * d.to_f32()), &block[2..]),
-        GgmlFormat::Q4_1 | GgmlFormat::Q5_1 => (read_f16(&block[2..]), &block[4..]),
-        other => unreachable!("{other:?} is not a 32-value linear format"),
-    };
+    let (d, m, rest) = linear_scales(format, block);
     let (high, nibbles) = match format {
         // Q5: 32 high bits (little-endian u32), then the nibbles.
         GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), &rest[4..20]),
