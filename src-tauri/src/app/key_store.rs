@@ -5,7 +5,7 @@
 //! else in a file of the data folder that only the user can read (mode
 //! 0600). The key is never written anywhere else.
 
-use crate::files::storage::write_private_atomically;
+use crate::files::storage::{read_trimmed, write_private_atomically};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -44,12 +44,9 @@ impl KeyStore {
                 return Ok(Some((key, KeyStorage::Keyring)));
             }
         }
-        match std::fs::read_to_string(&self.file) {
-            Ok(text) if !text.trim().is_empty() => Ok(Some((text.trim().to_string(), KeyStorage::File))),
-            Ok(_) => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot read the cluster key from {}", self.file.display())),
-        }
+        let key = read_trimmed(&self.file)
+            .with_context(|| format!("cannot read the cluster key from {}", self.file.display()))?;
+        Ok(key.map(|key| (key, KeyStorage::File)))
     }
 
     /// Stores `key`, in the keyring if possible.

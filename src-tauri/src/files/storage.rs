@@ -45,6 +45,17 @@ fn write_via_temporary(path: &Path, bytes: &[u8], mut options: std::fs::OpenOpti
 }
 
 /// Atomically writes `value` as pretty JSON.
+/// A small text file's content without surrounding white space; `None` if
+/// the file is missing or blank (a secret not made yet).
+pub fn read_trimmed(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Ok(Some(text.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn write_json_atomically<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
     write_atomically(path, &serde_json::to_vec_pretty(value)?)
 }

@@ -6,7 +6,7 @@
 //! kept in a file only the user can read.
 
 use crate::app::App;
-use crate::files::storage::{write_json_atomically, write_private_atomically};
+use crate::files::storage::{read_trimmed, write_json_atomically, write_private_atomically};
 use crate::server::background::BackgroundServer;
 use anyhow::{Context, Result};
 use rand::distr::{Alphanumeric, SampleString};
@@ -56,7 +56,8 @@ pub struct OpenAiApi {
 #[derive(Default)]
 struct Running {
     settings: Settings,
-    server: Option<BackgroundServer>,
+    /// The server and the key it asks for, while serving.
+    server: Option<(BackgroundServer, String)>,
     error: Option<String>,
 }
 
@@ -81,12 +82,11 @@ impl OpenAiApi {
     /// What is on, and where.
     pub fn status(&self) -> ApiStatus {
         let state = self.lock();
-        let key = state.server.as_ref().and_then(|_| self.stored_key().ok().flatten());
         ApiStatus {
             enabled: state.settings.enabled,
             port: state.settings.port,
-            base_url: state.server.as_ref().map(|s| format!("http://{}/v1", s.address())),
-            api_key: key,
+            base_url: state.server.as_ref().map(|(server, _)| format!("http://{}/v1", server.address())),
+            api_key: state.server.as_ref().map(|(_, key)| key.clone()),
             error: state.error.clone(),
         }
     }
@@ -112,11 +112,13 @@ impl OpenAiApi {
         if !settings.enabled {
             return Ok(());
         }
-        let started = self.key().and_then(|key| BackgroundServer::start(self.app.clone(), settings.port, key));
+        let started = self
+            .key()
+            .and_then(|key| Ok((BackgroundServer::start(self.app.clone(), settings.port, key.clone())?, key)));
         match started {
-            Ok(server) => {
+            Ok((server, key)) => {
                 tracing::info!("serving the OpenAI API on http://{}/v1", server.address());
-                state.server = Some(server);
+                state.server = Some((server, key));
                 Ok(())
             }
             Err(e) => {
@@ -128,22 +130,15 @@ impl OpenAiApi {
 
     /// The stored key, made and stored first if there is none.
     fn key(&self) -> Result<String> {
-        if let Some(key) = self.stored_key()? {
+        let stored = read_trimmed(&self.key_file)
+            .with_context(|| format!("cannot read the API key from {}", self.key_file.display()))?;
+        if let Some(key) = stored {
             return Ok(key);
         }
         let key = Alphanumeric.sample_string(&mut rand::rng(), KEY_CHARS);
         write_private_atomically(&self.key_file, key.as_bytes())
             .with_context(|| format!("cannot save the API key in {}", self.key_file.display()))?;
         Ok(key)
-    }
-
-    fn stored_key(&self) -> Result<Option<String>> {
-        match std::fs::read_to_string(&self.key_file) {
-            Ok(text) if !text.trim().is_empty() => Ok(Some(text.trim().to_string())),
-            Ok(_) => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot read the API key from {}", self.key_file.display())),
-        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
@@ -155,8 +150,8 @@ impl OpenAiApi {
 mod tests {
     use super::*;
     use crate::library::catalog::Catalog;
+    use crate::server::background::tests::status_of;
     use crate::text::model::LoadOptions;
-    use std::io::{Read, Write};
     use std::net::{SocketAddr, TcpStream};
     use std::time::Duration;
 
@@ -168,19 +163,13 @@ mod tests {
         std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port()
     }
 
-    /// `GET /v1/models`'s status code with `key` as bearer.
+    /// `GET /v1/models`'s status code at `base_url` (`http://host:port/v1`) with `key`.
     fn models_status(base_url: &str, key: &str) -> u16 {
-        let address: SocketAddr = base_url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap();
-        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            stream,
-            "GET /v1/models HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response.split_whitespace().nth(1).unwrap().parse().unwrap()
+        status_of(address_of(base_url), "/v1/models", Some(key)).unwrap()
+    }
+
+    fn address_of(base_url: &str) -> SocketAddr {
+        base_url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap()
     }
 
     #[test]
@@ -213,8 +202,7 @@ mod tests {
 
         let off = again.set(false, 0).unwrap();
         assert_eq!((off.enabled, off.port, off.base_url), (false, port, None));
-        assert!(TcpStream::connect_timeout(&base_url[7..base_url.len() - 3].parse().unwrap(), Duration::from_secs(2))
-            .is_err());
+        assert!(TcpStream::connect_timeout(&address_of(&base_url), Duration::from_secs(2)).is_err());
     }
 
     #[test]

@@ -77,7 +77,7 @@ impl Drop for BackgroundServer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::library::catalog::Catalog;
     use crate::text::model::LoadOptions;
@@ -88,7 +88,7 @@ mod tests {
     const KEY: &str = "a-test-key-of-enough-length";
 
     /// Status code of `GET path` over a real socket, with `key` as bearer if given.
-    fn status_of(address: SocketAddr, path: &str, key: Option<&str>) -> std::io::Result<u16> {
+    pub(crate) fn status_of(address: SocketAddr, path: &str, key: Option<&str>) -> std::io::Result<u16> {
         let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
