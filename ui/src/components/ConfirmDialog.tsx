@@ -2,7 +2,8 @@
 // traps focus and closes on Escape. Cancel has focus first, so a stray Enter
 // never deletes anything.
 
-import { useEffect, useRef } from "preact/hooks";
+import { useRef } from "preact/hooks";
+import { useModal } from "./useModal";
 
 interface Props {
   title: string;
@@ -13,16 +14,8 @@ interface Props {
 }
 
 export function ConfirmDialog({ title, message, confirmLabel, onConfirm, onCancel }: Props) {
-  const dialog = useRef<HTMLDialogElement>(null);
   const cancelButton = useRef<HTMLButtonElement>(null);
-
-  useEffect(() => {
-    const element = dialog.current;
-    if (!element) return;
-    if (!element.open) element.showModal();
-    cancelButton.current?.focus();
-    return () => element.open && element.close();
-  }, []);
+  const dialog = useModal(cancelButton);
 
   return (
     <dialog

@@ -9,7 +9,8 @@ import type { PromptProgress } from "../state/app-state";
 import { copyText } from "../lib/clipboard";
 import { formatSeconds, formatTokensPerSecond, stopNote } from "../lib/format";
 import { renderMarkdown } from "../lib/markdown";
-import { CopyIcon, EditIcon, RetryIcon } from "./icons";
+import { CopyButton } from "./CopyButton";
+import { EditIcon, RetryIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
 import { ProgressBar } from "./ProgressBar";
 
@@ -82,7 +83,7 @@ export function MessageView({
       {!streaming && !editing ? (
         <div class="message-actions">
           {versions.count > 1 ? <VersionSwitch versions={versions} onShow={onShowVersion} /> : null}
-          {message.content !== "" ? <CopyButton text={message.content} /> : null}
+          {message.content !== "" ? <CopyButton text={message.content} testid="copy-message" /> : null}
           {isUser && onEdit ? (
             <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>
               <EditIcon /> Edit
@@ -102,30 +103,6 @@ export function MessageView({
         </div>
       ) : null}
     </article>
-  );
-}
-
-/** Copies the message's text, and says so on the button for a moment. */
-function CopyButton({ text }: { text: string }) {
-  const [label, setLabel] = useState("Copy");
-  const say = (said: string) => {
-    setLabel(said);
-    setTimeout(() => setLabel("Copy"), 1500);
-  };
-  return (
-    <button
-      type="button"
-      class="ghost small"
-      data-testid="copy-message"
-      onClick={() =>
-        copyText(text).then(
-          () => say("Copied"),
-          () => say("Copy failed"),
-        )
-      }
-    >
-      <CopyIcon /> {label}
-    </button>
   );
 }
 

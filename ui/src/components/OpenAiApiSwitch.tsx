@@ -4,9 +4,9 @@
 
 import { useEffect, useState } from "preact/hooks";
 import type { OpenAiApiStatus } from "../api/types";
-import { copyText } from "../lib/clipboard";
 import type { DesktopSession } from "../transport";
 import { useCake } from "./context";
+import { CopyButton } from "./CopyButton";
 
 export function OpenAiApiSwitch({ session }: { session: DesktopSession }) {
   const cake = useCake();
@@ -80,7 +80,7 @@ export function OpenAiApiSwitch({ session }: { session: DesktopSession }) {
           <dt>Base URL</dt>
           <dd>
             <code data-testid="openai-api-url">{status.base_url}</code>
-            <CopyValue value={status.base_url!} />
+            <CopyButton text={status.base_url!} />
           </dd>
           <dt>API key</dt>
           <dd>
@@ -93,23 +93,10 @@ export function OpenAiApiSwitch({ session }: { session: DesktopSession }) {
             >
               {keyShown ? "Hide" : "Show"}
             </button>
-            <CopyValue value={status.api_key} />
+            <CopyButton text={status.api_key} />
           </dd>
         </dl>
       ) : null}
     </div>
-  );
-}
-
-function CopyValue({ value }: { value: string }) {
-  const cake = useCake();
-  return (
-    <button
-      type="button"
-      class="ghost small"
-      onClick={() => copyText(value).catch((error: unknown) => cake.notices.report(error))}
-    >
-      Copy
-    </button>
   );
 }

@@ -1,19 +1,13 @@
 // The list of keyboard shortcuts, in a modal dialog (Ctrl+/ or the keyboard
 // button in the sidebar). Escape or Close closes it.
 
-import { useEffect, useRef } from "preact/hooks";
+import { useRef } from "preact/hooks";
 import { SHORTCUTS, keysLabel, onMac } from "../lib/shortcuts";
+import { useModal } from "./useModal";
 
 export function ShortcutsDialog({ onClose }: { onClose: () => void }) {
-  const dialog = useRef<HTMLDialogElement>(null);
   const close = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
-    const element = dialog.current;
-    if (!element) return;
-    if (!element.open) element.showModal();
-    close.current?.focus();
-    return () => element.open && element.close();
-  }, []);
+  const dialog = useModal(close);
   const mac = onMac();
   return (
     <dialog

@@ -2,15 +2,15 @@
 // choice is "system", changes of the system's setting.
 
 import { useEffect, useState } from "preact/hooks";
-import { effectiveTheme, systemPrefersDark, type Theme } from "../lib/theme";
+import { effectiveTheme, systemDarkQuery, systemPrefersDark, type Theme } from "../lib/theme";
 import { useAppState } from "./context";
 
 export function useTheme(): Theme {
   const choice = useAppState().prefs.theme;
   const [systemDark, setSystemDark] = useState(systemPrefersDark);
   useEffect(() => {
-    if (typeof matchMedia === "undefined") return;
-    const query = matchMedia("(prefers-color-scheme: dark)");
+    const query = systemDarkQuery();
+    if (!query) return;
     const onChange = () => setSystemDark(query.matches);
     query.addEventListener("change", onChange);
     return () => query.removeEventListener("change", onChange);

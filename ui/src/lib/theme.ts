@@ -22,9 +22,14 @@ export function nextThemeChoice(choice: ThemeChoice): ThemeChoice {
   return THEME_CHOICES[(THEME_CHOICES.indexOf(choice) + 1) % THEME_CHOICES.length];
 }
 
+/** The system's dark-colours setting, to read or watch (null where there is none). */
+export function systemDarkQuery(): MediaQueryList | null {
+  return typeof matchMedia === "undefined" ? null : matchMedia("(prefers-color-scheme: dark)");
+}
+
 /** Whether the system asks for dark colours now (false where it cannot say). */
 export function systemPrefersDark(): boolean {
-  return typeof matchMedia !== "undefined" && matchMedia("(prefers-color-scheme: dark)").matches;
+  return systemDarkQuery()?.matches ?? false;
 }
 
 /** Puts `theme` on the page. */
