@@ -64,6 +64,10 @@ lint-rest:
 ## The kernels' benchmarks are built (and so linted) in the tests' profile,
 ## not run: `cargo clippy --benches` would compile candle's dependencies
 ## once more for the bench profile.
+## Tests keep their repacked tiles (src-tauri/src/models/sources/tile_cache.rs)
+## out of the user's cache folder.
+engine-test e2e-browser e2e-openai e2e-desktop e2e-package: export CAKE_CACHE_DIR = $(CURDIR)/target/test-cache
+
 engine-test:
 	$(LINTED_CARGO) test --workspace --no-default-features --no-fail-fast
 	$(LINTED_CARGO) test --workspace --no-default-features --benches --no-run

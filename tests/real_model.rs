@@ -380,3 +380,39 @@ fn continued_conversations_reuse_the_last_session_and_reply_as_fresh_runs_do() {
     );
     cache.clear(&model);
 }
+
+/// The tiles the first load writes to the tile cache, and the next load
+/// maps from there, give the per-token log-likelihoods of a repack at
+/// every load, to the bit.
+#[test]
+fn tiles_mapped_from_the_cache_score_text_as_a_fresh_repack_does() {
+    let model = model_path();
+    let file = fixture("english.txt");
+    let cache = tempfile::tempdir().unwrap();
+    let scores = |tile_cache: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+            .args(["perplexity", "--model", model.to_str().unwrap(), "--file", file.to_str().unwrap(), "--json"])
+            .env("RAYON_NUM_THREADS", "2")
+            .env("CAKE_CACHE_DIR", cache.path())
+            .env("CAKE_TILE_CACHE", tile_cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect::<Vec<_>>()
+    };
+    let repacked = scores("off");
+    let tiles = || -> usize {
+        let folders = std::fs::read_dir(cache.path().join("tiles")).into_iter().flatten().flatten();
+        folders
+            .flat_map(|f| std::fs::read_dir(f.path()).unwrap().flatten())
+            .filter(|f| f.path().extension().is_some_and(|e| e == "tiles"))
+            .count()
+    };
+    assert_eq!(tiles(), 0, "the cache is off");
+    assert_eq!(scores("on"), repacked, "first load, writing the tiles");
+    let written = tiles();
+    assert!(written >= 200, "the default model's 211 quantized matrices are cached: {written}");
+    assert_eq!(scores("on"), repacked, "second load, mapping the tiles");
+    assert_eq!(tiles(), written);
+}

@@ -10,10 +10,14 @@
 //! pages, where the system allows them. A dropped buffer's pages go back to
 //! the system at once, and a mapping is unmapped when its last buffer goes.
 //! Elsewhere, or if mapping fails, a plain zeroed allocation serves.
+//!
+//! A buffer may also lie in a file written earlier (Cake's tile cache),
+//! mapped by [`FileMapping`]: then it takes no memory of its own.
 
 use std::ops::{Deref, DerefMut};
 
-/// Types made only of numbers, for which all-zero bytes are a valid value.
+/// Types made only of numbers, without padding: all-zero bytes are a valid
+/// value, and so is any other bit pattern (they are read back from files).
 ///
 /// # Safety
 /// Implement only for such types.
@@ -30,6 +34,11 @@ pub struct ZeroedBuffer<T: Zeroed> {
 
 enum Storage<T> {
     Heap(Vec<T>),
+    /// Inside a file mapped by [`FileMapping`].
+    File {
+        ptr: *mut T,
+        _mapping: std::sync::Arc<FileMapping>,
+    },
     #[cfg(target_os = "linux")]
     Shared {
         ptr: *mut T,
@@ -54,6 +63,65 @@ impl<T: Zeroed> ZeroedBuffer<T> {
         }
         let _ = bytes;
         Self { storage: Storage::Heap(heap_zeroed(len)), len }
+    }
+
+    /// The `len` values at byte `offset` of `mapping`, where they lie;
+    /// `None` if they do not fit in it or are misaligned for `T`.
+    pub fn in_file(mapping: &std::sync::Arc<FileMapping>, offset: usize, len: usize) -> Option<Self> {
+        let end = len.checked_mul(std::mem::size_of::<T>())?.checked_add(offset)?;
+        // SAFETY: `offset` lies within the mapping (checked against `end`).
+        let ptr = (end <= mapping.len).then(|| unsafe { mapping.start.add(offset) })?;
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return None;
+        }
+        Some(Self { storage: Storage::File { ptr: ptr as *mut T, _mapping: mapping.clone() }, len })
+    }
+
+    /// The values' bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `Zeroed` types have no padding, so every byte is initialised.
+        unsafe { std::slice::from_raw_parts(self.as_ptr() as *const u8, std::mem::size_of_val(&self[..])) }
+    }
+}
+
+/// A whole file mapped copy-on-write: its pages are the system's file cache,
+/// shared with every process that maps the file and read from disk only when
+/// touched; a write (the kernels make none) would copy the page it touches
+/// and leave the file as it is. Files mapped so must not be truncated while
+/// mapped: Cake replaces its files by renaming new ones into place.
+pub struct FileMapping {
+    /// Kept for its pages; reached through `start`.
+    _map: memmap2::MmapMut,
+    start: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; buffers carved from it never overlap.
+unsafe impl Send for FileMapping {}
+unsafe impl Sync for FileMapping {}
+
+impl FileMapping {
+    /// Maps `file`, asks for huge pages where the system gives them to
+    /// files, and maps its pages in now rather than one fault at a time.
+    pub fn open(file: &std::fs::File) -> std::io::Result<std::sync::Arc<Self>> {
+        // SAFETY: a private mapping; see the type's note on truncation.
+        let mut map = unsafe { memmap2::MmapOptions::new().map_copy(file)? };
+        #[cfg(target_os = "linux")]
+        {
+            // Advice only: a system without it maps the file all the same.
+            let _ = map.advise(memmap2::Advice::HugePage);
+            let _ = map.advise(memmap2::Advice::PopulateRead);
+        }
+        let (start, len) = (map.as_mut_ptr(), map.len());
+        Ok(std::sync::Arc::new(Self { _map: map, start, len }))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -192,6 +260,9 @@ impl<T: Zeroed> Deref for ZeroedBuffer<T> {
     fn deref(&self) -> &[T] {
         match &self.storage {
             Storage::Heap(v) => v,
+            // SAFETY: `len` values lie at `ptr`, inside the mapping kept alive
+            // here; any bit pattern is a value (`Zeroed`).
+            Storage::File { ptr, .. } => unsafe { std::slice::from_raw_parts(*ptr, self.len) },
             // SAFETY: `len` initialised (zeroed) values live at `ptr`.
             #[cfg(target_os = "linux")]
             Storage::Shared { ptr, .. } => unsafe { std::slice::from_raw_parts(*ptr, self.len) },
@@ -203,6 +274,9 @@ impl<T: Zeroed> DerefMut for ZeroedBuffer<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         match &mut self.storage {
             Storage::Heap(v) => v,
+            // SAFETY: as in `deref`; the mapping is copy-on-write, so a write
+            // changes only this process's copy of the page.
+            Storage::File { ptr, .. } => unsafe { std::slice::from_raw_parts_mut(*ptr, self.len) },
             // SAFETY: as in `deref`; `&mut self` is exclusive and no other
             // buffer overlaps this one.
             #[cfg(target_os = "linux")]

@@ -35,9 +35,10 @@
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
 use super::ggml_blocks::{self as blocks, SUB_BLOCK, SUPER_BLOCK};
-use super::memory::{Zeroed, ZeroedBuffer};
-use anyhow::{ensure, Result};
+use super::memory::{FileMapping, Zeroed, ZeroedBuffer};
+use anyhow::{ensure, Context, Result};
 use half::f16;
+use std::sync::Arc;
 
 mod iq4;
 mod low_k;
@@ -216,21 +217,73 @@ impl PackedMatrix {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        fn k<T: Zeroed>(t: &KTiles<T>) -> usize {
-            std::mem::size_of_val(&t.tiles[..]) + std::mem::size_of_val(&t.supers[..])
+        self.parts().iter().map(|part| part.len()).sum()
+    }
+
+    /// The matrix as stored, in two parts: its tiles, and (K-quants) its
+    /// super-block scales, else nothing. [`PackedMatrix::from_file`] reads
+    /// them back.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        fn k<T: Zeroed>(t: &KTiles<T>) -> [&[u8]; 2] {
+            [t.tiles.as_bytes(), t.supers.as_bytes()]
         }
         match &self.tiles {
-            Tiles::Q4(t) => std::mem::size_of_val(&t[..]),
-            Tiles::Q5(t) => std::mem::size_of_val(&t[..]),
-            Tiles::Q8(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Q4(t) => [t.as_bytes(), &[]],
+            Tiles::Q5(t) => [t.as_bytes(), &[]],
+            Tiles::Q8(t) => [t.as_bytes(), &[]],
             Tiles::Q4K(t) => k(t),
             Tiles::Q5K(t) => k(t),
             Tiles::Q6K(t) => k(t),
-            Tiles::Iq4Nl(t) => std::mem::size_of_val(&t[..]),
+            Tiles::Iq4Nl(t) => [t.as_bytes(), &[]],
             Tiles::Iq4Xs(t) => k(t),
             Tiles::Q3K(t) => k(t),
             Tiles::Q2K(t) => k(t),
         }
+    }
+
+    /// The byte sizes of [`PackedMatrix::parts`] for a `rows × cols` matrix
+    /// of `format`; `None` unless `cols` is whole blocks.
+    pub fn part_sizes(format: GgmlFormat, rows: usize, cols: usize) -> Option<[usize; 2]> {
+        if !cols.is_multiple_of(format.block_values()) {
+            return None;
+        }
+        let tiles = rows.div_ceil(TILE_ROWS).checked_mul(cols / BLOCK)?;
+        let supers = if format.is_k_quant() { tiles / TILES_PER_SUPER } else { 0 };
+        Some([tiles.checked_mul(tile_bytes(format))?, supers.checked_mul(std::mem::size_of::<SuperScales>())?])
+    }
+
+    /// A matrix whose [`PackedMatrix::parts`] lie at `offsets` of a mapped
+    /// file, used where they lie.
+    pub fn from_file(
+        format: GgmlFormat,
+        rows: usize,
+        cols: usize,
+        mapping: &Arc<FileMapping>,
+        offsets: [usize; 2],
+    ) -> Result<Self> {
+        let sizes = Self::part_sizes(format, rows, cols);
+        let [tiles, supers] = sizes.with_context(|| format!("{cols} columns are not whole {format:?} blocks"))?;
+        fn buffer<T: Zeroed>(mapping: &Arc<FileMapping>, offset: usize, bytes: usize) -> Result<ZeroedBuffer<T>> {
+            let len = bytes / std::mem::size_of::<T>();
+            ZeroedBuffer::in_file(mapping, offset, len)
+                .with_context(|| format!("{bytes} bytes at {offset} do not lie in a file of {}", mapping.len()))
+        }
+        fn k<T: Zeroed>(mapping: &Arc<FileMapping>, offsets: [usize; 2], sizes: [usize; 2]) -> Result<KTiles<T>> {
+            Ok(KTiles { tiles: buffer(mapping, offsets[0], sizes[0])?, supers: buffer(mapping, offsets[1], sizes[1])? })
+        }
+        let tiles = match format {
+            GgmlFormat::Q8_0 => Tiles::Q8(buffer(mapping, offsets[0], tiles)?),
+            GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => Tiles::Q4(buffer(mapping, offsets[0], tiles)?),
+            GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => Tiles::Q5(buffer(mapping, offsets[0], tiles)?),
+            GgmlFormat::IQ4_NL => Tiles::Iq4Nl(buffer(mapping, offsets[0], tiles)?),
+            GgmlFormat::Q4_K => Tiles::Q4K(k(mapping, offsets, [tiles, supers])?),
+            GgmlFormat::Q5_K => Tiles::Q5K(k(mapping, offsets, [tiles, supers])?),
+            GgmlFormat::Q6_K => Tiles::Q6K(k(mapping, offsets, [tiles, supers])?),
+            GgmlFormat::IQ4_XS => Tiles::Iq4Xs(k(mapping, offsets, [tiles, supers])?),
+            GgmlFormat::Q3_K => Tiles::Q3K(k(mapping, offsets, [tiles, supers])?),
+            GgmlFormat::Q2_K => Tiles::Q2K(k(mapping, offsets, [tiles, supers])?),
+        };
+        Ok(Self { rows, cols, format, tiles })
     }
 
     /// Writes row `row`'s values into `out` (`cols` long).
@@ -290,6 +343,51 @@ impl PackedMatrix {
         }
         out
     }
+}
+
+/// Bytes of one tile of `format`.
+fn tile_bytes(format: GgmlFormat) -> usize {
+    use std::mem::size_of;
+    match format {
+        GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => size_of::<TileQ4>(),
+        GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => size_of::<TileQ5>(),
+        GgmlFormat::Q8_0 => size_of::<TileQ8>(),
+        GgmlFormat::Q4_K => size_of::<TileQ4K>(),
+        GgmlFormat::Q5_K => size_of::<TileQ5K>(),
+        GgmlFormat::Q6_K => size_of::<TileQ6K>(),
+        GgmlFormat::IQ4_NL => size_of::<TileIq4Nl>(),
+        GgmlFormat::IQ4_XS => size_of::<TileIq4Xs>(),
+        GgmlFormat::Q3_K => size_of::<TileQ3K>(),
+        GgmlFormat::Q2_K => size_of::<TileQ2K>(),
+    }
+}
+
+/// A number that changes whenever the tiles do: a hash of what every
+/// format's repack makes of one fixed matrix. Files of repacked weights
+/// record it, so that tiles a build with another layout wrote are never read.
+pub fn layout_fingerprint() -> u64 {
+    static FINGERPRINT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *FINGERPRINT.get_or_init(|| {
+        // FNV-1a: stable from one build to the next, unlike std's hasher.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut add = |bytes: &[u8]| {
+            for &byte in bytes {
+                hash = (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let (rows, cols) = (TILE_ROWS + 1, SUPER_BLOCK);
+        for format in GgmlFormat::ALL {
+            let len = rows * cols / format.block_values() * format.block_bytes();
+            let data: Vec<u8> = (0..len as u32).map(|i| i.wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect();
+            let matrix = PackedMatrix::from_ggml(format, &data, rows, cols).expect("whole blocks");
+            add(format.name().as_bytes());
+            for part in matrix.parts() {
+                add(&(part.len() as u64).to_le_bytes());
+                add(part);
+            }
+        }
+        hash
+    })
 }
 
 /// The low 4 bits of value `v` of row `r` (layout of [`TileQ4`]).
@@ -636,6 +734,42 @@ pub(crate) mod tests {
                 assert_eq!(packed.row_groups(), rows.div_ceil(16));
             }
         }
+    }
+
+    /// Parts written to a file and mapped back multiply exactly as the
+    /// repacked matrix they came from; parts that do not fit are refused.
+    #[test]
+    fn matrices_read_back_from_a_file_multiply_as_repacked() {
+        use std::io::Write;
+        const PAGE: usize = 4096;
+        let path = std::env::temp_dir().join(format!("cake-kernels-tiles-{}", std::process::id()));
+        for format in GgmlFormat::ALL {
+            let (rows, cols) = test_shapes(format)[1];
+            let (bytes, _) = random_ggml(format, rows, cols, 11);
+            let packed = PackedMatrix::from_ggml(format, &bytes, rows, cols).unwrap();
+            let [tiles, supers] = packed.parts();
+            assert_eq!(PackedMatrix::part_sizes(format, rows, cols), Some([tiles.len(), supers.len()]));
+            let supers_at = PAGE + tiles.len().next_multiple_of(PAGE);
+            let mut file = std::fs::File::create(&path).unwrap();
+            file.write_all(&vec![0; PAGE]).unwrap();
+            file.write_all(tiles).unwrap();
+            file.write_all(&vec![0; supers_at - PAGE - tiles.len()]).unwrap();
+            file.write_all(supers).unwrap();
+            drop(file);
+            let mapping = FileMapping::open(&std::fs::File::open(&path).unwrap()).unwrap();
+            let read = PackedMatrix::from_file(format, rows, cols, &mapping, [PAGE, supers_at]).unwrap();
+            assert_eq!(read.parts(), packed.parts(), "{format:?}");
+            let x: Vec<f32> = (0..3 * cols).map(|i| ((i * 7919 % 263) as f32 - 131.0) / 97.0).collect();
+            let (mut expected, mut ours) = (vec![0f32; 3 * rows], vec![0f32; 3 * rows]);
+            crate::matmul::matmul(&packed, &x, 3, &mut expected);
+            crate::matmul::matmul(&read, &x, 3, &mut ours);
+            assert_eq!(ours, expected, "{format:?}");
+            let past_end = mapping.len() - tiles.len() - supers.len() + 1;
+            let beyond = if supers.is_empty() { [past_end, 0] } else { [PAGE, past_end] };
+            assert!(PackedMatrix::from_file(format, rows, cols, &mapping, beyond).is_err(), "{format:?}");
+            assert!(PackedMatrix::from_file(format, rows, cols + 1, &mapping, [PAGE, supers_at]).is_err());
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! | [`files`] | the data folder, the Hugging Face cache, crash-safe writes | |
 //! | [`startup`] | how Cake starts: the systemd user unit, the XDG autostart entry, one instance per user | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
-//! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | formats |
+//! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | files, formats |
 //! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
 //! | [`audio`] | reading, resampling and writing WAV audio | files |
 //! | [`cluster`] | running a model across the machines of a LAN | files, formats, models, text |

@@ -16,6 +16,18 @@ pub fn data_dir() -> PathBuf {
     home_dir().join(".local/share/cake")
 }
 
+/// The app's cache folder, for files it can make again:
+/// `$CAKE_CACHE_DIR`, else `$XDG_CACHE_HOME/cake`, else `~/.cache/cake`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAKE_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("cake");
+    }
+    home_dir().join(".cache/cake")
+}
+
 /// Read-only folders where an installed package keeps models, searched
 /// after the user's own: `<prefix>/share/cake/models` beside the running
 /// executable (`/usr/bin/cake` → `/usr/share/cake/models`), the bundle

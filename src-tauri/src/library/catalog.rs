@@ -12,6 +12,7 @@ use crate::formats::gguf::GgufFile;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::Architecture;
 use crate::models::families;
+use crate::models::sources::tile_cache::TileCache;
 use crate::speech::vibevoice::config::VibeVoiceConfig;
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
 use crate::text::sampling::SamplingOverrides;
@@ -307,6 +308,7 @@ impl Catalog {
                 self.save_imports(&imports)?;
             }
         }
+        TileCache::drop_stale();
         Ok(())
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::formats::gguf::{qtensor_from_bytes, GgmlType, GgufFile};
 use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
+use crate::models::sources::tile_cache::TileCache;
 use crate::models::weights::{repackable, MappedFloat, MappedMatrix, StoredTensor, WeightStore};
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
@@ -35,16 +36,25 @@ pub struct GgufStore {
     linear: Option<GatedDeltaNetConfig>,
     /// The layers (and lone tensors) whose reading from disk has been asked for.
     read_ahead: Mutex<HashSet<String>>,
+    /// Where repacked matrices are kept from one load to the next.
+    tiles: Option<TileCache>,
+    /// Whether to read layers ahead: not when their matrices come from the
+    /// tile cache, which would make it read them from the GGUF file for nothing.
+    reads_ahead: bool,
 }
 
 impl GgufStore {
     pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, config: &ModelConfig) -> Self {
+        let tiles = TileCache::for_file(&file.path);
+        let reads_ahead = tiles.as_ref().is_none_or(TileCache::is_empty);
         Self {
             file,
             row_order,
             architecture: config.architecture,
             linear: config.gated_delta_net,
             read_ahead: Mutex::new(HashSet::new()),
+            tiles,
+            reads_ahead,
         }
     }
 
@@ -55,6 +65,9 @@ impl GgufStore {
     /// after another; a worker holding some layers reads only those and the
     /// next.
     fn read_ahead_for(&self, gguf_name: &str) {
+        if !self.reads_ahead {
+            return;
+        }
         let layer = gguf_name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()?.parse::<usize>().ok());
         let prefixes = match layer {
             Some(layer) => [format!("blk.{layer}."), format!("blk.{}.", layer + 1)],
@@ -409,7 +422,6 @@ impl WeightStore for GgufStore {
         let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;
         let gname = location.tensor.clone();
-        self.read_ahead_for(&gname);
         let info =
             self.file.tensor_info(&gname).with_context(|| format!("{}: tensor `{gname}` is missing", self.origin()))?;
         let mut dims = info.dims.clone();
@@ -430,6 +442,19 @@ impl WeightStore for GgufStore {
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
+        // Matrices repacked for Cake's kernels, which the tile cache keeps.
+        let cached_format = match (repackable(info.ggml_type), &self.tiles) {
+            (Some(format), Some(_)) if location.undo == Undo::None && dims.len() == 2 && device.is_cpu() => {
+                Some(format)
+            }
+            _ => None,
+        };
+        if let (Some(format), Some(tiles)) = (cached_format, &self.tiles) {
+            if let Some(matrix) = tiles.load(name, format, dims[0], dims[1]) {
+                return Ok(StoredTensor::Packed(Arc::new(matrix)));
+            }
+        }
+        self.read_ahead_for(&gname);
         let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
         let mapped_float = match info.ggml_type {
             GgmlType::F32 => Some(MappedFloat::F32),
@@ -474,9 +499,15 @@ impl WeightStore for GgufStore {
                 return Ok(StoredTensor::Mapped(Arc::new(matrix)));
             }
         }
-        let stored = stored_tensor(info.ggml_type, &bytes, &dims, device)
+        let mut stored = stored_tensor(info.ggml_type, &bytes, &dims, device)
             .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
         drop(bytes);
+        if let (StoredTensor::Packed(matrix), Some(_), Some(tiles)) = (&stored, cached_format, &self.tiles) {
+            // From now on the tiles are read where the cache keeps them.
+            if let Some(mapped) = tiles.store(name, matrix) {
+                stored = StoredTensor::Packed(Arc::new(mapped));
+            }
+        }
         if last_use {
             self.file.release(&gname);
         }

@@ -4,3 +4,4 @@ pub mod folder;
 pub mod gguf;
 pub mod renamed;
 pub mod selection;
+pub mod tile_cache;
