@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Cake keeps the tiles it repacks a GGUF file into in its tile cache
+# (docs/gguf.md); the bench keeps its own, outside the user's.
+TILE_CACHE = Path(os.environ.setdefault("CAKE_CACHE_DIR", str(Path.home() / ".cache" / "cake-bench" / "cache")))
 CHAT_PROMPT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 
 # The llama.cpp side, run as `python compare.py --llama-child JSON`.
@@ -130,6 +134,22 @@ def cake_run(cake, model, kind, prompt, decode, threads):
     return {**report["timings"], "rss": peak - before, "rss_peak": peak}
 
 
+def forget_tiles(model) -> None:
+    """Drops Cake's cached tiles of `model`: its next load repacks and writes them."""
+    target = str(Path(model).resolve())
+    for folder in (TILE_CACHE / "tiles").glob("*"):
+        source = folder / "source"
+        if source.exists() and source.read_text() == target:
+            shutil.rmtree(folder)
+
+
+def cake_first_open(cake, model, prompt, threads) -> float:
+    """Seconds Cake takes to load `model` the first time: repacking every
+    matrix and writing the tile cache (later loads map the tiles)."""
+    forget_tiles(model)
+    return cake_run(cake, model, "first_token", prompt, 0, threads)["load_s"]
+
+
 def make_f32_copy(model: Path, out_dir: Path) -> Path:
     """The same weights, dequantized to F32 by llama.cpp's quantize tool."""
     import llama_cpp
@@ -177,6 +197,7 @@ def measure(cake, model, threads, reps, chat, long, decode):
     """Medians for both engines on one file."""
     runs = {"llama.cpp": {"first": [], "tput": []}, "Cake": {"first": [], "tput": []},
             "Cake 1 thread": {"tput": []}, "llama.cpp 1 thread": {"tput": []}}
+    first_open_ms = 1000 * cake_first_open(cake, model, chat, threads)
     for _ in range(reps):
         runs["llama.cpp"]["first"].append(llama_cpp_run(model, "first_token", chat, 0, threads))
         runs["Cake"]["first"].append(cake_run(cake, model, "first_token", chat, 0, threads))
@@ -195,6 +216,8 @@ def measure(cake, model, threads, reps, chat, long, decode):
             "open_to_first_ms": 1000 * statistics.median(r["load_s"] + r["ttft_s"] for r in first),
             "rss_mb": median(tput, "rss") / 1e6,
         }
+    table["Cake"]["first_open_ms"] = first_open_ms
+    table["llama.cpp"]["first_open_ms"] = table["llama.cpp"]["load_ms"]
     for engine in ("llama.cpp", "Cake"):
         table[engine]["decode_1_thread"] = median(runs[f"{engine} 1 thread"]["tput"], "decode_tok_s")
     return table
@@ -207,6 +230,7 @@ def print_table(name, table, threads):
         ("decode tok/s", "decode", "{:.1f}", True),
         ("time to first token, ms (16-token chat)", "ttft_ms", "{:.1f}", False),
         ("load, ms", "load_ms", "{:.1f}", False),
+        ("first load of the file, ms (Cake writes its tile cache)", "first_open_ms", "{:.1f}", False),
         ("open to first token, ms", "open_to_first_ms", "{:.1f}", False),
         ("peak RSS, MB", "rss_mb", "{:.1f}", False),
     ]

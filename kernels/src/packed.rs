@@ -186,12 +186,7 @@ impl PackedMatrix {
     /// Repacks a GGML matrix stored row by row (`rows × cols`, `cols` a
     /// multiple of the format's block).
     pub fn from_ggml(format: GgmlFormat, data: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        let per_block = format.block_values();
-        ensure!(cols.is_multiple_of(per_block), "{cols} columns are not whole {format:?} blocks of {per_block}");
-        let blocks = cols / BLOCK;
-        let expected = rows.checked_mul(cols / per_block).and_then(|n| n.checked_mul(format.block_bytes()));
-        ensure!(expected == Some(data.len()), "{} bytes do not hold {rows} × {cols} {format:?} weights", data.len());
-        let source = Source { data, format, rows, blocks };
+        let source = Source::checked(format, data, rows, cols)?;
         let tiles = match format {
             GgmlFormat::Q8_0 => Tiles::Q8(fill_tiles(&source, fill_q8)),
             GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => Tiles::Q4(fill_tiles(&source, fill_q4)),
@@ -205,6 +200,34 @@ impl PackedMatrix {
             GgmlFormat::Q2_K => Tiles::Q2K(fill_k_tiles(&source, low_k::fill_q2k)),
         };
         Ok(Self { rows, cols, format, tiles })
+    }
+
+    /// Repacks a GGML matrix as [`PackedMatrix::from_ggml`] does, without
+    /// holding the result: `write(part, bytes)` gets the tiles (part 0) a few
+    /// megabytes at a time, then the super-block scales (part 1, K-quants
+    /// only), the bytes [`PackedMatrix::parts`] would hold. For writing a
+    /// repack straight to a file, touching only a small reused buffer.
+    pub fn repack_into(
+        format: GgmlFormat,
+        data: &[u8],
+        rows: usize,
+        cols: usize,
+        write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let source = Source::checked(format, data, rows, cols)?;
+        let written = match format {
+            GgmlFormat::Q8_0 => stream_tiles(&source, fill_q8, write),
+            GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => stream_tiles(&source, fill_q4, write),
+            GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => stream_tiles(&source, fill_q5, write),
+            GgmlFormat::IQ4_NL => stream_tiles(&source, iq4::fill_iq4_nl, write),
+            GgmlFormat::Q4_K => stream_k_tiles(&source, fill_q4k, write),
+            GgmlFormat::Q5_K => stream_k_tiles(&source, fill_q5k, write),
+            GgmlFormat::Q6_K => stream_k_tiles(&source, fill_q6k, write),
+            GgmlFormat::IQ4_XS => stream_k_tiles(&source, iq4::fill_iq4_xs, write),
+            GgmlFormat::Q3_K => stream_k_tiles(&source, low_k::fill_q3k, write),
+            GgmlFormat::Q2_K => stream_k_tiles(&source, low_k::fill_q2k, write),
+        };
+        Ok(written?)
     }
 
     pub fn blocks_per_row(&self) -> usize {
@@ -434,7 +457,16 @@ struct Source<'a> {
     blocks: usize,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    /// `data` as a `rows × cols` matrix of `format`, if its size is right.
+    fn checked(format: GgmlFormat, data: &'a [u8], rows: usize, cols: usize) -> Result<Self> {
+        let per_block = format.block_values();
+        ensure!(cols.is_multiple_of(per_block), "{cols} columns are not whole {format:?} blocks of {per_block}");
+        let expected = rows.checked_mul(cols / per_block).and_then(|n| n.checked_mul(format.block_bytes()));
+        ensure!(expected == Some(data.len()), "{} bytes do not hold {rows} × {cols} {format:?} weights", data.len());
+        Ok(Self { data, format, rows, blocks: cols / BLOCK })
+    }
+
     /// GGML block `b` of row `row` (a 32-value block, or a super-block).
     fn block(&self, row: usize, b: usize) -> &[u8] {
         let size = self.format.block_bytes();
@@ -475,6 +507,67 @@ fn fill_k_tiles<T: Zeroed + Send>(
     // SAFETY: each row group is taken once.
     for_each_row_group(source, |g| fill(source, g, unsafe { tile_groups.take(g) }, unsafe { super_groups.take(g) }));
     KTiles { tiles, supers }
+}
+
+/// Tiles handed to `write` at most this many bytes at a time (in tests, so
+/// few that every matrix takes several batches).
+#[cfg(not(test))]
+const STREAM_BYTES: usize = 8 << 20;
+#[cfg(test)]
+const STREAM_BYTES: usize = 4 << 10;
+
+/// As [`fill_tiles`], handing the tiles to `write` (as part 0) a batch of
+/// row groups at a time, filled in one reused buffer.
+fn stream_tiles<T: Zeroed + Send>(
+    source: &Source,
+    fill: fn(&Source, usize, &mut [T]),
+    write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    stream_batches(source, write, &|g, tiles| fill(source, g, tiles))
+}
+
+/// As [`fill_k_tiles`], handing the tiles to `write` as [`stream_tiles`]
+/// does, then all the super-block scales (part 1).
+fn stream_k_tiles<T: Zeroed + Send>(
+    source: &Source,
+    fill: fn(&Source, usize, &mut [T], &mut [SuperScales]),
+    write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let supers_per_row = source.blocks / TILES_PER_SUPER;
+    let mut supers = ZeroedBuffer::<SuperScales>::new(source.rows.div_ceil(TILE_ROWS) * supers_per_row);
+    let super_groups = RowGroups::of(&mut supers, supers_per_row);
+    // SAFETY: each row group is taken once.
+    stream_batches(source, write, &|g, tiles| fill(source, g, tiles, unsafe { super_groups.take(g) }))?;
+    write(1, supers.as_bytes())
+}
+
+/// Fills batches of row groups' tiles (`fill(g, tiles)`) in one buffer, on
+/// the kernel pool's threads, and hands each batch to `write`.
+fn stream_batches<T: Zeroed + Send>(
+    source: &Source,
+    write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
+    fill: &(dyn Fn(usize, &mut [T]) + Sync),
+) -> std::io::Result<()> {
+    let groups = source.rows.div_ceil(TILE_ROWS);
+    if source.blocks == 0 || groups == 0 {
+        return Ok(());
+    }
+    let per_batch = (STREAM_BYTES / (std::mem::size_of::<T>() * source.blocks)).clamp(1, groups);
+    let mut buffer = ZeroedBuffer::<T>::new(per_batch * source.blocks);
+    for first in (0..groups).step_by(per_batch) {
+        let batch = &mut buffer[..per_batch.min(groups - first) * source.blocks];
+        // SAFETY: all-zero bytes are a valid `T` (`Zeroed`): padding rows of
+        // a short last group must read as zero, as in a fresh buffer.
+        unsafe { std::ptr::write_bytes(batch.as_mut_ptr(), 0, batch.len()) };
+        let count = batch.len() / source.blocks;
+        let row_groups = RowGroups::of(batch, source.blocks);
+        // SAFETY: each row group of the batch is taken once.
+        super::pool::global().run(count, &|gs| gs.for_each(|i| fill(first + i, unsafe { row_groups.take(i) })));
+        // SAFETY: `Zeroed` types have no padding: every byte is initialised.
+        let bytes = unsafe { std::slice::from_raw_parts(batch.as_ptr() as *const u8, std::mem::size_of_val(batch)) };
+        write(0, bytes)?;
+    }
+    Ok(())
 }
 
 /// Calls `fill(g)` for every row group of `source`, on the kernel pool's
@@ -744,10 +837,17 @@ pub(crate) mod tests {
         const PAGE: usize = 4096;
         let path = std::env::temp_dir().join(format!("cake-kernels-tiles-{}", std::process::id()));
         for format in GgmlFormat::ALL {
-            let (rows, cols) = test_shapes(format)[1];
+            let (rows, cols) = test_shapes(format)[2];
             let (bytes, _) = random_ggml(format, rows, cols, 11);
             let packed = PackedMatrix::from_ggml(format, &bytes, rows, cols).unwrap();
             let [tiles, supers] = packed.parts();
+            let mut streamed = [Vec::new(), Vec::new()];
+            PackedMatrix::repack_into(format, &bytes, rows, cols, &mut |part, b| {
+                streamed[part].extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!([&streamed[0][..], &streamed[1][..]], [tiles, supers], "{format:?}: streamed as repacked");
             assert_eq!(PackedMatrix::part_sizes(format, rows, cols), Some([tiles.len(), supers.len()]));
             let supers_at = PAGE + tiles.len().next_multiple_of(PAGE);
             let mut file = std::fs::File::create(&path).unwrap();

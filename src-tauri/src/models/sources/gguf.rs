@@ -499,15 +499,16 @@ impl WeightStore for GgufStore {
                 return Ok(StoredTensor::Mapped(Arc::new(matrix)));
             }
         }
-        let mut stored = stored_tensor(info.ggml_type, &bytes, &dims, device)
-            .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?;
+        let cached = match (cached_format, &self.tiles) {
+            (Some(format), Some(tiles)) => tiles.repack(name, format, &bytes, dims[0], dims[1]),
+            _ => None,
+        };
+        let stored = match cached {
+            Some(matrix) => StoredTensor::Packed(Arc::new(matrix)),
+            None => stored_tensor(info.ggml_type, &bytes, &dims, device)
+                .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?,
+        };
         drop(bytes);
-        if let (StoredTensor::Packed(matrix), Some(_), Some(tiles)) = (&stored, cached_format, &self.tiles) {
-            // From now on the tiles are read where the cache keeps them.
-            if let Some(mapped) = tiles.store(name, matrix) {
-                stored = StoredTensor::Packed(Arc::new(mapped));
-            }
-        }
         if last_use {
             self.file.release(&gname);
         }
