@@ -17,7 +17,7 @@
 //!   repacked. Files are written whole, flushed, then renamed into place.
 //! - The cache keeps under a size limit (`CAKE_TILE_CACHE_GB`, default 64),
 //!   dropping the least recently used models' tiles first, and never leaves
-//!   the disk with less than 4 GiB or 5 % free. `CAKE_TILE_CACHE=off` turns
+//!   the disk with less than 4 GiB or 2 % free. `CAKE_TILE_CACHE=off` turns
 //!   it off. Anything that goes wrong here only costs the repack.
 
 use crate::files::paths::cache_dir;
@@ -396,7 +396,7 @@ fn folders_oldest_first(root: &Path) -> Vec<(PathBuf, u64)> {
     folders.into_iter().map(|(_, dir, size)| (dir, size)).collect()
 }
 
-/// Whether writing `bytes` into `dir` leaves its disk at least 4 GiB and 5 %
+/// Whether writing `bytes` into `dir` leaves its disk at least 4 GiB and 2 %
 /// of its size free.
 #[cfg(unix)]
 fn disk_keeps_free_space(dir: &Path, bytes: u64) -> bool {
@@ -409,7 +409,7 @@ fn disk_keeps_free_space(dir: &Path, bytes: u64) -> bool {
     }
     let unit = stats.f_frsize as u64;
     let (free, size) = (stats.f_bavail as u64 * unit, stats.f_blocks as u64 * unit);
-    free.saturating_sub(bytes) >= (4 * GIB).max(size / 20)
+    free.saturating_sub(bytes) >= (4 * GIB).max(size / 50)
 }
 
 #[cfg(not(unix))]
