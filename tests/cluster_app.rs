@@ -159,3 +159,82 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         assert!(status["worker"].is_null());
     });
 }
+
+/// A worker mDNS cannot see (it does not advertise) is added by address in
+/// the app's settings: remembered across restarts, shown with whether it
+/// answers beside an address that does not, and given layers like a
+/// discovered one. Addresses that are not `host:port` are refused.
+#[test]
+fn a_worker_added_by_address_is_remembered_and_joins_the_plan() {
+    let place = Place::new("by-address");
+    let root = tempfile::tempdir().unwrap();
+    let hf = root.path().join("hf");
+    let master_data = common::server::data_dir_with_default_model(&root.path().join("master"));
+    let start = || {
+        Server::start_command(
+            place.command(env!("CARGO_BIN_EXE_cake")),
+            &master_data,
+            &hf,
+            &[],
+            &[("CAKE_KEYRING", "off")],
+        )
+    };
+    let key = "added by address cluster key";
+    let mut hidden = place
+        .command(env!("CARGO_BIN_EXE_cake"))
+        .args(["worker", "--name", "hidden", "--host", "127.0.0.1", "--port", "0", "--no-mdns"])
+        .env("CAKE_DATA_DIR", root.path().join("hidden"))
+        .env("CAKE_CLUSTER_KEY", key)
+        .env("RAYON_NUM_THREADS", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let hidden_address = common::ready_address(hidden.stdout.take().unwrap());
+    let _hidden = Stranger(hidden);
+    // Nothing listens on port 9 (discard) here.
+    let silent = "127.0.0.1:9".to_string();
+
+    let master_app = start();
+    place.run(|| {
+        let message = call_error(&master_app, "set_cluster_settings", json!({"worker_addresses": ["kitchen"]}));
+        assert!(message.contains("`kitchen` is not a worker address") && message.contains("host:port"), "{message}");
+        let status = call(
+            &master_app,
+            "set_cluster_settings",
+            json!({"key": key, "mdns_interfaces": ["lo"], "discovery_timeout_s": 1,
+                   "worker_addresses": [format!(" {hidden_address} "), silent, hidden_address]}),
+        );
+        assert_eq!(status["settings"]["worker_addresses"], json!([hidden_address, silent]), "{status}");
+    });
+    drop(master_app);
+
+    let master_app = start();
+    place.run(|| {
+        let status = call(&master_app, "cluster_status", json!({}));
+        assert_eq!(status["settings"]["worker_addresses"], json!([hidden_address, silent]), "remembered: {status}");
+        let status = call(&master_app, "scan_cluster", json!({}));
+        let machines = status["machines"].as_array().unwrap();
+        let at = |address: &str| {
+            machines
+                .iter()
+                .find(|m| m["address"] == address)
+                .unwrap_or_else(|| panic!("{address} not listed: {status}"))
+        };
+        assert_eq!(at(&hidden_address)["state"], "authenticated", "{status}");
+        assert_eq!(at(&hidden_address)["name"], "hidden", "{status}");
+        assert_eq!(at(&silent)["state"], "unreachable", "{status}");
+        assert!(at(&silent)["problem"].as_str().is_some_and(|p| !p.is_empty()), "{status}");
+
+        // Loading spreads the model over this machine and the added worker;
+        // the silent address is left out rather than failing the load.
+        let (code, events) = master_app.stream("/api/load_model", &json!({"id": "default"}), |_, _| true);
+        assert_eq!(code, 200);
+        assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
+        let status = call(&master_app, "cluster_status", json!({}));
+        let stages = status["run"]["stages"].as_array().unwrap();
+        let hidden_stage = stages.iter().find(|s| s["node"] == "hidden").unwrap_or_else(|| panic!("{status}"));
+        assert_eq!(hidden_stage["address"], hidden_address.as_str());
+        assert!(hidden_stage["layers"][1].as_u64() > hidden_stage["layers"][0].as_u64(), "it holds layers: {status}");
+    });
+}

@@ -46,10 +46,12 @@ def default_model() -> Path:
 CLUSTER_KEY = "desktop cluster test key"
 
 
-def start_worker(cake: Path, name: str, data: Path, env: dict) -> subprocess.Popen:
-    """A `cake worker` advertised over loopback mDNS; returns once it listens."""
+def start_worker(cake: Path, name: str, data: Path, env: dict, advertised: bool = True):
+    """A `cake worker` advertised over loopback mDNS (or not advertised at
+    all); returns the process and its address once it listens."""
+    mdns = ["--mdns-iface", "lo"] if advertised else ["--no-mdns"]
     proc = subprocess.Popen(
-        [str(cake), "worker", "--name", name, "--port", "0", "--host", "127.0.0.1", "--mdns-iface", "lo"],
+        [str(cake), "worker", "--name", name, "--port", "0", "--host", "127.0.0.1", *mdns],
         env=dict(env, CAKE_DATA_DIR=str(data), CAKE_CLUSTER_KEY=CLUSTER_KEY, RAYON_NUM_THREADS="1"),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     for line in proc.stdout:
@@ -61,27 +63,31 @@ def start_worker(cake: Path, name: str, data: Path, env: dict) -> subprocess.Pop
             # Keep draining its output so it never blocks on a full pipe.
             import threading
             threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-            return proc
+            return proc, ready["ready"]
     raise SystemExit(f"worker {name} did not start")
 
 
 def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, processes: list, screen):
-    """Two workers join; the cluster view shows the layers over three machines."""
+    """Two workers found over mDNS and one added by address join; the
+    cluster view shows the layers over four machines."""
     for name in ("worker-a", "worker-b"):
-        processes.append(start_worker(cake, name, tmp / name, env))
+        processes.append(start_worker(cake, name, tmp / name, env)[0])
+    hidden, hidden_address = start_worker(cake, "worker-c", tmp / "worker-c", env, advertised=False)
+    processes.append(hidden)
     click(driver, '[data-testid="cluster-button"]')
     driver.find('[data-testid="cluster-view"]')
     set_field(driver, '[data-testid="cluster-key"]', CLUSTER_KEY)
     set_field(driver, '[data-testid="cluster-mdns"]', "lo")
     set_field(driver, '[data-testid="cluster-discovery-timeout"]', "3")
+    set_field(driver, '[data-testid="cluster-worker-addresses"]', hidden_address)
     click(driver, '[data-testid="cluster-save"]')
     wait_for(driver, "return document.querySelector('[data-testid=\"cluster-scan\"]') !== null",
              "the master role")
     click(driver, '[data-testid="cluster-scan"]')
     wait_for(driver,
-             "return document.querySelectorAll('[data-testid=\"cluster-machine\"][data-state=\"authenticated\"]').length >= 2",
-             "two authenticated workers", timeout=60)
-    print("two workers found and authenticated")
+             "return document.querySelectorAll('[data-testid=\"cluster-machine\"][data-state=\"authenticated\"]').length >= 3",
+             "three authenticated workers", timeout=60)
+    print("two workers found and one added by address, all authenticated")
     # Reload the model so that it spreads over the cluster.
     row = '[data-testid="model-row"][data-model-id="default"]'
     click(driver, '[data-testid="models-button"]')
@@ -91,8 +97,9 @@ def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, process
     click(driver, '[data-testid="cluster-button"]')
     nodes = wait_for(driver,
                      "const s = [...document.querySelectorAll('[data-testid=\"layer-segment\"]')];"
-                     "return s.length === 3 ? s.map(e => e.dataset.node + ' ' + e.dataset.layers) : null;",
-                     "the layer bar split over three machines")
+                     "return s.length === 4 ? s.map(e => e.dataset.node + ' ' + e.dataset.layers) : null;",
+                     "the layer bar split over four machines")
+    assert any(n.startswith("worker-c ") for n in nodes), f"the worker added by address holds layers: {nodes}"
     print(f"layer bar: {nodes}")
     driver.screenshot(OUT / "desktop-cluster.png")
     screen("desktop-cluster-screen.png")
@@ -110,8 +117,8 @@ def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, process
         "window.__TAURI__.core.invoke('app_call', {command: 'cluster_status', args: {}}).then(done, e => done({error: String(e)}));")
     stages = status["run"]["stages"]
     busy = [s["node"] for s in stages if s["address"] and s["bytes_sent"] > 0]
-    assert len(busy) == 2, f"both workers took part: {stages}"
-    print("a reply ran through both workers")
+    assert len(busy) == 3, f"all three workers took part: {stages}"
+    print("a reply ran through the three workers")
 
 
 def greedy_run(cake: Path, env: dict, *extra: str) -> dict:

@@ -108,11 +108,11 @@ def click(driver: WebDriver, css: str, timeout=60):
 
 
 def set_field(driver: WebDriver, css: str, value: str):
-    """Sets an input's value the way typing would (Preact listens to `input`)."""
+    """Sets an input's or text area's value the way typing would (Preact listens to `input`)."""
     driver.find(css)
     driver.run(
         "const el = document.querySelector(arguments[0]);"
-        "const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;"
+        "const setter = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(el), 'value').set;"
         "setter.call(el, arguments[1]); el.dispatchEvent(new Event('input', {bubbles: true}));"
         "el.dispatchEvent(new Event('change', {bubbles: true}));",
         css, value)

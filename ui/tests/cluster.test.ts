@@ -16,7 +16,9 @@ import {
   layerSegments,
   nodeColour,
   nodeColours,
+  isWorkerAddress,
   parseInterfaces,
+  parseWorkerAddresses,
   roleText,
   settingsChanges,
   stageColours,
@@ -155,6 +157,7 @@ describe("settings form", () => {
     worker_port: 7000,
     mdns_interfaces: ["eth0"],
     discovery_timeout_s: 3,
+    worker_addresses: ["10.0.0.5:10128"],
   };
   const form = formFromSettings(settings);
 
@@ -166,6 +169,7 @@ describe("settings form", () => {
       worker_port: "7000",
       mdns_interfaces: "eth0",
       discovery_timeout_s: "3",
+      worker_addresses: "10.0.0.5:10128",
     });
   });
 
@@ -202,6 +206,22 @@ describe("settings form", () => {
     });
     expect(parseInterfaces("eth0,, wlan0 ,")).toEqual(["eth0", "wlan0"]);
     expect(parseInterfaces("")).toEqual([]);
+  });
+
+  it("sends worker addresses as a list and refuses what is not host:port", () => {
+    expect(settingsChanges(settings, { ...form, worker_addresses: " 10.0.0.5:10128 \n" }).update).toEqual({});
+    expect(
+      settingsChanges(settings, { ...form, worker_addresses: "10.0.0.5:10128\nkitchen.local:9000, 10.0.0.5:10128" })
+        .update,
+    ).toEqual({ worker_addresses: ["10.0.0.5:10128", "kitchen.local:9000"] });
+    expect(settingsChanges(settings, { ...form, worker_addresses: "" }).update).toEqual({ worker_addresses: [] });
+    expect(parseWorkerAddresses("a:1,,b:2\n a:1")).toEqual(["a:1", "b:2"]);
+    for (const bad of ["kitchen", "kitchen:", ":10128", "kitchen:0", "kitchen:70000", "kitchen:port"]) {
+      const changes = settingsChanges(settings, { ...form, worker_addresses: bad, worker_name: "x" });
+      expect(changes.problem).toContain(`"${bad}" is not a worker address`);
+      expect(changes.update).toEqual({ worker_name: "x" });
+    }
+    expect(isWorkerAddress("[::1]:10128")).toBe(true);
   });
 
   it("refuses numbers out of range and leaves them out of the update", () => {

@@ -145,6 +145,7 @@ export function clusterStatus(
       worker_port: 0,
       mdns_interfaces: [],
       discovery_timeout_s: 3,
+      worker_addresses: [],
       ...settings,
     },
     role: "off",

@@ -38,6 +38,8 @@ pub struct ClusterPreferences {
     pub mdns_interfaces: Vec<String>,
     /// How long a master looks for workers before loading a model.
     pub discovery_timeout_s: f64,
+    /// Workers added by address (`host:port`), for machines mDNS cannot see.
+    pub worker_addresses: Vec<String>,
 }
 
 impl Default for ClusterPreferences {
@@ -48,6 +50,7 @@ impl Default for ClusterPreferences {
             worker_port: DEFAULT_WORKER_PORT,
             mdns_interfaces: Vec::new(),
             discovery_timeout_s: 2.0,
+            worker_addresses: Vec::new(),
         }
     }
 }
@@ -63,6 +66,33 @@ pub struct SettingsUpdate {
     pub worker_port: Option<u16>,
     pub mdns_interfaces: Option<Vec<String>>,
     pub discovery_timeout_s: Option<f64>,
+    pub worker_addresses: Option<Vec<String>>,
+}
+
+/// At most this many workers added by address.
+pub const MAX_WORKER_ADDRESSES: usize = 32;
+
+/// `host:port` addresses as typed, trimmed and without repeats; an error
+/// names the first that is not one.
+fn checked_worker_addresses(addresses: Vec<String>) -> Result<Vec<String>> {
+    let mut checked: Vec<String> = Vec::new();
+    for address in addresses.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
+        let port = address.rsplit_once(':').and_then(|(host, port)| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let plain = !host.is_empty() && host.len() <= 253 && !host.contains(char::is_whitespace);
+            port.parse::<u16>().ok().filter(|&p| plain && p > 0)
+        });
+        if port.is_none() {
+            bail!("`{address}` is not a worker address: write host:port, e.g. 192.168.1.20:{DEFAULT_WORKER_PORT}");
+        }
+        if !checked.iter().any(|a| a == address) {
+            checked.push(address.to_string());
+        }
+    }
+    if checked.len() > MAX_WORKER_ADDRESSES {
+        bail!("at most {MAX_WORKER_ADDRESSES} workers can be added by address");
+    }
+    Ok(checked)
 }
 
 /// A worker this app runs, with its mDNS advertisement.
@@ -145,6 +175,7 @@ impl ClusterControl {
         // The machine name the Cluster screen shows and workers are told.
         settings.name = state.prefs.worker_name.clone();
         settings.monitor = self.monitor.clone();
+        settings.remembered_workers = state.prefs.worker_addresses.clone();
         Some(settings)
     }
 
@@ -171,6 +202,9 @@ impl ClusterControl {
                 bail!("the discovery time must be between 0 and 60 seconds");
             }
             prefs.discovery_timeout_s = seconds;
+        }
+        if let Some(addresses) = update.worker_addresses {
+            prefs.worker_addresses = checked_worker_addresses(addresses)?;
         }
         if let Some(join) = update.join_as_worker {
             prefs.join_as_worker = join;
@@ -280,6 +314,7 @@ impl ClusterControl {
                 "worker_port": state.prefs.worker_port,
                 "mdns_interfaces": state.prefs.mdns_interfaces,
                 "discovery_timeout_s": state.prefs.discovery_timeout_s,
+                "worker_addresses": state.prefs.worker_addresses,
             },
             "role": role,
             "worker": state.worker.as_ref().map(|w| json!({
@@ -326,4 +361,22 @@ pub fn host_name() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("COMPUTERNAME").ok())
         .unwrap_or_else(|| "this-machine".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_addresses_are_host_and_port_without_repeats() {
+        let typed = ["  192.168.1.20:10128 ", "", "kitchen.local:9000", "[::1]:10128", "192.168.1.20:10128"];
+        let checked = checked_worker_addresses(typed.iter().map(|a| a.to_string()).collect()).unwrap();
+        assert_eq!(checked, ["192.168.1.20:10128", "kitchen.local:9000", "[::1]:10128"]);
+        for bad in ["kitchen", "kitchen:", ":10128", "kitchen:0", "kitchen:70000", "two words:10128"] {
+            let message = checked_worker_addresses(vec![bad.to_string()]).unwrap_err().to_string();
+            assert!(message.contains(bad.trim()) && message.contains("host:port"), "{bad}: {message}");
+        }
+        let many = (1..=MAX_WORKER_ADDRESSES as u16 + 1).map(|p| format!("host:{p}")).collect();
+        assert!(checked_worker_addresses(many).is_err());
+    }
 }

@@ -161,6 +161,10 @@ pub struct ClusterSettings {
     pub name: String,
     /// Workers named explicitly (host:port); when empty (and no topology), found over mDNS.
     pub workers: Vec<String>,
+    /// Workers the app was told about (host:port), tried beside those found
+    /// over mDNS: for machines mDNS cannot reach. One that does not answer
+    /// is shown as such and left out.
+    pub remembered_workers: Vec<String>,
     /// A hand-written layout naming the workers and, optionally, their layers.
     pub topology: Option<Topology>,
     pub mdns: MdnsScope,
@@ -176,11 +180,23 @@ impl std::fmt::Debug for ClusterSettings {
         f.debug_struct("ClusterSettings")
             .field("key", &self.key)
             .field("workers", &self.workers)
+            .field("remembered_workers", &self.remembered_workers)
             .field("topology", &self.topology)
             .field("mdns", &self.mdns)
             .field("discovery_timeout", &self.discovery_timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// Whether two `host:port` addresses name the same socket: equal, or a
+/// remembered name that resolves to the discovered address.
+fn same_place(discovered: &str, remembered: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    if discovered == remembered {
+        return true;
+    }
+    let Ok(discovered) = discovered.parse::<std::net::SocketAddr>() else { return false };
+    remembered.to_socket_addrs().is_ok_and(|mut resolved| resolved.any(|a| a == discovered))
 }
 
 /// A worker to try: its address and, from a topology file, name and layers.
@@ -200,6 +216,7 @@ impl ClusterSettings {
             key,
             name: "master".into(),
             workers: Vec::new(),
+            remembered_workers: Vec::new(),
             topology: None,
             mdns,
             discovery_timeout,
@@ -214,7 +231,8 @@ impl ClusterSettings {
     }
 
     /// The workers to try: the topology's, the named ones, or those of
-    /// this cluster found over mDNS (the others are shown as rejected).
+    /// this cluster found over mDNS (the others are shown as rejected) and
+    /// the remembered ones that mDNS did not find.
     fn candidates(&self) -> Result<Vec<Candidate>> {
         if let Some(topology) = &self.topology {
             return Ok(topology
@@ -253,6 +271,17 @@ impl ClusterSettings {
                     state: MachineState::Rejected,
                     problem: Some("advertises another cluster id (a different cluster key)".into()),
                     info: None,
+                });
+            }
+        }
+        for address in &self.remembered_workers {
+            let found = candidates.iter().any(|c| same_place(&c.address, address));
+            if !found {
+                candidates.push(Candidate {
+                    address: address.clone(),
+                    name: None,
+                    fixed_layers: None,
+                    required: false,
                 });
             }
         }

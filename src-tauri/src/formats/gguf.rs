@@ -35,6 +35,11 @@ impl GgufFile {
         if (mmap.len() as u64) < file_len {
             bail!("{}: file shrank while opening it", path.display());
         }
+        // Matrices read where they lie (f32, f16, bf16) are streamed whole at
+        // every token: where the system keeps the file in huge pages, map
+        // them so, rather than through thousands of small-page TLB entries.
+        #[cfg(target_os = "linux")]
+        let _ = mmap.advise(memmap2::Advice::HugePage);
         // Parsed from the map: a tokenizer's tens of thousands of strings
         // would otherwise cost a system call each.
         let header = super::gguf_header::parse(&mmap[..], file_len)

@@ -223,6 +223,8 @@ export interface ClusterSettingsUpdate {
   mdns_interfaces?: string[];
   /** 0..60 */
   discovery_timeout_s?: number;
+  /** Workers added by address (`host:port`), tried beside those mDNS finds. */
+  worker_addresses?: string[];
 }
 
 export type ClusterKeyStorage = "keyring" | "file";
@@ -241,6 +243,7 @@ export interface ClusterSettings {
   worker_port: number;
   mdns_interfaces: string[];
   discovery_timeout_s: number;
+  worker_addresses: string[];
 }
 
 export type ClusterRole = "off" | "master" | "worker";

@@ -1,5 +1,5 @@
 // The cluster settings: key, worker mode, machine name and port, mDNS
-// interfaces and discovery time. Fields the user has not touched follow the
+// interfaces, discovery time and workers added by address. Fields the user has not touched follow the
 // polled settings; Save sends only the fields that changed.
 
 import { useState } from "preact/hooks";
@@ -215,6 +215,23 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
           onInput={(event) => edit({ discovery_timeout_s: event.currentTarget.value })}
         />
         <span class="field-hint">how long to listen for workers, 0 to {MAX_DISCOVERY_SECONDS}</span>
+      </label>
+
+      <label class="field">
+        <span class="field-label">Workers by address</span>
+        <textarea
+          data-testid="cluster-worker-addresses"
+          value={form.worker_addresses}
+          rows={2}
+          placeholder="192.168.1.20:10128"
+          spellcheck={false}
+          autocomplete="off"
+          onInput={(event) => edit({ worker_addresses: event.currentTarget.value })}
+        />
+        <span class="field-hint">
+          Machines mDNS cannot find (another subnet, a VPN), one <code>host:port</code> per line: tried beside the ones
+          found, and listed below with whether they answer.
+        </span>
       </label>
 
       <div class="cluster-save">

@@ -141,6 +141,8 @@ export interface ClusterForm {
   /** Comma-separated interface names. */
   mdns_interfaces: string;
   discovery_timeout_s: string;
+  /** Worker addresses, one per line (or separated by commas or spaces). */
+  worker_addresses: string;
 }
 
 /** The form as the settings stand (with an empty key field). */
@@ -152,6 +154,7 @@ export function formFromSettings(settings: ClusterSettings): ClusterForm {
     worker_port: String(settings.worker_port),
     mdns_interfaces: settings.mdns_interfaces.join(", "),
     discovery_timeout_s: String(settings.discovery_timeout_s),
+    worker_addresses: settings.worker_addresses.join("\n"),
   };
 }
 
@@ -161,6 +164,21 @@ export function parseInterfaces(text: string): string[] {
     .split(",")
     .map((name) => name.trim())
     .filter((name) => name !== "");
+}
+
+/** Typed worker addresses as a list: split at line breaks, commas and
+ *  spaces, blanks and repeats dropped. */
+export function parseWorkerAddresses(text: string): string[] {
+  const addresses = text.split(/[\s,]+/).filter((address) => address !== "");
+  return addresses.filter((address, i) => addresses.indexOf(address) === i);
+}
+
+/** Whether `address` is `host:port` (a port from 1 to 65535), as the app accepts it. */
+export function isWorkerAddress(address: string): boolean {
+  const colon = address.lastIndexOf(":");
+  const host = address.slice(0, colon).replace(/^\[|\]$/g, "");
+  const port = address.slice(colon + 1);
+  return colon > 0 && host !== "" && /^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535;
 }
 
 export const MAX_DISCOVERY_SECONDS = 60;
@@ -200,6 +218,14 @@ export function settingsChanges(settings: ClusterSettings, form: ClusterForm): S
     problems.push(`The discovery time must be a number of seconds from 0 to ${MAX_DISCOVERY_SECONDS}.`);
   } else if (seconds !== settings.discovery_timeout_s) {
     update.discovery_timeout_s = seconds;
+  }
+
+  const addresses = parseWorkerAddresses(form.worker_addresses);
+  const badAddress = addresses.find((address) => !isWorkerAddress(address));
+  if (badAddress !== undefined) {
+    problems.push(`"${badAddress}" is not a worker address: write host:port, e.g. 192.168.1.20:10128.`);
+  } else if (!sameList(addresses, settings.worker_addresses)) {
+    update.worker_addresses = addresses;
   }
 
   return { update, problem: problems.length > 0 ? problems.join(" ") : null };
