@@ -79,9 +79,14 @@ impl<T: Zeroed> ZeroedBuffer<T> {
 
     /// The values' bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: `Zeroed` types have no padding, so every byte is initialised.
-        unsafe { std::slice::from_raw_parts(self.as_ptr() as *const u8, std::mem::size_of_val(&self[..])) }
+        bytes_of(self)
     }
+}
+
+/// The bytes of `values`.
+pub fn bytes_of<T: Zeroed>(values: &[T]) -> &[u8] {
+    // SAFETY: `Zeroed` types have no padding, so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values)) }
 }
 
 /// A whole file mapped copy-on-write: its pages are the system's file cache,

@@ -35,7 +35,7 @@
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
 use super::ggml_blocks::{self as blocks, SUB_BLOCK, SUPER_BLOCK};
-use super::memory::{FileMapping, Zeroed, ZeroedBuffer};
+use super::memory::{bytes_of, FileMapping, Zeroed, ZeroedBuffer};
 use anyhow::{ensure, Context, Result};
 use half::f16;
 use std::sync::Arc;
@@ -563,9 +563,7 @@ fn stream_batches<T: Zeroed + Send>(
         let row_groups = RowGroups::of(batch, source.blocks);
         // SAFETY: each row group of the batch is taken once.
         super::pool::global().run(count, &|gs| gs.for_each(|i| fill(first + i, unsafe { row_groups.take(i) })));
-        // SAFETY: `Zeroed` types have no padding: every byte is initialised.
-        let bytes = unsafe { std::slice::from_raw_parts(batch.as_ptr() as *const u8, std::mem::size_of_val(batch)) };
-        write(0, bytes)?;
+        write(0, bytes_of(batch))?;
     }
     Ok(())
 }

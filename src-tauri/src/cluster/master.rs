@@ -188,15 +188,18 @@ impl std::fmt::Debug for ClusterSettings {
     }
 }
 
-/// Whether two `host:port` addresses name the same socket: equal, or a
-/// remembered name that resolves to the discovered address.
-fn same_place(discovered: &str, remembered: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    if discovered == remembered {
+/// Whether `remembered` (`host:port`) names one of the `discovered`
+/// addresses: equal to one, or resolving (once) to one.
+fn already_found(remembered: &str, discovered: &[&str]) -> bool {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    if discovered.is_empty() {
+        return false;
+    }
+    if discovered.contains(&remembered) {
         return true;
     }
-    let Ok(discovered) = discovered.parse::<std::net::SocketAddr>() else { return false };
-    remembered.to_socket_addrs().is_ok_and(|mut resolved| resolved.any(|a| a == discovered))
+    let resolved: Vec<SocketAddr> = remembered.to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+    discovered.iter().filter_map(|a| a.parse::<SocketAddr>().ok()).any(|a| resolved.contains(&a))
 }
 
 /// A worker to try: its address and, from a topology file, name and layers.
@@ -274,9 +277,10 @@ impl ClusterSettings {
                 });
             }
         }
+        let discovered: Vec<String> = candidates.iter().map(|c| c.address.clone()).collect();
+        let discovered: Vec<&str> = discovered.iter().map(String::as_str).collect();
         for address in &self.remembered_workers {
-            let found = candidates.iter().any(|c| same_place(&c.address, address));
-            if !found {
+            if !already_found(address, &discovered) {
                 candidates.push(Candidate {
                     address: address.clone(),
                     name: None,

@@ -1,19 +1,13 @@
 //! The Hugging Face hub cache (`models--org--name/snapshots/<rev>/`), shared
 //! with `transformers` and `huggingface-cli`.
 
-use super::paths::home_dir;
+use super::paths::folder_from_env;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 /// `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`.
 pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("HF_HUB_CACHE") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("HF_HOME") {
-        return PathBuf::from(dir).join("hub");
-    }
-    home_dir().join(".cache/huggingface/hub")
+    folder_from_env("HF_HUB_CACHE", ("HF_HOME", "hub"), ".cache/huggingface/hub")
 }
 
 /// `org/name` with plain characters only.

@@ -7,25 +7,25 @@ pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// The app's data folder: `$CAKE_DATA_DIR`, else `$XDG_DATA_HOME/cake`, else `~/.local/share/cake`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CAKE_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME") {
-        return PathBuf::from(dir).join("cake");
-    }
-    home_dir().join(".local/share/cake")
+    folder_from_env("CAKE_DATA_DIR", ("XDG_DATA_HOME", "cake"), ".local/share/cake")
 }
 
 /// The app's cache folder, for files it can make again:
 /// `$CAKE_CACHE_DIR`, else `$XDG_CACHE_HOME/cake`, else `~/.cache/cake`.
 pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CAKE_CACHE_DIR") {
+    folder_from_env("CAKE_CACHE_DIR", ("XDG_CACHE_HOME", "cake"), ".cache/cake")
+}
+
+/// A folder chosen the usual way: `$own` itself, else `child` of
+/// `$parent`, else `in_home` under the home folder.
+pub fn folder_from_env(own: &str, (parent, child): (&str, &str), in_home: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os(own) {
         return PathBuf::from(dir);
     }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("cake");
+    if let Some(dir) = std::env::var_os(parent) {
+        return PathBuf::from(dir).join(child);
     }
-    home_dir().join(".cache/cake")
+    home_dir().join(in_home)
 }
 
 /// Read-only folders where an installed package keeps models, searched

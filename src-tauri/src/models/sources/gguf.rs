@@ -443,16 +443,14 @@ impl WeightStore for GgufStore {
             dims.remove(0);
         }
         // Matrices repacked for Cake's kernels, which the tile cache keeps.
-        let cached_format = match (repackable(info.ggml_type), &self.tiles) {
-            (Some(format), Some(_)) if location.undo == Undo::None && dims.len() == 2 && device.is_cpu() => {
-                Some(format)
+        let cached = match (&self.tiles, repackable(info.ggml_type)) {
+            (Some(tiles), Some(format)) if location.undo == Undo::None && dims.len() == 2 && device.is_cpu() => {
+                Some((tiles, format))
             }
             _ => None,
         };
-        if let (Some(format), Some(tiles)) = (cached_format, &self.tiles) {
-            if let Some(matrix) = tiles.load(name, format, dims[0], dims[1]) {
-                return Ok(StoredTensor::Packed(Arc::new(matrix)));
-            }
+        if let Some(matrix) = cached.and_then(|(tiles, format)| tiles.load(name, format, dims[0], dims[1])) {
+            return Ok(StoredTensor::Packed(Arc::new(matrix)));
         }
         self.read_ahead_for(&gname);
         let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
@@ -499,11 +497,7 @@ impl WeightStore for GgufStore {
                 return Ok(StoredTensor::Mapped(Arc::new(matrix)));
             }
         }
-        let cached = match (cached_format, &self.tiles) {
-            (Some(format), Some(tiles)) => tiles.repack(name, format, &bytes, dims[0], dims[1]),
-            _ => None,
-        };
-        let stored = match cached {
+        let stored = match cached.and_then(|(tiles, format)| tiles.repack(name, format, &bytes, dims[0], dims[1])) {
             Some(matrix) => StoredTensor::Packed(Arc::new(matrix)),
             None => stored_tensor(info.ggml_type, &bytes, &dims, device)
                 .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?,

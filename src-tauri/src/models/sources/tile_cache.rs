@@ -144,10 +144,10 @@ impl TileCache {
 
     fn open(root: &Path, path: &Path, limit: u64) -> Result<Self> {
         drop_stale_folders(root);
-        let dir = root.join(file_key(path)?);
+        let source = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
+        let dir = root.join(file_key(&source)?);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         std::fs::write(dir.join(USED), b"")?;
-        let source = path.canonicalize()?;
         std::fs::write(dir.join(SOURCE), source.as_os_str().as_encoded_bytes())?;
         remove_stale_temporaries(&dir);
         let held = folder_bytes(root);
@@ -241,14 +241,14 @@ impl TileCache {
     }
 }
 
-/// A name for GGUF file `path` as it is now: a hash of its path, size,
-/// modification time and inode, and of the tiles' layout.
-fn file_key(path: &Path) -> Result<String> {
-    let canonical = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
-    let meta = std::fs::metadata(&canonical)?;
+/// A name for GGUF file `resolved` (a path with no links left) as it is
+/// now: a hash of its path, size, modification time and inode, and of the
+/// tiles' layout.
+fn file_key(resolved: &Path) -> Result<String> {
+    let meta = std::fs::metadata(resolved)?;
     let modified = meta.modified()?.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let mut hasher = Sha256::new();
-    hasher.update(canonical.as_os_str().as_encoded_bytes());
+    hasher.update(resolved.as_os_str().as_encoded_bytes());
     hasher.update([0]);
     hasher.update(meta.len().to_le_bytes());
     hasher.update(modified.as_nanos().to_le_bytes());
