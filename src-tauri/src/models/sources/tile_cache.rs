@@ -17,8 +17,9 @@
 //!   repacked. Files are written whole, flushed, then renamed into place.
 //! - The cache keeps under a size limit (`CAKE_TILE_CACHE_GB`, default 64),
 //!   dropping the least recently used models' tiles first, and never leaves
-//!   the disk with less than 4 GiB or 2 % free. `CAKE_TILE_CACHE=off` turns
-//!   it off. Anything that goes wrong here only costs the repack.
+//!   the disk with less than 4 GiB or 2 % free (`CAKE_TILE_CACHE_KEEP_FREE_GB`
+//!   sets another margin). `CAKE_TILE_CACHE=off` turns it off. Anything that
+//!   goes wrong here only costs the repack.
 
 use crate::files::paths::cache_dir;
 use anyhow::{ensure, Context, Result};
@@ -46,12 +47,29 @@ pub struct TileCache {
     dir: PathBuf,
     /// The folder of all files' tiles.
     root: PathBuf,
-    limit: u64,
+    limits: Limits,
     /// Bytes the whole cache holds, as counted when opened and written since.
     held: Mutex<u64>,
     /// Tile files written under a temporary name, to be flushed to disk and
     /// renamed into place together when the load is over.
     pending: Mutex<Vec<Written>>,
+}
+
+/// How much the cache may hold, and how much of its disk it leaves free.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Bytes all files' tiles may take together.
+    total: u64,
+    /// Bytes of the disk to leave free; `None` for 4 GiB or 2 % of the
+    /// disk's size, whichever is larger.
+    keep_free: Option<u64>,
+}
+
+impl Limits {
+    fn from_env() -> Self {
+        let gib = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok()).map(|v| v * GIB);
+        Self { total: gib("CAKE_TILE_CACHE_GB").unwrap_or(64 * GIB), keep_free: gib("CAKE_TILE_CACHE_KEEP_FREE_GB") }
+    }
 }
 
 /// A tile file written but not yet flushed nor renamed into place.
@@ -125,9 +143,8 @@ impl TileCache {
         if std::env::var("CAKE_TILE_CACHE").is_ok_and(|v| v == "off" || v == "0") {
             return None;
         }
-        let limit = std::env::var("CAKE_TILE_CACHE_GB").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(64) * GIB;
         let root = cache_dir().join("tiles");
-        match Self::open(&root, path, limit) {
+        match Self::open(&root, path, Limits::from_env()) {
             Ok(cache) => Some(cache),
             Err(e) => {
                 tracing::warn!("tile cache off for {}: {e:#}", path.display());
@@ -142,7 +159,7 @@ impl TileCache {
         drop_stale_folders(&cache_dir().join("tiles"));
     }
 
-    fn open(root: &Path, path: &Path, limit: u64) -> Result<Self> {
+    fn open(root: &Path, path: &Path, limits: Limits) -> Result<Self> {
         drop_stale_folders(root);
         let source = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
         let dir = root.join(file_key(&source)?);
@@ -151,7 +168,7 @@ impl TileCache {
         std::fs::write(dir.join(SOURCE), source.as_os_str().as_encoded_bytes())?;
         remove_stale_temporaries(&dir);
         let held = folder_bytes(root);
-        Ok(Self { dir, root: root.to_path_buf(), limit, held: Mutex::new(held), pending: Mutex::new(Vec::new()) })
+        Ok(Self { dir, root: root.to_path_buf(), limits, held: Mutex::new(held), pending: Mutex::new(Vec::new()) })
     }
 
     /// Whether no matrix of this file has been cached yet.
@@ -225,7 +242,9 @@ impl TileCache {
     /// dropping the least recently used other files' tiles if needed.
     fn make_room(&self, bytes: u64) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let fits = |held: u64| held + bytes <= self.limit && disk_keeps_free_space(&self.dir, bytes);
+        let fits = |held: u64| {
+            held + bytes <= self.limits.total && disk_keeps_free_space(&self.dir, bytes, self.limits.keep_free)
+        };
         if !fits(*held) {
             for (dir, size) in folders_oldest_first(&self.root) {
                 if dir == self.dir || fits(*held) {
@@ -396,10 +415,10 @@ fn folders_oldest_first(root: &Path) -> Vec<(PathBuf, u64)> {
     folders.into_iter().map(|(_, dir, size)| (dir, size)).collect()
 }
 
-/// Whether writing `bytes` into `dir` leaves its disk at least 4 GiB and 2 %
-/// of its size free.
+/// Whether writing `bytes` into `dir` leaves its disk `keep_free` bytes
+/// free, by default at least 4 GiB and 2 % of its size.
 #[cfg(unix)]
-fn disk_keeps_free_space(dir: &Path, bytes: u64) -> bool {
+fn disk_keeps_free_space(dir: &Path, bytes: u64, keep_free: Option<u64>) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
     // SAFETY: a NUL-terminated path and a zeroed struct for the call to fill.
@@ -409,11 +428,11 @@ fn disk_keeps_free_space(dir: &Path, bytes: u64) -> bool {
     }
     let unit = stats.f_frsize as u64;
     let (free, size) = (stats.f_bavail as u64 * unit, stats.f_blocks as u64 * unit);
-    free.saturating_sub(bytes) >= (4 * GIB).max(size / 50)
+    free >= bytes && free - bytes >= keep_free.unwrap_or((4 * GIB).max(size / 50))
 }
 
 #[cfg(not(unix))]
-fn disk_keeps_free_space(_dir: &Path, _bytes: u64) -> bool {
+fn disk_keeps_free_space(_dir: &Path, _bytes: u64, _keep_free: Option<u64>) -> bool {
     false
 }
 
@@ -425,6 +444,12 @@ mod tests {
     fn ggml(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> Vec<u8> {
         let len = rows * cols / format.block_values() * format.block_bytes();
         (0..len as u32).map(|i| (i ^ seed).wrapping_mul(2_654_435_761).rotate_right(11) as u8).collect()
+    }
+
+    /// A total limit and no free-space margin: the tests must not depend on
+    /// how full the disk they run on is.
+    fn limits(total: u64) -> Limits {
+        Limits { total, keep_free: Some(0) }
     }
 
     fn model_file(dir: &Path, name: &str) -> PathBuf {
@@ -440,7 +465,7 @@ mod tests {
     fn tiles_come_back_and_damaged_files_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let model = model_file(dir.path(), "model.gguf");
-        let cache = TileCache::open(&dir.path().join("tiles"), &model, 64 * GIB).unwrap();
+        let cache = TileCache::open(&dir.path().join("tiles"), &model, limits(64 * GIB)).unwrap();
         assert!(cache.is_empty());
         for (name, format, rows, cols) in
             [("a.weight", GgmlFormat::Q8_0, 40, 64), ("b.weight", GgmlFormat::Q4_K, 17, 512)]
@@ -467,6 +492,17 @@ mod tests {
         assert!(!path.exists());
     }
 
+    /// By default a write must leave 4 GiB free; a margin of zero takes what
+    /// the disk has, and nothing fits more than the disk holds.
+    #[test]
+    fn the_disk_keeps_its_margin() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(disk_keeps_free_space(dir.path(), 1, Some(0)));
+        assert!(!disk_keeps_free_space(dir.path(), u64::MAX / 2, Some(0)));
+        assert!(!disk_keeps_free_space(dir.path(), u64::MAX / 2, None));
+        assert!(!disk_keeps_free_space(dir.path(), 0, Some(u64::MAX / 2)));
+    }
+
     /// A changed model file gets a folder of its own; over the limit, the
     /// least recently used other folder goes first, and a matrix that cannot
     /// fit at all is not written.
@@ -480,7 +516,7 @@ mod tests {
         assert_ne!(file_key(&first).unwrap(), key);
         let q8 = ggml(GgmlFormat::Q8_0, 64, 256, 1);
         let bytes = PackedMatrix::from_ggml(GgmlFormat::Q8_0, &q8, 64, 256).unwrap().bytes() as u64 + PAGE as u64;
-        let limit = bytes * 2 + 100;
+        let limit = limits(bytes * 2 + 100);
         let old = TileCache::open(&root, &first, limit).unwrap();
         old.repack("x", GgmlFormat::Q8_0, &q8, 64, 256).unwrap();
         old.repack("y", GgmlFormat::Q8_0, &q8, 64, 256).unwrap();
