@@ -2,8 +2,9 @@
 //! few rows of `x`: generating one
 //! token multiplies every weight by one activation row, so the product is
 //! bound by reading `W`; this streams the rows of `W` on the pool's threads,
-//! each dotted with the activation rows while it is in cache. With AVX-512
-//! and several activation rows, blocks of 4 weight rows × up to 4
+//! each dotted with the activation rows while it is in cache. With one
+//! activation row each weight row is read front to back on its own. With
+//! AVX-512 and several activation rows, blocks of 4 weight rows × up to 4
 //! activation rows reuse every load (short prompts); with AVX2, blocks of
 //! 4 × up to 3, and from [`TILED_MIN_ROWS`] rows the tiled product of
 //! [`tiled`]. Longer prompts than [`MAX_ROWS`] are taken in pieces.
@@ -76,21 +77,23 @@ fn rows_of<W: StoredValue>(
     level: Level,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx512Vnni && (m > 1 || W::WIDENS) {
+    if level == Level::Avx512Vnni && m > 1 {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
         return unsafe { blocked_rows::<W, Avx512Blocks>(w, cols, x, m, range, out, stride) };
     }
     #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx2 && (m > 1 || W::WIDENS) {
+    if level == Level::Avx2 && m > 1 {
         // SAFETY: `Level` is only this high when the CPU has AVX2, FMA and F16C.
         return unsafe { blocked_rows::<W, Avx2Blocks>(w, cols, x, m, range, out, stride) };
     }
-    let mut scratch = Vec::new();
+    // One row at a time, read front to back: with one activation row there
+    // is no load to share, and a single stream through memory keeps the
+    // prefetchers ahead (blocks of 4 rows read as 4 streams took twice as
+    // long per token for F16 weights).
     for row in range {
-        let weights = W::as_f32(&w[row * cols..(row + 1) * cols], &mut scratch);
+        let weights = &w[row * cols..(row + 1) * cols];
         for t in 0..m {
-            let xs = &x[t * cols..(t + 1) * cols];
-            let value = dot(weights, xs, level);
+            let value = dot(weights, &x[t * cols..(t + 1) * cols], level);
             // SAFETY: in bounds; this item alone writes `row`.
             unsafe { *out.0.add(t * stride + row) = value };
         }
@@ -267,77 +270,78 @@ unsafe fn sum_lanes_avx2(v: std::arch::x86_64::__m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)))
 }
 
-/// `Σ a[i] · b[i]` at `level`.
-pub(crate) fn dot(a: &[f32], b: &[f32], level: Level) -> f32 {
+/// `Σ w[i] · x[i]` at `level`, `w` widened to f32 as it is read.
+pub(crate) fn dot<W: StoredValue>(w: &[W], x: &[f32], level: Level) -> f32 {
+    debug_assert_eq!(w.len(), x.len());
     match level {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Level` is only this high when the CPU has the instructions.
-        Level::Avx512Vnni => unsafe { dot_avx512(a, b) },
+        Level::Avx512Vnni => unsafe { dot_avx512(w, x) },
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => unsafe { dot_avx2(a, b) },
-        _ => dot_plain(a, b),
+        // SAFETY: as above.
+        Level::Avx2 => unsafe { dot_avx2(w, x) },
+        _ => dot_plain(w, x),
     }
 }
 
-fn dot_plain(a: &[f32], b: &[f32]) -> f32 {
+fn dot_plain<W: StoredValue>(w: &[W], x: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
-    let chunks = a.len() / 8 * 8;
-    for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+    let chunks = w.len() / 8 * 8;
+    for (cw, cx) in w[..chunks].chunks_exact(8).zip(x[..chunks].chunks_exact(8)) {
         for i in 0..8 {
-            lanes[i] = ca[i].mul_add(cb[i], lanes[i]);
+            lanes[i] = cw[i].widen().mul_add(cx[i], lanes[i]);
         }
     }
-    let tail: f32 = a[chunks..].iter().zip(&b[chunks..]).map(|(x, y)| x * y).sum();
+    let tail: f32 = w[chunks..].iter().zip(&x[chunks..]).map(|(a, b)| a.widen() * b).sum();
     lanes.iter().sum::<f32>() + tail
 }
 
+/// Four independent sums of 16 lanes, so that each FMA waits on none.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+unsafe fn dot_avx512<W: StoredValue>(w: &[W], x: &[f32]) -> f32 {
     use std::arch::x86_64::*;
-    let n = a.len();
+    let n = w.len();
     let mut acc = [_mm512_setzero_ps(); 4];
     let mut i = 0;
     while i + 64 <= n {
         for (k, acc) in acc.iter_mut().enumerate() {
             let at = i + 16 * k;
-            *acc = _mm512_fmadd_ps(_mm512_loadu_ps(a.as_ptr().add(at)), _mm512_loadu_ps(b.as_ptr().add(at)), *acc);
+            *acc = _mm512_fmadd_ps(W::load16(w.as_ptr().add(at), 0xFFFF), _mm512_loadu_ps(x.as_ptr().add(at)), *acc);
         }
         i += 64;
     }
-    while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a.as_ptr().add(i)), _mm512_loadu_ps(b.as_ptr().add(i)), acc[0]);
+    while i < n {
+        let mask: __mmask16 = ((1u32 << (n - i).min(16)) - 1) as u16;
+        let (a, b) = (W::load16(w.as_ptr().add(i), mask), _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)));
+        acc[0] = _mm512_fmadd_ps(a, b, acc[0]);
         i += 16;
-    }
-    if i < n {
-        let mask: __mmask16 = (1u32 << (n - i)) as u16 - 1;
-        let (x, y) = (_mm512_maskz_loadu_ps(mask, a.as_ptr().add(i)), _mm512_maskz_loadu_ps(mask, b.as_ptr().add(i)));
-        acc[1] = _mm512_fmadd_ps(x, y, acc[1]);
     }
     let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
     _mm512_reduce_add_ps(sum)
 }
 
+/// Four independent sums of 8 lanes; the last `n % 8` products in scalar.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_avx2<W: StoredValue>(w: &[W], x: &[f32]) -> f32 {
     use std::arch::x86_64::*;
-    let n = a.len();
+    let n = w.len();
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i + 32 <= n {
         for (k, acc) in acc.iter_mut().enumerate() {
             let at = i + 8 * k;
-            *acc = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(at)), _mm256_loadu_ps(b.as_ptr().add(at)), *acc);
+            *acc = _mm256_fmadd_ps(W::load8(w.as_ptr().add(at)), _mm256_loadu_ps(x.as_ptr().add(at)), *acc);
         }
         i += 32;
     }
     while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc[0]);
+        acc[0] = _mm256_fmadd_ps(W::load8(w.as_ptr().add(i)), _mm256_loadu_ps(x.as_ptr().add(i)), acc[0]);
         i += 8;
     }
     let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let tail: f32 = a[i..].iter().zip(&b[i..]).map(|(x, y)| x * y).sum();
+    let tail: f32 = w[i..].iter().zip(&x[i..]).map(|(a, b)| a.widen() * b).sum();
     sum_lanes_avx2(sum) + tail
 }
 
