@@ -541,8 +541,11 @@ fn stream_k_tiles<T: Zeroed + Send>(
     write(1, supers.as_bytes())
 }
 
-/// Fills batches of row groups' tiles (`fill(g, tiles)`) in one buffer, on
-/// the kernel pool's threads, and hands each batch to `write`.
+/// Fills batches of row groups' tiles (`fill(g, tiles)`) on the kernel
+/// pool's threads and hands each batch to `write`. Two buffers take turns:
+/// while one batch is written (into fresh page-cache pages, which costs as
+/// much as the repack on a first load), the next is filled on another
+/// thread.
 fn stream_batches<T: Zeroed + Send>(
     source: &Source,
     write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
@@ -553,19 +556,45 @@ fn stream_batches<T: Zeroed + Send>(
         return Ok(());
     }
     let per_batch = (STREAM_BYTES / (std::mem::size_of::<T>() * source.blocks)).clamp(1, groups);
-    let mut buffer = ZeroedBuffer::<T>::new(per_batch * source.blocks);
-    for first in (0..groups).step_by(per_batch) {
-        let batch = &mut buffer[..per_batch.min(groups - first) * source.blocks];
+    let fill_batch = |first: usize, batch: &mut [T]| {
         // SAFETY: all-zero bytes are a valid `T` (`Zeroed`): padding rows of
         // a short last group must read as zero, as in a fresh buffer.
         unsafe { std::ptr::write_bytes(batch.as_mut_ptr(), 0, batch.len()) };
-        let count = batch.len() / source.blocks;
         let row_groups = RowGroups::of(batch, source.blocks);
         // SAFETY: each row group of the batch is taken once.
-        super::pool::global().run(count, &|gs| gs.for_each(|i| fill(first + i, unsafe { row_groups.take(i) })));
-        write(0, bytes_of(batch))?;
+        super::pool::global()
+            .run(batch.len() / source.blocks, &|gs| gs.for_each(|i| fill(first + i, unsafe { row_groups.take(i) })));
+    };
+    let batch_len = |first: usize| per_batch.min(groups - first) * source.blocks;
+    let (fill_batch, batch_len) = (&fill_batch, &batch_len);
+    if per_batch == groups {
+        let mut buffer = ZeroedBuffer::<T>::new(groups * source.blocks);
+        fill_batch(0, &mut buffer);
+        return write(0, bytes_of(&buffer));
     }
-    Ok(())
+    let mut buffers = [ZeroedBuffer::<T>::new(per_batch * source.blocks), ZeroedBuffer::new(per_batch * source.blocks)];
+    let [a, b] = &mut buffers;
+    let mut free: Vec<&mut [T]> = vec![a, b];
+    std::thread::scope(|scope| {
+        let mut filled: Option<(usize, &mut [T])> = None;
+        for first in (0..groups).step_by(per_batch) {
+            let buffer = free.pop().expect("two buffers take turns");
+            let filling = scope.spawn(move || {
+                fill_batch(first, &mut buffer[..batch_len(first)]);
+                buffer
+            });
+            if let Some((done_first, done)) = filled.take() {
+                write(0, bytes_of(&done[..batch_len(done_first)]))?;
+                free.push(done);
+            }
+            let buffer = filling.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            filled = Some((first, buffer));
+        }
+        match filled {
+            Some((first, done)) => write(0, bytes_of(&done[..batch_len(first)])),
+            None => Ok(()),
+        }
+    })
 }
 
 /// Calls `fill(g)` for every row group of `source`, on the kernel pool's

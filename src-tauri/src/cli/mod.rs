@@ -250,6 +250,7 @@ fn open_window(background: bool) -> Result<()> {
 
 /// Prints a failed command's error and ends the process with status 1.
 pub fn exit_on_error(outcome: Result<()>) {
+    crate::models::sources::tile_cache::wait_for_commits();
     if let Err(error) = outcome {
         eprintln!("error: {error:#}");
         std::process::exit(1);

@@ -300,24 +300,52 @@ fn read_tiles(file: &File, format: GgmlFormat, rows: usize, cols: usize) -> Resu
     PackedMatrix::from_file(format, rows, cols, &mapping, offsets)
 }
 
+/// Commits running in the background, which [`wait_for_commits`] joins.
+static COMMITS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
+
 impl Drop for TileCache {
+    /// Commits the tiles written during the load on a thread of its own: the
+    /// model is ready while they reach the disk (a third of a 1B model's
+    /// first load went to that flush).
     fn drop(&mut self) {
-        self.commit();
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if pending.is_empty() {
+            return;
+        }
+        match std::thread::Builder::new().name("tile-commit".into()).spawn(move || commit(pending)) {
+            Ok(handle) => COMMITS.lock().unwrap_or_else(|e| e.into_inner()).push(handle),
+            Err(e) => tracing::warn!("tile cache: cannot start the commit ({e}); the tiles are dropped"),
+        }
     }
 }
 
 impl TileCache {
-    /// Flushes the tile files written so far to disk, then renames them into
-    /// place: the first flush writes most of them out (the file system
-    /// commits their data together), the others cost little. A file is never
-    /// found under its name before its data is on disk.
+    /// Flushes the tile files written so far to disk and renames them into
+    /// place, before returning.
     pub fn commit(&self) {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        for Written { file, temporary, path } in pending {
-            if let Err(e) = file.sync_data().and_then(|()| std::fs::rename(&temporary, &path)) {
-                tracing::warn!("cannot keep {}: {e}", path.display());
-                let _ = std::fs::remove_file(&temporary);
-            }
+        commit(std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner())));
+    }
+}
+
+/// Waits for the tile files of finished loads to reach the disk and their
+/// names: a process about to exit calls it, or its next load would repack.
+pub fn wait_for_commits() {
+    let commits = std::mem::take(&mut *COMMITS.lock().unwrap_or_else(|e| e.into_inner()));
+    for commit in commits {
+        let _ = commit.join();
+    }
+}
+
+/// Flushes tile files to disk, then renames them into place: the first flush
+/// writes most of them out (the file system commits their data together),
+/// the others cost little. A file is never found under its name before its
+/// data is on disk; one left behind by an exit is removed by an open an hour
+/// later.
+fn commit(pending: Vec<Written>) {
+    for Written { file, temporary, path } in pending {
+        if let Err(e) = file.sync_data().and_then(|()| std::fs::rename(&temporary, &path)) {
+            tracing::warn!("cannot keep {}: {e}", path.display());
+            let _ = std::fs::remove_file(&temporary);
         }
     }
 }
