@@ -270,6 +270,19 @@ fn prompt_longer_than_context_is_refused() {
 }
 
 #[test]
+fn a_chosen_context_bounds_the_prompt_and_must_fit_the_model() {
+    let model = fixture("tiny/llama_tied");
+    let model = model.to_str().unwrap();
+    let tokens = vec!["5"; 110].join(",");
+    let err = cake_error(&["run", "--model", model, "--prompt-tokens", &tokens, "--ctx", "100"]);
+    assert_mentions(&err, &["110 tokens", "context length is 100"]);
+    let err = cake_error(&["run", "--model", model, "--prompt-tokens", "5,6", "--ctx", "500"]);
+    assert_mentions(&err, &["500 tokens", "longer than the model's own (128)"]);
+    let err = cake_error(&["run", "--model", model, "--prompt-tokens", "5,6", "--ctx", "10"]);
+    assert_mentions(&err, &["10 tokens", "too short"]);
+}
+
+#[test]
 fn token_outside_vocabulary_is_refused() {
     let model = fixture("tiny/llama_tied");
     let err = cake_error(&["run", "--model", model.to_str().unwrap(), "--prompt-tokens", "1,99999"]);

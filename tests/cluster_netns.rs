@@ -105,12 +105,13 @@ fn master_and_two_workers_in_three_namespaces_discover_each_other_and_generate()
     };
     // The default model, a third of its layers on each machine (the memory caps leave one choice).
     let model = common::server::default_model_file();
-    let (layers, other) = cake::models::loader::Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let rest = layers.iter().sum::<u64>() - 2 * third;
+    let n = common::layer_count(&model);
+    let third = n / 3;
     let data = tempfile::tempdir().unwrap();
-    let _a = start_worker(&network, 1, "ns-a", third, &data.path().join("a"));
-    let _b = start_worker(&network, 2, "ns-b", rest, &data.path().join("b"));
+    let _a =
+        start_worker(&network, 1, "ns-a", common::share(&model, None, third..2 * third, false), &data.path().join("a"));
+    let _b =
+        start_worker(&network, 2, "ns-b", common::share(&model, None, 2 * third..n, false), &data.path().join("b"));
     let run = ["run", "--model", model.to_str().unwrap(), "--prompt", "The capital of France is", "--max-tokens", "16"];
     let greedy = ["--temperature", "0", "--ignore-eos", "--json"];
     let single = common::cake_json(&[&run[..], &greedy[..]].concat());
@@ -118,7 +119,7 @@ fn master_and_two_workers_in_three_namespaces_discover_each_other_and_generate()
         .command(0)
         .args(run)
         .args(greedy)
-        .args(["--discovery-timeout", "5", "--max-memory", &(other + third).to_string()])
+        .args(["--discovery-timeout", "5", "--max-memory", &common::share(&model, None, 0..third, true).to_string()])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

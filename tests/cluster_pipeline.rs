@@ -6,10 +6,9 @@
 
 mod common;
 
-use cake::models::loader::Checkpoint;
 use common::place::Place;
 use common::worker::Worker;
-use common::{cake_json, fixture, join_ids};
+use common::{cake_json, fixture, join_ids, share};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -42,10 +41,11 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
     let gguf_files =
         common::tiny_gguf_families().into_iter().map(|family| fixture(&format!("tiny/{family}/model-f32.gguf")));
     for model in folders.chain(gguf_files) {
-        let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-        assert!(layers.len() >= 2, "{}", model.display());
+        let n = common::layer_count(&model);
+        assert!(n >= 2, "{}", model.display());
         // The master fits the embedding, head and layer 0; the worker fits the rest.
-        let a = Worker::start(KEY, "a", Some(layers[1..].iter().sum()));
+        let f32 = Some(candle_core::DType::F32);
+        let a = Worker::start(KEY, "a", Some(share(&model, f32, 1..n, false)));
         let folder = if model.is_file() { model.parent().unwrap().to_path_buf() } else { model.clone() };
         let reference: Value =
             serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
@@ -55,7 +55,7 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
             &model,
             &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"],
             &[&a],
-            other + layers[0],
+            share(&model, f32, 0..1, true),
         );
         assert_eq!(out["tokens"], reference["greedy_tokens"], "{}", model.display());
     }
@@ -64,12 +64,11 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
 #[test]
 fn default_model_split_over_three_processes_matches_one_process() {
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let a = Worker::start(KEY, "a", Some(third));
+    let third = common::layer_count(&model) / 3;
+    let a = Worker::start(KEY, "a", Some(share(&model, None, third..2 * third, false)));
     let b = Worker::start(KEY, "b", None);
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
-    let split = distributed_tokens(&model, &prompt, &[&a, &b], other + third);
+    let split = distributed_tokens(&model, &prompt, &[&a, &b], share(&model, None, 0..third, true));
     let mut single_args =
         vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
@@ -137,11 +136,15 @@ fn workers_are_discovered_over_loopback_mdns_and_other_clusters_are_ignored() {
 
     // The default model: a third of the layers on each process.
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let third: u64 = layers.iter().take(layers.len() / 3).sum();
-    let rest = layers.iter().sum::<u64>() - 2 * third;
+    let n = common::layer_count(&model);
+    let third = n / 3;
+    let caps = [
+        share(&model, None, 0..third, true),
+        share(&model, None, third..2 * third, false),
+        share(&model, None, 2 * third..n, false),
+    ];
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
-    let split = discovered_run(&model, [other + third, third, rest], &prompt);
+    let split = discovered_run(&model, caps, &prompt);
     let mut single_args =
         vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     single_args.extend_from_slice(&prompt);
@@ -157,8 +160,7 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
     use std::time::{Duration, Instant};
 
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let third: u64 = layers.iter().take(layers.len() / 3).sum();
+    let third = common::layer_count(&model) / 3;
     let a = Worker::start(KEY, "steady", None);
     let mut doomed = Worker::start(KEY, "doomed", None);
     let prompt = ["--prompt", "Once upon a time, in a small village by the sea,", "--max-tokens", "64"];
@@ -167,7 +169,7 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
     master
         .args(["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos"])
         .args(prompt)
-        .args(["--max-memory", &(other + third).to_string(), "--cluster-key", KEY])
+        .args(["--max-memory", &share(&model, None, 0..third, true).to_string(), "--cluster-key", KEY])
         .args(["--worker", &a.address, "--worker", &doomed.address])
         .env("RAYON_NUM_THREADS", "1")
         .stdout(Stdio::piped())
@@ -221,12 +223,11 @@ fn a_worker_killed_mid_generation_is_noticed_and_the_reply_finishes() {
 #[test]
 fn cake_serve_answers_through_the_cluster() {
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let half: u64 = layers.iter().take(layers.len() / 2).sum();
+    let half = common::layer_count(&model) / 2;
     let worker = Worker::start(KEY, "serve-helper", None);
     let root = tempfile::tempdir().unwrap();
     let data = common::server::data_dir_with_default_model(root.path());
-    let memory = (other + half).to_string();
+    let memory = share(&model, None, 0..half, true).to_string();
     let server = common::server::Server::start_with_env(
         &data,
         &root.path().join("hf"),
@@ -260,8 +261,7 @@ fn cake_serve_answers_through_the_cluster() {
 #[test]
 fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let n = layers.len();
+    let n = common::layer_count(&model);
     let fixed = Worker::start(KEY, "fixed", None);
     let free = Worker::start(KEY, "free", None);
     let dir = tempfile::tempdir().unwrap();
@@ -277,12 +277,11 @@ fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
         ),
     )
     .unwrap();
-    let third: u64 = layers.iter().take(n / 3).sum();
     let prompt = ["--prompt", "The capital of France is", "--max-tokens", "16"];
     let mut args = vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
     args.extend_from_slice(&prompt);
     let single = cake_json(&args);
-    let memory = (other + third).to_string();
+    let memory = share(&model, None, 0..n / 3, true).to_string();
     args.extend(["--cluster-key", KEY, "--topology", topology.to_str().unwrap(), "--max-memory", &memory]);
     let out = common::cake(&args);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -311,13 +310,12 @@ fn a_topology_file_fixes_some_layers_and_the_rest_is_planned() {
 fn the_app_continues_a_reply_when_a_worker_dies() {
     use std::time::{Duration, Instant};
     let model = common::server::default_model_file();
-    let (layers, other) = Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let third: u64 = layers.iter().take(layers.len() / 3).sum();
+    let third = common::layer_count(&model) / 3;
     let steady = Worker::start(KEY, "steady", None);
     let mut doomed = Worker::start(KEY, "doomed", None);
     let root = tempfile::tempdir().unwrap();
     let data = common::server::data_dir_with_default_model(root.path());
-    let memory = (other + third).to_string();
+    let memory = share(&model, None, 0..third, true).to_string();
     let server = common::server::Server::start_with_env(
         &data,
         &root.path().join("hf"),
@@ -395,4 +393,46 @@ fn a_workers_mdns_record_holds_its_cluster_id_and_nothing_from_the_secret() {
     for word in secret_words {
         assert!(record.values().all(|v| !v.contains(word)), "{word} is in {record:?}");
     }
+}
+
+/// With a 4 096-token context, a worker whose cap holds its share's weights
+/// but not their KV cache is given fewer layers (another machine takes the
+/// rest), or the model is refused with what is missing when no machine can;
+/// and the KV cache the worker allocates at full context is the plan's figure.
+#[test]
+fn plans_count_the_kv_cache_and_workers_hold_what_was_planned() {
+    use cake::models::{loader::Checkpoint, loader::LoadOptions, memory_needs::MemoryNeeds};
+    let model = common::server::default_model_file();
+    let options = LoadOptions { context_length: Some(4096), ..Default::default() };
+    let needs = MemoryNeeds::of(&Checkpoint::open(&model).unwrap(), &options).unwrap();
+    let n = needs.layer_weights.len();
+    let half = n / 2;
+    let weights_only = MemoryNeeds { layer_kv: vec![0; n], ..needs.clone() };
+    let worker_cap = weights_only.machine_bytes(half..n, false);
+    assert!(needs.machine_bytes(half..n, false) > worker_cap, "the KV cache tips the balance");
+    let master_cap = needs.machine_bytes(0..half, true).to_string();
+    let capped = Worker::start(KEY, "kv-capped", Some(worker_cap));
+    let prompt: Vec<u64> = (0..3500).map(|i| 1000 + (i * 7919) % 20000).collect();
+    let prompt = join_ids(&prompt);
+    let run = ["run", "--model", model.to_str().unwrap(), "--prompt-tokens", &prompt, "--max-tokens", "4"];
+    let greedy = ["--temperature", "0", "--ignore-eos", "--json", "--ctx", "4096"];
+    let cluster = ["--cluster-key", KEY, "--max-memory", &master_cap, "--worker", &capped.address];
+
+    // Alone with the master, the capped worker cannot take the other half.
+    let err = common::cake_error(&[&run[..], &greedy[..], &cluster[..]].concat());
+    assert!(err.contains("KV cache for 4096 tokens") && err.contains("missing"), "{err}");
+
+    // With a second worker the layers are split again.
+    let roomy = Worker::start(KEY, "kv-roomy", None);
+    let split = cake_json(&[&run[..], &greedy[..], &cluster[..], &["--worker", &roomy.address][..]].concat());
+    let single = cake_json(&[&run[..], &greedy[..]].concat());
+    assert_eq!(split["tokens"], single["tokens"]);
+    let stage = split["stages"].as_array().unwrap().iter().find(|s| s["node"] == "kv-capped").expect("a stage");
+    let [start, end] = [0, 1].map(|i| stage["layers"][i].as_u64().unwrap() as usize);
+    assert!(end - start < n - half, "the capped worker got layers {start}..{end}");
+    assert!(needs.machine_bytes(start..end, false) <= worker_cap);
+    let planned: u64 = needs.layer_kv[start..end].iter().sum();
+    let allocated = stage["kv_bytes"].as_u64().unwrap();
+    let ratio = allocated as f64 / planned as f64;
+    assert!((0.9..=1.1).contains(&ratio), "allocated {allocated} bytes of KV cache, planned {planned}");
 }

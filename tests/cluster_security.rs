@@ -477,7 +477,15 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     let manifest =
         ModelManifest::for_selection(&model, &selection, checkpoint.config().tie_word_embeddings, checkpoint.layout())
             .unwrap();
-    let load = |manifest: ModelManifest| Request::Load { manifest, start: 1, end: 2, dtype: None };
+    let own_context = checkpoint.config().max_position_embeddings;
+    let load_for = |manifest: ModelManifest, context_length: usize| Request::Load {
+        manifest,
+        start: 1,
+        end: 2,
+        dtype: None,
+        context_length,
+    };
+    let load = |manifest: ModelManifest| load_for(manifest, own_context);
     let no_files = ModelManifest { gguf: true, files: vec![], ..manifest.clone() };
     assert_refused(ask(&mut channel, &load(no_files), &[]), "1 to 1024 files");
     let mut huge = manifest.clone();
@@ -496,6 +504,9 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
         answer = ask(&mut channel, &load(manifest.clone()), &[]);
     }
     assert_eq!(answer, Response::Loaded { start: 1, end: 2 });
+    // A context beyond the model's own would make every cache unbounded.
+    assert_refused(ask(&mut channel, &load_for(manifest.clone(), 1 << 40), &[]), "longer than the model's own");
+    assert_eq!(ask(&mut channel, &load(manifest.clone()), &[]), Response::Loaded { start: 1, end: 2 });
     let width = checkpoint.config().hidden_size;
     let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape };
     assert_refused(ask(&mut channel, &forward(vec![1, 0, width]), &[]), "positions ≥ 1");
@@ -606,11 +617,14 @@ fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
             Request::Forward { shape, .. } if lie == "nan" => {
                 let mut body = payload.to_vec();
                 body[..4].copy_from_slice(&f32::NAN.to_le_bytes());
-                (Response::Hidden { shape: shape.clone(), compute_nanos: u64::MAX }, body)
+                (Response::Hidden { shape: shape.clone(), compute_nanos: u64::MAX, kv_bytes: u64::MAX }, body)
             }
             Request::Forward { shape, .. } => {
                 let wrong = vec![shape[0], shape[1], shape[2] / 2];
-                (Response::Hidden { shape: wrong, compute_nanos: 1 }, payload[..payload.len() / 2].to_vec())
+                (
+                    Response::Hidden { shape: wrong, compute_nanos: 1, kv_bytes: 0 },
+                    payload[..payload.len() / 2].to_vec(),
+                )
             }
             _ => (Response::Done, vec![]),
         });
@@ -631,7 +645,7 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
         Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
         Request::Forward { shape, .. } => {
             thread::sleep(Duration::from_millis(30));
-            (Response::Hidden { shape: shape.clone(), compute_nanos: 1 }, payload.to_vec())
+            (Response::Hidden { shape: shape.clone(), compute_nanos: 1, kv_bytes: 0 }, payload.to_vec())
         }
         _ => (Response::Done, vec![]),
     });

@@ -83,8 +83,7 @@ fn expected_bytes(model: &Path, start: usize, end: usize) -> u64 {
 #[test]
 fn a_worker_receives_only_its_layers_resumes_a_cut_transfer_and_reuses_its_cache() {
     let model = common::server::default_model_file();
-    let (layers, other) = cake::models::loader::Checkpoint::open(&model).unwrap().layer_bytes().unwrap();
-    let master_memory = other + layers.iter().take(10).sum::<u64>();
+    let master_memory = common::share(&model, None, 0..10, true);
     let single = cake_json(&[
         "run",
         "--model",

@@ -199,8 +199,8 @@ fn streamed_text_equals_whole_decode_for_multibyte_text() {
 /// logits the layers give it read whole, to the last bit.
 #[test]
 fn a_long_prompt_read_in_pieces_equals_it_read_whole() {
+    use cake::models::context::PREFILL_CHUNK;
     use cake::models::decoder::LogitsFor;
-    use cake::text::model::PREFILL_CHUNK;
 
     let model = TextModel::load(&model_path(), &LoadOptions::default()).unwrap();
     let text = std::fs::read_to_string(fixture("english.txt")).unwrap();
@@ -222,9 +222,9 @@ fn a_long_prompt_read_in_pieces_equals_it_read_whole() {
 /// refuses a prompt the model alone would take.
 #[test]
 fn a_long_prompt_reports_reading_progress_and_can_be_stopped_while_read() {
+    use cake::models::context::PREFILL_CHUNK;
     use cake::text::generation::PromptTooLong;
     use cake::text::generation::{generate, generate_cached, FinishReason, GenerationEvent, GenerationRequest};
-    use cake::text::model::PREFILL_CHUNK;
     use cake::text::prompt_cache::PromptCache;
     use std::ops::ControlFlow;
 

@@ -11,7 +11,6 @@ use cake::cluster::cluster_key::ClusterKey;
 use cake::cluster::discovery::MdnsScope;
 use cake::cluster::master::ClusterSettings;
 use cake::formats::safetensors::SafetensorsFile;
-use cake::models::loader::Checkpoint;
 use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
 use cake::speech::vibevoice::model::VibeVoice;
 use cake::speech::vibevoice::noise::NoiseTape;
@@ -122,15 +121,15 @@ fn speech_matches_the_reference_package_step_by_step() {
 fn the_language_model_split_with_a_worker_process_still_matches_the_reference() {
     const KEY: &str = "speech cluster key";
     let dir = common::fixture("tiny/vibevoice");
-    let (layers, other) = Checkpoint::open(&dir).unwrap().layer_bytes().unwrap();
-    assert_eq!(layers.len(), 2);
+    assert_eq!(common::layer_count(&dir), 2);
     // The master keeps the speech parts, embedding, head and the first layer
     // (it always does); the worker fits the second.
-    let a = Worker::start(KEY, "speech-a", Some(layers[1]));
+    let f32 = Some(DType::F32);
+    let a = Worker::start(KEY, "speech-a", Some(common::share(&dir, f32, 1..2, false)));
     let scope = MdnsScope { interfaces: vec!["lo".into()] };
     let mut cluster = ClusterSettings::new(ClusterKey::from_passphrase(KEY).unwrap(), scope, Duration::ZERO);
     cluster.workers = vec![a.address.clone()];
-    cluster.master_memory = Some(other + layers[0]);
+    cluster.master_memory = Some(common::share(&dir, f32, 0..1, true));
     let mut progress = Vec::new();
     let model =
         VibeVoice::load_over(&cluster, &dir, DType::F32, &mut |_, message| progress.push(message.to_string())).unwrap();

@@ -84,3 +84,22 @@ pub fn cake_error(args: &[&str]) -> String {
 pub fn join_ids(ids: &[u64]) -> String {
     ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
 }
+
+/// What a cluster plan counts for a machine running `layers` of `model`
+/// loaded in `dtype` (the master also holding the embedding and head):
+/// weights, KV cache at the default context, working memory and margin.
+pub fn share(
+    model: &std::path::Path,
+    dtype: Option<candle_core::DType>,
+    layers: std::ops::Range<usize>,
+    master: bool,
+) -> u64 {
+    use cake::models::{loader::Checkpoint, loader::LoadOptions, memory_needs::MemoryNeeds};
+    let options = LoadOptions { dtype, ..Default::default() };
+    MemoryNeeds::of(&Checkpoint::open(model).unwrap(), &options).unwrap().machine_bytes(layers, master)
+}
+
+/// How many layers `model` has.
+pub fn layer_count(model: &std::path::Path) -> usize {
+    cake::models::loader::Checkpoint::open(model).unwrap().config().num_hidden_layers()
+}

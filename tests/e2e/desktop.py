@@ -267,7 +267,7 @@ def background_worker_check(driver: WebDriver, cake: Path, env: dict):
     assert not handles, f"the window is closed: {handles}"
     alone = greedy_run(cake, env)
     spread = greedy_run(cake, env, "--worker", f"127.0.0.1:{port}", "--cluster-key", CLUSTER_KEY,
-                        "--max-memory", "50000000")
+                        "--max-memory", "80000000")
     assert spread["network_bytes"] > 0, "layers ran on the window-less worker"
     assert spread["tokens"] == alone["tokens"], f"through the worker {spread['tokens']} != alone {alone['tokens']}"
     print(f"window closed, worker still serving: {len(spread['tokens'])} tokens through it equal one process's")

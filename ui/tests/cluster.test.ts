@@ -32,6 +32,8 @@ function stage(node: string, layers: [number, number], extra: Partial<ClusterSta
     address: `${node}.local:7000`,
     layers,
     bytes: 1e9,
+    kv_bytes: 1e8,
+    memory_bytes: 1.2e9,
     seconds_per_token: 0.01,
     reason: "fastest free memory",
     compute_share: 0.5,
@@ -48,7 +50,7 @@ function stage(node: string, layers: [number, number], extra: Partial<ClusterSta
 }
 
 function run(stages: ClusterStage[], total_layers = 32): ClusterRun {
-  return { model_name: "Llama", total_layers, ready: true, stages };
+  return { model_name: "Llama", total_layers, context_length: 4096, ready: true, stages };
 }
 
 const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
@@ -158,6 +160,7 @@ describe("settings form", () => {
     mdns_interfaces: ["eth0"],
     discovery_timeout_s: 3,
     worker_addresses: ["10.0.0.5:10128"],
+    context_length: 0,
   };
   const form = formFromSettings(settings);
 
@@ -170,6 +173,7 @@ describe("settings form", () => {
       mdns_interfaces: "eth0",
       discovery_timeout_s: "3",
       worker_addresses: "10.0.0.5:10128",
+      context_length: "",
     });
   });
 
@@ -236,6 +240,19 @@ describe("settings form", () => {
       expect(changes.update).toEqual({});
     }
     expect(settingsChanges(settings, { ...form, discovery_timeout_s: "60" }).problem).toBeNull();
+  });
+
+  it("sends a context length, empty for the model's own, and refuses one out of range", () => {
+    expect(settingsChanges(settings, { ...form, context_length: " 4096 " }).update).toEqual({ context_length: 4096 });
+    expect(settingsChanges(settings, { ...form, context_length: "0" }).update).toEqual({});
+    const chosen = { ...settings, context_length: 4096 };
+    expect(formFromSettings(chosen).context_length).toBe("4096");
+    expect(settingsChanges(chosen, { ...form, context_length: "" }).update).toEqual({ context_length: 0 });
+    for (const tokens of ["63", "2000000", "512.5", "many", "-4"]) {
+      const changes = settingsChanges(settings, { ...form, context_length: tokens });
+      expect(changes.problem).toMatch(/context length/);
+      expect(changes.update).toEqual({});
+    }
   });
 });
 

@@ -146,6 +146,7 @@ export function clusterStatus(
       mdns_interfaces: [],
       discovery_timeout_s: 3,
       worker_addresses: [],
+      context_length: 0,
       ...settings,
     },
     role: "off",

@@ -13,6 +13,7 @@ use crate::cluster::master::ClusterSettings;
 use crate::cluster::monitor::ClusterMonitor;
 use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
 use crate::files::storage::write_json_atomically;
+use crate::models::context::MIN_CONTEXT_LENGTH;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -40,6 +41,9 @@ pub struct ClusterPreferences {
     pub discovery_timeout_s: f64,
     /// Workers added by address (`host:port`), for machines mDNS cannot see.
     pub worker_addresses: Vec<String>,
+    /// Tokens a conversation may hold, which caches and plans are sized
+    /// for; 0 for the model's own context, up to 8 192.
+    pub context_length: usize,
 }
 
 impl Default for ClusterPreferences {
@@ -51,6 +55,7 @@ impl Default for ClusterPreferences {
             mdns_interfaces: Vec::new(),
             discovery_timeout_s: 2.0,
             worker_addresses: Vec::new(),
+            context_length: 0,
         }
     }
 }
@@ -67,7 +72,11 @@ pub struct SettingsUpdate {
     pub mdns_interfaces: Option<Vec<String>>,
     pub discovery_timeout_s: Option<f64>,
     pub worker_addresses: Option<Vec<String>>,
+    pub context_length: Option<usize>,
 }
+
+/// The longest context one may ask for in the settings.
+pub const MAX_CONTEXT_LENGTH: usize = 1 << 20;
 
 /// At most this many workers added by address.
 pub const MAX_WORKER_ADDRESSES: usize = 32;
@@ -206,6 +215,14 @@ impl ClusterControl {
         if let Some(addresses) = update.worker_addresses {
             prefs.worker_addresses = checked_worker_addresses(addresses)?;
         }
+        if let Some(tokens) = update.context_length {
+            if tokens != 0 && !(MIN_CONTEXT_LENGTH..=MAX_CONTEXT_LENGTH).contains(&tokens) {
+                bail!(
+                    "the context length must be 0 (the model's own) or {MIN_CONTEXT_LENGTH} to {MAX_CONTEXT_LENGTH} tokens"
+                );
+            }
+            prefs.context_length = tokens;
+        }
         if let Some(join) = update.join_as_worker {
             prefs.join_as_worker = join;
         }
@@ -271,6 +288,12 @@ impl ClusterControl {
         Ok(ServingWorker { running, _advertisement: Some(advertisement) })
     }
 
+    /// The context length chosen in the settings, if any.
+    pub fn context_length(&self) -> Option<usize> {
+        let tokens = self.state.lock().expect("cluster state").prefs.context_length;
+        (tokens > 0).then_some(tokens)
+    }
+
     /// Whether this machine is serving other machines' masters right now.
     pub fn is_serving_as_worker(&self) -> bool {
         self.state.lock().expect("cluster state").worker.is_some()
@@ -315,6 +338,7 @@ impl ClusterControl {
                 "mdns_interfaces": state.prefs.mdns_interfaces,
                 "discovery_timeout_s": state.prefs.discovery_timeout_s,
                 "worker_addresses": state.prefs.worker_addresses,
+                "context_length": state.prefs.context_length,
             },
             "role": role,
             "worker": state.worker.as_ref().map(|w| json!({

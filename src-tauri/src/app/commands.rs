@@ -99,7 +99,7 @@ impl App {
             Command::GenerateClusterKey => Ok(json!({"key": ClusterKey::generate()})),
             Command::SetClusterSettings(update) => {
                 self.cluster.update(update).map_err(ApiError::bad)?;
-                self.engine.set_cluster(self.cluster.master_settings());
+                self.engine.configure(self.cluster.master_settings(), self.cluster.context_length());
                 Ok(self.cluster.status())
             }
             Command::ScanCluster => {

@@ -74,8 +74,12 @@ enum Job {
         cancel: CancelFlag,
     },
     Unload,
-    /// Use these cluster settings for the next loads.
-    Configure(Option<ClusterSettings>),
+    /// Use these cluster settings and this context length (`None`: the
+    /// model's own) for the next loads.
+    Configure {
+        cluster: Option<ClusterSettings>,
+        context_length: Option<usize>,
+    },
     Speak {
         job: Box<SpeakJob>,
         sink: EventSink,
@@ -157,9 +161,10 @@ impl Engine {
         self.send(Job::Speak { job: Box::new(job), sink, cancel });
     }
 
-    /// Queues a change of cluster settings, used from the next load on.
-    pub fn set_cluster(&self, cluster: Option<ClusterSettings>) {
-        self.send(Job::Configure(cluster));
+    /// Queues a change of cluster settings and context length, used from
+    /// the next load on; a model loaded for another context is unloaded.
+    pub fn configure(&self, cluster: Option<ClusterSettings>, context_length: Option<usize>) {
+        self.send(Job::Configure { cluster, context_length });
     }
 }
 
@@ -170,7 +175,7 @@ impl Worker {
             Job::Load { .. } => "load",
             Job::Chat { .. } => "chat",
             Job::Unload => "unload",
-            Job::Configure(_) => "configure",
+            Job::Configure { .. } => "configure",
             Job::Speak { .. } => "speak",
         };
         let _span = tracing::info_span!("engine_job", job = kind).entered();
@@ -214,7 +219,13 @@ impl Worker {
                 sink(event);
             }
             Job::Unload => self.set_model(None),
-            Job::Configure(cluster) => self.cluster = cluster,
+            Job::Configure { cluster, context_length } => {
+                self.cluster = cluster;
+                if self.options.context_length != context_length {
+                    self.options.context_length = context_length;
+                    self.set_model(None);
+                }
+            }
             Job::Speak { job, mut sink, cancel } => {
                 if cancel.load(Ordering::Relaxed) {
                     return;

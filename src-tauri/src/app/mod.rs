@@ -44,10 +44,12 @@ impl App {
 
     /// Like [`App::new`], running models over the workers of `cluster`
     /// (from the command line) instead of the stored cluster settings.
-    pub fn with_cluster(catalog: Catalog, options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
+    /// A context length given on the command line wins over the stored one.
+    pub fn with_cluster(catalog: Catalog, mut options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         let cluster = ClusterControl::open(catalog.data_dir(), cluster);
         let speech = SpeechLibrary::new(catalog.data_dir());
+        options.context_length = options.context_length.or(cluster.context_length());
         Self {
             catalog,
             engine: Engine::start(options, cluster.master_settings()),

@@ -68,6 +68,11 @@ pub struct ModelArgs {
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Tokens a conversation may hold, prompt and reply (default: the
+    /// model's own context, at most 8192). Caches and cluster plans are
+    /// sized for it.
+    #[arg(long = "ctx")]
+    pub context_length: Option<usize>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -81,7 +86,8 @@ pub struct ClusterArgs {
     /// The cluster key the workers were started with (or $CAKE_CLUSTER_KEY).
     #[arg(long, env = "CAKE_CLUSTER_KEY", hide_env_values = true)]
     pub cluster_key: Option<String>,
-    /// Bytes of weights this machine may hold (default: its available memory).
+    /// Bytes of memory this machine may give the model: weights, KV cache
+    /// and working memory (default: nine tenths of its available memory).
     #[arg(long)]
     pub max_memory: Option<u64>,
     /// Seconds to look for workers over mDNS (with a cluster key and no --worker).
@@ -147,7 +153,11 @@ impl ModelArgs {
     pub fn load_model_excluding(&self, excluded: &[String]) -> Result<(TextModel, f64)> {
         self.apply_threads()?;
         let path = resolve_model(self.model.as_deref())?;
-        let options = LoadOptions { dtype: self.dtype.map(DType::from), ..Default::default() };
+        let options = LoadOptions {
+            dtype: self.dtype.map(DType::from),
+            context_length: self.context_length,
+            ..Default::default()
+        };
         let start = std::time::Instant::now();
         let model = match self.cluster.settings()? {
             Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,

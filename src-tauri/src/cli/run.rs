@@ -151,6 +151,8 @@ fn stage_timings(model: &TextModel) -> serde_json::Value {
         let timings = stage.worker.timings();
         stages.push(serde_json::json!({
             "node": stage.worker.name(),
+            "layers": [stage.layers.start, stage.layers.end],
+            "kv_bytes": timings.kv_bytes,
             "forwards": timings.forwards,
             "round_trips_s": seconds(timings.round_trip_nanos),
             "layers_s": seconds(timings.compute_nanos),

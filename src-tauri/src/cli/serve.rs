@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// Worker threads for the CPU kernels (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Tokens a conversation may hold (default: the Cluster screen's
+    /// setting, else the model's own context up to 8192).
+    #[arg(long = "ctx")]
+    pub context_length: Option<usize>,
     #[command(flatten)]
     pub cluster: super::ClusterArgs,
 }
@@ -50,7 +54,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 .with_context(|| format!("--model {spec}: not a library id, and cannot import it"))?,
         }),
     };
-    let app = Arc::new(App::with_cluster(catalog, LoadOptions::default(), args.cluster.settings()?));
+    let options = LoadOptions { context_length: args.context_length, ..Default::default() };
+    let app = Arc::new(App::with_cluster(catalog, options, args.cluster.settings()?));
     if let Some(entry) = preload {
         eprintln!("loading {} …", entry.name);
         app.engine.load(entry, Box::new(report_preload), Arc::new(AtomicBool::new(false)));

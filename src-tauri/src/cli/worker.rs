@@ -26,7 +26,8 @@ pub struct WorkerArgs {
     /// Port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 10128)]
     pub port: u16,
-    /// Bytes of weights to accept (default: the machine's available memory).
+    /// Bytes of memory to give the layers it runs: weights, KV cache and
+    /// working memory (default: nine tenths of the machine's available memory).
     #[arg(long)]
     pub max_memory: Option<u64>,
     /// Worker threads for the CPU kernels (default: all cores).

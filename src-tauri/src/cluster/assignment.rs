@@ -1,14 +1,16 @@
 //! Deciding which node runs which layers.
 //!
 //! Every node (the master first, then the workers in pipeline order) gets
-//! one contiguous range of layers, possibly empty. A layer costs its bytes
-//! in memory and `bytes / speed` seconds per token on a node, so the plan
-//! that minimises the slowest stage under every node's memory limit is found
-//! by dynamic programming over (node, first layer). The master also keeps
-//! the embedding and the LM head, which count against its memory, and
-//! always runs the first layer itself: raw token embeddings (from which the
-//! prompt can be read back) never leave it; workers see only hidden states.
+//! one contiguous range of layers, possibly empty. A range costs the memory
+//! its layers need at full context ([`MemoryNeeds::machine_bytes`]: weights,
+//! KV cache, working memory, margin) and `weight bytes / speed` seconds per
+//! token, so the plan that minimises the slowest stage under every node's
+//! memory limit is found by dynamic programming over (node, first layer).
+//! The master also keeps the embedding and the LM head, and always runs the
+//! first layer itself: raw token embeddings (from which the prompt can be
+//! read back) never leave it; workers see only hidden states.
 
+use crate::models::memory_needs::MemoryNeeds;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::ops::Range;
@@ -17,7 +19,8 @@ use std::ops::Range;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeCapacity {
     pub name: String,
-    /// Bytes of weights the node can hold.
+    /// Bytes of memory the node can give the model: weights, caches and
+    /// working memory together.
     pub memory_bytes: u64,
     /// Weight bytes the node processes per second (measured or estimated).
     pub bytes_per_second: f64,
@@ -30,6 +33,10 @@ pub struct StageAssignment {
     pub layers: Range<usize>,
     /// Weight bytes of its layers (plus embedding and head on the master).
     pub bytes: u64,
+    /// Bytes its layers' KV caches take at full context.
+    pub kv_bytes: u64,
+    /// All the memory planned for it: weights, caches, working memory and margin.
+    pub memory_bytes: u64,
     /// Estimated seconds per token for its layers.
     pub seconds_per_token: f64,
     pub reason: String,
@@ -41,47 +48,83 @@ pub struct Plan {
     pub stages: Vec<StageAssignment>,
     /// The slowest stage's seconds per token.
     pub bottleneck_seconds: f64,
+    /// Tokens a conversation may hold: what the caches are planned for.
+    pub context_length: usize,
 }
 
 fn gb(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
 }
 
-/// Plans `layer_bytes` (one entry per layer) over `nodes`; `nodes[0]` is the
-/// master and also holds `master_extra_bytes` (embedding, head).
-pub fn plan(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]) -> Result<Plan> {
-    check_capacity(layer_bytes, master_extra_bytes, nodes)?;
-    let prefix: Vec<u64> = std::iter::once(0)
-        .chain(layer_bytes.iter().scan(0u64, |sum, &b| {
-            *sum += b;
-            Some(*sum)
-        }))
-        .collect();
-    let range_bytes = |a: usize, b: usize| prefix[b] - prefix[a];
-    let (bottleneck, ends) = best_split(layer_bytes.len(), master_extra_bytes, nodes, &range_bytes)?;
+impl MemoryNeeds {
+    fn weights(&self, layers: Range<usize>) -> u64 {
+        self.layer_weights[layers].iter().sum()
+    }
+
+    fn kv(&self, layers: Range<usize>) -> u64 {
+        self.layer_kv[layers].iter().sum()
+    }
+
+    /// What the needs say, part by part, for messages.
+    fn described(&self) -> String {
+        format!(
+            "weights {}, KV cache for {} tokens {}, working memory {} per machine",
+            gb(self.weights(0..self.layer_weights.len()) + self.other_weights),
+            self.context_length,
+            gb(self.kv(0..self.layer_kv.len())),
+            gb(self.activations)
+        )
+    }
+
+    /// The needs of layers `range` alone (renumbered from 0).
+    fn restricted(&self, range: Range<usize>) -> Self {
+        Self {
+            layer_weights: self.layer_weights[range.clone()].to_vec(),
+            layer_kv: self.layer_kv[range].to_vec(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The stage of `node` (the master when `master`) running `layers`.
+fn stage(
+    needs: &MemoryNeeds,
+    node: &NodeCapacity,
+    layers: Range<usize>,
+    master: bool,
+    reason: String,
+) -> StageAssignment {
+    let weights = needs.weights(layers.clone());
+    StageAssignment {
+        node: node.name.clone(),
+        bytes: weights + if master { needs.other_weights } else { 0 },
+        kv_bytes: needs.kv(layers.clone()),
+        memory_bytes: needs.machine_bytes(layers.clone(), master),
+        seconds_per_token: weights as f64 / node.bytes_per_second,
+        layers,
+        reason,
+    }
+}
+
+/// Plans the layers of a model with `needs` over `nodes`; `nodes[0]` is the
+/// master and also holds the embedding and head.
+pub fn plan(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<Plan> {
+    check_capacity(needs, nodes)?;
+    let (bottleneck, ends) = best_split(needs, nodes)?;
     let mut stages = Vec::with_capacity(nodes.len());
     let mut start = 0;
     for (k, (node, &end)) in nodes.iter().zip(&ends).enumerate() {
-        let extra = if k == 0 { master_extra_bytes } else { 0 };
-        let bytes = range_bytes(start, end) + extra;
-        let seconds = range_bytes(start, end) as f64 / node.bytes_per_second;
-        let next_layer = layer_bytes.get(end).copied();
-        let reason = stage_reason(node, end - start, bytes, seconds, next_layer);
-        stages.push(StageAssignment {
-            node: node.name.clone(),
-            layers: start..end,
-            bytes,
-            seconds_per_token: seconds,
-            reason,
-        });
+        let next = (end < needs.layer_weights.len()).then(|| needs.machine_bytes(start..end + 1, k == 0));
+        let reason = stage_reason(needs, node, start..end, k == 0, next);
+        stages.push(stage(needs, node, start..end, k == 0, reason));
         start = end;
     }
-    Ok(Plan { stages, bottleneck_seconds: bottleneck })
+    Ok(Plan { stages, bottleneck_seconds: bottleneck, context_length: needs.context_length })
 }
 
 /// Refuses plans that cannot work before searching: no machines, an
 /// unusable speed, too little memory overall or on the master.
-fn check_capacity(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCapacity]) -> Result<()> {
+fn check_capacity(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<()> {
     if nodes.is_empty() {
         bail!("no machines to run the model on");
     }
@@ -89,22 +132,26 @@ fn check_capacity(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCap
         bail!("{} reports no usable speed", n.name);
     }
     // Saturating: memory is what each machine reports about itself.
-    let needed: u64 = layer_bytes.iter().fold(master_extra_bytes, |sum, &b| sum.saturating_add(b));
+    let layers = needs.layer_weights.len();
+    let needed = needs.machine_bytes(0..layers, true);
     let available: u64 = nodes.iter().fold(0u64, |sum, n| sum.saturating_add(n.memory_bytes));
     if needed > available {
         bail!(
-            "the model needs {} for its weights but the {} machine(s) have {} available: {} missing",
+            "the model needs at least {} ({}) but the {} machine(s) have {} available: {} missing",
             gb(needed),
+            needs.described(),
             nodes.len(),
             gb(available),
             gb(needed - available)
         );
     }
-    let master_minimum = master_extra_bytes.saturating_add(layer_bytes.first().copied().unwrap_or(0));
+    let master_minimum = needs.machine_bytes(0..layers.min(1), true);
     if master_minimum > nodes[0].memory_bytes {
         bail!(
-            "{} must hold the embedding, the LM head and the first layer ({}) but has only {} available",
+            "{} must hold the embedding, the LM head and the first layer with its KV cache for {} tokens ({}) \
+             but has only {} available",
             nodes[0].name,
+            needs.context_length,
             gb(master_minimum),
             gb(nodes[0].memory_bytes)
         );
@@ -114,29 +161,23 @@ fn check_capacity(layer_bytes: &[u64], master_extra_bytes: u64, nodes: &[NodeCap
 
 /// The split with the smallest slowest stage, by dynamic programming:
 /// returns that stage's seconds per token and where each node's range ends.
-fn best_split(
-    layers: usize,
-    master_extra_bytes: u64,
-    nodes: &[NodeCapacity],
-    range_bytes: &dyn Fn(usize, usize) -> u64,
-) -> Result<(f64, Vec<usize>)> {
+fn best_split(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<(f64, Vec<usize>)> {
     // best[k][i]: the smallest bottleneck for layers i.. on nodes k..; choice[k][i]: where node k's range ends.
+    let layers = needs.layer_weights.len();
     let n = nodes.len();
     let mut best = vec![vec![f64::INFINITY; layers + 1]; n + 1];
     let mut choice = vec![vec![0usize; layers + 1]; n + 1];
     best[n][layers] = 0.0;
     for k in (0..n).rev() {
         let node = &nodes[k];
-        let extra = if k == 0 { master_extra_bytes } else { 0 };
         // The master's range is never empty: it keeps the first layer.
         let shortest = usize::from(k == 0 && layers > 0);
         for i in 0..=layers {
             for end in (i + shortest).min(layers)..=layers {
-                let bytes = range_bytes(i, end) + extra;
-                if bytes > node.memory_bytes {
+                if needs.machine_bytes(i..end, k == 0) > node.memory_bytes {
                     break;
                 }
-                let time = range_bytes(i, end) as f64 / node.bytes_per_second;
+                let time = needs.weights(i..end) as f64 / node.bytes_per_second;
                 let total = time.max(best[k + 1][end]);
                 if total < best[k][i] {
                     best[k][i] = total;
@@ -148,8 +189,9 @@ fn best_split(
     if !best[0][0].is_finite() {
         bail!(
             "the layers cannot be split into contiguous ranges that fit each machine's memory \
-             (largest layer {}, machines offer {})",
-            gb((0..layers).map(|l| range_bytes(l, l + 1)).max().unwrap_or(0)),
+             ({}; the largest layer takes {} with its cache; machines offer {})",
+            needs.described(),
+            gb((0..layers).map(|l| needs.weights(l..l + 1) + needs.kv(l..l + 1)).max().unwrap_or(0)),
             nodes.iter().map(|n| format!("{} {}", n.name, gb(n.memory_bytes))).collect::<Vec<_>>().join(", ")
         );
     }
@@ -162,17 +204,33 @@ fn best_split(
     Ok((best[0][0], ends))
 }
 
-/// Why a node got `count` layers holding `bytes`: memory or speed.
-fn stage_reason(node: &NodeCapacity, count: usize, bytes: u64, seconds: f64, next_layer: Option<u64>) -> String {
-    let memory_bound = next_layer.is_some_and(|next| bytes + next > node.memory_bytes);
+/// Why a node got `layers`: memory (`with_next`, what one more layer would
+/// take, is over its limit) or speed.
+fn stage_reason(
+    needs: &MemoryNeeds,
+    node: &NodeCapacity,
+    layers: Range<usize>,
+    master: bool,
+    with_next: Option<u64>,
+) -> String {
+    let count = layers.len();
+    let memory = needs.machine_bytes(layers.clone(), master);
+    let kv = needs.kv(layers.clone());
     if count == 0 {
         "no layers: the others are fast enough and have room".to_string()
-    } else if memory_bound {
-        format!("{count} layers ({}): as many as fit in its {} of memory", gb(bytes), gb(node.memory_bytes))
-    } else {
+    } else if with_next.is_some_and(|next| next > node.memory_bytes) {
         format!(
-            "{count} layers ({}): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
-            gb(bytes),
+            "{count} layers ({} with a {} KV cache): as many as fit in its {} of memory",
+            gb(memory),
+            gb(kv),
+            gb(node.memory_bytes)
+        )
+    } else {
+        let seconds = needs.weights(layers) as f64 / node.bytes_per_second;
+        format!(
+            "{count} layers ({} with a {} KV cache): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
+            gb(memory),
+            gb(kv),
             node.bytes_per_second / 1e9,
             seconds * 1e3
         )
@@ -186,15 +244,14 @@ fn stage_reason(node: &NodeCapacity, count: usize, bytes: u64, seconds: f64, nex
 /// Returns the stages in pipeline order (the master first, then by first
 /// layer; unused workers last) and, for each stage, the index of its node.
 pub fn plan_with_fixed(
-    layer_bytes: &[u64],
-    master_extra_bytes: u64,
+    needs: &MemoryNeeds,
     nodes: &[NodeCapacity],
     fixed: &[Option<Range<usize>>],
 ) -> Result<(Plan, Vec<usize>)> {
     assert_eq!(nodes.len(), fixed.len(), "one fixed entry per node");
-    let layers = layer_bytes.len();
+    let layers = needs.layer_weights.len();
     if fixed.iter().all(Option::is_none) {
-        return Ok((plan(layer_bytes, master_extra_bytes, nodes)?, (0..nodes.len()).collect()));
+        return Ok((plan(needs, nodes)?, (0..nodes.len()).collect()));
     }
     let mut owner: Vec<Option<usize>> = vec![None; layers];
     for (index, range) in fixed.iter().enumerate() {
@@ -209,9 +266,15 @@ pub fn plan_with_fixed(
             }
             owner[layer] = Some(index);
         }
-        let bytes: u64 = layer_bytes[range.clone()].iter().sum();
+        let bytes = needs.machine_bytes(range.clone(), false);
         if bytes > node.memory_bytes {
-            bail!("{} is given {} of layers but has only {} available", node.name, gb(bytes), gb(node.memory_bytes));
+            bail!(
+                "{} is given {} (layers, their KV cache for {} tokens, working memory) but has only {} available",
+                node.name,
+                gb(bytes),
+                needs.context_length,
+                gb(node.memory_bytes)
+            );
         }
     }
     if let Some(Some(index)) = owner.first() {
@@ -234,9 +297,8 @@ pub fn plan_with_fixed(
     let auto: Vec<usize> = (0..nodes.len()).filter(|&i| i == 0 || fixed[i].is_none()).collect();
     let mut stages: Vec<(usize, StageAssignment)> = Vec::new();
     if !gap.is_empty() {
-        let extra = master_extra_bytes;
         let auto_nodes: Vec<NodeCapacity> = auto.iter().map(|&i| nodes[i].clone()).collect();
-        let sub = plan(&layer_bytes[gap.clone()], extra, &auto_nodes)?;
+        let sub = plan(&needs.restricted(gap.clone()), &auto_nodes)?;
         for (&index, mut stage) in auto.iter().zip(sub.stages) {
             stage.layers = stage.layers.start + gap.start..stage.layers.end + gap.start;
             stages.push((index, stage));
@@ -244,23 +306,15 @@ pub fn plan_with_fixed(
     }
     for (index, range) in fixed.iter().enumerate() {
         let Some(range) = range else { continue };
-        let bytes: u64 = layer_bytes[range.clone()].iter().sum();
-        stages.push((
-            index,
-            StageAssignment {
-                node: nodes[index].name.clone(),
-                layers: range.clone(),
-                bytes,
-                seconds_per_token: bytes as f64 / nodes[index].bytes_per_second,
-                reason: format!("layers {}-{}, as the topology file says", range.start, range.end - 1),
-            },
-        ));
+        let reason = format!("layers {}-{}, as the topology file says", range.start, range.end - 1);
+        stages.push((index, stage(needs, &nodes[index], range.clone(), false, reason)));
     }
     // Pipeline order: the master, then by first layer; empty stages last.
     stages.sort_by_key(|(index, stage)| (*index != 0, stage.layers.is_empty(), stage.layers.start));
     let bottleneck = stages.iter().map(|(_, s)| s.seconds_per_token).fold(0.0, f64::max);
     let order = stages.iter().map(|(index, _)| *index).collect();
-    Ok((Plan { stages: stages.into_iter().map(|(_, s)| s).collect(), bottleneck_seconds: bottleneck }, order))
+    let stages = stages.into_iter().map(|(_, s)| s).collect();
+    Ok((Plan { stages, bottleneck_seconds: bottleneck, context_length: needs.context_length }, order))
 }
 
 /// `[0, 1, 2, 7]` as `0-2, 7`.
@@ -282,6 +336,18 @@ fn describe_layers(layers: &[usize]) -> String {
 mod tests {
     use super::*;
 
+    /// Layers of `weights` bytes and nothing else, the master holding `master_extra` more.
+    fn needs(weights: &[u64], master_extra: u64) -> MemoryNeeds {
+        MemoryNeeds {
+            context_length: 4096,
+            layer_weights: weights.to_vec(),
+            layer_kv: vec![0; weights.len()],
+            other_weights: master_extra,
+            activations: 0,
+            safety_margin: 0.0,
+        }
+    }
+
     fn node(name: &str, memory: u64, speed: f64) -> NodeCapacity {
         NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed }
     }
@@ -292,20 +358,21 @@ mod tests {
 
     #[test]
     fn equal_nodes_split_evenly_and_cover_every_layer() {
-        let plan = plan(&[10; 12], 0, &[node("a", 1000, 1.0), node("b", 1000, 1.0), node("c", 1000, 1.0)]).unwrap();
+        let plan =
+            plan(&needs(&[10; 12], 0), &[node("a", 1000, 1.0), node("b", 1000, 1.0), node("c", 1000, 1.0)]).unwrap();
         assert_eq!(ranges(&plan), vec![0..4, 4..8, 8..12]);
         assert_eq!(plan.bottleneck_seconds, 40.0);
     }
 
     #[test]
     fn a_faster_node_gets_more_layers() {
-        let plan = plan(&[10; 12], 0, &[node("slow", 1000, 1.0), node("fast", 1000, 3.0)]).unwrap();
+        let plan = plan(&needs(&[10; 12], 0), &[node("slow", 1000, 1.0), node("fast", 1000, 3.0)]).unwrap();
         assert_eq!(ranges(&plan), vec![0..3, 3..12]);
     }
 
     #[test]
     fn memory_limits_are_respected_and_explained() {
-        let plan = plan(&[10; 12], 5, &[node("master", 25, 10.0), node("worker", 1000, 1.0)]).unwrap();
+        let plan = plan(&needs(&[10; 12], 5), &[node("master", 25, 10.0), node("worker", 1000, 1.0)]).unwrap();
         assert_eq!(ranges(&plan), vec![0..2, 2..12]);
         assert!(plan.stages[0].reason.contains("as many as fit"), "{}", plan.stages[0].reason);
         assert!(plan.stages.iter().all(|s| s.bytes <= 1000));
@@ -314,15 +381,32 @@ mod tests {
     #[test]
     fn a_model_too_big_says_how_much_memory_is_missing() {
         let err =
-            plan(&[1_000_000_000; 10], 0, &[node("a", 4_000_000_000, 1.0), node("b", 4_000_000_000, 1.0)]).unwrap_err();
+            plan(&needs(&[1_000_000_000; 10], 0), &[node("a", 4_000_000_000, 1.0), node("b", 4_000_000_000, 1.0)])
+                .unwrap_err();
         let message = format!("{err:#}");
-        assert!(message.contains("needs 10.00 GB") && message.contains("2.00 GB missing"), "{message}");
+        assert!(message.contains("needs at least 10.00 GB") && message.contains("2.00 GB missing"), "{message}");
+    }
+
+    /// With their KV caches counted, layers take more room: caps that hold
+    /// the weights alone re-split the layers, or refuse with what is missing.
+    #[test]
+    fn the_kv_cache_counts_against_each_machine() {
+        let mut with_kv = needs(&[10; 12], 0);
+        let nodes = [node("master", 60, 1.0), node("worker", 1000, 1.0)];
+        assert_eq!(ranges(&plan(&with_kv, &nodes).unwrap()), vec![0..6, 6..12]);
+        with_kv.layer_kv = vec![5; 12];
+        let split = plan(&with_kv, &nodes).unwrap();
+        assert_eq!(ranges(&split), vec![0..4, 4..12]);
+        assert_eq!((split.stages[0].bytes, split.stages[0].kv_bytes, split.stages[0].memory_bytes), (40, 20, 60));
+        assert!(split.stages[0].reason.contains("KV cache"), "{}", split.stages[0].reason);
+        let err = format!("{:#}", plan(&with_kv, &[node("master", 60, 1.0), node("worker", 100, 1.0)]).unwrap_err());
+        assert!(err.contains("KV cache for 4096 tokens") && err.contains("missing"), "{err}");
     }
 
     #[test]
     fn contiguity_that_cannot_fit_is_reported() {
         // Total memory suffices, but no single node can hold a 60-byte layer.
-        let err = plan(&[10, 60], 0, &[node("a", 40, 1.0), node("b", 40, 1.0)]).unwrap_err();
+        let err = plan(&needs(&[10, 60], 0), &[node("a", 40, 1.0), node("b", 40, 1.0)]).unwrap_err();
         assert!(format!("{err:#}").contains("contiguous"), "{err:#}");
     }
 
@@ -331,7 +415,7 @@ mod tests {
         // Brute force over all splits of 7 layers between 3 nodes (the master keeps layer 0).
         let layers = [5u64, 9, 2, 7, 3, 8, 4];
         let nodes = [node("a", 20, 2.0), node("b", 30, 1.0), node("c", 25, 1.5)];
-        let plan = plan(&layers, 0, &nodes).unwrap();
+        let plan = plan(&needs(&layers, 0), &nodes).unwrap();
         let mut best = f64::INFINITY;
         for i in 1..=7 {
             for j in i..=7 {
@@ -352,14 +436,14 @@ mod tests {
     #[test]
     fn claims_of_endless_memory_do_not_overflow_the_plan() {
         let nodes = [node("master", 1000, 1.0), node("boaster", u64::MAX, 1.0), node("other", u64::MAX, 1.0)];
-        let plan = plan(&[10; 8], 5, &nodes).unwrap();
+        let plan = plan(&needs(&[10; 8], 5), &nodes).unwrap();
         assert_eq!(ranges(&plan).last().unwrap().end, 8);
     }
 
     #[test]
     fn fixed_layers_are_kept_and_the_rest_is_shared() {
         let nodes = [node("master", 1000, 1.0), node("fixed", 1000, 1.0), node("free", 1000, 1.0)];
-        let (plan, order) = plan_with_fixed(&[10; 12], 0, &nodes, &[None, Some(8..12), None]).unwrap();
+        let (plan, order) = plan_with_fixed(&needs(&[10; 12], 0), &nodes, &[None, Some(8..12), None]).unwrap();
         assert_eq!(ranges(&plan), vec![0..4, 4..8, 8..12]);
         assert_eq!(order, vec![0, 2, 1]);
         assert!(plan.stages[2].reason.contains("topology"), "{}", plan.stages[2].reason);
@@ -368,17 +452,19 @@ mod tests {
     #[test]
     fn the_master_keeps_the_first_layer_however_fast_the_workers_are() {
         let nodes = [node("master", 1000, 0.001), node("fast", 1000, 1e12)];
-        let plan = plan(&[10; 4], 5, &nodes).unwrap();
+        let plan = plan(&needs(&[10; 4], 5), &nodes).unwrap();
         assert_eq!(ranges(&plan), vec![0..1, 1..4]);
-        let err =
-            format!("{:#}", super::plan(&[10; 4], 5, &[node("master", 14, 1.0), node("big", 1000, 1.0)]).unwrap_err());
+        let err = format!(
+            "{:#}",
+            super::plan(&needs(&[10; 4], 5), &[node("master", 14, 1.0), node("big", 1000, 1.0)]).unwrap_err()
+        );
         assert!(err.contains("the first layer"), "{err}");
     }
 
     #[test]
     fn a_topology_giving_layer_zero_to_a_worker_is_refused() {
         let nodes = [node("master", 1000, 1.0), node("first", 1000, 1.0), node("free", 1000, 1.0)];
-        let err = format!("{:#}", plan_with_fixed(&[10; 6], 5, &nodes, &[None, Some(0..2), None]).unwrap_err());
+        let err = format!("{:#}", plan_with_fixed(&needs(&[10; 6], 5), &nodes, &[None, Some(0..2), None]).unwrap_err());
         assert!(err.contains("gives layer 0 to first") && err.contains("stays on the master"), "{err}");
     }
 
@@ -391,7 +477,7 @@ mod tests {
             (vec![None, Some(1..2), Some(10..13)], "do not exist"),
             (vec![None, Some(1..2), Some(2..6)], "has only"),
         ] {
-            let err = format!("{:#}", plan_with_fixed(&[10; 12], 0, &nodes, &fixed).unwrap_err());
+            let err = format!("{:#}", plan_with_fixed(&needs(&[10; 12], 0), &nodes, &fixed).unwrap_err());
             assert!(err.contains(expected), "{fixed:?}: {err}");
         }
     }

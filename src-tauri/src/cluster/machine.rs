@@ -1,11 +1,18 @@
 //! What this machine can offer the cluster: OS, CPU, devices, memory for
-//! weights, and a quick estimate of how fast it streams weights.
+//! a model's share, and a quick estimate of how fast it streams weights.
 
 use super::protocol::WorkerInfo;
 use std::time::Instant;
 
+/// Bytes a model's share may take when no limit is set: nine tenths of
+/// the memory available, a tenth left to the system and other programs.
+pub fn usable_memory_bytes() -> u64 {
+    let available = available_memory_bytes();
+    available - available / 10
+}
+
 /// Bytes of memory the OS reports as available (Linux `MemAvailable`).
-pub fn available_memory_bytes() -> u64 {
+fn available_memory_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
@@ -50,7 +57,7 @@ pub fn describe(name: &str, memory_limit: Option<u64>) -> WorkerInfo {
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         cpu: cpu_name(),
         devices: vec!["cpu".into()],
-        memory_bytes: memory_limit.unwrap_or_else(available_memory_bytes),
+        memory_bytes: memory_limit.unwrap_or_else(usable_memory_bytes),
         bytes_per_second: measure_bytes_per_second(),
     }
 }

@@ -15,6 +15,7 @@ use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
+use crate::models::memory_needs::MemoryNeeds;
 use crate::models::sources::selection::TensorSelection;
 use crate::text::model::{RemoteStage, TextModel};
 use anyhow::{Context, Result};
@@ -66,7 +67,7 @@ pub fn load_distributed<M>(
 ) -> Result<(M, Plan)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
     let checkpoint = Checkpoint::open(&path)?;
-    let (layer_bytes, other_bytes) = checkpoint.layer_bytes()?;
+    let needs = MemoryNeeds::of(&checkpoint, options)?;
     let mut nodes = vec![NodeCapacity {
         name: me.name.clone(),
         memory_bytes: me.memory_bytes,
@@ -84,13 +85,13 @@ pub fn load_distributed<M>(
         });
         fixed.push(planned.fixed_layers.clone());
     }
-    let (plan, order) = plan_with_fixed(&layer_bytes, other_bytes, &nodes, &fixed)?;
+    let (plan, order) = plan_with_fixed(&needs, &nodes, &fixed)?;
     let mut by_node: Vec<Option<Arc<RemoteWorker>>> =
         std::iter::once(None).chain(workers.into_iter().map(|p| Some(Arc::new(p.worker)))).collect();
     let stage_workers: Vec<Option<Arc<RemoteWorker>>> = order.iter().map(|&i| by_node[i].take()).collect();
     if let Some(monitor) = monitor {
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        monitor.begin_run(&name, layer_bytes.len(), plan.clone(), stage_workers.clone());
+        monitor.begin_run(&name, needs.layer_weights.len(), plan.clone(), stage_workers.clone());
     }
     let dtype = match options.dtype {
         Some(dtype) => Some(ComputeDtype::of(dtype).with_context(|| format!("workers cannot compute in {dtype:?}"))?),
@@ -126,7 +127,7 @@ pub fn load_distributed<M>(
             on_progress((part + sent as f64 / total.max(1) as f64) / parts as f64, &message);
         };
         let sent = worker
-            .load(&path, &manifest, stage.layers.clone(), dtype, &mut on_sent)
+            .load(&path, &manifest, stage.layers.clone(), dtype, plan.context_length, &mut on_sent)
             .with_context(|| format!("worker {} could not load layers {:?}", worker.info.name, stage.layers))?;
         tracing::info!(
             "worker {}: layers {:?} ready ({sent} bytes of weights sent, {} needed)",
@@ -169,7 +170,7 @@ pub struct ClusterSettings {
     pub topology: Option<Topology>,
     pub mdns: MdnsScope,
     pub discovery_timeout: Duration,
-    /// Bytes of weights this machine may hold (default: its available memory).
+    /// Bytes of memory this machine may give the model (default: nine tenths of its available memory).
     pub master_memory: Option<u64>,
     /// Where the cluster view reads what the master sees.
     pub monitor: Arc<ClusterMonitor>,

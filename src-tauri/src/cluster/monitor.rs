@@ -207,6 +207,8 @@ fn run_snapshot(run: &Run) -> Value {
                 "address": worker.as_ref().map(|w| w.address.clone()),
                 "layers": [stage.layers.start, stage.layers.end],
                 "bytes": stage.bytes,
+                "kv_bytes": stage.kv_bytes,
+                "memory_bytes": stage.memory_bytes,
                 "seconds_per_token": stage.seconds_per_token,
                 "reason": stage.reason,
                 "compute_share": if total_busy == 0 { 0.0 } else { *busy as f64 / total_busy as f64 },
@@ -224,6 +226,7 @@ fn run_snapshot(run: &Run) -> Value {
     json!({
         "model_name": run.model_name,
         "total_layers": run.total_layers,
+        "context_length": run.plan.context_length,
         "ready": run.local_nanos.is_some(),
         "stages": stages,
     })

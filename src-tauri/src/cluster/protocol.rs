@@ -17,9 +17,10 @@ use serde::{Deserialize, Serialize};
 pub enum Request {
     /// Describe yourself.
     Info,
-    /// Load layers `start..end` of the model the manifest describes; the
-    /// worker answers `NeedChunks` until it has all its bytes.
-    Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<ComputeDtype> },
+    /// Load layers `start..end` of the model the manifest describes, for
+    /// conversations of up to `context_length` tokens; the worker answers
+    /// `NeedChunks` until it has all its bytes.
+    Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<ComputeDtype>, context_length: usize },
     /// One chunk of weights (payload: LZ4 with the size prepended).
     Chunk { manifest_key: String, chunk: ChunkRef, sha256: String },
     /// Run the loaded layers on hidden states (payload, f32) of `shape`,
@@ -38,7 +39,8 @@ pub struct WorkerInfo {
     pub os: String,
     pub cpu: String,
     pub devices: Vec<String>,
-    /// Bytes of weights it can hold.
+    /// Bytes of memory it can give a model's layers (weights, caches,
+    /// working memory).
     pub memory_bytes: u64,
     /// Estimated weight bytes processed per second.
     pub bytes_per_second: f64,
@@ -57,12 +59,15 @@ pub enum Response {
     NeedChunks {
         chunks: Vec<ChunkRef>,
     },
-    /// Hidden states (payload, f32) of `shape`, and how long the worker's
-    /// layers took (nanoseconds; the rest of a round trip is transport).
+    /// Hidden states (payload, f32) of `shape`, how long the worker's
+    /// layers took (nanoseconds; the rest of a round trip is transport),
+    /// and the bytes the sequence's KV cache holds there.
     Hidden {
         shape: Vec<usize>,
         #[serde(default)]
         compute_nanos: u64,
+        #[serde(default)]
+        kv_bytes: u64,
     },
     Done,
     Error {

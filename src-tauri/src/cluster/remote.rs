@@ -56,6 +56,8 @@ pub struct WorkerStats {
     /// Weight bytes sent so far for the current load, and how many it needs.
     pub weights_sent: AtomicU64,
     pub weights_to_send: AtomicU64,
+    /// The most bytes a sequence's KV cache has held on the worker, as it says.
+    pub kv_bytes: AtomicU64,
     /// Set once the connection failed; the reason is in `lost_reason`.
     pub lost: AtomicBool,
     pub lost_reason: Mutex<Option<String>>,
@@ -215,18 +217,21 @@ impl RemoteWorker {
         Ok((response, payload.to_vec()))
     }
 
-    /// Has the worker load layers `start..end` of the model at `model`,
-    /// first sending it whatever bytes of them it lacks, calling
-    /// `on_sent(sent, to_send)` as chunks go. Returns the weight bytes sent.
+    /// Has the worker load layers `start..end` of the model at `model` for
+    /// conversations of up to `context_length` tokens, first sending it
+    /// whatever bytes of them it lacks, calling `on_sent(sent, to_send)` as
+    /// chunks go. Returns the weight bytes sent.
     pub fn load(
         &self,
         model: &Path,
         manifest: &ModelManifest,
         layers: std::ops::Range<usize>,
         dtype: Option<ComputeDtype>,
+        context_length: usize,
         on_sent: &mut dyn FnMut(u64, u64),
     ) -> Result<u64> {
-        let request = Request::Load { manifest: manifest.clone(), start: layers.start, end: layers.end, dtype };
+        let (start, end) = (layers.start, layers.end);
+        let request = Request::Load { manifest: manifest.clone(), start, end, dtype, context_length };
         let mut sent = 0u64;
         // One round normally; a second if a worker lost a chunk (say, its disk filled).
         for _round in 0..3 {
@@ -271,7 +276,8 @@ impl RemoteWorker {
             self.stats.single_position_nanos.fetch_add(round_trip, Ordering::Relaxed);
         }
         match answer {
-            (Response::Hidden { shape, compute_nanos }, payload) => {
+            (Response::Hidden { shape, compute_nanos, kv_bytes }, payload) => {
+                self.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
                 if shape != hidden.dims() {
                     bail!("worker {} answered hidden states of shape {shape:?} to {:?}", self.address, hidden.dims());
                 }
@@ -346,6 +352,7 @@ impl RemoteLayers for RemoteWorker {
             compute_nanos: load(&self.stats.compute_nanos),
             bytes_sent: load(&self.stats.bytes_sent),
             bytes_received: load(&self.stats.bytes_received),
+            kv_bytes: load(&self.stats.kv_bytes),
         }
     }
 }

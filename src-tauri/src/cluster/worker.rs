@@ -284,7 +284,9 @@ impl State<'_> {
         Ok(match request {
             Request::Info => (Response::Info(self.info.clone()), Vec::new()),
             Request::Heartbeat => (Response::Done, Vec::new()),
-            Request::Load { manifest, start, end, dtype } => (self.load(manifest, start..end, dtype)?, Vec::new()),
+            Request::Load { manifest, start, end, dtype, context_length } => {
+                (self.load(manifest, start..end, dtype, context_length)?, Vec::new())
+            }
             Request::Chunk { manifest_key, chunk, sha256 } => {
                 self.store_chunk(&manifest_key, chunk, &sha256, payload)?;
                 (Response::Done, Vec::new())
@@ -297,9 +299,16 @@ impl State<'_> {
         })
     }
 
-    /// Loads `layers` of the manifest's model, or answers which chunks of
-    /// its weights are still missing.
-    fn load(&mut self, manifest: ModelManifest, layers: Range<usize>, dtype: Option<ComputeDtype>) -> Result<Response> {
+    /// Loads `layers` of the manifest's model for conversations of up to
+    /// `context_length` tokens, or answers which chunks of its weights are
+    /// still missing.
+    fn load(
+        &mut self,
+        manifest: ModelManifest,
+        layers: Range<usize>,
+        dtype: Option<ComputeDtype>,
+        context_length: usize,
+    ) -> Result<Response> {
         manifest.validate()?;
         *self.stage = None;
         self.caches.clear();
@@ -324,7 +333,8 @@ impl State<'_> {
         let path = self.weights.model_path(&manifest);
         *self.manifest = Some(manifest);
         let checkpoint = Checkpoint::open(&path)?;
-        let options = LoadOptions { dtype: dtype.map(DType::from), ..Default::default() };
+        let options =
+            LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), ..Default::default() };
         let selection = TensorSelection { layers, embedding: false, head: false };
         *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
         tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
@@ -360,15 +370,15 @@ impl State<'_> {
         let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
         let started = std::time::Instant::now();
         let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
-        let config = &decoder.config;
-        check_hidden_shape(shape, config.hidden_size, cached, config.max_position_embeddings)?;
+        check_hidden_shape(shape, decoder.config.hidden_size, cached, decoder.context_length())?;
         let hidden = tensor_from_bytes(shape, payload, decoder.device())?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
         let out = decoder.forward_layers(&hidden, cache)?;
         self.report.update(|v| v.forwards += 1);
+        let kv_bytes = cache.allocated_bytes();
         let (shape, bytes) = tensor_to_bytes(&out)?;
         let compute_nanos = started.elapsed().as_nanos() as u64;
-        Ok((Response::Hidden { shape, compute_nanos }, bytes))
+        Ok((Response::Hidden { shape, compute_nanos, kv_bytes }, bytes))
     }
 }
 

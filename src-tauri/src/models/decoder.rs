@@ -7,6 +7,7 @@
 //! stages through [`Decoder::forward_layers`].
 
 use super::config::{ModelConfig, NormPlacement, TokenMixer};
+use super::context::kv_positions;
 use super::kernel_census::KernelUse;
 use super::nn::attention::Attention;
 use super::nn::gated_delta_net::GatedDeltaNet;
@@ -220,6 +221,8 @@ pub struct Decoder {
     pub kernels: Vec<KernelUse>,
     /// What new caches keep f32 keys and values in.
     kv_precision: KvPrecision,
+    /// Tokens a sequence may hold; caches never grow beyond it.
+    context_length: usize,
 }
 
 impl Decoder {
@@ -229,6 +232,7 @@ impl Decoder {
         config: ModelConfig,
         weights: &Weights,
         selection: TensorSelection,
+        context_length: usize,
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let n = config.num_hidden_layers();
@@ -280,6 +284,7 @@ impl Decoder {
             kv_precision: KvPrecision::for_weights(
                 weights.policy.keep_quantized && weights.census.any_ggml_below_f32(),
             ),
+            context_length,
         })
     }
 
@@ -303,7 +308,14 @@ impl Decoder {
 
     /// A fresh cache for the layers this decoder holds.
     pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.layers.len(), self.kv_precision)
+        let layers = &self.config.layers[self.selection.layers.clone()];
+        let positions = layers.iter().map(|layer| kv_positions(layer, self.context_length));
+        KvCache::bounded(self.kv_precision, positions.collect())
+    }
+
+    /// Tokens a sequence may hold (prompt and reply).
+    pub fn context_length(&self) -> usize {
+        self.context_length
     }
 
     pub fn device(&self) -> &Device {

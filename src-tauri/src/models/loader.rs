@@ -22,11 +22,14 @@ pub struct LoadOptions {
     /// stores (GGUF quantized weights stay quantized, activations in f32).
     pub dtype: Option<DType>,
     pub device: Device,
+    /// Tokens a conversation may hold (prompt and reply); `None` for the
+    /// model's own length up to [`super::context::DEFAULT_CONTEXT_LENGTH`].
+    pub context_length: Option<usize>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { dtype: None, device: Device::Cpu }
+        Self { dtype: None, device: Device::Cpu, context_length: None }
     }
 }
 
@@ -232,6 +235,21 @@ impl Checkpoint {
         Ok((layers, other))
     }
 
+    /// The float dtype a folder's tensors are stored in (and computed in
+    /// unless another is chosen); f32 for a GGUF file.
+    pub fn stored_float_dtype(&self) -> Result<DType> {
+        match self {
+            Self::Folder { dir, layout, config } => {
+                let selection = TensorSelection::all(config.num_hidden_layers());
+                let store = layout.view(SafetensorsFolder::open(dir, |name| {
+                    layout.wants(name, &selection, config.tie_word_embeddings)
+                })?);
+                stored_float_dtype(store.as_ref())
+            }
+            Self::Gguf { .. } => Ok(DType::F32),
+        }
+    }
+
     /// Loads the tensors `selection` names (all of them when `None`).
     pub fn load_decoder(&self, selection: Option<TensorSelection>, options: &LoadOptions) -> Result<Decoder> {
         self.load_decoder_with_progress(selection, options, &mut |_, _| {})
@@ -245,6 +263,7 @@ impl Checkpoint {
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Decoder> {
         let config = self.config().clone();
+        let context_length = super::context::context_length(&config, options.context_length)?;
         let selection = selection.unwrap_or_else(|| TensorSelection::all(config.num_hidden_layers()));
         let weights = match self {
             Self::Folder { dir, layout, .. } => {
@@ -268,7 +287,7 @@ impl Checkpoint {
                 Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config)), policy, options.device.clone())
             }
         };
-        Decoder::load(config, &weights, selection, on_layer)
+        Decoder::load(config, &weights, selection, context_length, on_layer)
     }
 }
 

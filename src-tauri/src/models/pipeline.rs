@@ -35,6 +35,8 @@ pub struct StageTimings {
     pub compute_nanos: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// The most bytes a sequence's KV cache has held there.
+    pub kv_bytes: u64,
 }
 
 /// Layers that run on another machine, after the local ones.

@@ -8,10 +8,11 @@
 //! stop string, the token budget, or the model's context length.
 
 use super::detokenizer::Detokenizer;
-use super::model::{TextModel, PREFILL_CHUNK};
+use super::model::TextModel;
 use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::{StopCheck, StopStrings};
+use crate::models::context::PREFILL_CHUNK;
 use crate::models::decoder::LogitsFor;
 use crate::models::pipeline::Session;
 use anyhow::{bail, Result};
@@ -107,10 +108,10 @@ pub struct Generation {
     pub cached_prompt_tokens: usize,
 }
 
-/// The tokens `request` may hold on `model`: the model's context length,
-/// or the request's smaller limit.
+/// The tokens `request` may hold on `model`: the context it was loaded
+/// with, or the request's smaller limit.
 pub fn context_length(model: &TextModel, request: &GenerationRequest) -> usize {
-    let own = model.decoder().config.max_position_embeddings;
+    let own = model.decoder().context_length();
     request.context_limit.map_or(own, |limit| limit.min(own))
 }
 

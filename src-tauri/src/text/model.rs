@@ -7,6 +7,7 @@
 use super::chat_template::ChatTemplate;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
+use crate::models::context::PREFILL_CHUNK;
 use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
 pub use crate::models::loader::LoadOptions;
@@ -143,10 +144,6 @@ impl TextModel {
         )
     }
 }
-
-/// Most prompt tokens run through the layers at once (llama.cpp's default
-/// batch is the same).
-pub const PREFILL_CHUNK: usize = 512;
 
 /// What a checkpoint says about its text besides the weights.
 struct TextSide {

@@ -23,7 +23,7 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
     if tokens.len() < 2 {
         bail!("perplexity needs at least two tokens, got {}", tokens.len());
     }
-    let context = model.decoder().config.max_position_embeddings;
+    let context = model.decoder().context_length();
     if tokens.len() > context {
         bail!("the text has {} tokens but the model's context length is {context}", tokens.len());
     }

@@ -225,6 +225,8 @@ export interface ClusterSettingsUpdate {
   discovery_timeout_s?: number;
   /** Workers added by address (`host:port`), tried beside those mDNS finds. */
   worker_addresses?: string[];
+  /** Tokens a conversation may hold; 0 for the model's own (up to 8 192). */
+  context_length?: number;
 }
 
 export type ClusterKeyStorage = "keyring" | "file";
@@ -244,6 +246,8 @@ export interface ClusterSettings {
   mdns_interfaces: string[];
   discovery_timeout_s: number;
   worker_addresses: string[];
+  /** 0: the model's own context, up to 8 192 tokens. */
+  context_length: number;
 }
 
 export type ClusterRole = "off" | "master" | "worker";
@@ -295,6 +299,10 @@ export interface ClusterStage {
   layers: [number, number];
   /** Weight bytes it holds. */
   bytes: number;
+  /** Bytes its layers' KV caches take at full context. */
+  kv_bytes: number;
+  /** All the memory planned for it: weights, caches, working memory, margin. */
+  memory_bytes: number;
   /** The planner's estimate. */
   seconds_per_token: number;
   /** Why it got these layers. */
@@ -320,6 +328,8 @@ export interface ClusterStage {
 export interface ClusterRun {
   model_name: string;
   total_layers: number;
+  /** Tokens a conversation may hold: what the caches are planned for. */
+  context_length: number;
   /** False while weights are still being sent. */
   ready: boolean;
   /** Pipeline order; this machine first. */

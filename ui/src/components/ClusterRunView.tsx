@@ -17,7 +17,8 @@ export function ClusterRunView({ run }: { run: ClusterRun }) {
           {run.model_name}
         </h2>
         <span class="muted small">
-          {run.total_layers} layers over {machines} {machines === 1 ? "machine" : "machines"}
+          {run.total_layers} layers over {machines} {machines === 1 ? "machine" : "machines"}, a context of{" "}
+          {run.context_length} tokens
         </span>
         {!run.ready ? (
           <span class="badge run-loading" data-testid="cluster-run-loading" aria-live="polite">

@@ -5,7 +5,9 @@
 import { useState } from "preact/hooks";
 import type { ClusterSettings } from "../api/types";
 import {
+  MAX_CONTEXT_TOKENS,
   MAX_DISCOVERY_SECONDS,
+  MIN_CONTEXT_TOKENS,
   formFromSettings,
   isEmptyUpdate,
   keyDescription,
@@ -215,6 +217,23 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
           onInput={(event) => edit({ discovery_timeout_s: event.currentTarget.value })}
         />
         <span class="field-hint">how long to listen for workers, 0 to {MAX_DISCOVERY_SECONDS}</span>
+      </label>
+
+      <label class="field">
+        <span class="field-label">Context length (tokens)</span>
+        <input
+          type="number"
+          data-testid="cluster-context-length"
+          value={form.context_length}
+          min={MIN_CONTEXT_TOKENS}
+          max={MAX_CONTEXT_TOKENS}
+          step={1}
+          placeholder="the model's own, up to 8192"
+          onInput={(event) => edit({ context_length: event.currentTarget.value })}
+        />
+        <span class="field-hint">
+          what a conversation may hold; KV caches and cluster plans are sized for it (the model reloads)
+        </span>
       </label>
 
       <label class="field">

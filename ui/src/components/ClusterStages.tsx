@@ -28,7 +28,7 @@ export function ClusterStages({ run, colours }: Props) {
           <tr>
             <th scope="col">Machine</th>
             <th scope="col">Layers</th>
-            <th scope="col">Weights</th>
+            <th scope="col">Memory</th>
             <th scope="col">Why</th>
             <th scope="col">Compute</th>
             <th scope="col">Sent / received</th>
@@ -59,7 +59,12 @@ export function ClusterStages({ run, colours }: Props) {
                 ) : null}
               </td>
               <td class="numeric">{layerRange(stage.layers)}</td>
-              <td class="numeric">{formatBytes(stage.bytes)}</td>
+              <td class="numeric" data-testid="cluster-stage-memory">
+                {formatBytes(stage.memory_bytes)}
+                <div class="muted small" title="Weights, and the KV cache at the full context">
+                  {formatBytes(stage.bytes)} + {formatBytes(stage.kv_bytes)} KV
+                </div>
+              </td>
               <td class="stage-reason">
                 {stage.reason}
                 {stage.speed_doubt ? (

@@ -143,7 +143,13 @@ export interface ClusterForm {
   discovery_timeout_s: string;
   /** Worker addresses, one per line (or separated by commas or spaces). */
   worker_addresses: string;
+  /** Tokens a conversation may hold; "" or "0" for the model's own. */
+  context_length: string;
 }
+
+/** The shortest and longest context one may choose (as the app checks). */
+export const MIN_CONTEXT_TOKENS = 64;
+export const MAX_CONTEXT_TOKENS = 1 << 20;
 
 /** The form as the settings stand (with an empty key field). */
 export function formFromSettings(settings: ClusterSettings): ClusterForm {
@@ -155,6 +161,7 @@ export function formFromSettings(settings: ClusterSettings): ClusterForm {
     mdns_interfaces: settings.mdns_interfaces.join(", "),
     discovery_timeout_s: String(settings.discovery_timeout_s),
     worker_addresses: settings.worker_addresses.join("\n"),
+    context_length: settings.context_length > 0 ? String(settings.context_length) : "",
   };
 }
 
@@ -226,6 +233,16 @@ export function settingsChanges(settings: ClusterSettings, form: ClusterForm): S
     problems.push(`"${badAddress}" is not a worker address: write host:port, e.g. 192.168.1.20:10128.`);
   } else if (!sameList(addresses, settings.worker_addresses)) {
     update.worker_addresses = addresses;
+  }
+
+  const contextText = form.context_length.trim();
+  const tokens = contextText === "" ? 0 : Number(contextText);
+  if (!(tokens === 0 || (Number.isInteger(tokens) && tokens >= MIN_CONTEXT_TOKENS && tokens <= MAX_CONTEXT_TOKENS))) {
+    problems.push(
+      `The context length must be a whole number of tokens from ${MIN_CONTEXT_TOKENS} to ${MAX_CONTEXT_TOKENS}, or empty for the model's own.`,
+    );
+  } else if (tokens !== settings.context_length) {
+    update.context_length = tokens;
   }
 
   return { update, problem: problems.length > 0 ? problems.join(" ") : null };

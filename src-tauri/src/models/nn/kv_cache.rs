@@ -66,13 +66,22 @@ pub enum CacheView<'a> {
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
 /// A sliding-window layer keeps only the positions its window can still
 /// see; `dropped` counts those it let go.
-#[derive(Default)]
 pub struct LayerCache {
     kv: Option<KvBuffers>,
     dropped: usize,
     /// A linear-attention layer's state instead of keys and values.
     pub recurrent: Option<RecurrentState>,
     precision: KvPrecision,
+    /// Most positions the buffers get room for (the context's, or a
+    /// sliding window's): growth stops there, so a cache never holds more
+    /// than its plan counted.
+    max_positions: usize,
+}
+
+impl Default for LayerCache {
+    fn default() -> Self {
+        Self { kv: None, dropped: 0, recurrent: None, precision: KvPrecision::default(), max_positions: usize::MAX }
+    }
 }
 
 /// What a Gated DeltaNet layer carries from one step to the next.
@@ -102,9 +111,10 @@ struct KvBuffers {
 const FIRST_CAPACITY: usize = 64;
 
 /// The capacity given to buffers that must hold `positions`: a quarter
-/// more, in whole blocks of 64 positions.
-fn room_for(positions: usize) -> usize {
-    (positions + positions / 4).max(FIRST_CAPACITY).next_multiple_of(64)
+/// more, in whole blocks of 64 positions, but not beyond `max_positions`
+/// unless `positions` itself is.
+fn room_for(positions: usize, max_positions: usize) -> usize {
+    (positions + positions / 4).max(FIRST_CAPACITY).next_multiple_of(64).min(max_positions).max(positions)
 }
 
 impl KvBuffers {
@@ -147,12 +157,13 @@ impl LayerCache {
         let buffers = match self.kv.take() {
             None => {
                 let dtype = self.precision.stored_dtype(k.dtype(), k.device());
-                KvBuffers::holding(k, v, 0, room_for(new), dtype)?
+                KvBuffers::holding(k, v, 0, room_for(new, self.max_positions), dtype)?
             }
             Some(buffers) if buffers.stored + new > buffers.capacity() => {
                 let (keys, values) = buffers.filled()?;
                 let dtype = keys.dtype();
-                let mut grown = KvBuffers::holding(&keys, &values, 0, room_for(buffers.stored + new), dtype)?;
+                let room = room_for(buffers.stored + new, self.max_positions);
+                let mut grown = KvBuffers::holding(&keys, &values, 0, room, dtype)?;
                 grown.append(k, v)?;
                 grown
             }
@@ -237,6 +248,17 @@ impl LayerCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Bytes this layer's buffers (or recurrent state) hold, room included.
+    pub fn allocated_bytes(&self) -> u64 {
+        let kv = self.kv.as_ref().map_or(0, |b| {
+            [&b.keys, &b.values].iter().map(|t| (t.elem_count() * t.dtype().size_in_bytes()) as u64).sum()
+        });
+        let recurrent = self.recurrent.as_ref().map_or(0, |r| {
+            (r.state.len() * 4 + r.conv_history.elem_count() * r.conv_history.dtype().size_in_bytes()) as u64
+        });
+        kv + recurrent
+    }
 }
 
 /// The caches of the layers one model (or one cluster stage) runs.
@@ -247,7 +269,18 @@ pub struct KvCache {
 impl KvCache {
     /// Caches for `num_layers` layers keeping f32 keys and values in `precision`.
     pub fn new(num_layers: usize, precision: KvPrecision) -> Self {
-        Self { layers: (0..num_layers).map(|_| LayerCache { precision, ..LayerCache::default() }).collect() }
+        Self::bounded(precision, vec![usize::MAX; num_layers])
+    }
+
+    /// Caches for layers that hold at most `max_positions[i]` positions each.
+    pub fn bounded(precision: KvPrecision, max_positions: Vec<usize>) -> Self {
+        let layer = |max_positions| LayerCache { precision, max_positions, ..LayerCache::default() };
+        Self { layers: max_positions.into_iter().map(layer).collect() }
+    }
+
+    /// Bytes all layers' buffers hold.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.layers.iter().map(LayerCache::allocated_bytes).sum()
     }
 
     /// Positions already processed.
@@ -270,7 +303,8 @@ impl KvCache {
     /// Forgets everything (a new conversation).
     pub fn clear(&mut self) {
         for layer in &mut self.layers {
-            *layer = LayerCache { precision: layer.precision, ..LayerCache::default() };
+            *layer =
+                LayerCache { precision: layer.precision, max_positions: layer.max_positions, ..LayerCache::default() };
         }
     }
 }
@@ -308,6 +342,24 @@ mod tests {
         cache.clear();
         cache.layers[0].append(&step(1, 0.0), &step(1, 0.0)).unwrap();
         assert_eq!(view_kind(&cache.layers[0]), Some("f16"), "a cleared cache keeps its precision");
+    }
+
+    /// A bounded cache grows by a quarter until its bound, then holds
+    /// exactly the bound's room: the bytes a plan counts for it.
+    #[test]
+    fn a_bounded_cache_never_takes_more_room_than_its_context() {
+        let mut cache = KvCache::bounded(KvPrecision::F16, vec![200]);
+        cache.layers[0].append(&step(100, 0.0), &step(100, 0.0)).unwrap();
+        assert_eq!(cache.allocated_bytes(), 2 * 2 * 128 * 4 * 2, "room for 125 positions, in blocks of 64");
+        for _ in 0..100 {
+            cache.layers[0].append(&step(1, 0.0), &step(1, 0.0)).unwrap();
+        }
+        assert_eq!(cache.layers[0].len(), 200);
+        assert_eq!(cache.allocated_bytes(), 2 * 2 * 200 * 4 * 2, "keys and values of 2 heads × 4, f16");
+        cache.clear();
+        cache.layers[0].append(&step(150, 0.0), &step(150, 0.0)).unwrap();
+        cache.layers[0].append(&step(50, 0.0), &step(50, 0.0)).unwrap();
+        assert_eq!(cache.allocated_bytes(), 2 * 2 * 200 * 4 * 2, "the bound outlives clearing");
     }
 
     #[test]

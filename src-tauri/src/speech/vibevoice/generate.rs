@@ -129,7 +129,7 @@ impl VibeVoice {
         let allowed = [tokens.start, tokens.end, tokens.diffusion, tokens.eos];
         let solver = DpmSolver::new(settings.steps)?;
         let prompt_len = prompt.input_ids.len();
-        let context = lm.config.max_position_embeddings;
+        let context = lm.context_length();
         if prompt_len >= context {
             bail!("the prompt has {prompt_len} tokens but the model's context length is {context}");
         }

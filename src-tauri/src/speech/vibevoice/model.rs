@@ -63,7 +63,7 @@ impl VibeVoice {
     ) -> Result<Self> {
         let config = VibeVoiceConfig::from_dir(dir)?;
         let tokenizer = TextTokenizer::from_folder(&tokenizer_dir(dir, &crate::files::hf_cache::cache_dir())?)?;
-        let options = LoadOptions { dtype: Some(dtype), device: Device::Cpu };
+        let options = LoadOptions { dtype: Some(dtype), ..Default::default() };
         let decoder = checkpoint
             .load_decoder_with_progress(Some(selection), &options, on_layer)
             .context("loading the language model")?;
@@ -78,7 +78,7 @@ impl VibeVoice {
     /// Loads the checkpoint in `dir` with the language model's layers spread
     /// over this machine and `cluster`'s workers (as a text model's are).
     pub fn load_over(cluster: &ClusterSettings, dir: &Path, dtype: DType, on_progress: LoadProgress) -> Result<Self> {
-        let options = LoadOptions { dtype: Some(dtype), device: Device::Cpu };
+        let options = LoadOptions { dtype: Some(dtype), ..Default::default() };
         cluster.load_with(dir, &options, &[], on_progress, |part| {
             let model =
                 Self::load_part(dir, part.checkpoint, dtype, part.selection, part.remote_stages, part.on_layer)?;
@@ -106,8 +106,8 @@ impl VibeVoice {
             policy,
             Device::Cpu,
         );
-        let layers = lm_config.num_hidden_layers();
-        let decoder = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), &mut |_, _| {})
+        let (layers, context) = (lm_config.num_hidden_layers(), lm_config.max_position_embeddings);
+        let decoder = Decoder::load(lm_config, &lm_weights, TensorSelection::all(layers), context, &mut |_, _| {})
             .context("loading the language model")?;
         Self::assemble(config, tokenizer, store, LayerPipeline::local(decoder), dtype)
     }

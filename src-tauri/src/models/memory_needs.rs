@@ -1,0 +1,144 @@
+//! What a model needs in memory for a chosen context length: its weights,
+//! the keys and values (or recurrent state) each layer keeps, and the
+//! working memory of a forward pass. A cluster's plan counts all of them,
+//! so that a machine given layers can also hold their cache at full context.
+
+use super::config::{LayerAttention, ModelConfig, TokenMixer};
+use super::context::{context_length, kv_positions, PREFILL_CHUNK};
+use super::loader::{Checkpoint, LoadOptions};
+use super::nn::kv_cache::KvPrecision;
+use crate::formats::gguf_header::GgmlType;
+use anyhow::Result;
+use candle_core::DType;
+use serde::Serialize;
+use std::ops::Range;
+
+/// Each machine's share is planned this much larger than its estimate
+/// (allocator slack, buffers the estimate does not name).
+const SAFETY_MARGIN: f64 = 0.05;
+
+/// The memory a model needs, part by part, for one conversation at full context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryNeeds {
+    /// Tokens the model runs in (prompt and reply together).
+    pub context_length: usize,
+    /// Per layer: bytes of weights, as stored.
+    pub layer_weights: Vec<u64>,
+    /// Per layer: bytes of keys and values (or recurrent state) at full context.
+    pub layer_kv: Vec<u64>,
+    /// Embedding, final norm and head: held by the master.
+    pub other_weights: u64,
+    /// Working memory of a forward pass on a machine that runs layers.
+    pub activations: u64,
+    /// Each machine's share is planned this fraction larger than its estimate.
+    pub safety_margin: f64,
+}
+
+impl MemoryNeeds {
+    /// The needs of `checkpoint` loaded with `options`, from its header
+    /// only: nothing is loaded.
+    pub fn of(checkpoint: &Checkpoint, options: &LoadOptions) -> Result<Self> {
+        let config = checkpoint.config();
+        let context_length = context_length(config, options.context_length)?;
+        let (layer_weights, other_weights) = checkpoint.layer_bytes()?;
+        let kv_value_bytes = kv_value_bytes(checkpoint, options)?;
+        let layer_kv =
+            config.layers.iter().map(|layer| layer_kv_bytes(config, layer, context_length, kv_value_bytes)).collect();
+        let activations = activation_bytes(config, context_length);
+        Ok(Self { context_length, layer_weights, layer_kv, other_weights, activations, safety_margin: SAFETY_MARGIN })
+    }
+
+    /// Bytes a machine needs to run `layers` (and, on the master, the
+    /// embedding and head): weights, caches at full context, working memory,
+    /// and the safety margin. A machine with no layers needs nothing.
+    pub fn machine_bytes(&self, layers: Range<usize>, master: bool) -> u64 {
+        if layers.is_empty() && !master {
+            return 0;
+        }
+        let weights: u64 = self.layer_weights[layers.clone()].iter().sum();
+        let kv: u64 = self.layer_kv[layers].iter().sum();
+        let own = weights + kv + self.activations + if master { self.other_weights } else { 0 };
+        own + (own as f64 * self.safety_margin) as u64
+    }
+}
+
+/// Bytes one cached key or value takes: f16 where the decoder keeps f32
+/// keys and values in f16 (weights in GGML types below f32), else the
+/// compute dtype's size.
+fn kv_value_bytes(checkpoint: &Checkpoint, options: &LoadOptions) -> Result<u64> {
+    let computed = match (options.dtype, checkpoint) {
+        (Some(dtype), _) => dtype,
+        (None, Checkpoint::Gguf { file, .. }) => {
+            let below_f32 =
+                file.header.tensor_infos.values().any(|info| info.dims.len() == 2 && info.ggml_type != GgmlType::F32);
+            return Ok(match KvPrecision::for_weights(below_f32) {
+                KvPrecision::F16 => 2,
+                KvPrecision::F32 => 4,
+            });
+        }
+        (None, Checkpoint::Folder { .. }) => checkpoint.stored_float_dtype()?,
+    };
+    Ok(match computed {
+        DType::F16 | DType::BF16 => 2,
+        DType::F64 => 8,
+        _ => 4,
+    })
+}
+
+/// A layer's cache at full context: keys and values for attention, the
+/// recurrent state (f32) and convolution history for Gated DeltaNet.
+fn layer_kv_bytes(config: &ModelConfig, layer: &LayerAttention, context: usize, value_bytes: u64) -> u64 {
+    match (layer.mixer, &config.gated_delta_net) {
+        (TokenMixer::GatedDeltaNet, Some(net)) => {
+            let state = net.num_value_heads * net.key_head_dim * net.value_head_dim;
+            let channels = 2 * net.num_key_heads * net.key_head_dim + net.num_value_heads * net.value_head_dim;
+            4 * (state + net.conv_kernel.saturating_sub(1) * channels) as u64
+        }
+        _ => {
+            let per_position = 2 * config.num_key_value_heads * config.head_dim;
+            (per_position * kv_positions(layer, context)) as u64 * value_bytes
+        }
+    }
+}
+
+/// Working memory of one forward pass of [`PREFILL_CHUNK`] tokens, in f32:
+/// the hidden states and their norms, the projections, the feed-forward
+/// block's widest temporaries, and (where attention is computed outside
+/// Cake's in-place kernel: sliding windows) the score matrix; twice that,
+/// as a step's inputs and outputs are alive together.
+fn activation_bytes(config: &ModelConfig, context: usize) -> u64 {
+    let hidden = 4 * config.hidden_size;
+    let projections = (2 * config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim;
+    let expert_width = config.moe.as_ref().map_or(0, |moe| moe.experts_per_token * moe.expert_intermediate_size);
+    let feed_forward = 3 * config.intermediate_size.max(expert_width);
+    let per_token = hidden + projections + feed_forward;
+    let windowed = config.layers.iter().filter_map(|l| l.sliding_window).map(|w| w + PREFILL_CHUNK).max();
+    let scores = windowed.map_or(0, |w| 2 * config.num_attention_heads * w.min(context));
+    (2 * 4 * PREFILL_CHUNK * (per_token + scores)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needs(weights: &[u64], kv: &[u64]) -> MemoryNeeds {
+        MemoryNeeds {
+            context_length: 4096,
+            layer_weights: weights.to_vec(),
+            layer_kv: kv.to_vec(),
+            other_weights: 1000,
+            activations: 100,
+            safety_margin: 0.1,
+        }
+    }
+
+    /// A machine's share is its layers' weights and caches, the working
+    /// memory, the master's embedding and head, and the margin.
+    #[test]
+    fn a_share_counts_weights_caches_working_memory_and_the_margin() {
+        let needs = needs(&[200, 200, 200], &[40, 40, 40]);
+        assert_eq!(needs.machine_bytes(1..3, false), 638, "(2 × 240 + 100) × 1.1");
+        assert_eq!(needs.machine_bytes(0..1, true), 1474, "(240 + 100 + 1000) × 1.1");
+        assert_eq!(needs.machine_bytes(2..2, false), 0, "a worker without layers needs nothing");
+    }
+}
