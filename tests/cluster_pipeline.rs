@@ -77,6 +77,56 @@ fn default_model_split_over_three_processes_matches_one_process() {
     assert_eq!(split["text"], single["text"]);
 }
 
+/// Hidden states can cross machines in f16 (`--wire f16`). On the default
+/// model split over master and worker, computed in f32, the per-token NLL
+/// of an English text stays within 1e-3 nats of the same split sending f32.
+/// With its weights kept quantized, activations are rounded to int8 inside
+/// every product, which turns the f16 rounding into per-token noise (about
+/// 0.05 nats, as int8 activations cost against exact arithmetic) with no
+/// shift of the mean; here greedy tokens stay the same, and decoding moves
+/// about half the bytes.
+#[test]
+fn hidden_states_in_half_precision_keep_tokens_and_nll_and_halve_the_bytes() {
+    let model = common::server::default_model_file();
+    let layers = common::layer_count(&model);
+    let text = fixture("english.txt");
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    for dtype in [Some(candle_core::DType::F32), None] {
+        let worker = Worker::start(KEY, "a", Some(share(&model, dtype, layers / 2..layers, false)));
+        let master_memory = share(&model, dtype, 0..layers / 2, true).to_string();
+        let over_the_wire = |command: &[&str], wire: &str| {
+            let mut args = command.to_vec();
+            args.extend(["--model", model.to_str().unwrap(), "--json", "--wire", wire, "--cluster-key", KEY]);
+            args.extend(["--worker", worker.address.as_str(), "--max-memory", master_memory.as_str()]);
+            if dtype.is_some() {
+                args.extend(["--dtype", "f32"]);
+            }
+            cake_json(&args)
+        };
+        let nll =
+            |out: &Value| -> Vec<f64> { out["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect() };
+        let score = ["perplexity", "--file", text.to_str().unwrap()];
+        let (exact, half) = (nll(&over_the_wire(&score, "f32")), nll(&over_the_wire(&score, "f16")));
+        assert!(exact.len() > 100 && exact.len() == half.len(), "{} and {} tokens", exact.len(), half.len());
+        let shift = (mean(&exact) - mean(&half)).abs();
+        let per_token = exact.iter().zip(&half).map(|(a, b)| (a - b).abs()).sum::<f64>() / exact.len() as f64;
+        match dtype {
+            Some(_) => assert!(shift < 1e-3 && per_token < 1e-3, "f32 compute: shift {shift}, per token {per_token}"),
+            None => assert!(shift < 5e-3 && per_token < 0.1, "int8 activations: shift {shift}, per token {per_token}"),
+        }
+        if dtype.is_some() {
+            continue;
+        }
+        let generate =
+            ["run", "--prompt", "The capital of France is", "--max-tokens", "48", "--temperature", "0", "--ignore-eos"];
+        let (exact, half) = (over_the_wire(&generate, "f32"), over_the_wire(&generate, "f16"));
+        assert_eq!(exact["tokens"], half["tokens"]);
+        let bytes = |out: &Value| out["network_bytes"].as_f64().unwrap();
+        let ratio = bytes(&half) / bytes(&exact);
+        assert!((0.45..0.6).contains(&ratio), "f16 moved {ratio:.2} of f32's bytes");
+    }
+}
+
 #[test]
 fn a_master_with_the_wrong_key_is_refused() {
     let a = Worker::start(KEY, "a", None);

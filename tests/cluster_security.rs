@@ -5,7 +5,7 @@
 mod common;
 
 use cake::cluster::cluster_key::ClusterKey;
-use cake::cluster::protocol::{decode, encode, Request, Response, WorkerInfo};
+use cake::cluster::protocol::{decode, encode, Request, Response, WireFormat, WorkerInfo};
 use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
 use cake::cluster::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
 use cake::cluster::weight_transfer::{read_chunk, ChunkRef, ModelManifest, Piece};
@@ -305,7 +305,10 @@ fn a_version_mismatch_names_both_versions() {
     });
     let err = SecureChannel::connect(connect(port), &key("correct horse battery"), "worker-a").err().unwrap();
     let message = format!("{err:#}");
-    assert!(message.contains("worker-a speaks cluster protocol v9, this app v2"), "{message}");
+    assert!(
+        message.contains(&format!("worker-a speaks cluster protocol v9, this app v{PROTOCOL_VERSION}")),
+        "{message}"
+    );
 
     // And a master from the future reaching a worker of today.
     let (port, worker) = worker(key("correct horse battery"));
@@ -315,7 +318,10 @@ fn a_version_mismatch_names_both_versions() {
     future.extend_from_slice(&[2u8; 32]);
     stream.write_all(&future).unwrap();
     let err = worker.join().unwrap().unwrap_err();
-    assert!(format!("{err:#}").contains("speaks cluster protocol v9, this app v2"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains(&format!("speaks cluster protocol v9, this app v{PROTOCOL_VERSION}")),
+        "{err:#}"
+    );
 }
 
 /// A TCP connection to `to` from the loopback address `source`.
@@ -508,7 +514,7 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     assert_refused(ask(&mut channel, &load_for(manifest.clone(), 1 << 40), &[]), "longer than the model's own");
     assert_eq!(ask(&mut channel, &load(manifest.clone()), &[]), Response::Loaded { start: 1, end: 2 });
     let width = checkpoint.config().hidden_size;
-    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape };
+    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape, format: WireFormat::F32 };
     assert_refused(ask(&mut channel, &forward(vec![1, 0, width]), &[]), "positions ≥ 1");
     assert_refused(ask(&mut channel, &forward(vec![1, 400_000, width]), &[]), "context length");
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width + 1]), &[0; 4]), "positions ≥ 1");
@@ -614,15 +620,25 @@ fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
         let (address, _worker) = rogue_worker(move |request, payload| match request {
             Request::Info => (rogue_info(1 << 30, 1e12), vec![]),
             Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
-            Request::Forward { shape, .. } if lie == "nan" => {
+            Request::Forward { shape, format, .. } if lie == "nan" => {
                 let mut body = payload.to_vec();
-                body[..4].copy_from_slice(&f32::NAN.to_le_bytes());
-                (Response::Hidden { shape: shape.clone(), compute_nanos: u64::MAX, kv_bytes: u64::MAX }, body)
+                let nan = match format {
+                    WireFormat::F32 => f32::NAN.to_le_bytes().to_vec(),
+                    WireFormat::F16 => half::f16::NAN.to_le_bytes().to_vec(),
+                };
+                body[..nan.len()].copy_from_slice(&nan);
+                let answer = Response::Hidden {
+                    shape: shape.clone(),
+                    format: *format,
+                    compute_nanos: u64::MAX,
+                    kv_bytes: u64::MAX,
+                };
+                (answer, body)
             }
-            Request::Forward { shape, .. } => {
+            Request::Forward { shape, format, .. } => {
                 let wrong = vec![shape[0], shape[1], shape[2] / 2];
                 (
-                    Response::Hidden { shape: wrong, compute_nanos: 1, kv_bytes: 0 },
+                    Response::Hidden { shape: wrong, format: *format, compute_nanos: 1, kv_bytes: 0 },
                     payload[..payload.len() / 2].to_vec(),
                 )
             }
@@ -643,9 +659,12 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     let (address, _worker) = rogue_worker(|request, payload| match request {
         Request::Info => (rogue_info(1 << 40, 1e12), vec![]),
         Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
-        Request::Forward { shape, .. } => {
+        Request::Forward { shape, format, .. } => {
             thread::sleep(Duration::from_millis(30));
-            (Response::Hidden { shape: shape.clone(), compute_nanos: 1, kv_bytes: 0 }, payload.to_vec())
+            (
+                Response::Hidden { shape: shape.clone(), format: *format, compute_nanos: 1, kv_bytes: 0 },
+                payload.to_vec(),
+            )
         }
         _ => (Response::Done, vec![]),
     });

@@ -39,8 +39,8 @@ pub fn cluster_message(frame: &[u8]) {
                     let _ = unpack_chunk(&manifest, first, "", payload);
                 }
             }
-            Request::Forward { shape, .. } if check_hidden_shape(&shape, 8, 0, 64).is_ok() => {
-                let _ = tensor_from_bytes(&shape, payload, &Device::Cpu);
+            Request::Forward { shape, format, .. } if check_hidden_shape(&shape, 8, 0, 64).is_ok() => {
+                let _ = tensor_from_bytes(&shape, format, payload, &Device::Cpu);
             }
             _ => {}
         }
@@ -50,8 +50,8 @@ pub fn cluster_message(frame: &[u8]) {
             Response::Info(info) => {
                 let _ = plausible(info, "fuzz");
             }
-            Response::Hidden { shape, .. } => {
-                let _ = tensor_from_bytes(&shape, payload, &Device::Cpu);
+            Response::Hidden { shape, format, .. } => {
+                let _ = tensor_from_bytes(&shape, format, payload, &Device::Cpu);
             }
             _ => {}
         }

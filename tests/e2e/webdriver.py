@@ -103,7 +103,10 @@ def wait_for_port(port: int, timeout=30):
 
 
 def click(driver: WebDriver, css: str, timeout=60):
+    """Clicks the element, scrolled into view first as a user would (WebKit's
+    driver does not scroll a panel inside the page to reach it)."""
     element = driver.find(css, timeout)
+    driver.run("document.querySelector(arguments[0]).scrollIntoView({block: 'center'});", css)
     driver.request("POST", driver.s(f"/element/{element}/click"), {})
 
 

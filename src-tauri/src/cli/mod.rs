@@ -12,6 +12,7 @@ mod worker;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::scope_from;
 use crate::cluster::master::ClusterSettings;
+use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
 use crate::models::loader::ComputeDtype;
@@ -100,6 +101,12 @@ pub struct ClusterArgs {
     /// (instead of discovering them; see docs/cluster.md).
     #[arg(long)]
     pub topology: Option<std::path::PathBuf>,
+    /// How hidden states travel between machines: f32 (exact: the same
+    /// tokens as one machine) or f16 (half the bytes; with quantized weights
+    /// it can change greedy tokens; a message with a value beyond f16's
+    /// range goes in f32).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub wire: WireFormat,
 }
 
 impl ClusterArgs {
@@ -115,6 +122,7 @@ impl ClusterArgs {
         );
         settings.workers = self.workers.clone();
         settings.master_memory = self.max_memory;
+        settings.wire_format = self.wire;
         settings.topology = self.topology.as_deref().map(Topology::from_file).transpose()?;
         Ok(Some(settings))
     }

@@ -143,8 +143,10 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
 fn stage_timings(model: &TextModel) -> serde_json::Value {
     use std::sync::atomic::Ordering::Relaxed;
     let seconds = |nanos: u64| nanos as f64 / 1e9;
+    let own = &model.pipeline.decoder.selection.layers;
     let mut stages = vec![serde_json::json!({
         "node": "master",
+        "layers": [own.start, own.end],
         "layers_s": seconds(model.pipeline.local_nanos.load(Relaxed)),
     })];
     for stage in &model.pipeline.remote_stages {

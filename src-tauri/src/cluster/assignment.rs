@@ -52,8 +52,14 @@ pub struct Plan {
     pub context_length: usize,
 }
 
-fn gb(bytes: u64) -> String {
-    format!("{:.2} GB", bytes as f64 / 1e9)
+/// `bytes` for messages: in GB, or in MB below one GB (a small model's
+/// layers would all read "0.00 GB").
+fn amount(bytes: u64) -> String {
+    if bytes >= 1_000_000_000 {
+        format!("{:.2} GB", bytes as f64 / 1e9)
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
 }
 
 impl MemoryNeeds {
@@ -69,10 +75,10 @@ impl MemoryNeeds {
     fn described(&self) -> String {
         format!(
             "weights {}, KV cache for {} tokens {}, working memory {} per machine",
-            gb(self.weights(0..self.layer_weights.len()) + self.other_weights),
+            amount(self.weights(0..self.layer_weights.len()) + self.other_weights),
             self.context_length,
-            gb(self.kv(0..self.layer_kv.len())),
-            gb(self.activations)
+            amount(self.kv(0..self.layer_kv.len())),
+            amount(self.activations)
         )
     }
 
@@ -138,11 +144,11 @@ fn check_capacity(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<()> {
     if needed > available {
         bail!(
             "the model needs at least {} ({}) but the {} machine(s) have {} available: {} missing",
-            gb(needed),
+            amount(needed),
             needs.described(),
             nodes.len(),
-            gb(available),
-            gb(needed - available)
+            amount(available),
+            amount(needed - available)
         );
     }
     let master_minimum = needs.machine_bytes(0..layers.min(1), true);
@@ -152,8 +158,8 @@ fn check_capacity(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<()> {
              but has only {} available",
             nodes[0].name,
             needs.context_length,
-            gb(master_minimum),
-            gb(nodes[0].memory_bytes)
+            amount(master_minimum),
+            amount(nodes[0].memory_bytes)
         );
     }
     Ok(())
@@ -191,8 +197,8 @@ fn best_split(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<(f64, Vec<u
             "the layers cannot be split into contiguous ranges that fit each machine's memory \
              ({}; the largest layer takes {} with its cache; machines offer {})",
             needs.described(),
-            gb((0..layers).map(|l| needs.weights(l..l + 1) + needs.kv(l..l + 1)).max().unwrap_or(0)),
-            nodes.iter().map(|n| format!("{} {}", n.name, gb(n.memory_bytes))).collect::<Vec<_>>().join(", ")
+            amount((0..layers).map(|l| needs.weights(l..l + 1) + needs.kv(l..l + 1)).max().unwrap_or(0)),
+            nodes.iter().map(|n| format!("{} {}", n.name, amount(n.memory_bytes))).collect::<Vec<_>>().join(", ")
         );
     }
     let mut ends = Vec::with_capacity(n);
@@ -221,16 +227,16 @@ fn stage_reason(
     } else if with_next.is_some_and(|next| next > node.memory_bytes) {
         format!(
             "{count} layers ({} with a {} KV cache): as many as fit in its {} of memory",
-            gb(memory),
-            gb(kv),
-            gb(node.memory_bytes)
+            amount(memory),
+            amount(kv),
+            amount(node.memory_bytes)
         )
     } else {
         let seconds = needs.weights(layers) as f64 / node.bytes_per_second;
         format!(
             "{count} layers ({} with a {} KV cache): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
-            gb(memory),
-            gb(kv),
+            amount(memory),
+            amount(kv),
             node.bytes_per_second / 1e9,
             seconds * 1e3
         )
@@ -271,9 +277,9 @@ pub fn plan_with_fixed(
             bail!(
                 "{} is given {} (layers, their KV cache for {} tokens, working memory) but has only {} available",
                 node.name,
-                gb(bytes),
+                amount(bytes),
                 needs.context_length,
-                gb(node.memory_bytes)
+                amount(node.memory_bytes)
             );
         }
     }

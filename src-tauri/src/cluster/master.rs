@@ -10,7 +10,7 @@ use super::cluster_key::ClusterKey;
 use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
-use super::protocol::WorkerInfo;
+use super::protocol::{WireFormat, WorkerInfo};
 use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
@@ -174,6 +174,9 @@ pub struct ClusterSettings {
     pub master_memory: Option<u64>,
     /// Where the cluster view reads what the master sees.
     pub monitor: Arc<ClusterMonitor>,
+    /// How hidden states travel to the workers (default f32: exact; f16
+    /// halves the bytes but can change greedy tokens, see docs/cluster.md).
+    pub wire_format: WireFormat,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -185,6 +188,7 @@ impl std::fmt::Debug for ClusterSettings {
             .field("topology", &self.topology)
             .field("mdns", &self.mdns)
             .field("discovery_timeout", &self.discovery_timeout)
+            .field("wire_format", &self.wire_format)
             .finish_non_exhaustive()
     }
 }
@@ -226,6 +230,7 @@ impl ClusterSettings {
             discovery_timeout,
             master_memory: None,
             monitor: Arc::default(),
+            wire_format: WireFormat::F32,
         }
     }
 
@@ -319,7 +324,8 @@ impl ClusterSettings {
         for (candidate, contact) in candidates.into_iter().zip(contacts) {
             let name = candidate.name.clone().unwrap_or_else(|| candidate.address.clone());
             match contact {
-                Ok(worker) => {
+                Ok(mut worker) => {
+                    worker.wire_format = self.wire_format;
                     self.monitor.machine_seen(MachineView {
                         name: worker.info.name.clone(),
                         address: Some(candidate.address.clone()),

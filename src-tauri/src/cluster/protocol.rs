@@ -1,8 +1,9 @@
 //! The messages master and workers exchange inside the secure channel.
 //!
 //! A message is a JSON header (what it is) followed by an optional binary
-//! payload (hidden states as little-endian f32), packed as
-//! `[u32 header length][header][payload]` into one sealed frame.
+//! payload (hidden states as little-endian f16 or f32, as the header's
+//! [`WireFormat`] says), packed as `[u32 header length][header][payload]`
+//! into one sealed frame.
 
 use super::weight_transfer::{ChunkRef, ModelManifest};
 use crate::models::loader::ComputeDtype;
@@ -23,9 +24,10 @@ pub enum Request {
     Load { manifest: ModelManifest, start: usize, end: usize, dtype: Option<ComputeDtype>, context_length: usize },
     /// One chunk of weights (payload: LZ4 with the size prepended).
     Chunk { manifest_key: String, chunk: ChunkRef, sha256: String },
-    /// Run the loaded layers on hidden states (payload, f32) of `shape`,
-    /// continuing sequence `sequence`'s KV cache.
-    Forward { sequence: u64, shape: Vec<usize> },
+    /// Run the loaded layers on hidden states (payload, in `format`) of
+    /// `shape`, continuing sequence `sequence`'s KV cache. The answer comes
+    /// back in the same format where its values allow.
+    Forward { sequence: u64, shape: Vec<usize>, format: WireFormat },
     /// Drop sequence `sequence`'s KV cache.
     Forget { sequence: u64 },
     /// Keep-alive during idle periods.
@@ -59,11 +61,12 @@ pub enum Response {
     NeedChunks {
         chunks: Vec<ChunkRef>,
     },
-    /// Hidden states (payload, f32) of `shape`, how long the worker's
-    /// layers took (nanoseconds; the rest of a round trip is transport),
-    /// and the bytes the sequence's KV cache holds there.
+    /// Hidden states (payload, in `format`) of `shape`, how long the
+    /// worker's layers took (nanoseconds; the rest of a round trip is
+    /// transport), and the bytes the sequence's KV cache holds there.
     Hidden {
         shape: Vec<usize>,
+        format: WireFormat,
         #[serde(default)]
         compute_nanos: u64,
         #[serde(default)]
@@ -96,29 +99,61 @@ pub fn decode<T: DeserializeOwned>(frame: &[u8]) -> Result<(T, &[u8])> {
     Ok((header, &frame[4 + len..]))
 }
 
-/// Hidden states as (shape, f32 little-endian bytes).
-pub fn tensor_to_bytes(t: &Tensor) -> Result<(Vec<usize>, Vec<u8>)> {
-    let shape = t.dims().to_vec();
-    let values = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    let mut bytes = Vec::with_capacity(values.len() * 4);
-    for v in values {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    Ok((shape, bytes))
+/// How hidden states are encoded in a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum WireFormat {
+    /// Little-endian f32: exact.
+    F32,
+    /// Little-endian f16: half the bytes. Hidden states are computed in
+    /// f32; rounding them between machines perturbs each token's NLL (by
+    /// about 0.05 nats with int8 activations, docs/cluster.md).
+    F16,
 }
 
-/// The inverse of [`tensor_to_bytes`], checking the sizes agree.
-pub fn tensor_from_bytes(shape: &[usize], bytes: &[u8], device: &Device) -> Result<Tensor> {
+impl WireFormat {
+    fn value_bytes(self) -> usize {
+        match self {
+            WireFormat::F32 => 4,
+            WireFormat::F16 => 2,
+        }
+    }
+}
+
+/// Hidden states as (shape, the format used, little-endian bytes), in
+/// `preferred` where every value fits it and in f32 otherwise (f16 ends at
+/// 65 504; some models' hidden states go beyond).
+pub fn tensor_to_bytes(t: &Tensor, preferred: WireFormat) -> Result<(Vec<usize>, WireFormat, Vec<u8>)> {
+    let shape = t.dims().to_vec();
+    let values = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    let fits_f16 = values.iter().all(|v| v.abs() <= f32::from(half::f16::MAX));
+    let format = if preferred == WireFormat::F16 && fits_f16 { WireFormat::F16 } else { WireFormat::F32 };
+    let mut bytes = Vec::with_capacity(values.len() * format.value_bytes());
+    for v in values {
+        match format {
+            WireFormat::F32 => bytes.extend_from_slice(&v.to_le_bytes()),
+            WireFormat::F16 => bytes.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+        }
+    }
+    Ok((shape, format, bytes))
+}
+
+/// The inverse of [`tensor_to_bytes`] (always an f32 tensor), checking the
+/// sizes agree and every value is finite.
+pub fn tensor_from_bytes(shape: &[usize], format: WireFormat, bytes: &[u8], device: &Device) -> Result<Tensor> {
     // A zero would hide an absurd dimension from the size check below (and
     // overflow the strides candle computes); hidden states are never empty.
     if shape.is_empty() || shape.contains(&0) {
         bail!("hidden states of shape {shape:?} hold no values");
     }
     let elements = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).context("absurd tensor shape")?;
-    if elements.checked_mul(4) != Some(bytes.len()) {
-        bail!("hidden states of shape {shape:?} need {elements} values, got {} bytes", bytes.len());
+    if elements.checked_mul(format.value_bytes()) != Some(bytes.len()) {
+        bail!("hidden states of shape {shape:?} need {elements} {format:?} values, got {} bytes", bytes.len());
     }
-    let values: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let values: Vec<f32> = match format {
+        WireFormat::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        WireFormat::F16 => bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+    };
     if let Some(at) = values.iter().position(|v| !v.is_finite()) {
         bail!("hidden states hold a non-finite value ({}) at {at}", values[at]);
     }
@@ -148,9 +183,10 @@ mod tests {
 
     #[test]
     fn messages_round_trip_with_payloads() {
-        let frame = encode(&Request::Forward { sequence: 7, shape: vec![1, 2, 3] }, &[1, 2, 3, 4]);
+        let forward = Request::Forward { sequence: 7, shape: vec![1, 2, 3], format: WireFormat::F16 };
+        let frame = encode(&forward, &[1, 2, 3, 4]);
         let (header, payload): (Request, _) = decode(&frame).unwrap();
-        assert_eq!(header, Request::Forward { sequence: 7, shape: vec![1, 2, 3] });
+        assert_eq!(header, forward);
         assert_eq!(payload, &[1, 2, 3, 4]);
     }
 
@@ -159,10 +195,13 @@ mod tests {
         assert!(decode::<Request>(&[0, 0]).is_err());
         assert!(decode::<Request>(&[0, 0, 0, 99, b'{']).is_err());
         assert!(decode::<Request>(&encode(&serde_json::json!({"type": "launch_missiles"}), &[])).is_err());
-        assert!(tensor_from_bytes(&[2, 2], &[0; 15], &Device::Cpu).is_err());
-        assert!(tensor_from_bytes(&[usize::MAX, 2], &[], &Device::Cpu).is_err());
-        assert!(tensor_from_bytes(&[1], &f32::NAN.to_le_bytes(), &Device::Cpu).is_err(), "NaN is refused");
-        assert!(tensor_from_bytes(&[1], &f32::INFINITY.to_le_bytes(), &Device::Cpu).is_err(), "infinity is refused");
+        let (f32, f16, cpu) = (WireFormat::F32, WireFormat::F16, &Device::Cpu);
+        assert!(tensor_from_bytes(&[2, 2], f32, &[0; 15], cpu).is_err());
+        assert!(tensor_from_bytes(&[2, 2], f16, &[0; 16], cpu).is_err(), "f16 values take 2 bytes");
+        assert!(tensor_from_bytes(&[usize::MAX, 2], f16, &[], cpu).is_err());
+        assert!(tensor_from_bytes(&[1], f32, &f32::NAN.to_le_bytes(), cpu).is_err(), "NaN is refused");
+        assert!(tensor_from_bytes(&[1], f32, &f32::INFINITY.to_le_bytes(), cpu).is_err(), "infinity is refused");
+        assert!(tensor_from_bytes(&[1], f16, &half::f16::INFINITY.to_le_bytes(), cpu).is_err(), "in f16 too");
     }
 
     #[test]
@@ -181,10 +220,28 @@ mod tests {
     }
 
     #[test]
-    fn tensors_round_trip() {
+    fn tensors_round_trip_in_either_format() {
         let t = Tensor::new(&[[1.5f32, -2.0], [3.25, 0.0]], &Device::Cpu).unwrap();
-        let (shape, bytes) = tensor_to_bytes(&t).unwrap();
-        let back = tensor_from_bytes(&shape, &bytes, &Device::Cpu).unwrap();
-        assert_eq!(back.to_vec2::<f32>().unwrap(), t.to_vec2::<f32>().unwrap());
+        for format in [WireFormat::F32, WireFormat::F16] {
+            let (shape, used, bytes) = tensor_to_bytes(&t, format).unwrap();
+            assert_eq!((used, bytes.len()), (format, 4 * format.value_bytes()));
+            let back = tensor_from_bytes(&shape, used, &bytes, &Device::Cpu).unwrap();
+            assert_eq!(back.to_vec2::<f32>().unwrap(), t.to_vec2::<f32>().unwrap(), "values exact in f16");
+        }
+    }
+
+    /// f16 rounds to 11 significant bits; a value beyond its range sends
+    /// the whole message in f32 instead of turning into infinity.
+    #[test]
+    fn half_precision_rounds_and_falls_back_to_f32_beyond_its_range() {
+        let t = Tensor::new(&[0.1f32, -1234.567], &Device::Cpu).unwrap();
+        let (shape, used, bytes) = tensor_to_bytes(&t, WireFormat::F16).unwrap();
+        let back = tensor_from_bytes(&shape, used, &bytes, &Device::Cpu).unwrap().to_vec1::<f32>().unwrap();
+        assert!((back[0] - 0.1).abs() <= 0.1 / 2048.0 && (back[1] + 1234.567).abs() <= 1234.567 / 2048.0, "{back:?}");
+        let big = Tensor::new(&[1.0f32, 70_000.0], &Device::Cpu).unwrap();
+        let (shape, used, bytes) = tensor_to_bytes(&big, WireFormat::F16).unwrap();
+        assert_eq!(used, WireFormat::F32);
+        let back = tensor_from_bytes(&shape, used, &bytes, &Device::Cpu).unwrap();
+        assert_eq!(back.to_vec1::<f32>().unwrap(), vec![1.0, 70_000.0]);
     }
 }

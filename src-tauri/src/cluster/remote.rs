@@ -4,7 +4,7 @@
 //! worker that vanished while nobody was asking it anything).
 
 use super::cluster_key::ClusterKey;
-use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo};
+use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WireFormat, WorkerInfo};
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
 use crate::models::loader::ComputeDtype;
@@ -67,6 +67,8 @@ pub struct RemoteWorker {
     pub address: String,
     pub info: WorkerInfo,
     pub stats: Arc<WorkerStats>,
+    /// How hidden states are sent to it (and asked back).
+    pub wire_format: WireFormat,
     channel: Arc<Mutex<Connection>>,
     /// Tells the heartbeat thread to end when the worker is dropped.
     closed: Arc<AtomicBool>,
@@ -146,6 +148,7 @@ impl RemoteWorker {
                 bytes_per_second: 0.0,
             },
             stats: Arc::default(),
+            wire_format: WireFormat::F32,
             channel: Arc::new(Mutex::new(Connection { channel, last_used: Instant::now() })),
             closed: Arc::default(),
         };
@@ -265,9 +268,9 @@ impl RemoteWorker {
 
     /// Runs the worker's layers on `hidden` within sequence `sequence`.
     pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
-        let (shape, bytes) = tensor_to_bytes(hidden)?;
+        let (shape, format, bytes) = tensor_to_bytes(hidden, self.wire_format)?;
         let started = Instant::now();
-        let answer = self.ask(&Request::Forward { sequence, shape }, &bytes)?;
+        let answer = self.ask(&Request::Forward { sequence, shape, format }, &bytes)?;
         let round_trip = started.elapsed().as_nanos() as u64;
         self.stats.forward_nanos.fetch_add(round_trip, Ordering::Relaxed);
         self.stats.forwards.fetch_add(1, Ordering::Relaxed);
@@ -276,13 +279,13 @@ impl RemoteWorker {
             self.stats.single_position_nanos.fetch_add(round_trip, Ordering::Relaxed);
         }
         match answer {
-            (Response::Hidden { shape, compute_nanos, kv_bytes }, payload) => {
+            (Response::Hidden { shape, format, compute_nanos, kv_bytes }, payload) => {
                 self.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
                 if shape != hidden.dims() {
                     bail!("worker {} answered hidden states of shape {shape:?} to {:?}", self.address, hidden.dims());
                 }
                 self.stats.compute_nanos.fetch_add(compute_nanos.min(round_trip), Ordering::Relaxed);
-                let states = tensor_from_bytes(&shape, &payload, hidden.device()).with_context(|| {
+                let states = tensor_from_bytes(&shape, format, &payload, hidden.device()).with_context(|| {
                     format!("worker {} ({}) sent unusable hidden states", self.info.name, self.address)
                 })?;
                 states.to_dtype(hidden.dtype()).map_err(Into::into)

@@ -35,8 +35,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// Version of the cluster protocol this build speaks (2: SPAKE2 handshake).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Version of the cluster protocol this build speaks (2: SPAKE2 handshake;
+/// 3: `Load` names the context length, hidden states travel in f16 or f32).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// How long a whole handshake may take, from the first byte to the last.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest sealed frame accepted (64 MiB).

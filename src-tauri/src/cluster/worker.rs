@@ -11,7 +11,7 @@ use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
-    check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WorkerInfo,
+    check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WireFormat, WorkerInfo,
 };
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
@@ -291,7 +291,7 @@ impl State<'_> {
                 self.store_chunk(&manifest_key, chunk, &sha256, payload)?;
                 (Response::Done, Vec::new())
             }
-            Request::Forward { sequence, shape } => self.forward(sequence, &shape, payload)?,
+            Request::Forward { sequence, shape, format } => self.forward(sequence, &shape, format, payload)?,
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
                 (Response::Done, Vec::new())
@@ -365,20 +365,27 @@ impl State<'_> {
         Ok(())
     }
 
-    /// Runs the loaded layers on hidden states, checked before anything is built.
-    fn forward(&mut self, sequence: u64, shape: &[usize], payload: &[u8]) -> Result<(Response, Vec<u8>)> {
+    /// Runs the loaded layers on hidden states, checked before anything is
+    /// built, and answers in the `format` they came in (where the values fit).
+    fn forward(
+        &mut self,
+        sequence: u64,
+        shape: &[usize],
+        format: WireFormat,
+        payload: &[u8],
+    ) -> Result<(Response, Vec<u8>)> {
         let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
         let started = std::time::Instant::now();
         let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
         check_hidden_shape(shape, decoder.config.hidden_size, cached, decoder.context_length())?;
-        let hidden = tensor_from_bytes(shape, payload, decoder.device())?;
+        let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
         let out = decoder.forward_layers(&hidden, cache)?;
         self.report.update(|v| v.forwards += 1);
         let kv_bytes = cache.allocated_bytes();
-        let (shape, bytes) = tensor_to_bytes(&out)?;
+        let (shape, format, bytes) = tensor_to_bytes(&out, format)?;
         let compute_nanos = started.elapsed().as_nanos() as u64;
-        Ok((Response::Hidden { shape, compute_nanos, kv_bytes }, bytes))
+        Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
     }
 }
 

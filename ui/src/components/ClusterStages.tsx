@@ -1,5 +1,5 @@
 // The legend of the layer bar: one row per stage with its colour, layers,
-// weights, the planner's reason, compute share, traffic and weight transfer
+// the memory planned for them (weights and KV cache), the planner's reason, compute share, traffic and weight transfer
 // (a progress bar while the weights are still being sent).
 
 import type { ClusterRun, ClusterStage } from "../api/types";
@@ -27,8 +27,7 @@ export function ClusterStages({ run, colours }: Props) {
         <thead>
           <tr>
             <th scope="col">Machine</th>
-            <th scope="col">Layers</th>
-            <th scope="col">Memory</th>
+            <th scope="col">Layers, memory</th>
             <th scope="col">Why</th>
             <th scope="col">Compute</th>
             <th scope="col">Sent / received</th>
@@ -58,9 +57,15 @@ export function ClusterStages({ run, colours }: Props) {
                   </div>
                 ) : null}
               </td>
-              <td class="numeric">{layerRange(stage.layers)}</td>
-              <td class="numeric" data-testid="cluster-stage-memory">
-                {formatBytes(stage.memory_bytes)}
+              <td class="numeric">
+                {layerRange(stage.layers)}
+                <div
+                  class="muted small"
+                  data-testid="cluster-stage-memory"
+                  title="All the memory planned: weights, the KV cache at the full context, working memory and a margin"
+                >
+                  {formatBytes(stage.memory_bytes)}
+                </div>
                 <div class="muted small" title="Weights, and the KV cache at the full context">
                   {formatBytes(stage.bytes)} + {formatBytes(stage.kv_bytes)} KV
                 </div>
