@@ -138,7 +138,8 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 ## Cake vs llama.cpp (llama-cpp-python built from source) on the default model,
 ## on the GGUF types llama.cpp's quantizer makes from it, and on 1B and 8B
-## shapes with random weights (cached in ~/.cache/cake-bench, 16 GB for 8B).
+## shapes with random weights (cached in ~/.cache/cake-bench, 16 GB for 8B);
+## then chat turns, and the cluster on shaped links (needs root: namespaces).
 bench: deps model
 	$(CARGO) build --release --no-default-features
 	$(PYTHON) -m venv .venv-bench

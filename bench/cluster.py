@@ -44,7 +44,7 @@ def start_worker(net, host, cake, name, max_memory, threads, data_dir):
     if max_memory:
         args += ["--max-memory", str(max_memory)]
     env = dict(os.environ, CAKE_CLUSTER_KEY=KEY, CAKE_DATA_DIR=data_dir)
-    proc = net.popen(host, args, stderr=subprocess.PIPE, text=True, env=env)
+    proc = net.popen(host, args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stderr:
         if " ready on " in line:
             return
@@ -152,7 +152,7 @@ def main():
                 trip_ms = stage["round_trips_s"] * 1e3 / steps
                 print(f"| {network} | {stage['node']} | {held} | {layers_ms:.2f} | {trip_ms:.2f} | {trip_ms - layers_ms:.2f} |")
             else:
-                print(f"| {network} | {stage['node']} (master) | {held} | {layers_ms:.2f} | | |")
+                print(f"| {network} | {stage['node']} (this machine) | {held} | {layers_ms:.2f} | | |")
 
 
 if __name__ == "__main__":
