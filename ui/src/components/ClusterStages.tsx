@@ -66,8 +66,11 @@ export function ClusterStages({ run, colours }: Props) {
                 >
                   {formatBytes(stage.memory_bytes)}
                 </div>
-                <div class="muted small" title="Weights, and the KV cache at the full context">
-                  {formatBytes(stage.bytes)} + {formatBytes(stage.kv_bytes)} KV
+                <div class="muted small" title="Weights as stored">
+                  {formatBytes(stage.bytes)} weights
+                </div>
+                <div class="muted small" title="The KV cache at the full context">
+                  {formatBytes(stage.kv_bytes)} KV cache
                 </div>
               </td>
               <td class="stage-reason">
