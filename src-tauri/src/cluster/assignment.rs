@@ -63,14 +63,6 @@ fn amount(bytes: u64) -> String {
 }
 
 impl MemoryNeeds {
-    fn weights(&self, layers: Range<usize>) -> u64 {
-        self.layer_weights[layers].iter().sum()
-    }
-
-    fn kv(&self, layers: Range<usize>) -> u64 {
-        self.layer_kv[layers].iter().sum()
-    }
-
     /// What the needs say, part by part, for messages.
     fn described(&self) -> String {
         format!(

@@ -126,8 +126,8 @@ impl WireFormat {
 pub fn tensor_to_bytes(t: &Tensor, preferred: WireFormat) -> Result<(Vec<usize>, WireFormat, Vec<u8>)> {
     let shape = t.dims().to_vec();
     let values = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    let fits_f16 = values.iter().all(|v| v.abs() <= f32::from(half::f16::MAX));
-    let format = if preferred == WireFormat::F16 && fits_f16 { WireFormat::F16 } else { WireFormat::F32 };
+    let fits_f16 = || values.iter().all(|v| v.abs() <= f32::from(half::f16::MAX));
+    let format = if preferred == WireFormat::F16 && fits_f16() { WireFormat::F16 } else { WireFormat::F32 };
     let mut bytes = Vec::with_capacity(values.len() * format.value_bytes());
     for v in values {
         match format {

@@ -55,10 +55,21 @@ impl MemoryNeeds {
         if layers.is_empty() && !master {
             return 0;
         }
-        let weights: u64 = self.layer_weights[layers.clone()].iter().sum();
-        let kv: u64 = self.layer_kv[layers].iter().sum();
-        let own = weights + kv + self.activations + if master { self.other_weights } else { 0 };
+        let own = self.weights(layers.clone())
+            + self.kv(layers)
+            + self.activations
+            + if master { self.other_weights } else { 0 };
         own + (own as f64 * self.safety_margin) as u64
+    }
+
+    /// Bytes of the weights of `layers`, as stored.
+    pub fn weights(&self, layers: Range<usize>) -> u64 {
+        self.layer_weights[layers].iter().sum()
+    }
+
+    /// Bytes of the caches of `layers` at full context.
+    pub fn kv(&self, layers: Range<usize>) -> u64 {
+        self.layer_kv[layers].iter().sum()
     }
 }
 
