@@ -14,7 +14,7 @@
 //! model's MLP (2048 → 8192), as a prompt does on F16 files.
 
 use cake_kernels::activations::QuantizedActivations;
-use cake_kernels::attention::{decode_attention, CachedKv};
+use cake_kernels::attention::{decode_attention, prefill_attention, CachedKv};
 use cake_kernels::cpu::Level;
 use cake_kernels::matmul::{matmul_quantized, matmul_quantized_stacked};
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
@@ -184,6 +184,21 @@ fn attention(bencher: Bencher, threads: usize) {
     let kv = CachedKv { keys: &keys, values: &cached, kv_heads, head_stride: len * d, len, head_dim: d };
     let (level, pool) = (Level::detected(), Pool::new(threads));
     bencher.bench_local(|| decode_attention(&q, &kv, heads, 0.125, None, &mut out, level, &pool));
+}
+
+/// One layer's attention of a later chat turn: 22 new rows over 768
+/// cached positions (f16 cache, as GGUF models keep it), on a pool of
+/// `threads`.
+#[divan::bench(args = [1, 2], sample_size = 8)]
+fn prefill_attention_turn(bencher: Bencher, threads: usize) {
+    let (heads, kv_heads, d, len, t) = (9, 3, 64, 768, 22);
+    let to_f16 = |v: Vec<f32>| v.into_iter().map(half::f16::from_f32).collect::<Vec<_>>();
+    let (keys, cached) = (to_f16(values(kv_heads * len * d, 5)), to_f16(values(kv_heads * len * d, 6)));
+    let q = values(t * heads * d, 7);
+    let mut out = vec![0f32; t * heads * d];
+    let kv = CachedKv { keys: &keys, values: &cached, kv_heads, head_stride: len * d, len, head_dim: d };
+    let (level, pool) = (Level::detected(), Pool::new(threads));
+    bencher.bench_local(|| prefill_attention(&q, &kv, t, heads, 0.125, None, &mut out, level, &pool));
 }
 
 /// Activation quantization of 64 rows of the MLP width.

@@ -2,16 +2,17 @@
 //! values, for every query head at once, reading the cache where it lies.
 //!
 //! The cache is cut into blocks of positions, and one work item takes one
-//! block of one kv head for all the query heads that share it: each key and
-//! value is read once per step, and a long context keeps every thread busy.
-//! An item leaves, per query head, its scores' maximum, the sum of their
-//! exponentials and the exponential-weighted sum of its values; a last pass
-//! merges the blocks' results into the softmax-weighted sum.
+//! block of one kv head for all the query heads that share it, in up to
+//! [`ROWS_PER_TILE`] new positions at once (a prompt's rows): each key and
+//! value is read once per item, and a long context keeps every thread busy.
+//! An item leaves, per query head and row, its scores' maximum, the sum of
+//! their exponentials and the exponential-weighted sum of its values; a
+//! last pass merges the blocks' results into the softmax-weighted sum.
 //!
 //! The cache may hold f32 or f16 values ([`StoredValue`]); a work item
-//! widens an f16 block into f32 scratch (F16C where the CPU has it) and
-//! computes on that, so both precisions share one set of kernels and an
-//! f16 cache reads half the bytes.
+//! widens an f16 block into f32 scratch once (F16C where the CPU has it)
+//! and computes on that, so both precisions share one set of kernels and
+//! an f16 cache reads half the bytes.
 //!
 //! With AVX-512, scores are computed 16 positions at a time and summed
 //! across lanes in one transposition, the exponentials are a vector
@@ -59,51 +60,24 @@ pub fn decode_attention<T: StoredValue>(
     level: Level,
     pool: &Pool,
 ) {
-    let d = kv.head_dim;
-    assert!(
-        heads.is_multiple_of(kv.kv_heads) && q.len() == heads * d && out.len() == heads * d,
-        "head counts disagree"
-    );
-    assert!(
-        kv.len > 0 && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
-        "cache too short"
-    );
-    let group = heads / kv.kv_heads;
-    let blocks = kv.len.div_ceil(POSITIONS_PER_ITEM);
-    let record = Partial::len(d);
-    let mut partials = vec![0f32; kv.kv_heads * blocks * group * record];
-    let sink = Sink(partials.as_mut_ptr());
-    pool.run(kv.kv_heads * blocks, &|items| {
-        let mut scratch = Scratch::default();
-        for item in items {
-            let (kv_head, block) = (item / blocks, item % blocks);
-            let first = block * POSITIONS_PER_ITEM;
-            let n = POSITIONS_PER_ITEM.min(kv.len - first);
-            let start = kv_head * kv.head_stride + first * d;
-            let block_kv = BlockKv::of(kv, start, n);
-            let queries = &q[kv_head * group * d..(kv_head + 1) * group * d];
-            // SAFETY: item `item`'s records, written by this thread only.
-            let records = unsafe { sink.records(item, group * record) };
-            attend_block(queries, &block_kv, scale, softcap, &mut scratch, records, level);
-        }
-    });
-    for h in 0..heads {
-        let (kv_head, g) = (h / group, h % group);
-        let parts = (0..blocks).map(|b| Partial::of(&partials, ((kv_head * blocks + b) * group + g) * record, d));
-        merge(parts, &mut out[h * d..(h + 1) * d]);
-    }
+    prefill_attention(q, kv, 1, heads, scale, softcap, out, level, pool)
 }
 
 /// Rows of queries handled per pass of [`prefill_attention`] (bounds the
 /// blocks' records kept at once).
 const ROWS_PER_PASS: usize = 32;
 
+/// Rows of queries one work item takes over its block of positions: the
+/// block is read (and widened) once for all their query heads.
+const ROWS_PER_TILE: usize = 16;
+
 /// The attention of `t` new positions, the last `t` of the cache, each
 /// computed exactly as [`decode_attention`] computes a step at that
 /// position: row `i` (of `q` and `out`, each `t × heads × head_dim`) sees
 /// the first `kv.len − t + i + 1` cached positions. So a prompt read in one
 /// piece or in several, and a token read in a prefill or in a decode step,
-/// get the same values to the last bit. One row is a decode step.
+/// get the same values to the last bit: a query's result depends only on
+/// the positions it sees, never on the other rows read with it.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_attention<T: StoredValue>(
     q: &[f32],
@@ -128,42 +102,56 @@ pub fn prefill_attention<T: StoredValue>(
             && (kv.kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
         "cache too short"
     );
-    if t == 1 {
-        return decode_attention(q, kv, heads, scale, softcap, out, level, pool);
-    }
     let group = heads / kv.kv_heads;
     let record = Partial::len(d);
-    let first_len = kv.len - t + 1;
     let mut partials = Vec::new();
     for pass in (0..t).step_by(ROWS_PER_PASS) {
         let rows = ROWS_PER_PASS.min(t - pass);
-        // Items of row r: kv_heads × its blocks, after those of the rows before it.
-        let blocks_of = |r: usize| (first_len + pass + r).div_ceil(POSITIONS_PER_ITEM);
-        let mut first_item = Vec::with_capacity(rows + 1);
-        first_item.push(0);
+        // Positions row r (of this pass) sees, and the blocks they fill.
+        let seen = |r: usize| kv.len - t + 1 + pass + r;
+        let blocks_of = |r: usize| seen(r).div_ceil(POSITIONS_PER_ITEM);
+        // Records of row r: kv_heads × its blocks × group, after those of the rows before it.
+        let mut first_record = Vec::with_capacity(rows + 1);
+        first_record.push(0);
         for r in 0..rows {
-            first_item.push(first_item[r] + kv.kv_heads * blocks_of(r));
+            first_record.push(first_record[r] + kv.kv_heads * blocks_of(r) * group);
         }
-        let items = first_item[rows];
-        partials.clear();
-        partials.resize(items * group * record, 0f32);
+        // Items of tile k: kv_heads × the blocks its last row sees, after those of the tiles before it.
+        let tiles = rows.div_ceil(ROWS_PER_TILE);
+        let last_row = |k: usize| (ROWS_PER_TILE * (k + 1)).min(rows) - 1;
+        let mut first_item = Vec::with_capacity(tiles + 1);
+        first_item.push(0);
+        for k in 0..tiles {
+            first_item.push(first_item[k] + kv.kv_heads * blocks_of(last_row(k)));
+        }
+        // Every record is written before it is read: only new room is zeroed.
+        partials.resize(first_record[rows] * record, 0f32);
         let sink = Sink(partials.as_mut_ptr());
-        pool.run(items, &|range| {
+        pool.run(first_item[tiles], &|range| {
             let mut scratch = Scratch::default();
             for item in range {
-                let r = first_item.partition_point(|&first| first <= item) - 1;
-                let (blocks, within) = (blocks_of(r), item - first_item[r]);
-                let (kv_head, block) = (within / blocks, within % blocks);
-                let len = first_len + pass + r;
+                let k = first_item.partition_point(|&first| first <= item) - 1;
+                let blocks = blocks_of(last_row(k));
+                let (kv_head, block) = ((item - first_item[k]) / blocks, (item - first_item[k]) % blocks);
                 let first = block * POSITIONS_PER_ITEM;
-                let n = POSITIONS_PER_ITEM.min(len - first);
-                let start = kv_head * kv.head_stride + first * d;
-                let block_kv = BlockKv::of(kv, start, n);
-                let row_q = &q[(pass + r) * width..(pass + r + 1) * width];
-                let queries = &row_q[kv_head * group * d..(kv_head + 1) * group * d];
-                // SAFETY: item `item`'s records, written by this thread only.
-                let records = unsafe { sink.records(item, group * record) };
-                attend_block(queries, &block_kv, scale, softcap, &mut scratch, records, level);
+                // The tile's rows that see some of this block, and how much of it each sees.
+                let tile_rows = (ROWS_PER_TILE * k..=last_row(k)).filter(|&r| seen(r) > first);
+                scratch.queries.clear();
+                scratch.visible.clear();
+                for r in tile_rows.clone() {
+                    let at = (pass + r) * width + kv_head * group * d;
+                    scratch.queries.extend_from_slice(&q[at..at + group * d]);
+                    let visible = POSITIONS_PER_ITEM.min(seen(r) - first);
+                    scratch.visible.extend(std::iter::repeat_n(visible, group));
+                }
+                let n = POSITIONS_PER_ITEM.min(seen(last_row(k)) - first);
+                let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
+                attend_block(&block_kv, scale, softcap, &mut scratch, level);
+                for (r, records) in tile_rows.zip(scratch.records.chunks_exact(group * record)) {
+                    let at = (first_record[r] + (kv_head * blocks_of(r) + block) * group) * record;
+                    // SAFETY: row r's records of this block, written by this item only.
+                    unsafe { sink.records(at, records.len()) }.copy_from_slice(records);
+                }
             }
         });
         for r in 0..rows {
@@ -171,7 +159,7 @@ pub fn prefill_attention<T: StoredValue>(
             let row_out = &mut out[(pass + r) * width..(pass + r + 1) * width];
             for h in 0..heads {
                 let (kv_head, g) = (h / group, h % group);
-                let at = |b: usize| ((first_item[r] + kv_head * blocks + b) * group + g) * record;
+                let at = |b: usize| (first_record[r] + (kv_head * blocks + b) * group + g) * record;
                 let parts = (0..blocks).map(|b| Partial::of(&partials, at(b), d));
                 merge(parts, &mut row_out[h * d..(h + 1) * d]);
             }
@@ -179,13 +167,17 @@ pub fn prefill_attention<T: StoredValue>(
     }
 }
 
-/// A thread's buffers across its work items: the scores, and (below
-/// AVX-512) an f16 block widened to f32.
+/// A thread's buffers across its work items: the item's queries (each
+/// `head_dim` values) and how many of the block's positions each sees,
+/// the records it leaves, its scores, and an f16 block widened to f32.
 #[derive(Default)]
 struct Scratch {
+    queries: Vec<f32>,
+    visible: Vec<usize>,
+    records: Vec<f32>,
+    scores: Vec<f32>,
     keys: Vec<f32>,
     values: Vec<f32>,
-    scores: Vec<f32>,
 }
 
 /// One block of cached positions of one kv head: `n` rows of `d` values.
@@ -230,67 +222,66 @@ unsafe impl Sync for Sink {}
 impl Sink {
     /// SAFETY: in bounds, and used by one thread at a time.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn records(&self, item: usize, len: usize) -> &mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(item * len), len)
+    unsafe fn records(&self, at: usize, len: usize) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(at), len)
     }
 }
 
-/// Writes a [`Partial`] record per query head of `queries` (group × d)
-/// over one block of positions.
-#[allow(clippy::too_many_arguments)]
+/// Writes into `scratch.records` a [`Partial`] record per query of
+/// `scratch.queries` over the first `scratch.visible[i]` positions of the
+/// block (each at most `kv.n`). The block is widened once for all queries.
 fn attend_block<T: StoredValue>(
-    queries: &[f32],
     kv: &BlockKv<T>,
     scale: f32,
     softcap: Option<f32>,
     scratch: &mut Scratch,
-    records: &mut [f32],
     level: Level,
 ) {
-    let Scratch { keys, values, scores } = scratch;
+    let Scratch { queries, visible, records, scores, keys, values } = scratch;
+    let (n, d) = (kv.n, kv.d);
+    records.clear();
+    records.resize(visible.len() * Partial::len(d), 0.0);
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx512Vnni {
-        // Reads f16 values as it goes.
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
-        let block_scores = |q: &[f32], out: &mut [f32]| unsafe { avx512::scores(q, kv, out) };
-        weigh_scores(queries, kv, scale, softcap, block_scores, scores, records, level);
+        let kv = unsafe {
+            BlockKv { keys: avx512::widened(kv.keys, keys), values: avx512::widened(kv.values, values), n, d }
+        };
+        scores.resize(visible.len() * n, 0.0);
         // SAFETY: as above.
-        return unsafe { avx512::weighted_values(scores, kv, records) };
+        unsafe { avx512::scores(queries, &kv, scores) };
+        weigh_scores(visible, n, scale, softcap, scores, records, level);
+        // SAFETY: as above.
+        return unsafe { avx512::weighted_values(scores, &kv, records) };
     }
-    let (n, d) = (kv.n, kv.d);
     let kv = BlockKv { keys: T::as_f32(kv.keys, keys), values: T::as_f32(kv.values, values), n, d };
-    let block_scores = |q: &[f32], out: &mut [f32]| {
-        for (j, s) in out.iter_mut().enumerate() {
-            *s = dot(q, &kv.keys[j * d..(j + 1) * d], level);
-        }
-    };
-    weigh_scores(queries, &kv, scale, softcap, block_scores, scores, records, level);
+    scores.clear();
+    for q in queries.chunks_exact(d) {
+        scores.extend(kv.keys.chunks_exact(d).map(|key| dot(q, key, level)));
+    }
+    weigh_scores(visible, n, scale, softcap, scores, records, level);
     weighted_values(scores, &kv, records);
 }
 
-/// Fills `scores` (group × n) with each query head's `exp(score − max)`
-/// over the block, `block_scores(q, out)` giving `q · key j` in `out[j]`,
-/// and writes each head's max and sum into its record.
-#[allow(clippy::too_many_arguments)]
-fn weigh_scores<T>(
-    queries: &[f32],
-    kv: &BlockKv<T>,
+/// Turns `scores` (queries × n, each `q · key j`) into each query's
+/// `exp(score − max)` over the positions it sees (zero beyond them), and
+/// writes each query's max and sum into its record.
+fn weigh_scores(
+    visible: &[usize],
+    n: usize,
     scale: f32,
     softcap: Option<f32>,
-    block_scores: impl Fn(&[f32], &mut [f32]),
-    scores: &mut Vec<f32>,
+    scores: &mut [f32],
     records: &mut [f32],
     level: Level,
 ) {
-    let (n, d) = (kv.n, kv.d);
-    let record = Partial::len(d);
-    scores.clear();
-    scores.resize(queries.len() / d * n, 0.0);
-    for (g, row) in scores.chunks_exact_mut(n).enumerate() {
-        block_scores(&queries[g * d..(g + 1) * d], row);
-        let max = scaled_max(row, scale, softcap, level);
-        records[g * record] = max;
-        records[g * record + 1] = exp_shifted(row, max, level);
+    let record = records.len() / visible.len();
+    for (i, row) in scores.chunks_exact_mut(n).enumerate() {
+        let (seen, unseen) = row.split_at_mut(visible[i]);
+        let max = scaled_max(seen, scale, softcap, level);
+        records[i * record] = max;
+        records[i * record + 1] = exp_shifted(seen, max, level);
+        unseen.fill(0.0);
     }
 }
 
@@ -364,22 +355,67 @@ mod avx512 {
     use crate::elementwise::{exp_avx512, lanes_within};
     use std::arch::x86_64::*;
 
-    /// `out[j] = q · key j` for the keys of the block, 16 keys at a time:
-    /// 16 accumulators, then one transposition sums each across its lanes.
-    /// For the usual head sizes (64, 128) the query stays in registers, so
-    /// each product loads only its key.
+    /// `out[i · n + j] = query i · key j` for each query (`queries`: rows
+    /// of `d` values) and each key of the block. Each product is summed
+    /// lane-wise, then across its lanes by [`sum_each`], the same way in
+    /// every path, so a score never depends on which path computed it.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub(super) unsafe fn scores<T: StoredValue>(q: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
-        assert!(q.len() == kv.d && out.len() == kv.n && kv.keys.len() >= kv.n * kv.d);
-        match kv.d {
-            64 => scores_with(&HeldQuery::<4>::load(q), kv, out),
-            128 => scores_with(&HeldQuery::<8>::load(q), kv, out),
-            _ => scores_with(&AnyQuery(q), kv, out),
+    pub(super) unsafe fn scores(queries: &[f32], kv: &BlockKv<f32>, out: &mut [f32]) {
+        let (n, d) = (kv.n, kv.d);
+        let count = queries.len() / d;
+        assert!(out.len() == count * n && kv.keys.len() >= n * d);
+        let query = |i: usize| &queries[i * d..(i + 1) * d];
+        let mut i = 0;
+        if d == 64 {
+            // Two queries at a time: each key is loaded once for both.
+            while i + 2 <= count {
+                let (a, b) = (HeldQuery::<4>::load(query(i)), HeldQuery::<4>::load(query(i + 1)));
+                let (row_a, row_b) = out[i * n..(i + 2) * n].split_at_mut(n);
+                pair_scores(&a, &b, kv, row_a, row_b);
+                i += 2;
+            }
+        }
+        for i in i..count {
+            let row = &mut out[i * n..(i + 1) * n];
+            match d {
+                64 => scores_with(&HeldQuery::<4>::load(query(i)), kv, row),
+                128 => scores_with(&HeldQuery::<8>::load(query(i)), kv, row),
+                _ => scores_with(&AnyQuery(query(i)), kv, row),
+            }
+        }
+    }
+
+    /// The scores of two queries of 64 values, 8 keys at a time: 16
+    /// accumulators (8 per query) summed across lanes by one [`sum_each`].
+    #[inline(always)]
+    unsafe fn pair_scores(a: &HeldQuery<4>, b: &HeldQuery<4>, kv: &BlockKv<f32>, out_a: &mut [f32], out_b: &mut [f32]) {
+        let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
+        for j in (0..n).step_by(8) {
+            let count = 8.min(n - j);
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for k in 0..count {
+                let key = keys.add((j + k) * d);
+                let (mut x, mut y) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+                for c in 0..4 {
+                    let part = _mm512_loadu_ps(key.add(16 * c));
+                    x = _mm512_fmadd_ps(a.0[c], part, x);
+                    y = _mm512_fmadd_ps(b.0[c], part, y);
+                }
+                (acc[k], acc[8 + k]) = (x, y);
+            }
+            let sums = sum_each(&acc);
+            let m = ((1u16 << count) - 1) as __mmask8;
+            _mm256_mask_storeu_ps(out_a.as_mut_ptr().add(j), m, _mm512_castps512_ps256(sums));
+            _mm256_mask_storeu_ps(
+                out_b.as_mut_ptr().add(j),
+                m,
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(sums))),
+            );
         }
     }
 
     #[inline(always)]
-    unsafe fn scores_with<T: StoredValue>(q: &impl Query, kv: &BlockKv<T>, out: &mut [f32]) {
+    unsafe fn scores_with(q: &impl Query, kv: &BlockKv<f32>, out: &mut [f32]) {
         let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
         let mut j = 0;
         while j + 16 <= n {
@@ -391,8 +427,14 @@ mod avx512 {
             _mm512_storeu_ps(out.as_mut_ptr().add(j), sum_each(&acc));
             j += 16;
         }
-        for (j, s) in out.iter_mut().enumerate().skip(j) {
-            *s = _mm512_reduce_add_ps(q.products(keys.add(j * d), _mm512_setzero_ps()));
+        if j < n {
+            // The same sums as a whole group of 16, so a key's score does
+            // not depend on how many keys follow it.
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for (i, a) in acc.iter_mut().take(n - j).enumerate() {
+                *a = q.products(keys.add((j + i) * d), *a);
+            }
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(j), lanes_within(n, j), sum_each(&acc));
         }
     }
 
@@ -439,7 +481,23 @@ mod avx512 {
         }
     }
 
-    /// Lane `i` of the result is the sum of the 16 lanes of `v[i]`.
+    /// `values` as f32: borrowed when they are, else widened into `scratch`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+    pub(super) unsafe fn widened<'s, T: StoredValue>(values: &'s [T], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        if !T::WIDENS {
+            return T::as_f32(values, scratch);
+        }
+        let n = values.len();
+        scratch.resize(n, 0.0);
+        for at in (0..n).step_by(16) {
+            let m = lanes_within(n, at);
+            _mm512_mask_storeu_ps(scratch.as_mut_ptr().add(at), m, T::load16(values.as_ptr().add(at), m));
+        }
+        scratch
+    }
+
+    /// Lane `i` of the result is the sum of the 16 lanes of `v[i]`: each
+    /// lane's sum depends on its own vector alone.
     #[target_feature(enable = "avx512f")]
     unsafe fn sum_each(v: &[__m512; 16]) -> __m512 {
         // Within each 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3].
@@ -486,12 +544,12 @@ mod avx512 {
         _mm512_reduce_add_ps(sum)
     }
 
-    /// [`super::weighted_values`] in panels of 64 columns × 4 query heads:
-    /// the 16 accumulators stay in registers while the value rows are read
-    /// in the order they lie, each once for the 4 heads (a group of fewer
-    /// repeats its last head and drops the repeats).
+    /// [`super::weighted_values`] in panels of 64 columns × 4 queries: the
+    /// 16 accumulators stay in registers while the value rows are read in
+    /// the order they lie, each once for the 4 queries (fewer than 4 repeat
+    /// the last and drop the repeats).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub(super) unsafe fn weighted_values<T: StoredValue>(weights: &[f32], kv: &BlockKv<T>, records: &mut [f32]) {
+    pub(super) unsafe fn weighted_values(weights: &[f32], kv: &BlockKv<f32>, records: &mut [f32]) {
         let (n, d) = (kv.n, kv.d);
         let group = weights.len() / n;
         let record = Partial::len(d);
@@ -506,7 +564,7 @@ mod avx512 {
                 for j in 0..n {
                     let row = kv.values.as_ptr().add(j * d + panel);
                     let v: [__m512; 4] = std::array::from_fn(|k| match lanes[k] {
-                        Some(m) => T::load16(row.add(16 * k), m),
+                        Some(m) => _mm512_maskz_loadu_ps(m, row.add(16 * k)),
                         None => _mm512_setzero_ps(),
                     });
                     for (acc, &g) in acc.iter_mut().zip(&heads) {
