@@ -9,7 +9,8 @@
 //! `decode_step` runs every product of a whole decode step of that model
 //! (about 96 MB of weights) on 1 and on 2 threads: it reads more than any
 //! cache holds, so it shows how far memory lets the products scale.
-//! `attention` is one layer's decode attention over 384 cached positions.
+//! `attention` is one layer's decode attention over 384 cached positions;
+//! `prefill_attention_turn` a later chat turn's 22 new rows over 768.
 //! `dense_f16` multiplies 64 activation rows by an f16 matrix of a 1B
 //! model's MLP (2048 → 8192), as a prompt does on F16 files.
 

@@ -141,6 +141,11 @@ impl ClusterArgs {
 }
 
 impl ModelArgs {
+    /// How `--dtype` and `--ctx` ask for the model to be loaded.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions { dtype: self.dtype.map(DType::from), context_length: self.context_length, ..Default::default() }
+    }
+
     /// Applies `--threads` before any kernel runs.
     pub fn apply_threads(&self) -> Result<()> {
         match self.threads {
@@ -161,11 +166,7 @@ impl ModelArgs {
     pub fn load_model_excluding(&self, excluded: &[String]) -> Result<(TextModel, f64)> {
         self.apply_threads()?;
         let path = resolve_model(self.model.as_deref())?;
-        let options = LoadOptions {
-            dtype: self.dtype.map(DType::from),
-            context_length: self.context_length,
-            ..Default::default()
-        };
+        let options = self.load_options();
         let start = std::time::Instant::now();
         let model = match self.cluster.settings()? {
             Some(cluster) => cluster.load(&path, &options, excluded, &mut progress_printer())?,

@@ -2,11 +2,12 @@
 
 use super::{parse_token_list, ModelArgs, SamplingArgs};
 use crate::cluster::recovery::generate_recovering;
+use crate::library::resolve_model;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -44,9 +45,21 @@ pub struct RunArgs {
     /// Print one JSON object instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Show the placement preview and exit without loading: the plans over
+    /// the workers found (this machine alone, all, the best subset), each
+    /// with its layers, memory, predicted decode speed and time to first
+    /// token for a prompt of --plan-prompt tokens, and the one picked.
+    #[arg(long)]
+    pub plan: bool,
+    /// Prompt length the preview predicts the time to first token for.
+    #[arg(long, default_value_t = 512, requires = "plan")]
+    pub plan_prompt: usize,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    if args.plan {
+        return print_preview(&args);
+    }
     let rss_before_load = status_bytes("VmRSS:");
     let (model, load_s) = args.model.load_model()?;
 
@@ -101,6 +114,45 @@ pub fn run(args: RunArgs) -> Result<()> {
     } else {
         writeln!(stdout)?;
     }
+    Ok(())
+}
+
+/// `cake run --plan`: the placement preview, as text or (with --json) JSON.
+fn print_preview(args: &RunArgs) -> Result<()> {
+    let settings = args
+        .model
+        .cluster
+        .settings()?
+        .context("--plan previews a cluster: pass --cluster-key (workers found over mDNS) or --worker")?;
+    let path = resolve_model(args.model.model.as_deref())?;
+    let preview = settings.preview(&path, &args.model.load_options(), args.plan_prompt)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string(&preview)?)?;
+        return Ok(());
+    }
+    for (i, option) in preview.options.iter().enumerate() {
+        let mark = if preview.chosen == Some(i) { "→" } else { " " };
+        writeln!(stdout, "{mark} {} ({})", option.label, option.machines.join(", "))?;
+        if let Some(refused) = &option.refused {
+            writeln!(stdout, "    cannot run: {refused}")?;
+        }
+        if let (Some(plan), Some(prediction)) = (&option.plan, &option.prediction) {
+            for stage in plan.stages.iter().filter(|s| !s.layers.is_empty()) {
+                let layers = format!("layers {}–{}", stage.layers.start, stage.layers.end - 1);
+                writeln!(stdout, "    {}: {layers}, {:.1} MB of memory", stage.node, stage.memory_bytes as f64 / 1e6)?;
+            }
+            writeln!(
+                stdout,
+                "    predicted: {:.1} tok/s ({:.2} ms per token on links), first token after {} prompt tokens in {:.2} s",
+                prediction.decode_tokens_per_second,
+                prediction.link_seconds_per_token * 1e3,
+                prediction.prompt_tokens,
+                prediction.first_token_seconds
+            )?;
+        }
+    }
+    writeln!(stdout, "{}", preview.reason)?;
     Ok(())
 }
 

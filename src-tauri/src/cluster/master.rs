@@ -10,6 +10,7 @@ use super::cluster_key::ClusterKey;
 use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
+use super::prediction::{self, preview, Preview};
 use super::protocol::{WireFormat, WorkerInfo};
 use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
@@ -362,6 +363,33 @@ impl ClusterSettings {
     /// Looks for workers and tries each, recording the outcomes in the monitor.
     pub fn survey(&self) -> Result<()> {
         self.connect_workers(&machine::describe(&self.name, self.master_memory), &[]).map(drop)
+    }
+
+    /// The placement preview for the model at `path`: finds and contacts
+    /// the workers as loading would, measures each link, and compares plans
+    /// for a prompt of `prompt_tokens` without loading anything.
+    pub fn preview(&self, path: &Path, options: &LoadOptions, prompt_tokens: usize) -> Result<Preview> {
+        let checkpoint = Checkpoint::open(path)?;
+        let needs = MemoryNeeds::of(&checkpoint, options)?;
+        let hidden_bytes = (checkpoint.config().hidden_size * self.wire_format.value_bytes()) as u64;
+        let me = machine::describe(&self.name, self.master_memory);
+        let workers = self.connect_workers(&me, &[])?;
+        let candidate = |info: &WorkerInfo, link| prediction::Machine {
+            capacity: NodeCapacity {
+                name: info.name.clone(),
+                memory_bytes: info.memory_bytes,
+                bytes_per_second: info.bytes_per_second,
+            },
+            prompt_bytes_per_second: info.prompt_bytes_per_second,
+            link,
+        };
+        let mut machines = vec![candidate(&me, None)];
+        for planned in &workers {
+            let worker = &planned.worker;
+            let link = worker.measure_link().with_context(|| format!("measuring the link to {}", worker.info.name))?;
+            machines.push(candidate(&worker.info, Some(link)));
+        }
+        Ok(preview(&needs, &machines, hidden_bytes, prompt_tokens))
     }
 
     /// Loads the text model at `path` over this machine and the workers

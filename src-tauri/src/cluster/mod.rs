@@ -22,6 +22,7 @@ pub mod discovery;
 pub mod machine;
 pub mod master;
 pub mod monitor;
+pub mod prediction;
 pub mod protocol;
 pub mod recovery;
 pub mod remote;

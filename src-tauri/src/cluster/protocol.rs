@@ -32,6 +32,8 @@ pub enum Request {
     Forget { sequence: u64 },
     /// Keep-alive during idle periods.
     Heartbeat,
+    /// Send the payload back (the master times it to measure the link).
+    Echo,
 }
 
 /// A machine as it describes itself.
@@ -44,8 +46,12 @@ pub struct WorkerInfo {
     /// Bytes of memory it can give a model's layers (weights, caches,
     /// working memory).
     pub memory_bytes: u64,
-    /// Estimated weight bytes processed per second.
+    /// Weight bytes a decode step processes per second (measured).
     pub bytes_per_second: f64,
+    /// Weight bytes × tokens per second while reading a prompt (measured;
+    /// 0 when not reported).
+    #[serde(default)]
+    pub prompt_bytes_per_second: f64,
 }
 
 /// A worker's answer.
@@ -112,7 +118,8 @@ pub enum WireFormat {
 }
 
 impl WireFormat {
-    fn value_bytes(self) -> usize {
+    /// Bytes one value takes on the wire.
+    pub fn value_bytes(self) -> usize {
         match self {
             WireFormat::F32 => 4,
             WireFormat::F16 => 2,

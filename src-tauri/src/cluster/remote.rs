@@ -4,6 +4,7 @@
 //! worker that vanished while nobody was asking it anything).
 
 use super::cluster_key::ClusterKey;
+use super::prediction::LinkSpeed;
 use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WireFormat, WorkerInfo};
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
@@ -99,6 +100,9 @@ pub struct Unreachable {
     pub address: String,
 }
 
+/// Bytes echoed to measure a link's bandwidth.
+const ECHO_BYTES: usize = 1 << 20;
+
 /// Decode steps a worker must have run before its measured speed counts.
 pub const MIN_MEASURED_STEPS: u64 = 4;
 
@@ -110,6 +114,11 @@ pub(crate) fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInf
         bail!("worker {address} reports an unusable speed ({})", info.bytes_per_second);
     }
     info.bytes_per_second = info.bytes_per_second.min(MAX_CLAIMED_SPEED);
+    // Not reported (an older worker) or unusable: a prompt reads at least as fast as a decode step.
+    if !(info.prompt_bytes_per_second.is_finite() && info.prompt_bytes_per_second >= info.bytes_per_second) {
+        info.prompt_bytes_per_second = info.bytes_per_second;
+    }
+    info.prompt_bytes_per_second = info.prompt_bytes_per_second.min(MAX_CLAIMED_SPEED * 64.0);
     info.memory_bytes = info.memory_bytes.min(MAX_CLAIMED_MEMORY);
     Ok(info)
 }
@@ -146,6 +155,7 @@ impl RemoteWorker {
                 devices: Vec::new(),
                 memory_bytes: 0,
                 bytes_per_second: 0.0,
+                prompt_bytes_per_second: 0.0,
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,
@@ -196,6 +206,32 @@ impl RemoteWorker {
     /// Checks that the worker answers.
     pub fn ping(&self) -> Result<()> {
         self.ask(&Request::Heartbeat, &[]).map(drop)
+    }
+
+    /// Measures the link: the shortest of a few empty round trips, and the
+    /// bandwidth of echoing [`ECHO_BYTES`] (a few round trips, well under a
+    /// second on any usable link).
+    pub fn measure_link(&self) -> Result<LinkSpeed> {
+        let timed = |payload: &[u8]| -> Result<f64> {
+            let start = Instant::now();
+            let (_, echoed) = self.ask(&Request::Echo, payload)?;
+            if echoed.len() != payload.len() {
+                bail!("worker {} echoed {} bytes of {}", self.address, echoed.len(), payload.len());
+            }
+            Ok(start.elapsed().as_secs_f64())
+        };
+        let mut round_trip = f64::INFINITY;
+        for _ in 0..5 {
+            round_trip = round_trip.min(timed(&[])?);
+        }
+        let payload = vec![0x5Au8; ECHO_BYTES];
+        let mut echo = f64::INFINITY;
+        for _ in 0..2 {
+            echo = echo.min(timed(&payload)?);
+        }
+        // Both ways carried the payload; what the empty round trip took is not bandwidth.
+        let transfer = (echo - round_trip).max(1e-6);
+        Ok(LinkSpeed { round_trip_seconds: round_trip, bytes_per_second: 2.0 * ECHO_BYTES as f64 / transfer })
     }
 
     /// Whether the connection has failed (and why).

@@ -284,6 +284,7 @@ impl State<'_> {
         Ok(match request {
             Request::Info => (Response::Info(self.info.clone()), Vec::new()),
             Request::Heartbeat => (Response::Done, Vec::new()),
+            Request::Echo => (Response::Done, payload.to_vec()),
             Request::Load { manifest, start, end, dtype, context_length } => {
                 (self.load(manifest, start..end, dtype, context_length)?, Vec::new())
             }

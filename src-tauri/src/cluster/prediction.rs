@@ -1,0 +1,328 @@
+//! What a plan will give before anything is loaded: its decode speed, its
+//! time to first token and what limits each, from every machine's measured
+//! speeds and every link's measured round trip and bandwidth. And the
+//! choice between plans: this machine alone (when the model fits), all
+//! machines, and the best subset, the fastest picked with its reason.
+//!
+//! The model of a decode step: each stage streams its weights at its
+//! machine's decode speed, one after another, and each worker's stage adds
+//! one round trip carrying a token's hidden states there and back. A prompt
+//! runs each stage at its machine's prompt speed, in pieces of
+//! [`PREFILL_CHUNK`] tokens, each piece one round trip per worker.
+
+use super::assignment::{plan, NodeCapacity, Plan};
+use crate::models::context::PREFILL_CHUNK;
+use crate::models::memory_needs::MemoryNeeds;
+use serde::Serialize;
+
+/// Workers beyond this many are not tried in every subset (2ⁿ plans):
+/// only all of them and this machine alone are compared.
+const MAX_SUBSET_WORKERS: usize = 8;
+
+/// Bytes a hop adds to a message's hidden states: the request's header,
+/// the frame's length and the AEAD tag (measured: about 120).
+const FRAME_OVERHEAD_BYTES: u64 = 160;
+
+/// A link from this machine to a worker, as measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkSpeed {
+    pub round_trip_seconds: f64,
+    pub bytes_per_second: f64,
+}
+
+impl LinkSpeed {
+    /// Seconds a hop takes that carries `bytes` there and `bytes` back.
+    pub fn hop_seconds(&self, bytes: u64) -> f64 {
+        self.round_trip_seconds + 2.0 * (bytes + FRAME_OVERHEAD_BYTES) as f64 / self.bytes_per_second
+    }
+}
+
+/// A machine the preview may use: what the planner needs, its prompt
+/// speed, and (for a worker) its link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Machine {
+    pub capacity: NodeCapacity,
+    /// Weight bytes × tokens per second while reading a prompt.
+    pub prompt_bytes_per_second: f64,
+    /// `None` for this machine.
+    pub link: Option<LinkSpeed>,
+}
+
+/// What bounds a prediction most.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Limit {
+    /// Streaming weights from memory (decode) on this machine.
+    Memory { machine: String, seconds: f64 },
+    /// Arithmetic (a prompt) on this machine.
+    Compute { machine: String, seconds: f64 },
+    /// Round trips and transfer over the links.
+    Link { seconds: f64 },
+}
+
+impl Limit {
+    fn seconds(&self) -> f64 {
+        match self {
+            Limit::Memory { seconds, .. } | Limit::Compute { seconds, .. } | Limit::Link { seconds } => *seconds,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Limit::Memory { machine, seconds } => format!("{machine}'s memory ({:.1} ms)", seconds * 1e3),
+            Limit::Compute { machine, seconds } => format!("{machine}'s compute ({:.1} ms)", seconds * 1e3),
+            Limit::Link { seconds } => format!("the links ({:.1} ms)", seconds * 1e3),
+        }
+    }
+}
+
+/// What a plan is predicted to give one conversation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    pub decode_tokens_per_second: f64,
+    /// Seconds of a decode step spent on the links.
+    pub link_seconds_per_token: f64,
+    pub decode_limit: Limit,
+    /// Tokens of the prompt the time to first token is for.
+    pub prompt_tokens: usize,
+    pub first_token_seconds: f64,
+    pub prompt_limit: Limit,
+}
+
+/// Predicts `plan` (its stages on `machines`, in the same order) for a
+/// prompt of `prompt_tokens`, with `hidden_bytes` per token on the wire.
+pub fn predict(plan: &Plan, machines: &[Machine], hidden_bytes: u64, prompt_tokens: usize) -> Prediction {
+    let mut decode_parts: Vec<Limit> = Vec::new();
+    let mut prompt_parts: Vec<Limit> = Vec::new();
+    let (mut decode_link, mut prompt_link) = (0.0, 0.0);
+    let pieces = prompt_tokens.div_ceil(PREFILL_CHUNK).max(1);
+    for (stage, machine) in plan.stages.iter().zip(machines) {
+        if stage.layers.is_empty() && machine.link.is_some() {
+            continue;
+        }
+        let name = stage.node.clone();
+        let bytes = stage.bytes as f64;
+        decode_parts.push(Limit::Memory { machine: name.clone(), seconds: bytes / machine.capacity.bytes_per_second });
+        prompt_parts.push(Limit::Compute {
+            machine: name,
+            seconds: bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second,
+        });
+        if let Some(link) = machine.link {
+            decode_link += link.hop_seconds(hidden_bytes);
+            let piece_tokens = prompt_tokens.div_ceil(pieces) as u64;
+            prompt_link += pieces as f64 * link.hop_seconds(hidden_bytes * piece_tokens);
+        }
+    }
+    let total = |parts: &[Limit], link: f64| parts.iter().map(Limit::seconds).sum::<f64>() + link;
+    let (decode_seconds, prompt_seconds) = (total(&decode_parts, decode_link), total(&prompt_parts, prompt_link));
+    decode_parts.push(Limit::Link { seconds: decode_link });
+    prompt_parts.push(Limit::Link { seconds: prompt_link });
+    let largest = |parts: Vec<Limit>| {
+        parts.into_iter().max_by(|a, b| a.seconds().total_cmp(&b.seconds())).expect("the link is always a part")
+    };
+    Prediction {
+        decode_tokens_per_second: 1.0 / decode_seconds.max(1e-12),
+        link_seconds_per_token: decode_link,
+        decode_limit: largest(decode_parts),
+        prompt_tokens,
+        first_token_seconds: prompt_seconds,
+        prompt_limit: largest(prompt_parts),
+    }
+}
+
+/// One plan the preview compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanOption {
+    /// "this machine alone", "all 3 machines", or the machines it uses.
+    pub label: String,
+    pub machines: Vec<String>,
+    /// The plan and its prediction, or why it cannot run.
+    pub plan: Option<Plan>,
+    pub prediction: Option<Prediction>,
+    pub refused: Option<String>,
+}
+
+/// The plans compared, the one picked and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preview {
+    pub options: Vec<PlanOption>,
+    /// Index into `options` of the fastest plan that runs, if any runs.
+    pub chosen: Option<usize>,
+    pub reason: String,
+}
+
+/// Compares this machine alone, all machines and the best subset of
+/// `machines` (`machines[0]` is this machine) for a model with `needs`.
+pub fn preview(needs: &MemoryNeeds, machines: &[Machine], hidden_bytes: u64, prompt_tokens: usize) -> Preview {
+    assert!(machines.first().is_some_and(|m| m.link.is_none()), "this machine comes first");
+    let evaluate = |label: String, members: &[usize]| {
+        let chosen: Vec<Machine> = members.iter().map(|&i| machines[i].clone()).collect();
+        let capacities: Vec<NodeCapacity> = chosen.iter().map(|c| c.capacity.clone()).collect();
+        let names = capacities.iter().map(|c| c.name.clone()).collect();
+        match plan(needs, &capacities) {
+            Ok(plan) => {
+                let prediction = predict(&plan, &chosen, hidden_bytes, prompt_tokens);
+                PlanOption { label, machines: names, plan: Some(plan), prediction: Some(prediction), refused: None }
+            }
+            Err(e) => {
+                PlanOption { label, machines: names, plan: None, prediction: None, refused: Some(format!("{e:#}")) }
+            }
+        }
+    };
+    let workers = machines.len() - 1;
+    let mut options = vec![evaluate("this machine alone".into(), &[0])];
+    if workers > 0 {
+        let all: Vec<usize> = (0..machines.len()).collect();
+        options.push(evaluate(format!("all {} machines", machines.len()), &all));
+    }
+    if (2..=MAX_SUBSET_WORKERS).contains(&workers) {
+        // Every proper subset with at least one worker; the fastest is kept.
+        let best = (1..(1u32 << workers) - 1)
+            .map(|mask| {
+                let members: Vec<usize> =
+                    std::iter::once(0).chain((0..workers).filter(|w| mask >> w & 1 == 1).map(|w| w + 1)).collect();
+                let names: Vec<&str> = members.iter().map(|&i| machines[i].capacity.name.as_str()).collect();
+                evaluate(names.join(" + "), &members)
+            })
+            .filter(|o| o.prediction.is_some())
+            .max_by(|a, b| speed(a).total_cmp(&speed(b)));
+        options.extend(best);
+    }
+    let chosen = (0..options.len()).filter(|&i| options[i].prediction.is_some()).max_by(|&a, &b| {
+        // The faster; between equals, the earlier (fewer machines).
+        speed(&options[a]).total_cmp(&speed(&options[b])).then(b.cmp(&a))
+    });
+    let reason = reason(&options, chosen);
+    Preview { options, chosen, reason }
+}
+
+fn speed(option: &PlanOption) -> f64 {
+    option.prediction.as_ref().map_or(0.0, |p| p.decode_tokens_per_second)
+}
+
+/// Why `chosen` was picked, in a sentence.
+fn reason(options: &[PlanOption], chosen: Option<usize>) -> String {
+    let Some(chosen) = chosen else {
+        let why = options.iter().filter_map(|o| o.refused.as_deref()).next().unwrap_or("no machines");
+        return format!("no plan fits: {why}");
+    };
+    let pick = &options[chosen];
+    let prediction = pick.prediction.as_ref().expect("a chosen plan has a prediction");
+    let others = options
+        .iter()
+        .enumerate()
+        .filter(|&(i, o)| i != chosen && o.prediction.is_some())
+        .map(|(_, o)| format!("{} {:.1} tok/s", o.label, speed(o)))
+        .collect::<Vec<_>>();
+    let versus = if others.is_empty() { String::new() } else { format!(" (against {})", others.join(", ")) };
+    let limit = prediction.decode_limit.describe();
+    if pick.machines.len() == 1 && options.len() > 1 {
+        let links = options.iter().filter_map(|o| o.prediction.as_ref()).map(|p| p.link_seconds_per_token);
+        let link = links.fold(0.0, f64::max);
+        format!(
+            "one machine is faster here: {:.1} tok/s{versus}; the links would cost {:.2} ms per token",
+            speed(pick),
+            link * 1e3
+        )
+    } else {
+        format!("{}: {:.1} tok/s{versus}, limited by {limit}", pick.label, speed(pick))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needs(layers: usize, layer_bytes: u64) -> MemoryNeeds {
+        MemoryNeeds {
+            context_length: 1024,
+            layer_weights: vec![layer_bytes; layers],
+            layer_kv: vec![1_000_000; layers],
+            other_weights: layer_bytes,
+            activations: 10_000_000,
+            safety_margin: 0.05,
+        }
+    }
+
+    fn machine(name: &str, memory: u64, speed: f64, link: Option<LinkSpeed>) -> Machine {
+        Machine {
+            capacity: NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed },
+            prompt_bytes_per_second: speed * 30.0,
+            link,
+        }
+    }
+
+    const GIGABIT: LinkSpeed = LinkSpeed { round_trip_seconds: 0.3e-3, bytes_per_second: 125e6 };
+
+    /// Predicted decode time is the stages' streaming plus one hop per
+    /// worker, computed by hand here.
+    #[test]
+    fn decode_time_adds_streaming_and_hops() {
+        let needs = needs(10, 100_000_000);
+        let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(GIGABIT))];
+        let plan = plan(&needs, &machines.iter().map(|m| m.capacity.clone()).collect::<Vec<_>>()).unwrap();
+        let prediction = predict(&plan, &machines, 4 * 2048, 100);
+        let streaming: f64 = plan.stages.iter().map(|s| s.bytes as f64 / 10e9).sum();
+        let hop = 0.3e-3 + 2.0 * (4.0 * 2048.0 + FRAME_OVERHEAD_BYTES as f64) / 125e6;
+        assert!((1.0 / prediction.decode_tokens_per_second - (streaming + hop)).abs() < 1e-9);
+        assert!((prediction.link_seconds_per_token - hop).abs() < 1e-12);
+        assert!(matches!(prediction.decode_limit, Limit::Memory { .. }), "{prediction:?}");
+    }
+
+    /// A model that fits here runs here alone when the link costs more
+    /// than the second machine's memory bandwidth saves.
+    #[test]
+    fn a_slow_link_keeps_a_small_model_on_one_machine() {
+        let needs = needs(30, 3_000_000);
+        let wifi = LinkSpeed { round_trip_seconds: 3e-3, bytes_per_second: 37.5e6 };
+        let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(wifi))];
+        let preview = preview(&needs, &machines, 4 * 576, 100);
+        let chosen = &preview.options[preview.chosen.unwrap()];
+        assert_eq!(chosen.label, "this machine alone", "{preview:#?}");
+        assert!(preview.reason.starts_with("one machine is faster here"), "{}", preview.reason);
+    }
+
+    /// A model that does not fit here is refused alone and runs over the
+    /// machines (stages run one after another, so between equal machines
+    /// more of them win only by fitting the model).
+    #[test]
+    fn a_model_too_big_for_one_machine_is_refused_alone_and_split() {
+        let needs = needs(16, 100_000_000);
+        let machines = [
+            machine("me", 1_000_000_000, 10e9, None),
+            machine("a", 1_000_000_000, 10e9, Some(GIGABIT)),
+            machine("b", 1_000_000_000, 10e9, Some(GIGABIT)),
+        ];
+        let preview = preview(&needs, &machines, 4 * 2048, 100);
+        assert!(preview.options[0].refused.as_deref().unwrap().contains("missing"), "{preview:#?}");
+        let chosen = &preview.options[preview.chosen.unwrap()];
+        assert!(chosen.machines.len() >= 2, "{preview:#?}");
+        assert_eq!(preview.options.len(), 3, "alone, all, best subset");
+    }
+
+    /// A faster worker takes more of the layers, and the preview prefers
+    /// using it when its bandwidth gain outweighs the hop.
+    #[test]
+    fn a_much_faster_worker_is_used_over_a_fast_link() {
+        let needs = needs(16, 100_000_000);
+        let machines = [machine("me", 1 << 40, 2e9, None), machine("fast", 1 << 40, 40e9, Some(GIGABIT))];
+        let preview = preview(&needs, &machines, 4 * 2048, 100);
+        let chosen = &preview.options[preview.chosen.unwrap()];
+        assert_eq!(chosen.label, "all 2 machines", "{preview:#?}");
+        assert!(preview.reason.contains("tok/s"), "{}", preview.reason);
+    }
+
+    /// A long prompt over a slow link is limited by the link's transfer.
+    #[test]
+    fn time_to_first_token_counts_each_prompt_piece_over_the_link() {
+        let needs = needs(4, 1_000_000);
+        let slow = LinkSpeed { round_trip_seconds: 1e-3, bytes_per_second: 1e6 };
+        let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(slow))];
+        let plan = plan(&needs, &machines.iter().map(|m| m.capacity.clone()).collect::<Vec<_>>()).unwrap();
+        let prediction = predict(&plan, &machines, 4 * 2048, 2048);
+        assert!(matches!(prediction.prompt_limit, Limit::Link { .. }), "{prediction:?}");
+        let pieces = 2048usize.div_ceil(PREFILL_CHUNK) as f64;
+        let link_alone = pieces * slow.hop_seconds(4 * 2048 * PREFILL_CHUNK as u64);
+        assert!(prediction.first_token_seconds > link_alone, "{prediction:?}");
+    }
+}
