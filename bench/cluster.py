@@ -8,8 +8,9 @@ their links shaped as a profile says: unshaped veth, a gigabit LAN
 third decodes alone, with one worker and with both (hidden states in f32,
 then in f16), memory caps forcing an even split of the layers. Reports
 decode tok/s (median of `--reps`, runs of
-the setups alternated), the ratio to one machine, and the hidden-state
-bytes moved per decoded token. Needs root (namespaces); the machines share
+the setups alternated) beside the placement preview's prediction for the
+same plan (`cake run --plan`), the ratio to one machine, and the
+hidden-state bytes moved per decoded token. Needs root (namespaces); the machines share
 this computer's cores, so only one of them computes at a time.
 
     python bench/cluster.py --cake target/release/cake
@@ -58,6 +59,15 @@ def run(net, cake, model, prompt, decode, threads, extra):
     return json.loads(out.stdout)
 
 
+def predicted(net, cake, model, threads, extra, machines):
+    """The preview's predicted decode tok/s for the plan over `machines` (`cake run --plan`)."""
+    args = [cake, "run", "--model", str(model), "--plan", "--json", "--threads", str(threads)] + extra
+    out = net.run(0, args, check=True, capture_output=True, text=True, env=dict(os.environ, CAKE_CLUSTER_KEY=KEY))
+    preview = json.loads(out.stdout)
+    option = next(o for o in preview["options"] if len(o["machines"]) == machines and o["prediction"])
+    return option["prediction"]["decode_tokens_per_second"]
+
+
 def measure_profile(args, profile, subnet):
     """Rows of (machines, tok/s, bytes per token, stages of the last run) on `profile`."""
     # Layer sizes from the file itself (cake's own loader is not exposed to
@@ -89,6 +99,10 @@ def measure_profile(args, profile, subnet):
             # measures what one token costs, to leave out of the per-token bytes.
             run(net, args.cake, args.model, prompt, 1, args.threads, flags)
             one_token[machines] = run(net, args.cake, args.model, prompt, 1, args.threads, flags)
+        predictions = {
+            machines: predicted(net, args.cake, args.model, args.threads, flags, int(machines[0]))
+            for machines, flags in setups.items()
+        }
         results = {machines: [] for machines in setups}
         for _ in range(args.reps):
             for machines, flags in setups.items():
@@ -105,7 +119,7 @@ def measure_profile(args, profile, subnet):
     for machines, runs in results.items():
         tps = statistics.median(r["timings"]["decode_tok_s"] for r in runs)
         per_token = (runs[0]["network_bytes"] - one_token[machines]["network_bytes"]) / args.decode
-        rows.append((machines, tps, per_token, runs[-1]["stages"]))
+        rows.append((machines, tps, per_token, runs[-1]["stages"], predictions[machines]))
     return rows, rtt_ms
 
 
@@ -127,16 +141,16 @@ def main():
     print(f"model: {args.model.name}, {args.threads} threads on the master, {args.worker_threads} per worker, "
           f"decode {args.decode} tokens, median of {args.reps}, context {args.ctx}")
     print()
-    print("| network | measured round trip | machines | decode tok/s | vs one machine | bytes per token |")
-    print("|---|---|---|---|---|---|")
+    print("| network | measured round trip | machines | decode tok/s | predicted | predicted / measured | vs one machine | bytes per token |")
+    print("|---|---|---|---|---|---|---|---|")
     stages = {}
     for subnet, name in enumerate(filter(None, args.profiles.split(",")), start=1):
         profile = PROFILES[name]
         rows, rtt_ms = measure_profile(args, profile, subnet)
         single = rows[0][1]
-        for machines, tps, per_token, _ in rows:
-            print(f"| {profile.name} | {rtt_ms:.2f} ms | {machines} | {tps:.1f} | {tps / single:.2f}x | {per_token:.0f} |",
-                  flush=True)
+        for machines, tps, per_token, _, guess in rows:
+            print(f"| {profile.name} | {rtt_ms:.2f} ms | {machines} | {tps:.1f} | {guess:.1f} | {guess / tps:.2f} "
+                  f"| {tps / single:.2f}x | {per_token:.0f} |", flush=True)
         stages[profile.name] = rows[2][3]
     # Where a 3-machine token's time goes (the last run; prefill included).
     steps = args.decode + 1

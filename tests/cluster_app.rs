@@ -226,6 +226,22 @@ fn a_worker_added_by_address_is_remembered_and_joins_the_plan() {
         assert_eq!(at(&silent)["state"], "unreachable", "{status}");
         assert!(at(&silent)["problem"].as_str().is_some_and(|p| !p.is_empty()), "{status}");
 
+        // The placement preview, before loading: this machine alone and
+        // both machines, each predicted; one picked, with its reason.
+        let preview = call(&master_app, "preview_cluster", json!({"model_id": "default"}));
+        let labels: Vec<&str> =
+            preview["options"].as_array().unwrap().iter().map(|o| o["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["this machine alone", "all 2 machines"], "{preview}");
+        for option in preview["options"].as_array().unwrap() {
+            assert!(option["prediction"]["decode_tokens_per_second"].as_f64().unwrap() > 1.0, "{preview}");
+        }
+        assert!(
+            preview["chosen"].as_u64().is_some() && preview["reason"].as_str().unwrap().contains("tok/s"),
+            "{preview}"
+        );
+        let (code, body) = master_app.post("/api/preview_cluster", &json!({"model_id": "no-such-model"}));
+        assert_eq!(code, 404, "{body}");
+
         // Loading spreads the model over this machine and the added worker;
         // the silent address is left out rather than failing the load.
         let (code, events) = master_app.stream("/api/load_model", &json!({"id": "default"}), |_, _| true);

@@ -88,6 +88,18 @@ def cluster_check(driver: "WebDriver", cake: Path, tmp: Path, env: dict, process
              "return document.querySelectorAll('[data-testid=\"cluster-machine\"][data-state=\"authenticated\"]').length >= 3",
              "three authenticated workers", timeout=60)
     print("two workers found and one added by address, all authenticated")
+    # Before loading: the placement preview compares plans over the machines found.
+    click(driver, '[data-testid="cluster-preview-run"]')
+    options = wait_for(driver,
+                       "const rows = [...document.querySelectorAll('[data-testid=\"cluster-preview-option\"]')];"
+                       "return rows.length >= 2 ? rows.map(r => r.dataset.chosen + ' ' + r.innerText) : null;",
+                       "the placement preview", timeout=60)
+    assert sum(o.startswith("true ") for o in options) == 1, f"one plan is picked: {options}"
+    assert any("all 4 machines" in o and "tok/s" in o for o in options), f"all machines predicted: {options}"
+    reason = driver.run("return document.querySelector('[data-testid=\"cluster-preview-reason\"]').innerText")
+    assert "tok/s" in reason, reason
+    print(f"placement preview: {reason}")
+    driver.screenshot(OUT / "desktop-cluster-preview.png")
     # Reload the model so that it spreads over the cluster.
     row = '[data-testid="model-row"][data-model-id="default"]'
     click(driver, '[data-testid="models-button"]')

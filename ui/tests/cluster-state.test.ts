@@ -1,12 +1,12 @@
 // Tests for the cluster actions against a fake Api: polling (no overlap,
-// stops, errors reported once), saving settings, forgetting the key, and
-// looking for workers.
+// stops, errors reported once), saving settings, forgetting the key,
+// looking for workers and previewing plans.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { ClusterStatus } from "../src/api/types";
 import { createCake } from "../src/state";
 import { CLUSTER_POLL_INTERVAL_MS } from "../src/state/cluster";
-import { clusterStatus, createFakeApi, memoryStorage } from "./fake-api";
+import { clusterStatus, createFakeApi, memoryStorage, model } from "./fake-api";
 
 function setup() {
   const { api, server } = createFakeApi();
@@ -163,6 +163,30 @@ describe("looking for workers", () => {
     await cake.cluster.scan();
     expect(state().notices).toHaveLength(1);
     expect(state().clusterScanning).toBe(false);
+  });
+});
+
+describe("previewing plans", () => {
+  it("marks the preview as running and keeps its answer with its model", async () => {
+    const { cake, api, server, state } = setup();
+    server.cluster = clusterStatus({ role: "master", settings: { key_set: true } });
+    server.models.push(model("smol"));
+    const modelId = "smol";
+    const preview = cake.cluster.preview(modelId);
+    expect(state().clusterPreviewing).toBe(true);
+    await preview;
+    expect(api.previewCluster).toHaveBeenCalledWith(modelId);
+    expect(state().clusterPreviewing).toBe(false);
+    expect(state().clusterPreview?.modelId).toBe(modelId);
+    expect(state().clusterPreview?.preview.chosen).toBe(0);
+  });
+
+  it("reports a failed preview and keeps the last one", async () => {
+    const { cake, state } = setup();
+    await cake.cluster.preview("default");
+    expect(state().notices).toHaveLength(1);
+    expect(state().clusterPreviewing).toBe(false);
+    expect(state().clusterPreview).toBeNull();
   });
 });
 

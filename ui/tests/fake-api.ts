@@ -6,6 +6,7 @@ import type { Api } from "../src/api/commands";
 import type {
   ChatRequest,
   Clip,
+  ClusterPreview,
   ClusterSettingsUpdate,
   ClusterStatus,
   Conversation,
@@ -296,6 +297,32 @@ export function createFakeApi(
       if (server.cluster.role !== "master")
         throw new Error("set a cluster key (and leave worker mode) to look for workers");
       return structuredClone(server.cluster);
+    }),
+    previewCluster: vi.fn(async (modelId: string): Promise<ClusterPreview> => {
+      if (server.cluster.role !== "master")
+        throw new Error("set a cluster key (and leave worker mode) to preview plans");
+      if (!server.models.some((m) => m.id === modelId))
+        throw new Error(`no model with id \`${modelId}\` in the library`);
+      return {
+        options: [
+          {
+            label: "this machine alone",
+            machines: ["master"],
+            refused: null,
+            plan: null,
+            prediction: {
+              decode_tokens_per_second: 190,
+              link_seconds_per_token: 0,
+              decode_limit: { kind: "memory", machine: "master", seconds: 0.005 },
+              prompt_tokens: 512,
+              first_token_seconds: 0.6,
+              prompt_limit: { kind: "compute", machine: "master", seconds: 0.6 },
+            },
+          },
+        ],
+        chosen: 0,
+        reason: "this machine alone: 190.0 tok/s",
+      };
     }),
     listVoices: vi.fn(async () => ({ voices: structuredClone(server.voices) })),
     addVoice: vi.fn(async (source: VoiceSource) => structuredClone(acceptVoice(source))),

@@ -11,9 +11,11 @@ use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, Advertisement, MdnsScope};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::monitor::ClusterMonitor;
+use crate::cluster::prediction::Preview;
 use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
 use crate::files::storage::write_json_atomically;
 use crate::models::context::MIN_CONTEXT_LENGTH;
+use crate::models::loader::LoadOptions;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -80,6 +82,9 @@ pub const MAX_CONTEXT_LENGTH: usize = 1 << 20;
 
 /// At most this many workers added by address.
 pub const MAX_WORKER_ADDRESSES: usize = 32;
+
+/// The prompt length the app's preview predicts the time to first token for.
+const PREVIEW_PROMPT_TOKENS: usize = 512;
 
 /// `host:port` addresses as typed, trimmed and without repeats; an error
 /// names the first that is not one.
@@ -309,6 +314,14 @@ impl ClusterControl {
         let settings =
             self.master_settings().context("set a cluster key (and leave worker mode) to look for workers")?;
         settings.survey()
+    }
+
+    /// The placement preview of the model at `path` over the workers that
+    /// answer now, for the context length chosen in the settings.
+    pub fn preview(&self, path: &Path) -> Result<Preview> {
+        let settings = self.master_settings().context("set a cluster key (and leave worker mode) to preview plans")?;
+        let options = LoadOptions { context_length: self.context_length(), ..LoadOptions::default() };
+        settings.preview(path, &options, PREVIEW_PROMPT_TOKENS)
     }
 
     /// The `cluster_status` answer (see docs/api.md).

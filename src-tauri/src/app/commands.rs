@@ -106,6 +106,11 @@ impl App {
                 self.cluster.scan().map_err(ApiError::bad)?;
                 Ok(self.cluster.status())
             }
+            Command::PreviewCluster { model_id } => {
+                let model = self.usable_model_of_kind(&model_id, ModelKind::Text)?;
+                let preview = self.cluster.preview(&model.path).map_err(ApiError::bad)?;
+                Ok(serde_json::to_value(preview).expect("previews serialize"))
+            }
             Command::CancelStream { stream_id } => {
                 if let Some(flag) = self.streams.lock().expect("streams").remove(&stream_id) {
                     flag.store(true, Ordering::Relaxed);

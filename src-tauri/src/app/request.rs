@@ -66,6 +66,10 @@ pub enum Command {
     GenerateClusterKey,
     SetClusterSettings(SettingsUpdate),
     ScanCluster,
+    /// The placement preview of a text model over the workers (master only).
+    PreviewCluster {
+        model_id: String,
+    },
     CancelStream {
         stream_id: String,
     },

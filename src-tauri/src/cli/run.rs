@@ -1,13 +1,15 @@
 //! `cake run`: generate from a prompt.
 
 use super::{parse_token_list, ModelArgs, SamplingArgs};
+use crate::cluster::machine::describe;
+use crate::cluster::master::preview_over;
 use crate::cluster::recovery::generate_recovering;
 use crate::library::resolve_model;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -48,7 +50,8 @@ pub struct RunArgs {
     /// Show the placement preview and exit without loading: the plans over
     /// the workers found (this machine alone, all, the best subset), each
     /// with its layers, memory, predicted decode speed and time to first
-    /// token for a prompt of --plan-prompt tokens, and the one picked.
+    /// token for a prompt of --plan-prompt tokens, and the one picked
+    /// (without a cluster key or workers: this machine alone).
     #[arg(long)]
     pub plan: bool,
     /// Prompt length the preview predicts the time to first token for.
@@ -119,13 +122,16 @@ pub fn run(args: RunArgs) -> Result<()> {
 
 /// `cake run --plan`: the placement preview, as text or (with --json) JSON.
 fn print_preview(args: &RunArgs) -> Result<()> {
-    let settings = args
-        .model
-        .cluster
-        .settings()?
-        .context("--plan previews a cluster: pass --cluster-key (workers found over mDNS) or --worker")?;
     let path = resolve_model(args.model.model.as_deref())?;
-    let preview = settings.preview(&path, &args.model.load_options(), args.plan_prompt)?;
+    let options = args.model.load_options();
+    // Without a cluster key or workers: this machine alone.
+    let preview = match args.model.cluster.settings()? {
+        Some(settings) => settings.preview(&path, &options, args.plan_prompt)?,
+        None => {
+            let me = describe("master", args.model.cluster.max_memory);
+            preview_over(&path, &options, &me, &[], args.model.cluster.wire, args.plan_prompt)?
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&preview)?)?;

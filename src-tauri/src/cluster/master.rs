@@ -155,6 +155,37 @@ pub fn load_distributed<M>(
     Ok((model, plan))
 }
 
+/// The placement preview of the model at `path` over this machine (`me`)
+/// and `workers` (measuring each link), hidden states sent in `wire`.
+pub fn preview_over(
+    path: &Path,
+    options: &LoadOptions,
+    me: &WorkerInfo,
+    workers: &[&RemoteWorker],
+    wire: WireFormat,
+    prompt_tokens: usize,
+) -> Result<Preview> {
+    let checkpoint = Checkpoint::open(path)?;
+    let needs = MemoryNeeds::of(&checkpoint, options)?;
+    let hidden_bytes = (checkpoint.config().hidden_size * wire.value_bytes()) as u64;
+    let machine = |info: &WorkerInfo, link| prediction::Machine {
+        capacity: NodeCapacity {
+            name: info.name.clone(),
+            memory_bytes: info.memory_bytes,
+            bytes_per_second: info.bytes_per_second,
+        },
+        prompt_bytes_per_second: info.prompt_bytes_per_second,
+        layer_overhead_seconds: info.layer_overhead_seconds,
+        link,
+    };
+    let mut machines = vec![machine(me, None)];
+    for worker in workers {
+        let link = worker.measure_link().with_context(|| format!("measuring the link to {}", worker.info.name))?;
+        machines.push(machine(&worker.info, Some(link)));
+    }
+    Ok(preview(&needs, &machines, hidden_bytes, prompt_tokens))
+}
+
 /// How a master finds and uses its workers.
 #[derive(Clone)]
 pub struct ClusterSettings {
@@ -369,27 +400,10 @@ impl ClusterSettings {
     /// the workers as loading would, measures each link, and compares plans
     /// for a prompt of `prompt_tokens` without loading anything.
     pub fn preview(&self, path: &Path, options: &LoadOptions, prompt_tokens: usize) -> Result<Preview> {
-        let checkpoint = Checkpoint::open(path)?;
-        let needs = MemoryNeeds::of(&checkpoint, options)?;
-        let hidden_bytes = (checkpoint.config().hidden_size * self.wire_format.value_bytes()) as u64;
         let me = machine::describe(&self.name, self.master_memory);
         let workers = self.connect_workers(&me, &[])?;
-        let candidate = |info: &WorkerInfo, link| prediction::Machine {
-            capacity: NodeCapacity {
-                name: info.name.clone(),
-                memory_bytes: info.memory_bytes,
-                bytes_per_second: info.bytes_per_second,
-            },
-            prompt_bytes_per_second: info.prompt_bytes_per_second,
-            link,
-        };
-        let mut machines = vec![candidate(&me, None)];
-        for planned in &workers {
-            let worker = &planned.worker;
-            let link = worker.measure_link().with_context(|| format!("measuring the link to {}", worker.info.name))?;
-            machines.push(candidate(&worker.info, Some(link)));
-        }
-        Ok(preview(&needs, &machines, hidden_bytes, prompt_tokens))
+        let workers: Vec<&RemoteWorker> = workers.iter().map(|p| &p.worker).collect();
+        preview_over(path, options, &me, &workers, self.wire_format, prompt_tokens)
     }
 
     /// Loads the text model at `path` over this machine and the workers

@@ -5,10 +5,11 @@
 //! machines, and the best subset, the fastest picked with its reason.
 //!
 //! The model of a decode step: each stage streams its weights at its
-//! machine's decode speed, one after another, and each worker's stage adds
-//! one round trip carrying a token's hidden states there and back. A prompt
-//! runs each stage at its machine's prompt speed, in pieces of
-//! [`PREFILL_CHUNK`] tokens, each piece one round trip per worker.
+//! machine's decode speed and pays its machine's fixed cost per layer, one
+//! stage after another, and each worker's stage adds one round trip
+//! carrying a token's hidden states there and back. A prompt runs each
+//! stage at its machine's prompt speed, in pieces of [`PREFILL_CHUNK`]
+//! tokens, each piece one round trip per worker.
 
 use super::assignment::{plan, NodeCapacity, Plan};
 use crate::models::context::PREFILL_CHUNK;
@@ -44,6 +45,8 @@ pub struct Machine {
     pub capacity: NodeCapacity,
     /// Weight bytes × tokens per second while reading a prompt.
     pub prompt_bytes_per_second: f64,
+    /// Seconds each of its layers costs a step beyond its weights.
+    pub layer_overhead_seconds: f64,
     /// `None` for this machine.
     pub link: Option<LinkSpeed>,
 }
@@ -102,10 +105,14 @@ pub fn predict(plan: &Plan, machines: &[Machine], hidden_bytes: u64, prompt_toke
         }
         let name = stage.node.clone();
         let bytes = stage.bytes as f64;
-        decode_parts.push(Limit::Memory { machine: name.clone(), seconds: bytes / machine.capacity.bytes_per_second });
+        let overhead = stage.layers.len() as f64 * machine.layer_overhead_seconds;
+        decode_parts.push(Limit::Memory {
+            machine: name.clone(),
+            seconds: bytes / machine.capacity.bytes_per_second + overhead,
+        });
         prompt_parts.push(Limit::Compute {
             machine: name,
-            seconds: bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second,
+            seconds: bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second + pieces as f64 * overhead,
         });
         if let Some(link) = machine.link {
             decode_link += link.hop_seconds(hidden_bytes);
@@ -248,21 +255,24 @@ mod tests {
         Machine {
             capacity: NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed },
             prompt_bytes_per_second: speed * 30.0,
+            layer_overhead_seconds: 0.0,
             link,
         }
     }
 
     const GIGABIT: LinkSpeed = LinkSpeed { round_trip_seconds: 0.3e-3, bytes_per_second: 125e6 };
 
-    /// Predicted decode time is the stages' streaming plus one hop per
-    /// worker, computed by hand here.
+    /// Predicted decode time is the stages' streaming, each layer's fixed
+    /// cost and one hop per worker, computed by hand here.
     #[test]
-    fn decode_time_adds_streaming_and_hops() {
+    fn decode_time_adds_streaming_layer_costs_and_hops() {
         let needs = needs(10, 100_000_000);
-        let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(GIGABIT))];
+        let mut machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(GIGABIT))];
+        machines[1].layer_overhead_seconds = 50e-6;
         let plan = plan(&needs, &machines.iter().map(|m| m.capacity.clone()).collect::<Vec<_>>()).unwrap();
         let prediction = predict(&plan, &machines, 4 * 2048, 100);
-        let streaming: f64 = plan.stages.iter().map(|s| s.bytes as f64 / 10e9).sum();
+        let streaming: f64 =
+            plan.stages.iter().map(|s| s.bytes as f64 / 10e9).sum::<f64>() + plan.stages[1].layers.len() as f64 * 50e-6;
         let hop = 0.3e-3 + 2.0 * (4.0 * 2048.0 + FRAME_OVERHEAD_BYTES as f64) / 125e6;
         assert!((1.0 / prediction.decode_tokens_per_second - (streaming + hop)).abs() < 1e-9);
         assert!((prediction.link_seconds_per_token - hop).abs() < 1e-12);

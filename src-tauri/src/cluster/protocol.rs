@@ -52,6 +52,10 @@ pub struct WorkerInfo {
     /// 0 when not reported).
     #[serde(default)]
     pub prompt_bytes_per_second: f64,
+    /// Seconds a decoder layer costs beyond its weights (measured; 0 when
+    /// not reported).
+    #[serde(default)]
+    pub layer_overhead_seconds: f64,
 }
 
 /// A worker's answer.

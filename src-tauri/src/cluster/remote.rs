@@ -119,6 +119,9 @@ pub(crate) fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInf
         info.prompt_bytes_per_second = info.bytes_per_second;
     }
     info.prompt_bytes_per_second = info.prompt_bytes_per_second.min(MAX_CLAIMED_SPEED * 64.0);
+    // A layer costs between nothing and a tenth of a second beyond its weights.
+    info.layer_overhead_seconds =
+        if info.layer_overhead_seconds.is_finite() { info.layer_overhead_seconds.clamp(0.0, 0.1) } else { 0.0 };
     info.memory_bytes = info.memory_bytes.min(MAX_CLAIMED_MEMORY);
     Ok(info)
 }
@@ -156,6 +159,7 @@ impl RemoteWorker {
                 memory_bytes: 0,
                 bytes_per_second: 0.0,
                 prompt_bytes_per_second: 0.0,
+                layer_overhead_seconds: 0.0,
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,

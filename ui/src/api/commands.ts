@@ -8,6 +8,7 @@ import type {
   ChatEvent,
   ChatRequest,
   Clip,
+  ClusterPreview,
   ClusterSettingsUpdate,
   ClusterStatus,
   Conversation,
@@ -130,6 +131,9 @@ export const api = {
 
   /** Look for workers for `discovery_timeout_s` and try each (master only); takes a few seconds. */
   scanCluster: () => call<ClusterStatus>("scan_cluster"),
+
+  /** The plans for a text model over the workers that answer now, without loading it (master only). */
+  previewCluster: (modelId: string) => call<ClusterPreview>("preview_cluster", { model_id: modelId }),
 
   /** The stored voice prompts, newest first. */
   listVoices: () => call<{ voices: Voice[] }>("list_voices"),

@@ -435,3 +435,49 @@ export interface OpenAiApiStatus {
   /** Why it is not serving although switched on. */
   error: string | null;
 }
+
+/** What bounds a predicted time most. */
+export type PredictionLimit =
+  { kind: "memory" | "compute"; machine: string; seconds: number } | { kind: "link"; seconds: number };
+
+/** What a plan is predicted to give one conversation. */
+export interface PlanPrediction {
+  decode_tokens_per_second: number;
+  /** Seconds of each decode step spent on the links. */
+  link_seconds_per_token: number;
+  decode_limit: PredictionLimit;
+  /** The prompt length the time to first token is for. */
+  prompt_tokens: number;
+  first_token_seconds: number;
+  prompt_limit: PredictionLimit;
+}
+
+/** One stage of a previewed plan. */
+export interface PreviewStage {
+  node: string;
+  layers: { start: number; end: number };
+  bytes: number;
+  kv_bytes: number;
+  memory_bytes: number;
+  seconds_per_token: number;
+  reason: string;
+}
+
+/** One plan the preview compared. */
+export interface PreviewOption {
+  /** "this machine alone", "all 3 machines", or the machines it uses. */
+  label: string;
+  machines: string[];
+  /** Why it cannot run. */
+  refused: string | null;
+  plan: { context_length: number; bottleneck_seconds: number; stages: PreviewStage[] } | null;
+  prediction: PlanPrediction | null;
+}
+
+/** `preview_cluster`: the plans for a model, the one picked and why. */
+export interface ClusterPreview {
+  options: PreviewOption[];
+  /** Index of the fastest plan that runs. */
+  chosen: number | null;
+  reason: string;
+}

@@ -7,6 +7,7 @@ import { useEffect } from "preact/hooks";
 import { roleText } from "../lib/cluster";
 import { ClusterMachines } from "./ClusterMachines";
 import { ClusterMasters } from "./ClusterMasters";
+import { ClusterPreview } from "./ClusterPreview";
 import { ClusterRunView } from "./ClusterRunView";
 import { ClusterSettingsForm } from "./ClusterSettingsForm";
 import { useAppState, useCake } from "./context";
@@ -48,7 +49,11 @@ export function ClusterPanel() {
               ) : null}
               {status.role === "master" ? (
                 <>
-                  <ClusterMachines machines={status.machines} scanning={state.clusterScanning} />
+                  <ClusterMachines
+                    machines={status.machines}
+                    scanning={state.clusterScanning || state.clusterPreviewing}
+                  />
+                  <ClusterPreview />
                   {status.run ? <ClusterRunView run={status.run} /> : null}
                 </>
               ) : null}

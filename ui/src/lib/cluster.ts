@@ -2,7 +2,14 @@
 // colours, the settings form (its values and the changed-fields diff), and
 // the texts derived from a cluster status.
 
-import type { ClusterRun, ClusterSettings, ClusterSettingsUpdate, ClusterStatus, MachineState } from "../api/types";
+import type {
+  ClusterRun,
+  ClusterSettings,
+  ClusterSettingsUpdate,
+  ClusterStatus,
+  MachineState,
+  PredictionLimit,
+} from "../api/types";
 
 // ---- Layer bar ---------------------------------------------------------------
 
@@ -313,4 +320,28 @@ export function formatSecondsPerToken(seconds: number): string {
 /** The fraction of a transfer done, or null when there is nothing to transfer. */
 export function transferFraction(done: number, total: number): number | null {
   return total > 0 ? Math.min(done / total, 1) : null;
+}
+
+/** What limits a predicted time, in words: "a's memory", "the links". */
+export function limitText(limit: PredictionLimit): string {
+  switch (limit.kind) {
+    case "memory":
+      return `${limit.machine}'s memory bandwidth`;
+    case "compute":
+      return `${limit.machine}'s compute`;
+    case "link":
+      return "the network";
+  }
+}
+
+/** 191.94 → "192 tok/s", 8.04 → "8.0 tok/s". */
+export function formatTokensPerSecond(rate: number): string {
+  if (!Number.isFinite(rate) || rate <= 0) return "—";
+  return `${rate >= 100 ? Math.round(rate) : rate.toFixed(1)} tok/s`;
+}
+
+/** 0.661 → "0.66 s", 0.0123 → "12 ms". */
+export function formatSeconds(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return "—";
+  return seconds < 0.1 ? `${Math.round(seconds * 1000)} ms` : `${seconds.toFixed(2)} s`;
 }

@@ -4,6 +4,7 @@
 import type {
   AppInfo,
   Clip,
+  ClusterPreview,
   ClusterStatus,
   Conversation,
   ConversationSummary,
@@ -97,6 +98,10 @@ export interface AppState {
   clusterSaving: boolean;
   /** A `scan_cluster` call is running. */
   clusterScanning: boolean;
+  /** The last placement preview asked for (Cluster screen), with its model. */
+  clusterPreview: { modelId: string; preview: ClusterPreview } | null;
+  /** A `preview_cluster` call is running. */
+  clusterPreviewing: boolean;
   /** Stored voice prompts, newest first. */
   voices: Voice[];
   /** True once `list_voices` answered at least once. */
@@ -134,6 +139,8 @@ export function initialState(prefs: Prefs): AppState {
     cluster: null,
     clusterSaving: false,
     clusterScanning: false,
+    clusterPreview: null,
+    clusterPreviewing: false,
     voices: [],
     voicesReady: false,
     addingVoices: 0,

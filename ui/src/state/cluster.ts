@@ -122,7 +122,21 @@ export function createClusterActions(store: Store<AppState>, api: Api, notices: 
     }
   }
 
-  return { refresh, watch, save, forgetKey, generateKey, scan };
+  /** Preview the plans for `modelId` over the workers that answer (master only; takes a moment). */
+  async function preview(modelId: string): Promise<void> {
+    if (store.get().clusterPreviewing) return;
+    store.update({ clusterPreviewing: true });
+    try {
+      const preview = await api.previewCluster(modelId);
+      store.update({ clusterPreview: { modelId, preview } });
+    } catch (error) {
+      notices.report(error);
+    } finally {
+      store.update({ clusterPreviewing: false });
+    }
+  }
+
+  return { refresh, watch, save, forgetKey, generateKey, scan, preview };
 }
 
 export type ClusterActions = ReturnType<typeof createClusterActions>;
