@@ -189,6 +189,17 @@ test("chat streams a reply, stops on Escape, and survives a reload", async () =>
   const texts = await page.locator('[data-testid="message"]').allInnerTexts();
   assert.ok(texts[0].includes("poem about a cake"), texts[0]);
   assert.ok(texts[3].includes(stoppedText.slice(0, 20).trim()), "the stopped reply was saved");
+
+  // The reader scrolling up with the wheel while a reply streams keeps
+  // their place: the rest of the reply does not pull the view back down.
+  await send(page, "Tell me another long story, about a baker and a river.");
+  await page.locator('[data-testid="stop-button"]').waitFor();
+  const list = page.locator(".messages");
+  await list.hover();
+  await page.mouse.wheel(0, -400);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached", timeout: 120_000 });
+  const gapAfterWheel = await list.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+  assert.ok(gapAfterWheel >= 300, `the view stays where the reader scrolled (${gapAfterWheel} px above the end)`);
   await page.close();
 });
 
@@ -649,8 +660,9 @@ test("conversations are renamed, searched and exported, and keep their names acr
     page.setDefaultTimeout(60_000);
     await page.goto(app.baseUrl + "/");
     await page.locator('[data-testid="model-select"]').waitFor();
-    // Two conversations that open with the same words, as people's often do.
-    for (const text of ["Tell me about sourdough bread.", "Tell me about rye bread."]) {
+    // Two conversations that open with the same words, as people's often do
+    // (the first names a baker no reply about rye bread would bring up).
+    for (const text of ["Tell me about sourdough bread, Zebulon.", "Tell me about rye bread."]) {
       await page.locator('[data-testid="new-conversation"]').click();
       await page.locator('[data-testid="model-select"]').selectOption("default");
       await page.locator('[data-testid="sampling-panel"] summary').click();
@@ -673,11 +685,11 @@ test("conversations are renamed, searched and exported, and keep their names acr
 
     // Search reads messages, ignoring case; Escape brings the list back.
     const search = page.locator('[data-testid="conversation-search"]');
-    await search.fill("SOURDOUGH");
+    await search.fill("ZEBULON");
     const results = page.locator('[data-testid="search-result"]');
     await results.first().waitFor();
     assert.equal(await results.count(), 1);
-    assert.match(await results.first().innerText(), /sourdough bread/);
+    assert.match(await results.first().innerText(), /sourdough bread, Zebulon/);
     await search.fill("no conversation says this");
     await page.locator('[data-testid="search-empty"]').waitFor();
     await search.fill("rye");

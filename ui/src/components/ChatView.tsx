@@ -160,14 +160,21 @@ interface ListProps {
   footer?: ComponentChildren;
 }
 
+/** Keys that scroll a focused list up. */
+const SCROLL_UP_KEYS = new Set(["ArrowUp", "PageUp", "Home"]);
+
 /** The scrolling message list; it follows new text while the reader is at the bottom. */
 function MessageList({ conversation, generating, busy, children, footer = null }: ListProps) {
   const cake = useCake();
   const promptProgress = useAppState().promptProgress;
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
-  // Where the list was last seen scrolled to: only a move up is the reader's.
+  // Where the list was last seen scrolled to, and whether the reader is
+  // holding it (a finger on it, or its scroll bar dragged): only a move up
+  // the reader makes unpins it, never one the browser makes when the list's
+  // content shrinks or its view grows.
   const lastTop = useRef(0);
+  const held = useRef(false);
   const messages = conversation.messages;
   const last = messages[messages.length - 1];
   const lastLength = last?.content.length ?? 0;
@@ -199,19 +206,43 @@ function MessageList({ conversation, generating, busy, children, footer = null }
     observer.observe(element);
     return () => observer.disconnect();
   }, []);
+  useEffect(() => {
+    // A drag of the scroll bar may end outside the list.
+    const release = () => {
+      held.current = false;
+    };
+    window.addEventListener("pointerup", release);
+    window.addEventListener("touchend", release);
+    return () => {
+      window.removeEventListener("pointerup", release);
+      window.removeEventListener("touchend", release);
+    };
+  }, []);
 
   return (
     <div
       class="messages"
       ref={scroller}
+      onWheel={(event) => {
+        if (event.deltaY < 0) pinned.current = false;
+      }}
+      onKeyDown={(event) => {
+        if (SCROLL_UP_KEYS.has(event.key)) pinned.current = false;
+      }}
+      onPointerDown={() => {
+        held.current = true;
+      }}
+      onTouchStart={() => {
+        held.current = true;
+      }}
       onScroll={(event) => {
         // Scroll events arrive a frame late: by then the list may have grown
         // again (a reply's last tokens, its stop note), so a gap alone does
-        // not mean the reader left the end. Only scrolling up unpins.
+        // not mean the reader left the end. Reaching the end pins the list.
         const element = event.currentTarget;
         const atEnd = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
         if (atEnd) pinned.current = true;
-        else if (element.scrollTop < lastTop.current) pinned.current = false;
+        else if (held.current && element.scrollTop < lastTop.current) pinned.current = false;
         lastTop.current = element.scrollTop;
       }}
     >
