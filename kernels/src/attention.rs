@@ -442,7 +442,7 @@ mod avx512 {
     /// operations in the same order in both forms, so they agree to the bit.
     trait Query {
         /// `acc` plus the lane-wise products of the query with the key at `key`.
-        unsafe fn products<T: StoredValue>(&self, key: *const T, acc: __m512) -> __m512;
+        unsafe fn products(&self, key: *const f32, acc: __m512) -> __m512;
     }
 
     /// A query of `16 · C` values held in registers.
@@ -458,9 +458,9 @@ mod avx512 {
 
     impl<const C: usize> Query for HeldQuery<C> {
         #[inline(always)]
-        unsafe fn products<T: StoredValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+        unsafe fn products(&self, key: *const f32, mut acc: __m512) -> __m512 {
             for (c, q) in self.0.iter().enumerate() {
-                acc = _mm512_fmadd_ps(*q, T::load16(key.add(16 * c), 0xFFFF), acc);
+                acc = _mm512_fmadd_ps(*q, _mm512_loadu_ps(key.add(16 * c)), acc);
             }
             acc
         }
@@ -471,11 +471,12 @@ mod avx512 {
 
     impl Query for AnyQuery<'_> {
         #[inline(always)]
-        unsafe fn products<T: StoredValue>(&self, key: *const T, mut acc: __m512) -> __m512 {
+        unsafe fn products(&self, key: *const f32, mut acc: __m512) -> __m512 {
             let d = self.0.len();
             for c in (0..d).step_by(16) {
                 let m = lanes_within(d, c);
-                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, self.0.as_ptr().add(c)), T::load16(key.add(c), m), acc);
+                let (q, k) = (_mm512_maskz_loadu_ps(m, self.0.as_ptr().add(c)), _mm512_maskz_loadu_ps(m, key.add(c)));
+                acc = _mm512_fmadd_ps(q, k, acc);
             }
             acc
         }

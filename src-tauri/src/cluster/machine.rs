@@ -7,6 +7,7 @@ use cake_kernels::activations::QuantizedActivations;
 use cake_kernels::cpu::Level;
 use cake_kernels::matmul::matmul_quantized;
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Bytes a model's share may take when no limit is set: nine tenths of
@@ -52,10 +53,18 @@ pub struct MeasuredSpeed {
     pub layer_overhead_seconds: f64,
 }
 
-/// Times the three, the best of repeated runs each (about 0.2 s): a
-/// machine shared with other work shows its speed when left alone for a
-/// moment, which one run may miss.
-pub fn measure_speed() -> MeasuredSpeed {
+/// This machine's speed, measured the first time it is asked for and kept
+/// for the life of the process: a master describes itself at every load,
+/// scan and preview, and its speed does not change between them.
+pub fn speed() -> MeasuredSpeed {
+    static MEASURED: OnceLock<MeasuredSpeed> = OnceLock::new();
+    *MEASURED.get_or_init(measure_speed)
+}
+
+/// Times the three, the best of repeated runs each (about 0.2 s and 290 MB
+/// for a moment): a machine shared with other work shows its speed when
+/// left alone for a moment, which one run may miss.
+fn measure_speed() -> MeasuredSpeed {
     let (level, pool) = (Level::detected(), cake_kernels::pool::global());
     // The best time of `products` products of `rows` rows by `matrix`.
     let best_seconds = |matrix: &PackedMatrix, rows: usize, products: usize, budget: Duration| {
@@ -107,7 +116,7 @@ fn q8_0_matrix(rows: usize, cols: usize) -> PackedMatrix {
 
 /// This machine as a worker describes itself.
 pub fn describe(name: &str, memory_limit: Option<u64>) -> WorkerInfo {
-    let speed = measure_speed();
+    let speed = speed();
     WorkerInfo {
         name: name.to_string(),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),

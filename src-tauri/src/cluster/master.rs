@@ -436,7 +436,7 @@ impl ClusterSettings {
     ) -> Result<M> {
         self.monitor.end_run();
         on_progress(0.0, "looking for workers");
-        // Measured once: describing this machine times a 16 MiB pass over memory.
+        // Its speed is measured once per process; its free memory, now.
         let me = machine::describe(&self.name, self.master_memory);
         let workers = self.connect_workers(&me, excluded)?;
         let (model, plan) =

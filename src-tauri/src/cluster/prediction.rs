@@ -222,7 +222,6 @@ fn reason(options: &[PlanOption], chosen: Option<usize>) -> String {
         .map(|(_, o)| format!("{} {:.1} tok/s", o.label, speed(o)))
         .collect::<Vec<_>>();
     let versus = if others.is_empty() { String::new() } else { format!(" (against {})", others.join(", ")) };
-    let limit = prediction.decode_limit.describe();
     if pick.machines.len() == 1 && options.len() > 1 {
         let links = options.iter().filter_map(|o| o.prediction.as_ref()).map(|p| p.link_seconds_per_token);
         let link = links.fold(0.0, f64::max);
@@ -232,6 +231,7 @@ fn reason(options: &[PlanOption], chosen: Option<usize>) -> String {
             link * 1e3
         )
     } else {
+        let limit = prediction.decode_limit.describe();
         format!("{}: {:.1} tok/s{versus}, limited by {limit}", pick.label, speed(pick))
     }
 }
