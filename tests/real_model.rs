@@ -416,3 +416,93 @@ fn tiles_mapped_from_the_cache_score_text_as_a_fresh_repack_does() {
     assert_eq!(scores("on"), repacked, "second load, mapping the tiles");
     assert_eq!(tiles(), written);
 }
+
+/// Several sequences decoded in one batched step get, row by row, the
+/// logits each gets stepped alone, to the last bit; streams of different
+/// prompt lengths (one read in pieces), budgets and samplers, stepped
+/// together, reply as each does alone.
+#[test]
+fn streams_decoded_together_reply_as_each_alone() {
+    use cake::models::context::PREFILL_CHUNK;
+    use cake::models::decoder::LogitsFor;
+    use cake::text::generation::{generate, step_together, GenerationEvent, GenerationRequest, Phase, Stream};
+    use cake::text::prompt_cache::PromptCache;
+    use cake::text::sampling::SamplingParams;
+    use std::ops::ControlFlow;
+
+    let model = TextModel::load(&model_path(), &LoadOptions::default()).unwrap();
+    let tokenizer = model.tokenizer().unwrap();
+    let english = tokenizer.encode(&std::fs::read_to_string(fixture("english.txt")).unwrap(), false).unwrap();
+    let prompts: Vec<Vec<u32>> = vec![
+        tokenizer.encode("The capital of France is", false).unwrap(),
+        tokenizer.encode("Bread is made from flour, water and", false).unwrap(),
+        english.iter().cycle().take(PREFILL_CHUNK + 40).copied().collect(),
+        tokenizer.encode("Once upon a time, in a small village,", false).unwrap(),
+    ];
+
+    // One batched step over three prefilled sessions against each alone.
+    let mut sessions: Vec<_> = prompts[..3].iter().map(|_| model.new_session()).collect();
+    let mut alone_sessions: Vec<_> = prompts[..3].iter().map(|_| model.new_session()).collect();
+    for (prompt, (a, b)) in prompts.iter().zip(sessions.iter_mut().zip(alone_sessions.iter_mut())) {
+        model.hidden_states(prompt, a).unwrap();
+        model.hidden_states(prompt, b).unwrap();
+    }
+    let next = [11u32, 22, 33];
+    let mut refs: Vec<_> = sessions.iter_mut().collect();
+    let together = model.forward_streams(&next, &mut refs).unwrap().to_vec2::<f32>().unwrap();
+    for (i, session) in alone_sessions.iter_mut().enumerate() {
+        let alone = model.forward(&next[i..i + 1], session, LogitsFor::Last).unwrap().to_vec2::<f32>().unwrap();
+        assert!(alone[0] == together[i], "row {i} of the batched step differs from its step alone");
+    }
+    for session in sessions.into_iter().chain(alone_sessions) {
+        model.end_session(session);
+    }
+
+    let requests: Vec<GenerationRequest> = prompts
+        .iter()
+        .zip([12, 20, 9, 16])
+        .enumerate()
+        .map(|(i, (prompt, budget))| {
+            let mut request = GenerationRequest::new(prompt.clone());
+            request.max_new_tokens = budget;
+            request.ignore_eos = true;
+            let temperature = if i == 3 { 0.9 } else { 0.0 };
+            request.sampling = SamplingParams { temperature, seed: 5, ..SamplingParams::default() };
+            request
+        })
+        .collect();
+    let alone: Vec<Vec<u32>> =
+        requests.iter().map(|r| generate(&model, r, |_| ControlFlow::Continue(())).unwrap().tokens).collect();
+
+    let mut cache = PromptCache::new();
+    let mut streams: Vec<Stream> =
+        requests.iter().map(|r| Stream::start(&model, r.clone(), &mut cache).unwrap()).collect();
+    let mut together = vec![Vec::new(); streams.len()];
+    let mut steps = 0;
+    while streams.iter().any(|s| s.phase() != Phase::Finished) {
+        for (i, stream) in streams.iter_mut().enumerate() {
+            let mut record = |event: GenerationEvent| {
+                if let GenerationEvent::Token(token) = event {
+                    together[i].extend(token.id);
+                }
+                ControlFlow::Continue(())
+            };
+            match stream.phase() {
+                Phase::ReadingPrompt => stream.read_prompt_chunk(&mut record).unwrap(),
+                Phase::FirstToken => stream.step(&mut record).unwrap(),
+                Phase::Decoding | Phase::Finished => {}
+            }
+        }
+        let mut refs: Vec<&mut Stream> = streams.iter_mut().collect();
+        step_together(&model, &mut refs, |i, event| {
+            if let GenerationEvent::Token(token) = event {
+                together[i].extend(token.id);
+            }
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        steps += 1;
+        assert!(steps < 100, "the streams never finished");
+    }
+    assert_eq!(together, alone);
+}

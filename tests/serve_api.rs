@@ -85,19 +85,42 @@ fn streamed_completion_equals_cake_run_with_the_same_seed() {
     assert_eq!(streamed, run["text"].as_str().unwrap());
 }
 
+/// Requests in flight at once are decoded together (through the OpenAI
+/// API and the app's), and each replies as it does alone.
 #[test]
-fn concurrent_requests_are_queued_not_interleaved() {
+fn concurrent_requests_are_decoded_together_and_reply_as_one_at_a_time() {
     let root = tempfile::tempdir().unwrap();
     let server = start(root.path());
-    let prompts = ["Name three fruits.", "Count from one to five.", "Say hello in French."];
-    let sequential: Vec<Value> = prompts.iter().map(|p| completion(&server, p, json!({})).1).collect();
-    let concurrent: Vec<Value> = std::thread::scope(|scope| {
-        let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| completion(&server, p, json!({})).1)).collect();
+    let prompts = ["Name three fruits.", "Count from one to five.", "Say hello in French.", "Describe the sea."];
+    let budget = json!({"max_tokens": 24});
+    let reply_text = |reply: &Value| reply["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let sequential: Vec<String> = prompts.iter().map(|p| reply_text(&completion(&server, p, budget.clone()).1)).collect();
+    let concurrent: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            prompts.iter().map(|p| scope.spawn(|| reply_text(&completion(&server, p, budget.clone()).1))).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for (s, c) in sequential.iter().zip(&concurrent) {
-        assert_eq!(s["choices"][0]["message"]["content"], c["choices"][0]["message"]["content"]);
-    }
+    assert_eq!(concurrent, sequential, "OpenAI requests in flight together");
+
+    let app_chat = |prompt: &str| {
+        let body = json!({
+            "model_id": "default", "messages": [{"role": "user", "content": prompt}],
+            "sampling": {"temperature": 0.0}, "max_tokens": 24,
+        });
+        let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
+        assert_eq!(status, 200);
+        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
+        assert_eq!(done["type"], "done", "{done}");
+        (done["text"].as_str().unwrap().to_string(), done["stats"]["decoded_together"].as_u64().unwrap_or(1))
+    };
+    let together: Vec<(String, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| app_chat(p))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let texts: Vec<String> = together.iter().map(|(text, _)| text.clone()).collect();
+    assert_eq!(texts, sequential, "app chats in flight together");
+    let most = together.iter().map(|&(_, n)| n).max().unwrap();
+    assert!(most >= 2, "four chats sent at once were never decoded together: {together:?}");
 }
 
 #[test]

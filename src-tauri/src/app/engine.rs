@@ -1,11 +1,14 @@
-//! The thread that owns the loaded model and runs jobs one at a time.
+//! The thread that owns the loaded model and runs its jobs.
 //!
-//! Loading a model and generating a reply are jobs; they wait in one
-//! first-in-first-out queue, so concurrent requests are served fairly in
-//! arrival order and never share a KV cache. Each job reports through an
-//! [`EventSink`]; when the sink's receiver has gone (a closed browser tab) or
-//! the job's cancel flag is set, the job stops at the next token.
+//! Loading a model, generating a reply and speaking are jobs; they wait in
+//! one first-in-first-out queue, so concurrent requests are served fairly
+//! in arrival order. Chats for the model in memory that queue up behind
+//! one another are answered together (see [`super::chat_streams`]), each
+//! with its own KV cache. Each job reports through an [`EventSink`]; when
+//! the sink's receiver has gone (a closed browser tab) or the job's cancel
+//! flag is set, the job stops at the next token.
 
+use super::chat_streams::{answer_together, chat_failure, chat_request, relay, QueuedChat};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
@@ -19,11 +22,10 @@ use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::chat_template::ChatMessage;
-use crate::text::context_fit::drop_oldest_turns;
-use crate::text::generation::{context_length, GenerationEvent, GenerationRequest, PromptTooLong};
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -68,11 +70,7 @@ enum Job {
         sink: EventSink,
         cancel: CancelFlag,
     },
-    Chat {
-        job: ChatJob,
-        sink: EventSink,
-        cancel: CancelFlag,
-    },
+    Chat(QueuedChat),
     Unload,
     /// Use these cluster settings and this context length (`None`: the
     /// model's own) for the next loads.
@@ -94,6 +92,9 @@ pub struct Engine {
 }
 
 struct Worker {
+    jobs: mpsc::Receiver<Job>,
+    /// Jobs taken from `jobs` while chats were answered, in arrival order.
+    waiting: VecDeque<Job>,
     options: LoadOptions,
     /// Run models over these workers too, when set.
     cluster: Option<ClusterSettings>,
@@ -111,6 +112,8 @@ impl Engine {
         let (tx, rx) = mpsc::channel::<Job>();
         let loaded = Arc::new(Mutex::new(None));
         let mut worker = Worker {
+            jobs: rx,
+            waiting: VecDeque::new(),
             options,
             cluster,
             model: None,
@@ -121,7 +124,7 @@ impl Engine {
         std::thread::Builder::new()
             .name("cake-engine".into())
             .spawn(move || {
-                for job in rx {
+                while let Some(job) = worker.next_job() {
                     worker.run(job);
                 }
             })
@@ -147,7 +150,7 @@ impl Engine {
     /// Queues a reply; events: `loading` … (if the model must be loaded),
     /// `token` …, then `done` or `error`.
     pub fn chat(&self, job: ChatJob, sink: EventSink, cancel: CancelFlag) {
-        self.send(Job::Chat { job, sink, cancel });
+        self.send(Job::Chat(QueuedChat { job, sink, cancel }));
     }
 
     /// Queues freeing the loaded model.
@@ -169,11 +172,30 @@ impl Engine {
 }
 
 impl Worker {
+    /// The oldest job not yet run; waits for one. `None` once the engine
+    /// handle is gone.
+    fn next_job(&mut self) -> Option<Job> {
+        self.waiting.pop_front().or_else(|| self.jobs.recv().ok())
+    }
+
+    /// The oldest job if it is a chat for `model`, without waiting.
+    fn next_chat_for(&mut self, model: &ModelEntry) -> Option<QueuedChat> {
+        self.waiting.extend(self.jobs.try_iter());
+        match self.waiting.front() {
+            Some(Job::Chat(chat)) if chat.job.model.id == model.id => {}
+            _ => return None,
+        }
+        match self.waiting.pop_front() {
+            Some(Job::Chat(chat)) => Some(chat),
+            _ => unreachable!("the front job was just seen to be a chat"),
+        }
+    }
+
     fn run(&mut self, job: Job) {
         // Every event of a job carries what the job is.
         let kind = match &job {
             Job::Load { .. } => "load",
-            Job::Chat { .. } => "chat",
+            Job::Chat(_) => "chat",
             Job::Unload => "unload",
             Job::Configure { .. } => "configure",
             Job::Speak { .. } => "speak",
@@ -190,17 +212,23 @@ impl Worker {
                 };
                 sink(event);
             }
-            Job::Chat { job, mut sink, cancel } => {
-                if cancel.load(Ordering::Relaxed) {
+            Job::Chat(mut chat) => {
+                if chat.cancel.load(Ordering::Relaxed) {
                     return;
                 }
-                let loading = self.model.as_ref().is_none_or(|(loaded, _)| loaded.id != job.model.id);
+                let loading = self.model.as_ref().is_none_or(|(loaded, _)| loaded.id != chat.job.model.id);
                 let started = std::time::Instant::now();
-                if let Err(message) = self.ensure_loaded(&job.model, &mut sink, LoadReport::Loading) {
-                    sink(EngineEvent::error(ErrorKind::BadRequest, message));
+                if let Err(message) = self.ensure_loaded(&chat.job.model, &mut chat.sink, LoadReport::Loading) {
+                    (chat.sink)(EngineEvent::error(ErrorKind::BadRequest, message));
                     return;
                 }
                 let load_s = loading.then(|| started.elapsed().as_secs_f64());
+                let over_cluster = self.model.as_ref().is_some_and(|(_, m)| !m.pipeline.remote_stages.is_empty());
+                if !over_cluster {
+                    self.answer_here(chat, load_s);
+                    return;
+                }
+                let QueuedChat { job, mut sink, cancel } = chat;
                 let event = match self.reply(&job, &mut sink, &cancel) {
                     Ok(mut done) => {
                         if let Done::Reply { stats, .. } = &mut done {
@@ -269,8 +297,19 @@ impl Worker {
         Ok(())
     }
 
-    /// Generates a reply; a worker lost on the way is reported as a
-    /// `notice` event and the reply continues over the machines left.
+    /// Answers `first` and the chats for the same model queued behind it
+    /// together, on this machine alone.
+    fn answer_here(&mut self, first: QueuedChat, load_s: Option<f64>) {
+        let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
+        let mut cache = std::mem::take(&mut self.prompt_cache);
+        answer_together(&model, &mut cache, first, load_s, || self.next_chat_for(&entry));
+        self.prompt_cache = cache;
+        self.model = Some((entry, model));
+    }
+
+    /// Generates a reply over the cluster, one at a time; a worker lost on
+    /// the way is reported as a `notice` event and the reply continues
+    /// over the machines left.
     fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Done> {
         let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
         let mut slot = Some(model);
@@ -294,24 +333,7 @@ impl Worker {
         cancel: &CancelFlag,
     ) -> anyhow::Result<Done> {
         let model = slot.as_ref().expect("a loaded model");
-        let (template, tokenizer) = (model.chat_template()?, model.tokenizer()?);
-        let tokenize = |messages: &[ChatMessage]| tokenizer.encode(&template.render(messages, true)?, false);
-        let mut request = GenerationRequest::new(Vec::new());
-        request.context_limit = job.context_length;
-        let mut dropped_messages = 0;
-        request.prompt_tokens = if job.drop_oldest_turns {
-            let context = context_length(model, &request);
-            // Room for a reply: the whole budget, or a quarter of the context.
-            let reserve = job.max_tokens.min(context / 4);
-            let fitted = drop_oldest_turns(&job.messages, context, reserve, tokenize)?;
-            dropped_messages = fitted.dropped_messages;
-            fitted.tokens
-        } else {
-            tokenize(&job.messages)?
-        };
-        request.max_new_tokens = job.max_tokens;
-        request.stop_strings = job.stop.clone();
-        request.sampling = job.sampling.apply_to(&model.sampling_defaults);
+        let (request, dropped_messages) = chat_request(model, job)?;
         let prompt_len = request.prompt_tokens.len();
         let sink = std::cell::RefCell::new(sink);
         let mut reload = |lost: &[String]| match &self.cluster {
@@ -323,20 +345,7 @@ impl Worker {
             (sink.borrow_mut())(EngineEvent::Notice { message });
         };
         let reply = generate_recovering(slot, &request, cache, &mut reload, &mut on_lost, |event| {
-            let listening = match event {
-                GenerationEvent::PromptRead { read, total } => {
-                    let progress = Progress::Prompt { read_tokens: read, prompt_tokens: total };
-                    (sink.borrow_mut())(EngineEvent::Progress(progress))
-                }
-                GenerationEvent::Token(token) => {
-                    token.text.is_empty() || (sink.borrow_mut())(EngineEvent::Token { text: token.text.to_string() })
-                }
-            };
-            if listening && !cancel.load(Ordering::Relaxed) {
-                ControlFlow::Continue(())
-            } else {
-                ControlFlow::Break(())
-            }
+            relay(&mut sink.borrow_mut(), cancel, event)
         })?;
         let stats = ReplyStats {
             prompt_tokens: prompt_len,
@@ -347,6 +356,7 @@ impl Worker {
             decode_tok_s: reply.last.timings.decode_tok_s,
             finish_reason: reply.last.finish_reason,
             load_s: None,
+            decoded_together: 1,
         };
         Ok(Done::Reply { text: reply.text, stats })
     }
@@ -417,14 +427,10 @@ enum LoadReport {
 /// The `error` event for a job that failed: the request's fault when the
 /// error is one of the request's own (a prompt too long, a bad script).
 fn failure(error: &anyhow::Error) -> EngineEvent {
-    let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
-        ErrorKind::PromptTooLong
-    } else if error.downcast_ref::<BadScript>().is_some() {
-        ErrorKind::BadRequest
-    } else {
-        ErrorKind::Failed
-    };
-    EngineEvent::error(kind, format!("{error:#}"))
+    match error.downcast_ref::<BadScript>() {
+        Some(_) => EngineEvent::error(ErrorKind::BadRequest, format!("{error:#}")),
+        None => chat_failure(error),
+    }
 }
 
 /// A script or voice list the speech model cannot read: the request's fault.

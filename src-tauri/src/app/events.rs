@@ -72,6 +72,10 @@ pub struct ReplyStats {
     /// Seconds spent loading the model before this reply (absent when it was loaded already).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_s: Option<f64>,
+    /// The most replies decoded in one step with this one, itself included
+    /// (absent when it was decoded alone).
+    #[serde(skip_serializing_if = "is_one")]
+    pub decoded_together: usize,
 }
 
 /// Whose fault a failure was: HTTP answers 400 for the first, 500 for the second.
@@ -89,6 +93,10 @@ pub enum ErrorKind {
 
 fn is_zero(count: &usize) -> bool {
     *count == 0
+}
+
+fn is_one(count: &usize) -> bool {
+    *count == 1
 }
 
 impl EngineEvent {

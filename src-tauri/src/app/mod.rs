@@ -3,6 +3,7 @@
 //! (see docs/api.md). The Tauri shell and the HTTP server are thin
 //! transports over [`App::call`] and [`App::stream`].
 
+pub mod chat_streams;
 pub mod cluster;
 pub mod commands;
 pub mod conversations;

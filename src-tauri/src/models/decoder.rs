@@ -73,8 +73,8 @@ impl DecoderLayer {
         self.mixer.weight_bytes() + self.mlp.weight_bytes() + norms
     }
 
-    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        let attention = self.mixer.forward(&apply(&self.attention_input_norm, x)?, cache)?;
+    fn forward(&self, x: &Tensor, caches: RowCaches) -> Result<Tensor> {
+        let attention = self.mixer.forward(&apply(&self.attention_input_norm, x)?, caches)?;
         let x = (x + apply(&self.attention_output_norm, &attention)?)?;
         let mlp = self.mlp.forward(&apply(&self.mlp_input_norm, &x)?)?;
         Ok((&x + apply(&self.mlp_output_norm, &mlp)?)?)
@@ -109,12 +109,30 @@ impl Mixer {
         }
     }
 
-    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        match self {
-            Self::Attention(a) => a.forward(x, cache),
-            Self::GatedDeltaNet(g) => g.forward(x, cache),
+    fn forward(&self, x: &Tensor, caches: RowCaches) -> Result<Tensor> {
+        match (self, caches) {
+            (Self::Attention(a), RowCaches::Sequence(cache)) => a.forward(x, cache),
+            (Self::Attention(a), RowCaches::Streams(caches)) => a.forward_streams(x, caches),
+            (Self::GatedDeltaNet(g), RowCaches::Sequence(cache)) => g.forward(x, cache),
+            // Its projections are a small part of the step: one row at a time.
+            (Self::GatedDeltaNet(g), RowCaches::Streams(caches)) => {
+                let rows = caches
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, cache)| g.forward(&x.narrow(1, i, 1)?, cache))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Tensor::cat(&rows, 1)?)
+            }
         }
     }
+}
+
+/// Whose positions the rows of a layer's input `(1, n, hidden)` are.
+enum RowCaches<'c, 'a> {
+    /// Consecutive positions of one sequence, after those in its cache.
+    Sequence(&'c mut LayerCache),
+    /// Row `i` is the next position of the sequence whose cache is `[i]`.
+    Streams(&'c mut [&'a mut LayerCache]),
 }
 
 /// A block's feed-forward part: the dense gated MLP, or experts.
@@ -347,7 +365,22 @@ impl Decoder {
     pub fn forward_layers(&self, hidden: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let mut x = hidden.to_dtype(self.dtype)?;
         for (layer, layer_cache) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            x = layer.forward(&x, layer_cache)?;
+            x = layer.forward(&x, RowCaches::Sequence(layer_cache))?;
+        }
+        Ok(x)
+    }
+
+    /// Runs this decoder's layers over hidden states `(1, n, hidden)` whose
+    /// row `i` is the next position of the sequence cached in `caches[i]`
+    /// (one decode step of several sequences, weights read once for all).
+    pub fn forward_layers_streams(&self, hidden: &Tensor, caches: &mut [&mut KvCache]) -> Result<Tensor> {
+        if hidden.dim(1)? != caches.len() {
+            bail!("{} rows of hidden states for {} sequences", hidden.dim(1)?, caches.len());
+        }
+        let mut x = hidden.to_dtype(self.dtype)?;
+        for (index, layer) in self.layers.iter().enumerate() {
+            let mut layer_caches: Vec<&mut LayerCache> = caches.iter_mut().map(|c| &mut c.layers[index]).collect();
+            x = layer.forward(&x, RowCaches::Streams(&mut layer_caches))?;
         }
         Ok(x)
     }

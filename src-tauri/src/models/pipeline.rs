@@ -103,6 +103,26 @@ impl LayerPipeline {
         Ok(hidden)
     }
 
+    /// Hidden states `(1, n, hidden)` after every layer for one new
+    /// position of each of `n` sessions (row `i` is `sessions[i]`'s): the
+    /// local layers read their weights once for all rows; each remote
+    /// stage takes the rows one sequence at a time.
+    pub fn run_layers_streams(&self, embedded: &Tensor, sessions: &mut [&mut Session]) -> Result<Tensor> {
+        let started = Instant::now();
+        let mut caches: Vec<&mut KvCache> = sessions.iter_mut().map(|s| &mut s.cache).collect();
+        let mut hidden = self.decoder.forward_layers_streams(embedded, &mut caches)?;
+        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        for stage in &self.remote_stages {
+            let rows = sessions
+                .iter()
+                .enumerate()
+                .map(|(i, session)| stage.worker.forward(session.sequence, &hidden.narrow(1, i, 1)?))
+                .collect::<Result<Vec<_>>>()?;
+            hidden = Tensor::cat(&rows, 1)?;
+        }
+        Ok(hidden)
+    }
+
     /// Bytes exchanged with workers so far (0 on a single machine).
     pub fn network_bytes(&self) -> u64 {
         self.remote_stages

@@ -14,7 +14,7 @@ use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::{StopCheck, StopStrings};
 use crate::models::context::PREFILL_CHUNK;
 use crate::models::decoder::LogitsFor;
-use crate::models::pipeline::Session;
+use crate::models::pipeline::{Session, SessionGuard};
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::ops::ControlFlow;
@@ -172,38 +172,6 @@ fn held_back_text(detokenizer: Option<&mut Detokenizer>, stops: &mut StopStrings
     Ok(rest)
 }
 
-/// Reads all but the last [`PREFILL_CHUNK`] of the prompt's unread tokens
-/// (those after `cached`) into `session`, a chunk at a time, telling
-/// `on_event` after each; the last chunk is left to the first generation
-/// step, which samples from it. Returns how many tokens were read, as
-/// `Break` when `on_event` asked to stop.
-fn read_prompt_chunks(
-    model: &TextModel,
-    request: &GenerationRequest,
-    session: &mut Session,
-    cached: usize,
-    on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
-) -> Result<ControlFlow<usize, usize>> {
-    let unread = &request.prompt_tokens[cached..];
-    let total = unread.len();
-    if request.no_kv_cache || total <= PREFILL_CHUNK {
-        return Ok(ControlFlow::Continue(0));
-    }
-    if on_event(GenerationEvent::PromptRead { read: 0, total }).is_break() {
-        return Ok(ControlFlow::Break(0));
-    }
-    let mut read = 0;
-    while total - read > PREFILL_CHUNK {
-        // Only the keys and values matter here: no logits are computed.
-        model.hidden_states(&unread[read..read + PREFILL_CHUNK], session)?;
-        read += PREFILL_CHUNK;
-        if on_event(GenerationEvent::PromptRead { read, total }).is_break() {
-            return Ok(ControlFlow::Break(read));
-        }
-    }
-    Ok(ControlFlow::Continue(read))
-}
-
 /// A prompt that does not fit the model's context length: the request's
 /// fault, which callers tell from other failures by downcasting.
 #[derive(Debug, thiserror::Error)]
@@ -234,83 +202,251 @@ pub fn generate_cached(
     cache: &mut PromptCache,
     mut on_event: impl FnMut(GenerationEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
-    let prompt = &request.prompt_tokens;
-    let context = check_request(model, request)?;
-    let mut sampler = Sampler::new(request.sampling.clone());
-    let mut detokenizer = model.tokenizer.as_ref().map(Detokenizer::new);
-    let mut stops = StopStrings::new(&request.stop_strings);
-    let (session, cached_prompt_tokens) = if request.no_kv_cache {
-        cache.clear(model);
-        (model.new_session(), 0)
-    } else {
-        cache.session_for(model, prompt)
-    };
-    // Ended on any early return; kept for the next request at the end.
-    let mut session = model.pipeline.guard(session);
-    let mut history = prompt.clone();
-    let mut generated = Vec::new();
-    let mut text = String::new();
-    let mut timings = Timings::default();
-    let start = Instant::now();
-    let mut first_token_at = None;
-    let mut finish_reason = FinishReason::MaxTokens;
+    let mut stream = Stream::start(model, request.clone(), cache)?;
+    while stream.phase() != Phase::Finished {
+        match stream.phase() {
+            Phase::ReadingPrompt => stream.read_prompt_chunk(&mut on_event)?,
+            _ => stream.step(&mut on_event)?,
+        }
+    }
+    stream.finish(cache, &mut on_event)
+}
 
-    let read = match read_prompt_chunks(model, request, &mut session, cached_prompt_tokens, &mut on_event)? {
-        ControlFlow::Continue(read) => read,
-        ControlFlow::Break(read) => {
-            finish_reason = FinishReason::Cancelled;
-            read
-        }
-    };
-    let mut next_input: Vec<u32> = prompt[cached_prompt_tokens + read..].to_vec();
-    while finish_reason != FinishReason::Cancelled && generated.len() < request.max_new_tokens {
-        if history.len() >= context {
-            finish_reason = FinishReason::ContextFull;
-            break;
-        }
-        let mut logits = next_logits(model, request, &mut session, &history, &next_input)?;
-        let token = sampler.sample(&mut logits, &history);
-        if first_token_at.is_none() {
-            let elapsed = start.elapsed().as_secs_f64();
-            timings.ttft_s = elapsed;
-            timings.prompt_tok_s = (prompt.len() - cached_prompt_tokens) as f64 / elapsed.max(1e-9);
-            first_token_at = Some(Instant::now());
-        }
-        generated.push(token);
-        history.push(token);
-        next_input = vec![token];
+/// Where a [`Stream`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// More than one chunk of the prompt is still unread: read a chunk.
+    ReadingPrompt,
+    /// The next step reads the prompt's last chunk and samples the first token.
+    FirstToken,
+    /// The next step feeds the last token and samples another (the step
+    /// several streams can take together, see [`batched_logits`]).
+    Decoding,
+    /// Stopped: call [`Stream::finish`].
+    Finished,
+}
 
-        if !request.ignore_eos && model.eos_token_ids.contains(&token) {
-            finish_reason = FinishReason::Eos;
-            break;
+/// One request being generated, a step at a time: the prompt chunk by
+/// chunk, then one token per step, alone or together with other streams.
+pub struct Stream<'m> {
+    model: &'m TextModel,
+    request: GenerationRequest,
+    /// Tokens the sequence may hold.
+    context: usize,
+    sampler: Sampler,
+    detokenizer: Option<Detokenizer<'m>>,
+    stops: StopStrings,
+    /// Ended on drop unless kept by [`Stream::finish`].
+    session: SessionGuard<'m>,
+    cached_prompt_tokens: usize,
+    /// Prompt tokens after the cached ones read so far in chunks.
+    read: usize,
+    /// Whether the first `PromptRead` event went out.
+    told_reading: bool,
+    history: Vec<u32>,
+    /// Tokens the next step feeds (the prompt's unread rest, then the last token).
+    next_input: Vec<u32>,
+    generated: Vec<u32>,
+    text: String,
+    timings: Timings,
+    start: Instant,
+    first_token_at: Option<Instant>,
+    finish_reason: Option<FinishReason>,
+}
+
+impl<'m> Stream<'m> {
+    /// Checks `request` and takes a session for it from `cache` (reusing
+    /// the previous request's where the prompts share a start).
+    pub fn start(model: &'m TextModel, request: GenerationRequest, cache: &mut PromptCache) -> Result<Self> {
+        let context = check_request(model, &request)?;
+        let (session, cached_prompt_tokens) = if request.no_kv_cache {
+            cache.clear(model);
+            (model.new_session(), 0)
+        } else {
+            cache.session_for(model, &request.prompt_tokens)
+        };
+        Ok(Self {
+            model,
+            context,
+            sampler: Sampler::new(request.sampling.clone()),
+            detokenizer: model.tokenizer.as_ref().map(Detokenizer::new),
+            stops: StopStrings::new(&request.stop_strings),
+            session: model.pipeline.guard(session),
+            cached_prompt_tokens,
+            read: 0,
+            told_reading: false,
+            history: request.prompt_tokens.clone(),
+            next_input: request.prompt_tokens[cached_prompt_tokens..].to_vec(),
+            generated: Vec::new(),
+            text: String::new(),
+            timings: Timings::default(),
+            start: Instant::now(),
+            first_token_at: None,
+            finish_reason: None,
+            request,
+        })
+    }
+
+    pub fn phase(&self) -> Phase {
+        if self.finish_reason.is_some() {
+            Phase::Finished
+        } else if self.first_token_at.is_some() {
+            Phase::Decoding
+        } else if !self.request.no_kv_cache && self.next_input.len() > PREFILL_CHUNK {
+            Phase::ReadingPrompt
+        } else {
+            Phase::FirstToken
         }
-        let check = visible_text(detokenizer.as_mut(), &mut stops, token)?;
-        text.push_str(&check.emit);
+    }
+
+    /// Reads one [`PREFILL_CHUNK`] of the prompt into the session, telling
+    /// `on_event` how far reading is (which may stop the stream).
+    pub fn read_prompt_chunk(&mut self, on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>) -> Result<()> {
+        let total = self.request.prompt_tokens.len() - self.cached_prompt_tokens;
+        if !self.told_reading {
+            self.told_reading = true;
+            if on_event(GenerationEvent::PromptRead { read: 0, total }).is_break() {
+                self.finish_reason = Some(FinishReason::Cancelled);
+                return Ok(());
+            }
+        }
+        let chunk: Vec<u32> = self.next_input.drain(..PREFILL_CHUNK).collect();
+        // Only the keys and values matter here: no logits are computed.
+        self.model.hidden_states(&chunk, &mut self.session)?;
+        self.read += chunk.len();
+        if on_event(GenerationEvent::PromptRead { read: self.read, total }).is_break() {
+            self.finish_reason = Some(FinishReason::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// The tokens the next step feeds, or `None` when the stream cannot
+    /// take another step (stopped, out of budget or of context; the
+    /// reason is then recorded).
+    fn next_step_input(&mut self) -> Option<&[u32]> {
+        if self.finish_reason.is_none() && self.generated.len() >= self.request.max_new_tokens {
+            self.finish_reason = Some(FinishReason::MaxTokens);
+        }
+        if self.finish_reason.is_none() && self.history.len() >= self.context {
+            self.finish_reason = Some(FinishReason::ContextFull);
+        }
+        self.finish_reason.is_none().then_some(self.next_input.as_slice())
+    }
+
+    /// Feeds the next input alone and samples the next token.
+    pub fn step(&mut self, on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>) -> Result<()> {
+        if self.next_step_input().is_none() {
+            return Ok(());
+        }
+        let logits = next_logits(self.model, &self.request, &mut self.session, &self.history, &self.next_input)?;
+        self.accept(logits, on_event)
+    }
+
+    /// Samples the next token from `logits` (the next input's, computed
+    /// alone or in a batch), reports it and checks the stops.
+    fn accept(
+        &mut self,
+        mut logits: Vec<f32>,
+        on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let token = self.sampler.sample(&mut logits, &self.history);
+        if self.first_token_at.is_none() {
+            let elapsed = self.start.elapsed().as_secs_f64();
+            self.timings.ttft_s = elapsed;
+            let read = self.request.prompt_tokens.len() - self.cached_prompt_tokens;
+            self.timings.prompt_tok_s = read as f64 / elapsed.max(1e-9);
+            self.first_token_at = Some(Instant::now());
+        }
+        self.generated.push(token);
+        self.history.push(token);
+        self.next_input = vec![token];
+        if !self.request.ignore_eos && self.model.eos_token_ids.contains(&token) {
+            self.finish_reason = Some(FinishReason::Eos);
+            return Ok(());
+        }
+        let check = visible_text(self.detokenizer.as_mut(), &mut self.stops, token)?;
+        self.text.push_str(&check.emit);
         let flow = on_event(GenerationEvent::Token(TokenEvent { id: Some(token), text: &check.emit }));
         if check.stopped {
-            finish_reason = FinishReason::StopString;
-            break;
+            self.finish_reason = Some(FinishReason::StopString);
+        } else if flow.is_break() {
+            self.finish_reason = Some(FinishReason::Cancelled);
         }
-        if flow.is_break() {
-            finish_reason = FinishReason::Cancelled;
-            break;
+        Ok(())
+    }
+
+    /// Ends the stream: releases text held back for stop strings, keeps
+    /// the session in `cache` for the next request, and sums up.
+    pub fn finish(
+        mut self,
+        cache: &mut PromptCache,
+        on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
+    ) -> Result<Generation> {
+        let finish_reason = self.finish_reason.unwrap_or(FinishReason::MaxTokens);
+        if finish_reason != FinishReason::StopString {
+            let rest = held_back_text(self.detokenizer.as_mut(), &mut self.stops)?;
+            if !rest.is_empty() {
+                self.text.push_str(&rest);
+                let _ = on_event(GenerationEvent::Token(TokenEvent { id: None, text: &rest }));
+            }
+        }
+        if !self.request.no_kv_cache {
+            // The session holds every token fed to the model: all but the unfed last input.
+            let held = self.history.len() - self.next_input.len();
+            cache.keep(self.model, self.session.keep(), self.history[..held].to_vec());
+        }
+        if let Some(t) = self.first_token_at {
+            let decoded_after_first = self.generated.len().saturating_sub(1);
+            self.timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);
+        }
+        Ok(Generation {
+            tokens: self.generated,
+            text: self.text,
+            finish_reason,
+            timings: self.timings,
+            cached_prompt_tokens: self.cached_prompt_tokens,
+        })
+    }
+}
+
+/// One decode step for the streams in [`Phase::Decoding`] together
+/// (weights read once for all): samples each one's next token and reports
+/// it through `on_event(index in streams, event)`. Streams in other phases
+/// are left as they are.
+pub fn step_together(
+    model: &TextModel,
+    streams: &mut [&mut Stream],
+    mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
+) -> Result<()> {
+    let mut tokens = Vec::new();
+    let mut stepping = Vec::new();
+    for (index, stream) in streams.iter_mut().enumerate() {
+        if stream.request.no_kv_cache {
+            bail!("a stream without a KV cache cannot step together with others");
+        }
+        if stream.phase() != Phase::Decoding {
+            continue;
+        }
+        if let Some(input) = stream.next_step_input() {
+            let &[token] = input else { bail!("stream {index} is not decoding one token at a time") };
+            tokens.push(token);
+            stepping.push(index);
         }
     }
-    if finish_reason != FinishReason::StopString {
-        let rest = held_back_text(detokenizer.as_mut(), &mut stops)?;
-        if !rest.is_empty() {
-            text.push_str(&rest);
-            let _ = on_event(GenerationEvent::Token(TokenEvent { id: None, text: &rest }));
-        }
+    if tokens.is_empty() {
+        return Ok(());
     }
-    if !request.no_kv_cache {
-        // The session holds every token fed to the model: all but the unfed last input.
-        let held = history.len() - next_input.len();
-        cache.keep(model, session.keep(), history[..held].to_vec());
+    let logits = {
+        let mut sessions: Vec<&mut Session> = streams
+            .iter_mut()
+            .enumerate()
+            .filter(|(index, _)| stepping.contains(index))
+            .map(|(_, stream)| &mut *stream.session)
+            .collect();
+        model.forward_streams(&tokens, &mut sessions)?.to_vec2::<f32>()?
+    };
+    for (index, logits) in stepping.into_iter().zip(logits) {
+        streams[index].accept(logits, &mut |event| on_event(index, event))?;
     }
-    if let Some(t) = first_token_at {
-        let decoded_after_first = generated.len().saturating_sub(1);
-        timings.decode_tok_s = decoded_after_first as f64 / t.elapsed().as_secs_f64().max(1e-9);
-    }
-    Ok(Generation { tokens: generated, text, finish_reason, timings, cached_prompt_tokens })
+    Ok(())
 }

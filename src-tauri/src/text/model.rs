@@ -129,6 +129,17 @@ impl TextModel {
         Ok(Tensor::cat(&logits, 0)?)
     }
 
+    /// f32 logits `(n, vocab)` for one new token of each of `n` sessions
+    /// (`tokens[i]` appended to `sessions[i]`): a decode step of several
+    /// sequences that reads the weights once for all.
+    pub fn forward_streams(&self, tokens: &[u32], sessions: &mut [&mut Session]) -> Result<Tensor> {
+        if tokens.is_empty() || tokens.len() != sessions.len() {
+            bail!("{} tokens for {} sessions", tokens.len(), sessions.len());
+        }
+        let hidden = self.pipeline.run_layers_streams(&self.decoder().embed(tokens)?, sessions)?;
+        self.decoder().logits(&hidden, LogitsFor::All)
+    }
+
     /// The tokenizer, or an error saying the model has none.
     pub fn tokenizer(&self) -> Result<&TextTokenizer> {
         self.tokenizer.as_ref().with_context(|| format!("{}: the model has no tokenizer", self.path.display()))

@@ -53,6 +53,8 @@ export interface ReplyStats {
   dropped_messages?: number;
   /** Seconds spent loading the model before this reply (absent: it was loaded). */
   load_s?: number;
+  /** The most replies decoded in one step with this one, itself included (absent: alone). */
+  decoded_together?: number;
   completion_tokens: number;
   ttft_s: number;
   decode_tok_s: number;

@@ -208,6 +208,11 @@ function StatsLine({ stats }: { stats: ReplyStats }) {
         </span>
       ) : null}
       <span title="Decoding speed">{formatTokensPerSecond(stats.decode_tok_s)}</span>
+      {stats.decoded_together && stats.decoded_together > 1 ? (
+        <span data-testid="together-note" title="Replies in progress at the same time share each decoding step">
+          shared with {stats.decoded_together === 2 ? "1 other reply" : `${stats.decoded_together - 1} other replies`}
+        </span>
+      ) : null}
       <span>{stats.completion_tokens} tokens</span>
       {stopNote(stats.finish_reason) ? <span data-testid="stop-note">{stopNote(stats.finish_reason)}</span> : null}
       {stats.dropped_messages ? (

@@ -100,22 +100,54 @@ impl Attention {
     /// Attends `x` of shape `(b, t, hidden)` at positions `cache.len()..` and
     /// appends its keys and values to `cache`.
     pub fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let projected = self.project(x)?;
+        let out = self.attend_cached(&projected.q, &projected.k, &projected.v, cache)?;
+        self.output(out, projected.gate)
+    }
+
+    /// One new position of each of several sequences (a batched decode
+    /// step): row `i` of `x (1, n, hidden)` is the next position of the
+    /// sequence whose cache is `caches[i]`. The projections read their
+    /// weights once for all rows; each row attends over its own cache.
+    pub fn forward_streams(&self, x: &Tensor, caches: &mut [&mut LayerCache]) -> Result<Tensor> {
+        let projected = self.project(x)?;
+        let row = |t: &Tensor, i: usize| t.narrow(1, i, 1);
+        let rows = caches
+            .iter_mut()
+            .enumerate()
+            .map(|(i, cache)| {
+                let (q, k, v) = (row(&projected.q, i)?, row(&projected.k, i)?, row(&projected.v, i)?);
+                self.attend_cached(&q, &k, &v, cache)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.output(Tensor::cat(&rows, 1)?, projected.gate)
+    }
+
+    /// The q, k and v projections of `x (b, t, hidden)`, the query split
+    /// from its gate where heads carry one.
+    fn project(&self, x: &Tensor) -> Result<Projected> {
         let (b, t, _) = x.dims3()?;
-        let start = cache.len();
         let [q, k, v]: [Tensor; 3] = self.qkv.forward(x)?.try_into().expect("three projections");
-        let (q, gate) = if self.output_gate {
-            // Per head: [query (head_dim) | gate (head_dim)].
-            let both = q.reshape((b, t, self.num_heads, 2 * self.head_dim))?;
-            let width = self.num_heads * self.head_dim;
-            let query = both.narrow(3, 0, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
-            let gate = both.narrow(3, self.head_dim, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
-            (query, Some(gate))
-        } else {
-            (q, None)
-        };
-        let q = self.heads(&q, self.num_heads, self.q_norm.as_ref())?;
-        let k = self.heads(&k, self.num_kv_heads, self.k_norm.as_ref())?;
-        let v = self.heads(&v, self.num_kv_heads, None)?;
+        if !self.output_gate {
+            return Ok(Projected { q, k, v, gate: None });
+        }
+        // Per head: [query (head_dim) | gate (head_dim)].
+        let both = q.reshape((b, t, self.num_heads, 2 * self.head_dim))?;
+        let width = self.num_heads * self.head_dim;
+        let q = both.narrow(3, 0, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
+        let gate = both.narrow(3, self.head_dim, self.head_dim)?.contiguous()?.reshape((b, t, width))?;
+        Ok(Projected { q, k, v, gate: Some(gate) })
+    }
+
+    /// Projected queries, keys and values `(b, t, ·)` of the positions
+    /// `cache.len()..`: heads split and normed, rotated, keys and values
+    /// appended to `cache`, queries attended over it: `(b, t, heads · d)`.
+    fn attend_cached(&self, q: &Tensor, k: &Tensor, v: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let t = q.dim(1)?;
+        let start = cache.len();
+        let q = self.heads(q, self.num_heads, self.q_norm.as_ref())?;
+        let k = self.heads(k, self.num_kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads(v, self.num_kv_heads, None)?;
         let (q, k) = match &self.rotary {
             Some(rotary) => {
                 let (cos, sin) = rotary.cos_sin(start, t, q.dtype(), q.device())?;
@@ -130,7 +162,7 @@ impl Attention {
             // Later queries never look further back than the window.
             cache.keep_last(window)?;
         }
-        let mask = || attention_mask(start, t, first_key, total, self.sliding_window, x.device());
+        let mask = || attention_mask(start, t, first_key, total, self.sliding_window, q.device());
         // Over a cache on the CPU that hides only the future (or one position with
         // nothing to hide), Cake's kernel reads the cache in place, every row
         // exactly as a decode step at its position would: a prompt gives the
@@ -140,16 +172,29 @@ impl Attention {
             DType::F32 if only_causal || (t == 1 && mask()?.is_none()) => self.attend_in_place(&q, cache)?,
             _ => None,
         };
-        let out = match in_place {
-            Some(out) => out,
-            None => self.attend(&q, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, mask()?.as_ref())?,
-        };
+        match in_place {
+            Some(out) => Ok(out),
+            None => self.attend(&q, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, mask()?.as_ref()),
+        }
+    }
+
+    /// The gate (where heads carry one) and `o_proj` on attended values.
+    fn output(&self, out: Tensor, gate: Option<Tensor>) -> Result<Tensor> {
         let out = match gate {
             Some(gate) => (out * candle_nn::ops::sigmoid(&gate)?)?,
             None => out,
         };
         self.o_proj.forward(&out)
     }
+}
+
+/// A layer input's projections, before heads are split.
+struct Projected {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    /// The output gate, where heads carry one.
+    gate: Option<Tensor>,
 }
 
 impl Attention {
