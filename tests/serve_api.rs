@@ -94,7 +94,8 @@ fn concurrent_requests_are_decoded_together_and_reply_as_one_at_a_time() {
     let prompts = ["Name three fruits.", "Count from one to five.", "Say hello in French.", "Describe the sea."];
     let budget = json!({"max_tokens": 24});
     let reply_text = |reply: &Value| reply["choices"][0]["message"]["content"].as_str().unwrap().to_string();
-    let sequential: Vec<String> = prompts.iter().map(|p| reply_text(&completion(&server, p, budget.clone()).1)).collect();
+    let sequential: Vec<String> =
+        prompts.iter().map(|p| reply_text(&completion(&server, p, budget.clone()).1)).collect();
     let concurrent: Vec<String> = std::thread::scope(|scope| {
         let handles: Vec<_> =
             prompts.iter().map(|p| scope.spawn(|| reply_text(&completion(&server, p, budget.clone()).1))).collect();

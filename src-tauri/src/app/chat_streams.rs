@@ -110,9 +110,16 @@ impl<'m> Answering<'m> {
             Ok((Stream::start(model, request, cache)?, prompt_tokens, dropped_messages))
         });
         match started {
-            Ok((stream, prompt_tokens, dropped_messages)) => {
-                Some(Self { stream, sink, cancel, prompt_tokens, dropped_messages, load_s, decoded_together: 1, failed: None })
-            }
+            Ok((stream, prompt_tokens, dropped_messages)) => Some(Self {
+                stream,
+                sink,
+                cancel,
+                prompt_tokens,
+                dropped_messages,
+                load_s,
+                decoded_together: 1,
+                failed: None,
+            }),
             Err(error) => {
                 sink(chat_failure(&error));
                 None
