@@ -309,6 +309,28 @@ fn cake_serve_answers_through_the_cluster() {
     assert_eq!(reply["choices"][0]["message"]["content"], single["text"]);
     let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
     assert_eq!(cached, 1, "the worker received the weights of its layers");
+
+    // Chats in flight together step together on both machines, and each
+    // replies as it does alone.
+    let prompts = ["Name three rivers.", "Count to four.", "Say good night in German."];
+    let chat = |prompt: &str| {
+        let body = serde_json::json!({
+            "model_id": "default", "messages": [{"role": "user", "content": prompt}],
+            "sampling": {"temperature": 0.0}, "max_tokens": 16,
+        });
+        let (status, events) = server.stream("/api/chat", &body, |_, _| true);
+        assert_eq!(status, 200);
+        let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+        assert_eq!(done["type"], "done", "{events:?}");
+        (done["text"].as_str().unwrap().to_string(), done["stats"]["decoded_together"].as_u64().unwrap_or(1))
+    };
+    let alone: Vec<String> = prompts.iter().map(|p| chat(p).0).collect();
+    let together: Vec<(String, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| chat(p))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(together.iter().map(|(text, _)| text.clone()).collect::<Vec<_>>(), alone);
+    assert!(together.iter().any(|&(_, n)| n >= 2), "never decoded together over the cluster: {together:?}");
 }
 
 #[test]
@@ -379,22 +401,35 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
         "model_id": "default", "max_tokens": 48, "sampling": {"temperature": 0},
         "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}],
     });
+    // A second chat in flight at the same time continues too.
+    let other = serde_json::json!({
+        "model_id": "default", "max_tokens": 48, "sampling": {"temperature": 0},
+        "messages": [{"role": "user", "content": "Describe a harbour at dawn."}],
+    });
     let mut killed_at = None;
     let mut noticed_at = None;
     let mut tokens = 0;
-    let (status, events) = server.stream("/api/chat", &request, |_, payload| {
-        tokens += usize::from(payload.contains("\"token\""));
-        if tokens == 8 && killed_at.is_none() {
-            doomed.child.kill().unwrap(); // SIGKILL
-            let _ = doomed.child.wait();
-            killed_at = Some(Instant::now());
-        }
-        if payload.contains("\"notice\"") && noticed_at.is_none() {
-            noticed_at = Some(Instant::now());
-        }
-        true
+    let ((status, events), (other_status, other_events)) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| server.stream("/api/chat", &other, |_, _| true));
+        let first = server.stream("/api/chat", &request, |_, payload| {
+            tokens += usize::from(payload.contains("\"token\""));
+            if tokens == 8 && killed_at.is_none() {
+                doomed.child.kill().unwrap(); // SIGKILL
+                let _ = doomed.child.wait();
+                killed_at = Some(Instant::now());
+            }
+            if payload.contains("\"notice\"") && noticed_at.is_none() {
+                noticed_at = Some(Instant::now());
+            }
+            true
+        });
+        (first, other.join().unwrap())
     });
     assert_eq!(status, 200);
+    assert_eq!(other_status, 200);
+    let other_done: Value = serde_json::from_str(other_events.last().unwrap()).unwrap();
+    assert_eq!(other_done["type"], "done", "{other_events:#?}");
+    assert!(other_events.iter().any(|e| e.contains("lost worker doomed")), "{other_events:#?}");
     let notice = events.iter().find(|e| e.contains("\"notice\"")).unwrap_or_else(|| panic!("no notice: {events:#?}"));
     assert!(notice.contains("lost worker doomed"), "{notice}");
     let delay = noticed_at.unwrap().saturating_duration_since(killed_at.unwrap());

@@ -661,7 +661,7 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     let (address, _worker) = rogue_worker(|request, payload| match request {
         Request::Info => (rogue_info(1 << 40, 1e12), vec![]),
         Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
-        Request::Forward { shape, format, .. } => {
+        Request::Forward { shape, format, .. } | Request::ForwardStreams { shape, format, .. } => {
             thread::sleep(Duration::from_millis(30));
             (
                 Response::Hidden { shape: shape.clone(), format: *format, compute_nanos: 1, kv_bytes: 0 },

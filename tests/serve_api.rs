@@ -85,6 +85,35 @@ fn streamed_completion_equals_cake_run_with_the_same_seed() {
     assert_eq!(streamed, run["text"].as_str().unwrap());
 }
 
+/// Chats join a batch only while their KV caches together fit the context
+/// the model was loaded for: two that would overflow it run one after the
+/// other, as alone.
+#[test]
+fn chats_that_would_overflow_the_context_together_are_not_decoded_together() {
+    let root = tempfile::tempdir().unwrap();
+    let data = data_dir_with_default_model(root.path());
+    let server = Server::start(&data, &root.path().join("hf-cache"), &["--ctx", "160"]);
+    let chat = |max_tokens: usize| {
+        let body = json!({
+            "model_id": "default", "messages": [{"role": "user", "content": "Tell me a story."}],
+            "sampling": {"temperature": 0.0}, "max_tokens": max_tokens,
+        });
+        let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
+        assert_eq!(status, 200);
+        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
+        assert_eq!(done["type"], "done", "{done}");
+        done["stats"]["decoded_together"].as_u64().unwrap_or(1)
+    };
+    chat(4); // load the model first
+    for (max_tokens, expected) in [(100, 1), (12, 2)] {
+        let together: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2).map(|_| scope.spawn(|| chat(max_tokens))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(together.iter().max(), Some(&expected), "two chats of {max_tokens} tokens in 160: {together:?}");
+    }
+}
+
 /// Requests in flight at once are decoded together (through the OpenAI
 /// API and the app's), and each replies as it does alone.
 #[test]

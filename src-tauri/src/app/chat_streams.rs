@@ -7,10 +7,15 @@
 //! prompt does not freeze the others' replies for its whole length), takes
 //! first tokens, then one decode step for all decoding streams together.
 //! A stream whose listener has gone or whose cancel flag is set stops at
-//! its next token, as a reply alone does.
+//! its next token, as a reply alone does. Streams beyond the first join
+//! only while their KV caches together fit the context length the model
+//! was planned for. When a worker of a cluster is lost, every chat under
+//! way is handed back with what it generated so far, to continue once the
+//! pipeline is rebuilt over the machines left.
 
 use super::engine::{CancelFlag, ChatJob, EventSink};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
+use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::ChatMessage;
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
@@ -34,7 +39,7 @@ pub struct QueuedChat {
 /// A chat's generation request (the conversation rendered and tokenized,
 /// its oldest turns left out if it asked for that) and how many messages
 /// were left out.
-pub fn chat_request(model: &TextModel, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
+fn chat_request(model: &TextModel, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
     let (template, tokenizer) = (model.chat_template()?, model.tokenizer()?);
     let tokenize = |messages: &[ChatMessage]| tokenizer.encode(&template.render(messages, true)?, false);
     let mut request = GenerationRequest::new(Vec::new());
@@ -58,7 +63,7 @@ pub fn chat_request(model: &TextModel, job: &ChatJob) -> anyhow::Result<(Generat
 
 /// Passes a generation event on to a chat's listener; `Break` once the
 /// listener has gone or the chat was cancelled.
-pub fn relay(sink: &mut EventSink, cancel: &CancelFlag, event: GenerationEvent) -> ControlFlow<()> {
+fn relay(sink: &mut EventSink, cancel: &CancelFlag, event: GenerationEvent) -> ControlFlow<()> {
     let listening = match event {
         GenerationEvent::PromptRead { read, total } => {
             sink(EngineEvent::Progress(Progress::Prompt { read_tokens: read, prompt_tokens: total }))
@@ -84,44 +89,100 @@ pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
     EngineEvent::error(kind, format!("{error:#}"))
 }
 
-/// A chat being answered.
-struct Answering<'m> {
-    stream: Stream<'m>,
+/// What a chat carries from its arrival to its last event.
+struct ChatState {
     sink: EventSink,
     cancel: CancelFlag,
+    /// The conversation's prompt tokens (before any continuation).
     prompt_tokens: usize,
     dropped_messages: usize,
     /// Seconds spent loading the model for this chat, if it had to be.
     load_s: Option<f64>,
     /// The most chats decoded in one step with this one (itself included).
     decoded_together: usize,
-    /// The error event that ended it, if one did.
-    failed: Option<EngineEvent>,
+    /// Tokens and text generated before a worker was lost.
+    earlier_tokens: Vec<u32>,
+    earlier_text: String,
 }
 
-impl<'m> Answering<'m> {
-    fn start(model: &'m TextModel, cache: &mut PromptCache, chat: QueuedChat, load_s: Option<f64>) -> Option<Self> {
+/// A chat with its request ready, waiting for room among the answered
+/// ones (or to continue after a lost worker).
+pub struct Prepared {
+    state: ChatState,
+    request: GenerationRequest,
+}
+
+impl Prepared {
+    /// Renders and tokenizes `chat`'s conversation; a chat already
+    /// cancelled gives `None`, one that cannot run is told why.
+    pub fn new(model: &TextModel, chat: QueuedChat, load_s: Option<f64>) -> Option<Self> {
         let QueuedChat { job, mut sink, cancel } = chat;
         if cancel.load(Ordering::Relaxed) {
             return None;
         }
-        let started = chat_request(model, &job).and_then(|(request, dropped_messages)| {
-            let prompt_tokens = request.prompt_tokens.len();
-            Ok((Stream::start(model, request, cache)?, prompt_tokens, dropped_messages))
-        });
-        match started {
-            Ok((stream, prompt_tokens, dropped_messages)) => Some(Self {
-                stream,
-                sink,
-                cancel,
-                prompt_tokens,
-                dropped_messages,
-                load_s,
-                decoded_together: 1,
-                failed: None,
+        match chat_request(model, &job) {
+            Ok((request, dropped_messages)) => Some(Self {
+                state: ChatState {
+                    sink,
+                    cancel,
+                    prompt_tokens: request.prompt_tokens.len(),
+                    dropped_messages,
+                    load_s,
+                    decoded_together: 1,
+                    earlier_tokens: Vec::new(),
+                    earlier_text: String::new(),
+                },
+                request,
             }),
             Err(error) => {
                 sink(chat_failure(&error));
+                None
+            }
+        }
+    }
+
+    /// KV cache positions the chat may fill: its prompt and budget, at
+    /// most its context.
+    fn positions(&self, model: &TextModel) -> usize {
+        let wanted = self.request.prompt_tokens.len() + self.request.max_new_tokens;
+        wanted.min(context_length(model, &self.request))
+    }
+
+    /// Tells the chat's listener `message` (a lost worker, say).
+    pub fn notice(&mut self, message: &str) {
+        (self.state.sink)(EngineEvent::Notice { message: message.to_string() });
+    }
+
+    /// Ends the chat with `event` (an error).
+    pub fn fail(mut self, event: EngineEvent) {
+        (self.state.sink)(event);
+    }
+}
+
+/// A chat being answered.
+struct Answering<'m> {
+    stream: Stream<'m>,
+    state: ChatState,
+    /// See [`Prepared::positions`].
+    positions: usize,
+    /// The error event that ended it, if one did.
+    failed: Option<EngineEvent>,
+}
+
+/// What stopped a round of answering.
+enum Interruption {
+    /// A worker stopped answering: the pipeline cannot go on.
+    Lost(WorkerLost),
+}
+
+impl<'m> Answering<'m> {
+    fn start(model: &'m TextModel, cache: &mut PromptCache, prepared: Prepared) -> Option<Self> {
+        let Prepared { mut state, request } = prepared;
+        let positions = (request.prompt_tokens.len() + request.max_new_tokens).min(context_length(model, &request));
+        match Stream::start(model, request, cache) {
+            Ok(stream) => Some(Self { stream, state, positions, failed: None }),
+            Err(error) => {
+                (state.sink)(chat_failure(&error));
                 None
             }
         }
@@ -132,103 +193,163 @@ impl<'m> Answering<'m> {
     }
 
     /// Reads a prompt chunk or takes the first token, whichever is next.
-    fn advance_alone(&mut self) {
-        let Self { stream, sink, cancel, .. } = self;
-        let mut listen = |event: GenerationEvent| relay(sink, cancel, event);
+    fn advance_alone(&mut self) -> Result<(), Interruption> {
+        let Self { stream, state, .. } = self;
+        let mut listen = |event: GenerationEvent| relay(&mut state.sink, &state.cancel, event);
         let result = match stream.phase() {
             Phase::ReadingPrompt => stream.read_prompt_chunk(&mut listen),
             Phase::FirstToken => stream.step(&mut listen),
             Phase::Decoding | Phase::Finished => Ok(()),
         };
-        if let Err(error) = result {
-            self.failed = Some(chat_failure(&error));
+        match result {
+            Ok(()) => Ok(()),
+            Err(error) => match error.downcast::<WorkerLost>() {
+                Ok(lost) => Err(Interruption::Lost(lost)),
+                Err(error) => {
+                    self.failed = Some(chat_failure(&error));
+                    Ok(())
+                }
+            },
         }
+    }
+
+    /// The chat as it stands, to continue after the pipeline is rebuilt:
+    /// its prompt extended by what it generated, its budget reduced.
+    fn into_continuation(self) -> Prepared {
+        let Self { stream, mut state, .. } = self;
+        let mut request = stream.request().clone();
+        request.prompt_tokens.extend_from_slice(stream.generated());
+        request.max_new_tokens -= stream.generated().len();
+        state.earlier_tokens.extend_from_slice(stream.generated());
+        state.earlier_text.push_str(stream.text());
+        Prepared { state, request }
     }
 
     /// Sends the chat's last event: its error, or the reply and its stats.
     fn end(self, cache: &mut PromptCache) {
-        let Self { stream, mut sink, cancel, prompt_tokens, dropped_messages, load_s, decoded_together, failed } = self;
+        let Self { stream, mut state, failed, .. } = self;
         if let Some(event) = failed {
-            sink(event);
+            (state.sink)(event);
             return;
         }
-        let event = match stream.finish(cache, &mut |event: GenerationEvent| relay(&mut sink, &cancel, event)) {
+        let ChatState { sink, cancel, .. } = &mut state;
+        let finished = stream.finish(cache, &mut |event: GenerationEvent| relay(sink, cancel, event));
+        let event = match finished {
             Ok(reply) => EngineEvent::Done(Done::Reply {
                 stats: ReplyStats {
-                    prompt_tokens,
-                    dropped_messages,
+                    prompt_tokens: state.prompt_tokens,
+                    dropped_messages: state.dropped_messages,
                     cached_prompt_tokens: reply.cached_prompt_tokens,
-                    completion_tokens: reply.tokens.len(),
+                    completion_tokens: state.earlier_tokens.len() + reply.tokens.len(),
                     ttft_s: reply.timings.ttft_s,
                     decode_tok_s: reply.timings.decode_tok_s,
                     finish_reason: reply.finish_reason,
-                    load_s,
-                    decoded_together,
+                    load_s: state.load_s,
+                    decoded_together: state.decoded_together,
                 },
-                text: reply.text,
+                text: state.earlier_text + &reply.text,
             }),
             Err(error) => chat_failure(&error),
         };
-        sink(event);
+        (state.sink)(event);
     }
 }
 
-/// Answers `first` (with `load_s` the time its model took to load, if it
-/// had to) and every chat `next_chat` hands over while streams run, at
-/// most [`MAX_STREAMS`] at once; returns when all are answered and
-/// `next_chat` has no more.
+/// How [`answer_together`] ended.
+pub enum Answered {
+    /// Every chat got its last event.
+    All,
+    /// A worker was lost: these chats (continuations of those under way,
+    /// then those not started) wait for the pipeline to be rebuilt.
+    WorkerLost { lost: WorkerLost, waiting: Vec<Prepared> },
+}
+
+/// Answers the chats `first` and those `next_chat` hands over while
+/// streams run: at most [`MAX_STREAMS`] at once, and beyond the first only
+/// while their KV caches together fit the model's context length (the
+/// memory its plan counted). Returns when all are answered and `next_chat`
+/// has no more, or when a worker is lost.
 pub fn answer_together(
     model: &TextModel,
     cache: &mut PromptCache,
-    first: QueuedChat,
-    load_s: Option<f64>,
+    first: Vec<Prepared>,
     mut next_chat: impl FnMut() -> Option<QueuedChat>,
-) {
+) -> Answered {
+    let budget = model.decoder().context_length();
+    let mut waiting: std::collections::VecDeque<Prepared> = first.into();
     let mut answering: Vec<Answering> = Vec::new();
-    answering.extend(Answering::start(model, cache, first, load_s));
-    loop {
-        while answering.len() < MAX_STREAMS {
-            let Some(chat) = next_chat() else { break };
-            answering.extend(Answering::start(model, cache, chat, None));
+    let interruption = loop {
+        loop {
+            if waiting.is_empty() {
+                let Some(chat) = next_chat() else { break };
+                waiting.extend(Prepared::new(model, chat, None));
+                continue;
+            }
+            let reserved: usize = answering.iter().map(|a| a.positions).sum();
+            let next = waiting.front().expect("not empty");
+            let fits = answering.len() < MAX_STREAMS && reserved + next.positions(model) <= budget;
+            if !answering.is_empty() && !fits {
+                break;
+            }
+            let prepared = waiting.pop_front().expect("not empty");
+            answering.extend(Answering::start(model, cache, prepared));
         }
         if answering.is_empty() {
-            return;
+            return Answered::All;
         }
-        for chat in answering.iter_mut() {
-            chat.advance_alone();
+        if let Err(interruption) = answering.iter_mut().try_for_each(Answering::advance_alone) {
+            break interruption;
         }
-        decode_step(model, &mut answering);
+        if let Err(interruption) = decode_step(model, &mut answering) {
+            break interruption;
+        }
         let (over, going): (Vec<_>, Vec<_>) = answering.into_iter().partition(Answering::is_over);
         answering = going;
         for chat in over {
             chat.end(cache);
         }
+    };
+    let Interruption::Lost(lost) = interruption;
+    let (over, going): (Vec<_>, Vec<_>) = answering.into_iter().partition(Answering::is_over);
+    for chat in over {
+        chat.end(cache);
     }
+    let mut continuations: Vec<Prepared> = going.into_iter().map(Answering::into_continuation).collect();
+    continuations.extend(waiting);
+    Answered::WorkerLost { lost, waiting: continuations }
 }
 
-/// One decode step of every decoding chat together; a failure ends them all.
-fn decode_step(model: &TextModel, answering: &mut [Answering]) {
+/// One decode step of every decoding chat together; a lost worker
+/// interrupts, another failure ends them all.
+fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Interruption> {
     let mut decoding: Vec<&mut Answering> =
         answering.iter_mut().filter(|c| c.failed.is_none() && c.stream.phase() == Phase::Decoding).collect();
     if decoding.is_empty() {
-        return;
+        return Ok(());
     }
     let mut streams = Vec::with_capacity(decoding.len());
     let mut listeners = Vec::with_capacity(decoding.len());
     let together = decoding.len();
     for chat in decoding.iter_mut() {
-        chat.decoded_together = chat.decoded_together.max(together);
+        chat.state.decoded_together = chat.state.decoded_together.max(together);
         streams.push(&mut chat.stream);
-        listeners.push((&mut chat.sink, &chat.cancel));
+        listeners.push((&mut chat.state.sink, &chat.state.cancel));
     }
     let result = step_together(model, &mut streams, |index, event| {
         let (sink, cancel) = &mut listeners[index];
         relay(sink, cancel, event)
     });
-    if let Err(error) = result {
-        let message = format!("{error:#}");
-        for chat in decoding {
-            chat.failed = Some(EngineEvent::error(ErrorKind::Failed, message.clone()));
-        }
+    match result {
+        Ok(()) => Ok(()),
+        Err(error) => match error.downcast::<WorkerLost>() {
+            Ok(lost) => Err(Interruption::Lost(lost)),
+            Err(error) => {
+                let message = format!("{error:#}");
+                for chat in decoding {
+                    chat.failed = Some(EngineEvent::error(ErrorKind::Failed, message.clone()));
+                }
+                Ok(())
+            }
+        },
     }
 }

@@ -8,12 +8,11 @@
 //! the sink's receiver has gone (a closed browser tab) or the job's cancel
 //! flag is set, the job stops at the next token.
 
-use super::chat_streams::{answer_together, chat_failure, chat_request, relay, QueuedChat};
-use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
+use super::chat_streams::{answer_together, chat_failure, Answered, Prepared, QueuedChat};
+use super::events::{Done, EngineEvent, ErrorKind, Progress};
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
 use crate::cluster::master::ClusterSettings;
-use crate::cluster::recovery::generate_recovering;
 use crate::cluster::remote::WorkerLost;
 use crate::library::catalog::ModelEntry;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
@@ -223,28 +222,7 @@ impl Worker {
                     return;
                 }
                 let load_s = loading.then(|| started.elapsed().as_secs_f64());
-                let over_cluster = self.model.as_ref().is_some_and(|(_, m)| !m.pipeline.remote_stages.is_empty());
-                if !over_cluster {
-                    self.answer_here(chat, load_s);
-                    return;
-                }
-                let QueuedChat { job, mut sink, cancel } = chat;
-                let event = match self.reply(&job, &mut sink, &cancel) {
-                    Ok(mut done) => {
-                        if let Done::Reply { stats, .. } = &mut done {
-                            stats.load_s = load_s;
-                        }
-                        EngineEvent::Done(done)
-                    }
-                    Err(error) => {
-                        if error.downcast_ref::<WorkerLost>().is_some() {
-                            // Re-plan over the machines left on the next request.
-                            self.set_model(None);
-                        }
-                        failure(&error)
-                    }
-                };
-                sink(event);
+                self.answer(chat, load_s);
             }
             Job::Unload => self.set_model(None),
             Job::Configure { cluster, context_length } => {
@@ -298,67 +276,52 @@ impl Worker {
     }
 
     /// Answers `first` and the chats for the same model queued behind it
-    /// together, on this machine alone.
-    fn answer_here(&mut self, first: QueuedChat, load_s: Option<f64>) {
+    /// together. When a worker is lost, the chats under way are told, the
+    /// model is planned again over the machines left (at most as many
+    /// times as it had workers) and they continue from where they were.
+    fn answer(&mut self, first: QueuedChat, load_s: Option<f64>) {
         let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
         let mut cache = std::mem::take(&mut self.prompt_cache);
-        answer_together(&model, &mut cache, first, load_s, || self.next_chat_for(&entry));
-        self.prompt_cache = cache;
-        self.model = Some((entry, model));
-    }
-
-    /// Generates a reply over the cluster, one at a time; a worker lost on
-    /// the way is reported as a `notice` event and the reply continues
-    /// over the machines left.
-    fn reply(&mut self, job: &ChatJob, sink: &mut EventSink, cancel: &CancelFlag) -> anyhow::Result<Done> {
-        let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
-        let mut slot = Some(model);
-        let mut cache = std::mem::take(&mut self.prompt_cache);
-        let result = self.reply_with(&entry, &mut slot, &mut cache, job, sink, cancel);
-        self.prompt_cache = cache;
-        match slot {
-            Some(model) => self.model = Some((entry, model)),
-            None => self.set_model(None),
+        let mut recoveries_left = model.pipeline.remote_stages.len();
+        let mut chats: Vec<Prepared> = Prepared::new(&model, first, load_s).into_iter().collect();
+        let mut lost_addresses: Vec<String> = Vec::new();
+        let mut model = Some(model);
+        while let Some(loaded) = &model {
+            let Answered::WorkerLost { lost, waiting } =
+                answer_together(loaded, &mut cache, chats, || self.next_chat_for(&entry))
+            else {
+                break;
+            };
+            cache.clear(loaded);
+            // Free the old model first: two at once may not fit.
+            model = None;
+            let reloaded = if recoveries_left == 0 {
+                Err(anyhow::anyhow!("{lost}"))
+            } else {
+                recoveries_left -= 1;
+                lost_addresses.push(lost.address.clone());
+                self.reload(&entry, &lost_addresses).map_err(|e| anyhow::anyhow!("{lost}; re-planning failed: {e:#}"))
+            };
+            chats = waiting;
+            match reloaded {
+                Ok(again) => {
+                    let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
+                    chats.iter_mut().for_each(|chat| chat.notice(&message));
+                    model = Some(again);
+                }
+                Err(error) => chats.drain(..).for_each(|chat| chat.fail(failure(&error))),
+            }
         }
-        result
+        self.prompt_cache = cache;
+        self.set_model(model.map(|model| (entry, model)));
     }
 
-    fn reply_with(
-        &self,
-        entry: &ModelEntry,
-        slot: &mut Option<TextModel>,
-        cache: &mut PromptCache,
-        job: &ChatJob,
-        sink: &mut EventSink,
-        cancel: &CancelFlag,
-    ) -> anyhow::Result<Done> {
-        let model = slot.as_ref().expect("a loaded model");
-        let (request, dropped_messages) = chat_request(model, job)?;
-        let prompt_len = request.prompt_tokens.len();
-        let sink = std::cell::RefCell::new(sink);
-        let mut reload = |lost: &[String]| match &self.cluster {
+    /// `entry` loaded again without the workers at `lost` addresses.
+    fn reload(&self, entry: &ModelEntry, lost: &[String]) -> anyhow::Result<TextModel> {
+        match &self.cluster {
             Some(cluster) => cluster.load(&entry.path, &self.options, lost, &mut |_, _| {}),
             None => TextModel::load(&entry.path, &self.options),
-        };
-        let mut on_lost = |lost: &WorkerLost| {
-            let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
-            (sink.borrow_mut())(EngineEvent::Notice { message });
-        };
-        let reply = generate_recovering(slot, &request, cache, &mut reload, &mut on_lost, |event| {
-            relay(&mut sink.borrow_mut(), cancel, event)
-        })?;
-        let stats = ReplyStats {
-            prompt_tokens: prompt_len,
-            dropped_messages,
-            cached_prompt_tokens: reply.last.cached_prompt_tokens,
-            completion_tokens: reply.tokens.len(),
-            ttft_s: reply.last.timings.ttft_s,
-            decode_tok_s: reply.last.timings.decode_tok_s,
-            finish_reason: reply.last.finish_reason,
-            load_s: None,
-            decoded_together: 1,
-        };
-        Ok(Done::Reply { text: reply.text, stats })
+        }
     }
 
     /// Generates speech, loading the speech model first if needed.

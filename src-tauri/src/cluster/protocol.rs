@@ -28,6 +28,10 @@ pub enum Request {
     /// `shape`, continuing sequence `sequence`'s KV cache. The answer comes
     /// back in the same format where its values allow.
     Forward { sequence: u64, shape: Vec<usize>, format: WireFormat },
+    /// One decode step of several sequences: row `i` of the hidden states
+    /// (`[1, sequences.len(), hidden]`) is the next position of
+    /// `sequences[i]`. Answered as `Forward` is.
+    ForwardStreams { sequences: Vec<u64>, shape: Vec<usize>, format: WireFormat },
     /// Drop sequence `sequence`'s KV cache.
     Forget { sequence: u64 },
     /// Keep-alive during idle periods.
@@ -175,6 +179,42 @@ pub fn tensor_from_bytes(shape: &[usize], format: WireFormat, bytes: &[u8], devi
 /// `width` values per position and room for `context` positions, of which
 /// `cached` are already used: `[1, positions ≥ 1, width]`, ending inside
 /// the context. Called before anything of that size is allocated.
+/// Most sequences one `ForwardStreams` may step together.
+pub const MAX_STREAMS_PER_STEP: usize = 64;
+/// Most sequences whose caches a worker keeps for one master.
+pub const MAX_SEQUENCES: usize = 64;
+
+/// Checks a `ForwardStreams` request before anything is allocated: the
+/// shape is `[1, sequences, width]`, the sequences distinct and at most
+/// [`MAX_STREAMS_PER_STEP`], and each has room for one more position
+/// (`cached(sequence)`: positions its cache holds).
+pub fn check_streams_shape(
+    sequences: &[u64],
+    shape: &[usize],
+    width: usize,
+    cached: impl Fn(u64) -> usize,
+    context: usize,
+) -> Result<()> {
+    if sequences.is_empty() || sequences.len() > MAX_STREAMS_PER_STEP {
+        bail!("a step takes 1 to {MAX_STREAMS_PER_STEP} sequences, got {}", sequences.len());
+    }
+    if shape != [1, sequences.len(), width] {
+        bail!(
+            "hidden states for {} sequences must be [1, {}, {width}], got {shape:?}",
+            sequences.len(),
+            sequences.len()
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    for &sequence in sequences {
+        if !seen.insert(sequence) {
+            bail!("sequence {sequence} appears twice in one step");
+        }
+        check_hidden_shape(&[1, 1, width], width, cached(sequence), context)?;
+    }
+    Ok(())
+}
+
 pub fn check_hidden_shape(shape: &[usize], width: usize, cached: usize, context: usize) -> Result<()> {
     let &[batch, positions, values] = shape else {
         bail!("hidden states must be [1, positions, {width}], got {shape:?}");
@@ -199,6 +239,25 @@ mod tests {
         let (header, payload): (Request, _) = decode(&frame).unwrap();
         assert_eq!(header, forward);
         assert_eq!(payload, &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_step_of_several_sequences_is_checked_before_anything_runs() {
+        let none_cached = |_| 0;
+        assert!(check_streams_shape(&[1, 2], &[1, 2, 8], 8, none_cached, 16).is_ok());
+        for (sequences, shape) in [
+            (vec![], vec![1, 0, 8]),
+            (vec![1, 2], vec![1, 3, 8]),
+            (vec![1, 2], vec![2, 2, 8]),
+            (vec![1, 2], vec![1, 2, 9]),
+            (vec![4, 4], vec![1, 2, 8]),
+            ((0..MAX_STREAMS_PER_STEP as u64 + 1).collect(), vec![1, MAX_STREAMS_PER_STEP + 1, 8]),
+        ] {
+            assert!(check_streams_shape(&sequences, &shape, 8, none_cached, 16).is_err(), "{sequences:?} {shape:?}");
+        }
+        let full = |sequence| if sequence == 2 { 16 } else { 0 };
+        let error = check_streams_shape(&[1, 2], &[1, 2, 8], 8, full, 16).unwrap_err();
+        assert!(error.to_string().contains("context length 16"), "{error}");
     }
 
     #[test]

@@ -308,9 +308,26 @@ impl RemoteWorker {
 
     /// Runs the worker's layers on `hidden` within sequence `sequence`.
     pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
+        self.exchange_hidden(hidden, |shape, format| Request::Forward { sequence, shape, format })
+    }
+
+    /// One decode step of several sequences: row `i` of `hidden (1, n,
+    /// hidden)` is the next position of `sequences[i]`.
+    pub fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor> {
+        let sequences = sequences.to_vec();
+        self.exchange_hidden(hidden, |shape, format| Request::ForwardStreams { sequences, shape, format })
+    }
+
+    /// Sends `hidden` with the request `request(shape, format)` makes and
+    /// returns the hidden states the worker answers, counting the exchange.
+    fn exchange_hidden(
+        &self,
+        hidden: &Tensor,
+        request: impl FnOnce(Vec<usize>, WireFormat) -> Request,
+    ) -> Result<Tensor> {
         let (shape, format, bytes) = tensor_to_bytes(hidden, self.wire_format)?;
         let started = Instant::now();
-        let answer = self.ask(&Request::Forward { sequence, shape, format }, &bytes)?;
+        let answer = self.ask(&request(shape, format), &bytes)?;
         let round_trip = started.elapsed().as_nanos() as u64;
         self.stats.forward_nanos.fetch_add(round_trip, Ordering::Relaxed);
         self.stats.forwards.fetch_add(1, Ordering::Relaxed);
@@ -330,7 +347,7 @@ impl RemoteWorker {
                 })?;
                 states.to_dtype(hidden.dtype()).map_err(Into::into)
             }
-            (other, _) => bail!("worker {} answered {other:?} to Forward", self.address),
+            (other, _) => bail!("worker {} answered {other:?} to hidden states", self.address),
         }
     }
 
@@ -381,6 +398,10 @@ impl RemoteLayers for RemoteWorker {
 
     fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
         RemoteWorker::forward(self, sequence, hidden)
+    }
+
+    fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor> {
+        RemoteWorker::forward_streams(self, sequences, hidden)
     }
 
     fn forget(&self, sequence: u64) -> Result<()> {

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 /// Version of the cluster protocol this build speaks (2: SPAKE2 handshake;
 /// 3: `Load` names the context length, hidden states travel in f16 or f32).
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// How long a whole handshake may take, from the first byte to the last.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest sealed frame accepted (64 MiB).

@@ -11,7 +11,8 @@ use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
-    check_hidden_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WireFormat, WorkerInfo,
+    check_hidden_shape, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response,
+    WireFormat, WorkerInfo, MAX_SEQUENCES,
 };
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
@@ -19,7 +20,7 @@ use crate::models::decoder::Decoder;
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::DType;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -293,6 +294,9 @@ impl State<'_> {
                 (Response::Done, Vec::new())
             }
             Request::Forward { sequence, shape, format } => self.forward(sequence, &shape, format, payload)?,
+            Request::ForwardStreams { sequences, shape, format } => {
+                self.forward_streams(&sequences, &shape, format, payload)?
+            }
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
                 (Response::Done, Vec::new())
@@ -379,6 +383,7 @@ impl State<'_> {
         let started = std::time::Instant::now();
         let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
         check_hidden_shape(shape, decoder.config.hidden_size, cached, decoder.context_length())?;
+        self.check_room_for(&[sequence])?;
         let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
         let out = decoder.forward_layers(&hidden, cache)?;
@@ -387,6 +392,43 @@ impl State<'_> {
         let (shape, format, bytes) = tensor_to_bytes(&out, format)?;
         let compute_nanos = started.elapsed().as_nanos() as u64;
         Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
+    }
+
+    /// One decode step of several sequences together (see
+    /// [`Request::ForwardStreams`]).
+    fn forward_streams(
+        &mut self,
+        sequences: &[u64],
+        shape: &[usize],
+        format: WireFormat,
+        payload: &[u8],
+    ) -> Result<(Response, Vec<u8>)> {
+        let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
+        let started = std::time::Instant::now();
+        let cached = |sequence| self.caches.get(&sequence).map_or(0, KvCache::position);
+        check_streams_shape(sequences, shape, decoder.config.hidden_size, cached, decoder.context_length())?;
+        self.check_room_for(sequences)?;
+        let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
+        // The sequences' caches in the rows' order, put back whatever happens.
+        let mut caches: Vec<KvCache> =
+            sequences.iter().map(|s| self.caches.remove(s).unwrap_or_else(|| decoder.new_cache())).collect();
+        let out = decoder.forward_layers_streams(&hidden, &mut caches.iter_mut().collect::<Vec<_>>());
+        let kv_bytes = caches.iter().map(KvCache::allocated_bytes).sum();
+        self.caches.extend(sequences.iter().copied().zip(caches));
+        let out = out?;
+        self.report.update(|v| v.forwards += 1);
+        let (shape, format, bytes) = tensor_to_bytes(&out, format)?;
+        let compute_nanos = started.elapsed().as_nanos() as u64;
+        Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
+    }
+
+    /// Refuses to start caches beyond [`MAX_SEQUENCES`] for this master.
+    fn check_room_for(&self, sequences: &[u64]) -> Result<()> {
+        let new = sequences.iter().filter(|s| !self.caches.contains_key(s)).count();
+        if self.caches.len() + new > MAX_SEQUENCES {
+            bail!("a master may keep at most {MAX_SEQUENCES} sequences here; forget finished ones first");
+        }
+        Ok(())
     }
 }
 

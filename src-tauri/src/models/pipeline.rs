@@ -19,6 +19,9 @@ pub trait RemoteLayers: Send + Sync {
     fn name(&self) -> &str;
     /// Runs the layers on `hidden` within sequence `sequence`'s cache.
     fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor>;
+    /// One decode step of several sequences: row `i` of `hidden (1, n,
+    /// hidden)` is the next position of `sequences[i]`.
+    fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor>;
     /// Frees the cache of `sequence`.
     fn forget(&self, sequence: u64) -> Result<()>;
     /// What the exchanges with it cost so far.
@@ -104,21 +107,16 @@ impl LayerPipeline {
     }
 
     /// Hidden states `(1, n, hidden)` after every layer for one new
-    /// position of each of `n` sessions (row `i` is `sessions[i]`'s): the
-    /// local layers read their weights once for all rows; each remote
-    /// stage takes the rows one sequence at a time.
+    /// position of each of `n` sessions (row `i` is `sessions[i]`'s): every
+    /// stage, local or remote, reads its weights once for all rows.
     pub fn run_layers_streams(&self, embedded: &Tensor, sessions: &mut [&mut Session]) -> Result<Tensor> {
         let started = Instant::now();
         let mut caches: Vec<&mut KvCache> = sessions.iter_mut().map(|s| &mut s.cache).collect();
         let mut hidden = self.decoder.forward_layers_streams(embedded, &mut caches)?;
         self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let sequences: Vec<u64> = sessions.iter().map(|s| s.sequence).collect();
         for stage in &self.remote_stages {
-            let rows = sessions
-                .iter()
-                .enumerate()
-                .map(|(i, session)| stage.worker.forward(session.sequence, &hidden.narrow(1, i, 1)?))
-                .collect::<Result<Vec<_>>>()?;
-            hidden = Tensor::cat(&rows, 1)?;
+            hidden = stage.worker.forward_streams(&sequences, &hidden)?;
         }
         Ok(hidden)
     }

@@ -287,6 +287,21 @@ impl<'m> Stream<'m> {
         })
     }
 
+    /// The request as it was started.
+    pub fn request(&self) -> &GenerationRequest {
+        &self.request
+    }
+
+    /// The tokens generated so far.
+    pub fn generated(&self) -> &[u32] {
+        &self.generated
+    }
+
+    /// The reply's text so far (what was reported).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     pub fn phase(&self) -> Phase {
         if self.finish_reason.is_some() {
             Phase::Finished
