@@ -10,7 +10,11 @@ then in f16), memory caps forcing an even split of the layers. Reports
 decode tok/s (median of `--reps`, runs of
 the setups alternated) beside the placement preview's prediction for the
 same plan (`cake run --plan`), the ratio to one machine, and the
-hidden-state bytes moved per decoded token. Needs root (namespaces); the machines share
+hidden-state bytes moved per decoded token. Then, through `cake serve` on
+one machine and on three, the aggregate tok/s of 1, 2, 4 and 8 OpenAI
+requests in flight at once (greedy, `--serve-tokens` each, generated
+tokens over the wall time from the first request to the last answer,
+median of `--reps`). Needs root (namespaces); the machines share
 this computer's cores, so only one of them computes at a time.
 
     python bench/cluster.py --cake target/release/cake
@@ -23,6 +27,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -30,6 +37,14 @@ from netlab import PROFILES, Network  # noqa: E402
 
 KEY = "benchmark cluster key"
 PORT = 7410
+SERVE_PORT = 7480
+CONCURRENCY = (1, 2, 4, 8)
+SERVE_PROMPTS = [
+    "Tell me a long story about a dragon.", "Write a long essay about the sea.",
+    "Describe a city at night in detail.", "Explain how bread is baked, step by step.",
+    "Tell me a long story about a robot.", "Write about the history of ships.",
+    "Describe a forest in autumn.", "Explain how a car engine works.",
+]
 
 
 def default_model() -> Path:
@@ -66,6 +81,61 @@ def predicted(net, cake, model, threads, extra, machines):
     preview = json.loads(out.stdout)
     option = next(o for o in preview["options"] if len(o["machines"]) == machines and o["prediction"])
     return option["prediction"]["decode_tokens_per_second"]
+
+
+def client_main(base: str, model: str, requests: int, max_tokens: int) -> None:
+    """(Run inside the master's namespace.) Sends `requests` chat requests
+    at once and prints the generated tokens and the wall time as JSON."""
+    counts = [0] * requests
+
+    def ask(i):
+        body = json.dumps({"model": model, "temperature": 0, "max_tokens": max_tokens,
+                           "messages": [{"role": "user", "content": SERVE_PROMPTS[i % len(SERVE_PROMPTS)]}]}).encode()
+        request = urllib.request.Request(f"{base}/v1/chat/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=600) as response:
+            counts[i] = json.load(response)["usage"]["completion_tokens"]
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(requests)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps({"tokens": sum(counts), "seconds": time.perf_counter() - start}))
+
+
+def aggregate(net, args, flags, data_dir):
+    """Aggregate tok/s of `cake serve` (on host 0, with `flags`) for each
+    number of requests in flight: {requests: median tok/s}."""
+    env = dict(os.environ, CAKE_CLUSTER_KEY=KEY, CAKE_DATA_DIR=data_dir, HF_HUB_CACHE=os.path.join(data_dir, "hf"))
+    serve = net.popen(0, [args.cake, "serve", "--host", "127.0.0.1", "--port", str(SERVE_PORT), "--model",
+                          str(args.model), "--threads", str(args.threads)] + flags,
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    base = None
+    for line in serve.stdout:
+        if line.startswith("Cake is serving on "):
+            base = line.split("on ", 1)[1].strip().rstrip("/")
+            break
+    if base is None:
+        raise SystemExit("cake serve did not start")
+
+    def measure(requests):
+        out = net.run(0, [sys.executable, __file__, "--client", base, args.model.name, str(requests),
+                          str(args.serve_tokens)],
+                      check=True, capture_output=True, text=True)
+        result = json.loads(out.stdout)
+        return result["tokens"] / result["seconds"]
+
+    try:
+        measure(1)  # loads the model (and streams the workers their weights)
+        rates = {n: [] for n in CONCURRENCY}
+        for _ in range(args.reps):
+            for n in CONCURRENCY:
+                rates[n].append(measure(n))
+        return {n: statistics.median(r) for n, r in rates.items()}
+    finally:
+        serve.terminate()
+        serve.wait()
 
 
 def measure_profile(args, profile, subnet):
@@ -107,6 +177,8 @@ def measure_profile(args, profile, subnet):
         for _ in range(args.reps):
             for machines, flags in setups.items():
                 results[machines].append(run(net, args.cake, args.model, prompt, args.decode + 1, args.threads, flags))
+        served = {machines: aggregate(net, args, setups[machines], os.path.join(scratch.name, f"serve-{machines}"))
+                  for machines in ("1", "3")}
     scratch.cleanup()
     reference = results["1"][0]["tokens"]
     for machines, runs in results.items():
@@ -120,7 +192,7 @@ def measure_profile(args, profile, subnet):
         tps = statistics.median(r["timings"]["decode_tok_s"] for r in runs)
         per_token = (runs[0]["network_bytes"] - one_token[machines]["network_bytes"]) / args.decode
         rows.append((machines, tps, per_token, runs[-1]["stages"], predictions[machines]))
-    return rows, rtt_ms
+    return rows, rtt_ms, served
 
 
 def main():
@@ -133,6 +205,10 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--ctx", type=int, default=1024, help="context the cluster plans its caches for")
     parser.add_argument("--profiles", default="unshaped,gigabit,wifi")
+    parser.add_argument("--serve-tokens", type=int, default=64, help="tokens each concurrent request generates")
+    if sys.argv[1:2] == ["--client"]:
+        client_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return
     args = parser.parse_args()
     args.cake = os.path.abspath(args.cake)
     if os.geteuid() != 0:
@@ -144,14 +220,27 @@ def main():
     print("| network | measured round trip | machines | decode tok/s | predicted | predicted / measured | vs one machine | bytes per token |")
     print("|---|---|---|---|---|---|---|---|")
     stages = {}
+    served = {}
     for subnet, name in enumerate(filter(None, args.profiles.split(",")), start=1):
         profile = PROFILES[name]
-        rows, rtt_ms = measure_profile(args, profile, subnet)
+        rows, rtt_ms, served[profile.name] = measure_profile(args, profile, subnet)
         single = rows[0][1]
         for machines, tps, per_token, _, guess in rows:
             print(f"| {profile.name} | {rtt_ms:.2f} ms | {machines} | {tps:.1f} | {guess:.1f} | {guess / tps:.2f} "
                   f"| {tps / single:.2f}x | {per_token:.0f} |", flush=True)
         stages[profile.name] = rows[2][3]
+    # Requests in flight together through cake serve.
+    print()
+    print(f"Aggregate tok/s through `cake serve`, {args.serve_tokens} tokens per request (ratio: to one request "
+          "on the same machines; to one request on one machine):")
+    print()
+    print("| network | machines | " + " | ".join(f"{n} in flight" for n in CONCURRENCY) + " |")
+    print("|---|---|" + "---|" * len(CONCURRENCY))
+    for network, by_machines in served.items():
+        alone = by_machines["1"][1]
+        for machines, rates in by_machines.items():
+            cells = [f"{rates[n]:.1f} ({rates[n] / rates[1]:.2f}x; {rates[n] / alone:.2f}x)" for n in CONCURRENCY]
+            print(f"| {network} | {machines} | " + " | ".join(cells) + " |")
     # Where a 3-machine token's time goes (the last run; prefill included).
     steps = args.decode + 1
     print()
