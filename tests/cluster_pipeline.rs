@@ -318,10 +318,7 @@ fn cake_serve_answers_through_the_cluster() {
             "model_id": "default", "messages": [{"role": "user", "content": prompt}],
             "sampling": {"temperature": 0.0}, "max_tokens": 16,
         });
-        let (status, events) = server.stream("/api/chat", &body, |_, _| true);
-        assert_eq!(status, 200);
-        let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
-        assert_eq!(done["type"], "done", "{events:?}");
+        let done = server.chat_done(&body);
         (done["text"].as_str().unwrap().to_string(), done["stats"]["decoded_together"].as_u64().unwrap_or(1))
     };
     let alone: Vec<String> = prompts.iter().map(|p| chat(p).0).collect();

@@ -98,11 +98,7 @@ fn chats_that_would_overflow_the_context_together_are_not_decoded_together() {
             "model_id": "default", "messages": [{"role": "user", "content": "Tell me a story."}],
             "sampling": {"temperature": 0.0}, "max_tokens": max_tokens,
         });
-        let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
-        assert_eq!(status, 200);
-        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
-        assert_eq!(done["type"], "done", "{done}");
-        done["stats"]["decoded_together"].as_u64().unwrap_or(1)
+        server.chat_done(&body)["stats"]["decoded_together"].as_u64().unwrap_or(1)
     };
     chat(4); // load the model first
     for (max_tokens, expected) in [(100, 1), (12, 2)] {
@@ -137,10 +133,7 @@ fn concurrent_requests_are_decoded_together_and_reply_as_one_at_a_time() {
             "model_id": "default", "messages": [{"role": "user", "content": prompt}],
             "sampling": {"temperature": 0.0}, "max_tokens": 24,
         });
-        let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
-        assert_eq!(status, 200);
-        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
-        assert_eq!(done["type"], "done", "{done}");
+        let done = server.chat_done(&body);
         (done["text"].as_str().unwrap().to_string(), done["stats"]["decoded_together"].as_u64().unwrap_or(1))
     };
     let together: Vec<(String, u64)> = std::thread::scope(|scope| {

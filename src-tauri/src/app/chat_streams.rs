@@ -169,16 +169,10 @@ struct Answering<'m> {
     failed: Option<EngineEvent>,
 }
 
-/// What stopped a round of answering.
-enum Interruption {
-    /// A worker stopped answering: the pipeline cannot go on.
-    Lost(WorkerLost),
-}
-
 impl<'m> Answering<'m> {
     fn start(model: &'m TextModel, cache: &mut PromptCache, prepared: Prepared) -> Option<Self> {
+        let positions = prepared.positions(model);
         let Prepared { mut state, request } = prepared;
-        let positions = (request.prompt_tokens.len() + request.max_new_tokens).min(context_length(model, &request));
         match Stream::start(model, request, cache) {
             Ok(stream) => Some(Self { stream, state, positions, failed: None }),
             Err(error) => {
@@ -192,8 +186,9 @@ impl<'m> Answering<'m> {
         self.failed.is_some() || self.stream.phase() == Phase::Finished
     }
 
-    /// Reads a prompt chunk or takes the first token, whichever is next.
-    fn advance_alone(&mut self) -> Result<(), Interruption> {
+    /// Reads a prompt chunk or takes the first token, whichever is next; a
+    /// lost worker stops the round (the pipeline cannot go on).
+    fn advance_alone(&mut self) -> Result<(), WorkerLost> {
         let Self { stream, state, .. } = self;
         let mut listen = |event: GenerationEvent| relay(&mut state.sink, &state.cancel, event);
         let result = match stream.phase() {
@@ -204,7 +199,7 @@ impl<'m> Answering<'m> {
         match result {
             Ok(()) => Ok(()),
             Err(error) => match error.downcast::<WorkerLost>() {
-                Ok(lost) => Err(Interruption::Lost(lost)),
+                Ok(lost) => Err(lost),
                 Err(error) => {
                     self.failed = Some(chat_failure(&error));
                     Ok(())
@@ -278,7 +273,7 @@ pub fn answer_together(
     let budget = model.decoder().context_length();
     let mut waiting: std::collections::VecDeque<Prepared> = first.into();
     let mut answering: Vec<Answering> = Vec::new();
-    let interruption = loop {
+    let lost = loop {
         loop {
             if waiting.is_empty() {
                 let Some(chat) = next_chat() else { break };
@@ -297,31 +292,32 @@ pub fn answer_together(
         if answering.is_empty() {
             return Answered::All;
         }
-        if let Err(interruption) = answering.iter_mut().try_for_each(Answering::advance_alone) {
-            break interruption;
+        if let Err(lost) = answering.iter_mut().try_for_each(Answering::advance_alone) {
+            break lost;
         }
-        if let Err(interruption) = decode_step(model, &mut answering) {
-            break interruption;
+        if let Err(lost) = decode_step(model, &mut answering) {
+            break lost;
         }
-        let (over, going): (Vec<_>, Vec<_>) = answering.into_iter().partition(Answering::is_over);
-        answering = going;
-        for chat in over {
-            chat.end(cache);
-        }
+        answering = end_finished(answering, cache);
     };
-    let Interruption::Lost(lost) = interruption;
-    let (over, going): (Vec<_>, Vec<_>) = answering.into_iter().partition(Answering::is_over);
-    for chat in over {
-        chat.end(cache);
-    }
+    let going = end_finished(answering, cache);
     let mut continuations: Vec<Prepared> = going.into_iter().map(Answering::into_continuation).collect();
     continuations.extend(waiting);
     Answered::WorkerLost { lost, waiting: continuations }
 }
 
+/// Sends the last event of the chats that are over; returns the others.
+fn end_finished<'m>(answering: Vec<Answering<'m>>, cache: &mut PromptCache) -> Vec<Answering<'m>> {
+    let (over, going): (Vec<_>, Vec<_>) = answering.into_iter().partition(Answering::is_over);
+    for chat in over {
+        chat.end(cache);
+    }
+    going
+}
+
 /// One decode step of every decoding chat together; a lost worker
 /// interrupts, another failure ends them all.
-fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Interruption> {
+fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), WorkerLost> {
     let mut decoding: Vec<&mut Answering> =
         answering.iter_mut().filter(|c| c.failed.is_none() && c.stream.phase() == Phase::Decoding).collect();
     if decoding.is_empty() {
@@ -342,7 +338,7 @@ fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Int
     match result {
         Ok(()) => Ok(()),
         Err(error) => match error.downcast::<WorkerLost>() {
-            Ok(lost) => Err(Interruption::Lost(lost)),
+            Ok(lost) => Err(lost),
             Err(error) => {
                 let message = format!("{error:#}");
                 for chat in decoding {

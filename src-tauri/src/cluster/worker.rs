@@ -21,7 +21,7 @@ use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{bail, Context, Result};
-use candle_core::DType;
+use candle_core::{DType, Tensor};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -387,11 +387,8 @@ impl State<'_> {
         let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
         let out = decoder.forward_layers(&hidden, cache)?;
-        self.report.update(|v| v.forwards += 1);
         let kv_bytes = cache.allocated_bytes();
-        let (shape, format, bytes) = tensor_to_bytes(&out, format)?;
-        let compute_nanos = started.elapsed().as_nanos() as u64;
-        Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
+        self.answer_hidden(&out, format, started, kv_bytes)
     }
 
     /// One decode step of several sequences together (see
@@ -415,9 +412,20 @@ impl State<'_> {
         let out = decoder.forward_layers_streams(&hidden, &mut caches.iter_mut().collect::<Vec<_>>());
         let kv_bytes = caches.iter().map(KvCache::allocated_bytes).sum();
         self.caches.extend(sequences.iter().copied().zip(caches));
-        let out = out?;
+        self.answer_hidden(&out?, format, started, kv_bytes)
+    }
+
+    /// The `Hidden` answer for `out`, computed since `started`, with the
+    /// bytes the sequences' KV caches hold.
+    fn answer_hidden(
+        &self,
+        out: &Tensor,
+        format: WireFormat,
+        started: std::time::Instant,
+        kv_bytes: u64,
+    ) -> Result<(Response, Vec<u8>)> {
         self.report.update(|v| v.forwards += 1);
-        let (shape, format, bytes) = tensor_to_bytes(&out, format)?;
+        let (shape, format, bytes) = tensor_to_bytes(out, format)?;
         let compute_nanos = started.elapsed().as_nanos() as u64;
         Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
     }

@@ -220,7 +220,7 @@ pub enum Phase {
     /// The next step reads the prompt's last chunk and samples the first token.
     FirstToken,
     /// The next step feeds the last token and samples another (the step
-    /// several streams can take together, see [`batched_logits`]).
+    /// several streams can take together, see [`step_together`]).
     Decoding,
     /// Stopped: call [`Stream::finish`].
     Finished,
@@ -239,10 +239,6 @@ pub struct Stream<'m> {
     /// Ended on drop unless kept by [`Stream::finish`].
     session: SessionGuard<'m>,
     cached_prompt_tokens: usize,
-    /// Prompt tokens after the cached ones read so far in chunks.
-    read: usize,
-    /// Whether the first `PromptRead` event went out.
-    told_reading: bool,
     history: Vec<u32>,
     /// Tokens the next step feeds (the prompt's unread rest, then the last token).
     next_input: Vec<u32>,
@@ -273,8 +269,6 @@ impl<'m> Stream<'m> {
             stops: StopStrings::new(&request.stop_strings),
             session: model.pipeline.guard(session),
             cached_prompt_tokens,
-            read: 0,
-            told_reading: false,
             history: request.prompt_tokens.clone(),
             next_input: request.prompt_tokens[cached_prompt_tokens..].to_vec(),
             generated: Vec::new(),
@@ -318,18 +312,16 @@ impl<'m> Stream<'m> {
     /// `on_event` how far reading is (which may stop the stream).
     pub fn read_prompt_chunk(&mut self, on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>) -> Result<()> {
         let total = self.request.prompt_tokens.len() - self.cached_prompt_tokens;
-        if !self.told_reading {
-            self.told_reading = true;
-            if on_event(GenerationEvent::PromptRead { read: 0, total }).is_break() {
-                self.finish_reason = Some(FinishReason::Cancelled);
-                return Ok(());
-            }
+        // Before the first token, the next input is the prompt's unread rest.
+        let read = total - self.next_input.len();
+        if read == 0 && on_event(GenerationEvent::PromptRead { read: 0, total }).is_break() {
+            self.finish_reason = Some(FinishReason::Cancelled);
+            return Ok(());
         }
         let chunk: Vec<u32> = self.next_input.drain(..PREFILL_CHUNK).collect();
         // Only the keys and values matter here: no logits are computed.
         self.model.hidden_states(&chunk, &mut self.session)?;
-        self.read += chunk.len();
-        if on_event(GenerationEvent::PromptRead { read: self.read, total }).is_break() {
+        if on_event(GenerationEvent::PromptRead { read: read + chunk.len(), total }).is_break() {
             self.finish_reason = Some(FinishReason::Cancelled);
         }
         Ok(())
