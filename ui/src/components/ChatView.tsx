@@ -238,10 +238,12 @@ function MessageList({ conversation, generating, busy, children, footer = null }
       onScroll={(event) => {
         // Scroll events arrive a frame late: by then the list may have grown
         // again (a reply's last tokens, its stop note), so a gap alone does
-        // not mean the reader left the end. Reaching the end pins the list.
+        // not mean the reader left the end. Reaching the end pins the list,
+        // but only on the way down: a wheel's smooth scroll up passes through
+        // the last few pixels first, and must not pin the list again.
         const element = event.currentTarget;
         const atEnd = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
-        if (atEnd) pinned.current = true;
+        if (atEnd && element.scrollTop >= lastTop.current) pinned.current = true;
         else if (held.current && element.scrollTop < lastTop.current) pinned.current = false;
         lastTop.current = element.scrollTop;
       }}
