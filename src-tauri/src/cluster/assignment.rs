@@ -33,6 +33,9 @@ pub struct StageAssignment {
     pub layers: Range<usize>,
     /// Weight bytes of its layers (plus embedding and head on the master).
     pub bytes: u64,
+    /// What its decode step reads, in bytes of Q8_0 that take as long
+    /// (see [`MemoryNeeds::layer_reads`]).
+    pub read_bytes: u64,
     /// Bytes its layers' KV caches take at full context.
     pub kv_bytes: u64,
     /// All the memory planned for it: weights, caches, working memory and margin.
@@ -78,6 +81,7 @@ impl MemoryNeeds {
     fn restricted(&self, range: Range<usize>) -> Self {
         Self {
             layer_weights: self.layer_weights[range.clone()].to_vec(),
+            layer_reads: self.layer_reads[range.clone()].to_vec(),
             layer_kv: self.layer_kv[range].to_vec(),
             ..self.clone()
         }
@@ -92,13 +96,14 @@ fn stage(
     master: bool,
     reason: String,
 ) -> StageAssignment {
-    let weights = needs.weights(layers.clone());
+    let reads = needs.reads(layers.clone());
     StageAssignment {
         node: node.name.clone(),
-        bytes: weights + if master { needs.other_weights } else { 0 },
+        bytes: needs.weights(layers.clone()) + if master { needs.other_weights } else { 0 },
+        read_bytes: reads + if master { needs.other_reads } else { 0 },
         kv_bytes: needs.kv(layers.clone()),
         memory_bytes: needs.machine_bytes(layers.clone(), master),
-        seconds_per_token: weights as f64 / node.bytes_per_second,
+        seconds_per_token: reads as f64 / node.bytes_per_second,
         layers,
         reason,
     }
@@ -175,7 +180,7 @@ fn best_split(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<(f64, Vec<u
                 if needs.machine_bytes(i..end, k == 0) > node.memory_bytes {
                     break;
                 }
-                let time = needs.weights(i..end) as f64 / node.bytes_per_second;
+                let time = needs.reads(i..end) as f64 / node.bytes_per_second;
                 let total = time.max(best[k + 1][end]);
                 if total < best[k][i] {
                     best[k][i] = total;
@@ -224,7 +229,7 @@ fn stage_reason(
             amount(node.memory_bytes)
         )
     } else {
-        let seconds = needs.weights(layers) as f64 / node.bytes_per_second;
+        let seconds = needs.reads(layers) as f64 / node.bytes_per_second;
         format!(
             "{count} layers ({} with a {} KV cache): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
             amount(memory),
@@ -341,6 +346,8 @@ mod tests {
             layer_weights: weights.to_vec(),
             layer_kv: vec![0; weights.len()],
             other_weights: master_extra,
+            layer_reads: weights.to_vec(),
+            other_reads: master_extra,
             activations: 0,
             safety_margin: 0.0,
         }

@@ -68,7 +68,8 @@ pub fn load_distributed<M>(
 ) -> Result<(M, Plan)> {
     let path = std::fs::canonicalize(path).with_context(|| format!("{}: no such model", path.display()))?;
     let checkpoint = Checkpoint::open(&path)?;
-    let needs = MemoryNeeds::of(&checkpoint, options)?;
+    let mut needs = MemoryNeeds::of(&checkpoint, options)?;
+    needs.weigh_reads(&checkpoint, machine::read_cost)?;
     let mut nodes = vec![NodeCapacity {
         name: me.name.clone(),
         memory_bytes: me.memory_bytes,
@@ -166,7 +167,8 @@ pub fn preview_over(
     prompt_tokens: usize,
 ) -> Result<Preview> {
     let checkpoint = Checkpoint::open(path)?;
-    let needs = MemoryNeeds::of(&checkpoint, options)?;
+    let mut needs = MemoryNeeds::of(&checkpoint, options)?;
+    needs.weigh_reads(&checkpoint, machine::read_cost)?;
     let hidden_bytes = (checkpoint.config().hidden_size * wire.value_bytes()) as u64;
     let machine = |info: &WorkerInfo, link| prediction::Machine {
         capacity: NodeCapacity {

@@ -19,6 +19,7 @@ pub mod admission;
 pub mod assignment;
 pub mod cluster_key;
 pub mod discovery;
+pub mod layer_probe;
 pub mod machine;
 pub mod master;
 pub mod monitor;

@@ -104,7 +104,7 @@ pub fn predict(plan: &Plan, machines: &[Machine], hidden_bytes: u64, prompt_toke
             continue;
         }
         let name = stage.node.clone();
-        let bytes = stage.bytes as f64;
+        let bytes = stage.read_bytes as f64;
         let overhead = stage.layers.len() as f64 * machine.layer_overhead_seconds;
         decode_parts.push(Limit::Memory {
             machine: name.clone(),
@@ -246,6 +246,8 @@ mod tests {
             layer_weights: vec![layer_bytes; layers],
             layer_kv: vec![1_000_000; layers],
             other_weights: layer_bytes,
+            layer_reads: vec![layer_bytes; layers],
+            other_reads: layer_bytes,
             activations: 10_000_000,
             safety_margin: 0.05,
         }

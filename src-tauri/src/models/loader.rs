@@ -10,6 +10,7 @@ use super::sources::renamed::RenamedStore;
 use super::sources::selection::TensorSelection;
 use super::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
 use crate::formats::gguf::GgufFile;
+use crate::formats::gguf_header::GgmlType;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
 use std::path::Path;
@@ -212,27 +213,39 @@ impl Checkpoint {
     /// Stored bytes of each layer, and of everything outside the layers
     /// (embedding, final norm, LM head), from headers only.
     pub fn layer_bytes(&self) -> Result<(Vec<u64>, u64)> {
-        let mut layers = vec![0u64; self.config().num_hidden_layers()];
-        let mut other = 0u64;
-        let mut add = |layer: Option<usize>, bytes: u64| match layer {
+        self.weighed_layer_bytes(|_| 1.0)
+    }
+
+    /// Like [`Self::layer_bytes`], each tensor's bytes multiplied by
+    /// `weight` of the type it is stored in (a folder's tensors count as
+    /// the float type it stores).
+    pub fn weighed_layer_bytes(&self, weight: impl Fn(GgmlType) -> f64) -> Result<(Vec<u64>, u64)> {
+        let mut layers = vec![0f64; self.config().num_hidden_layers()];
+        let mut other = 0f64;
+        let mut add = |layer: Option<usize>, bytes: f64| match layer {
             Some(i) if i < layers.len() => layers[i] += bytes,
             _ => other += bytes,
         };
         match self {
             Self::Folder { dir, layout, .. } => {
+                let stored = match self.stored_float_dtype()? {
+                    DType::F16 => GgmlType::F16,
+                    DType::BF16 => GgmlType::BF16,
+                    _ => GgmlType::F32,
+                };
                 for (name, bytes) in super::sources::folder::tensor_sizes(dir)? {
                     let layer = layout.decoder_name(&name).and_then(|n| super::sources::selection::layer_index(&n));
-                    add(layer, bytes);
+                    add(layer, bytes as f64 * weight(stored));
                 }
             }
             Self::Gguf { file, .. } => {
                 for (name, info) in &file.header.tensor_infos {
                     let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
-                    add(layer, info.byte_size());
+                    add(layer, info.byte_size() as f64 * weight(info.ggml_type));
                 }
             }
         }
-        Ok((layers, other))
+        Ok((layers.into_iter().map(|b| b.round() as u64).collect(), other.round() as u64))
     }
 
     /// The float dtype a folder's tensors are stored in (and computed in

@@ -28,6 +28,11 @@ pub struct MemoryNeeds {
     pub layer_kv: Vec<u64>,
     /// Embedding, final norm and head: held by the master.
     pub other_weights: u64,
+    /// Per layer: what a decode step reads, in bytes of Q8_0 that take as
+    /// long to multiply (the stored bytes, until [`Self::weigh_reads`]).
+    pub layer_reads: Vec<u64>,
+    /// The same for the embedding, final norm and head.
+    pub other_reads: u64,
     /// Working memory of a forward pass on a machine that runs layers.
     pub activations: u64,
     /// Each machine's share is planned this fraction larger than its estimate.
@@ -45,7 +50,23 @@ impl MemoryNeeds {
         let layer_kv =
             config.layers.iter().map(|layer| layer_kv_bytes(config, layer, context_length, kv_value_bytes)).collect();
         let activations = activation_bytes(config, context_length);
-        Ok(Self { context_length, layer_weights, layer_kv, other_weights, activations, safety_margin: SAFETY_MARGIN })
+        Ok(Self {
+            context_length,
+            layer_reads: layer_weights.clone(),
+            other_reads: other_weights,
+            layer_weights,
+            layer_kv,
+            other_weights,
+            activations,
+            safety_margin: SAFETY_MARGIN,
+        })
+    }
+
+    /// Weighs what a decode step reads by how long each stored type takes
+    /// to multiply: `cost` gives a type's time per byte relative to Q8_0's.
+    pub fn weigh_reads(&mut self, checkpoint: &Checkpoint, cost: impl Fn(GgmlType) -> f64) -> Result<()> {
+        (self.layer_reads, self.other_reads) = checkpoint.weighed_layer_bytes(cost)?;
+        Ok(())
     }
 
     /// Bytes a machine needs to run `layers` (and, on the master, the
@@ -65,6 +86,11 @@ impl MemoryNeeds {
     /// Bytes of the weights of `layers`, as stored.
     pub fn weights(&self, layers: Range<usize>) -> u64 {
         self.layer_weights[layers].iter().sum()
+    }
+
+    /// What a decode step of `layers` reads (see [`Self::layer_reads`]).
+    pub fn reads(&self, layers: Range<usize>) -> u64 {
+        self.layer_reads[layers].iter().sum()
     }
 
     /// Bytes of the caches of `layers` at full context.
@@ -138,6 +164,8 @@ mod tests {
             layer_weights: weights.to_vec(),
             layer_kv: kv.to_vec(),
             other_weights: 1000,
+            layer_reads: weights.to_vec(),
+            other_reads: 1000,
             activations: 100,
             safety_margin: 0.1,
         }
@@ -151,5 +179,21 @@ mod tests {
         assert_eq!(needs.machine_bytes(1..3, false), 638, "(2 × 240 + 100) × 1.1");
         assert_eq!(needs.machine_bytes(0..1, true), 1474, "(240 + 100 + 1000) × 1.1");
         assert_eq!(needs.machine_bytes(2..2, false), 0, "a worker without layers needs nothing");
+    }
+
+    /// What a step reads is each tensor's bytes weighed by its stored type:
+    /// in a Q8_0 file, the norms stay f32 and the matrices are Q8_0.
+    #[test]
+    fn reads_weigh_each_tensor_by_its_stored_type() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/gemma3_gguf/model-q8_0.gguf");
+        let checkpoint = Checkpoint::open(&path).unwrap();
+        let mut needs = MemoryNeeds::of(&checkpoint, &LoadOptions::default()).unwrap();
+        assert_eq!((needs.layer_reads.clone(), needs.other_reads), (needs.layer_weights.clone(), needs.other_weights));
+        needs.weigh_reads(&checkpoint, |t| if t == GgmlType::Q8_0 { 3.0 } else { 1.0 }).unwrap();
+        let (weights, reads) = (needs.weights(0..needs.layer_weights.len()), needs.reads(0..needs.layer_reads.len()));
+        assert!(reads > 2 * weights && reads < 3 * weights, "{reads} read for {weights} stored");
+        needs.weigh_reads(&checkpoint, |_| 0.5).unwrap();
+        assert_eq!(needs.reads(0..1), needs.weights(0..1).div_ceil(2));
     }
 }

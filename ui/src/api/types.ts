@@ -459,6 +459,8 @@ export interface PreviewStage {
   node: string;
   layers: { start: number; end: number };
   bytes: number;
+  /** What its decode step reads, in bytes of Q8_0 that take as long to multiply. */
+  read_bytes: number;
   kv_bytes: number;
   memory_bytes: number;
   seconds_per_token: number;
