@@ -10,7 +10,7 @@ export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: run test model deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice bench fuzz
+.PHONY: run test model deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime bench fuzz
 
 run: build model
 	./target/release/cake
@@ -128,6 +128,15 @@ fixtures-vibevoice:
 	OMP_NUM_THREADS=1 .venv-vibevoice/bin/python tests/fixtures/generate_tiny_vibevoice.py \
 		--seed $${SEED:-0} --out tests/fixtures/tiny/vibevoice
 	OMP_NUM_THREADS=1 .venv-vibevoice/bin/python tests/fixtures/check_tiny_vibevoice.py tests/fixtures/tiny/vibevoice
+
+## The Realtime-0.5B fixture needs Microsoft's repository at a pinned commit
+## (the streaming model is not on PyPI): REALTIME_SRC is a checkout of it.
+REALTIME_SRC ?= /tmp/VibeVoice
+fixtures-vibevoice-realtime:
+	test -d $(REALTIME_SRC)/vibevoice || { echo "clone github.com/microsoft/VibeVoice at e73d1e17 into $(REALTIME_SRC)"; exit 1; }
+	PYTHONPATH=$(REALTIME_SRC) OMP_NUM_THREADS=1 .venv-vibevoice/bin/python \
+		tests/fixtures/generate_tiny_vibevoice_realtime.py --seed 1 --out tests/fixtures/tiny/vibevoice_realtime
+	PYTHONPATH=$(REALTIME_SRC) .venv-vibevoice/bin/python tests/fixtures/dump_vibevoice_realtime_state_dict.py
 
 ## llama.cpp's build for the bench: never native (a VM may list AMX and trap
 ## it with SIGILL), AMX off, the AVX-512 flags on only where the CPU lists them.

@@ -180,6 +180,12 @@ pub trait WeightStore: Send + Sync {
     fn shape(&self, name: &str) -> Option<Vec<usize>>;
     /// Loads `name` in its stored form.
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor>;
+
+    /// The name the store keeps `name` under (for messages): itself,
+    /// unless the store is a renamed view.
+    fn stored_name(&self, name: &str) -> String {
+        name.to_string()
+    }
 }
 
 impl<T: WeightStore + ?Sized> WeightStore for Box<T> {
@@ -194,6 +200,9 @@ impl<T: WeightStore + ?Sized> WeightStore for Box<T> {
     }
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
         (**self).load(name, device)
+    }
+    fn stored_name(&self, name: &str) -> String {
+        (**self).stored_name(name)
     }
 }
 
@@ -265,10 +274,11 @@ impl Weights {
     fn load_checked(&self, name: &str, expected: &[usize]) -> Result<StoredTensor> {
         let origin = self.store.origin();
         let Some(shape) = self.store.shape(name) else {
-            bail!("{origin}: tensor `{name}` is missing");
+            bail!("{origin}: tensor `{}` is missing", self.store.stored_name(name));
         };
         if shape != expected {
-            bail!("{origin}: tensor `{name}` has shape {shape:?} but config.json implies {expected:?}");
+            let stored = self.store.stored_name(name);
+            bail!("{origin}: tensor `{stored}` has shape {shape:?} but config.json implies {expected:?}");
         }
         self.store.load(name, &self.device)
     }

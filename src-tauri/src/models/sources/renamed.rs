@@ -18,15 +18,6 @@ impl<S: WeightStore> RenamedStore<S> {
     pub fn new(inner: S, prefixes: &[(&str, &str)]) -> Self {
         Self { inner, prefixes: prefixes.iter().map(|(from, to)| (from.to_string(), to.to_string())).collect() }
     }
-
-    fn stored_name(&self, name: &str) -> String {
-        for (from, to) in &self.prefixes {
-            if let Some(rest) = name.strip_prefix(from.as_str()) {
-                return format!("{to}{rest}");
-            }
-        }
-        name.to_string()
-    }
 }
 
 impl<S: WeightStore> WeightStore for RenamedStore<S> {
@@ -44,5 +35,14 @@ impl<S: WeightStore> WeightStore for RenamedStore<S> {
 
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
         self.inner.load(&self.stored_name(name), device)
+    }
+
+    fn stored_name(&self, name: &str) -> String {
+        for (from, to) in &self.prefixes {
+            if let Some(rest) = name.strip_prefix(from.as_str()) {
+                return self.inner.stored_name(&format!("{to}{rest}"));
+            }
+        }
+        self.inner.stored_name(name)
     }
 }

@@ -225,6 +225,25 @@ struct RawConfig {
     semantic_vae_dim: Option<usize>,
 }
 
+/// Refuses a diffusion head the implementation does not support or whose
+/// latent does not match the acoustic tokenizer's.
+fn check_head(head: &DiffusionHeadConfig, acoustic: &TokenizerConfig) -> Result<()> {
+    if head.prediction_type != "v_prediction" {
+        bail!("diffusion_head_config: prediction_type {:?} is not supported", head.prediction_type);
+    }
+    if head.ddpm_beta_schedule != "cosine" {
+        bail!("diffusion_head_config: ddpm_beta_schedule {:?} is not supported", head.ddpm_beta_schedule);
+    }
+    if head.latent_size != acoustic.vae_dim {
+        bail!(
+            "the diffusion head's latent_size {} differs from the acoustic vae_dim {}",
+            head.latent_size,
+            acoustic.vae_dim
+        );
+    }
+    Ok(())
+}
+
 /// A VibeVoice checkpoint's configuration.
 #[derive(Debug, Clone)]
 pub struct VibeVoiceConfig {
@@ -255,19 +274,7 @@ impl VibeVoiceConfig {
             semantic.vae_dim = d;
         }
         let head = raw.diffusion_head_config;
-        if head.prediction_type != "v_prediction" {
-            bail!("diffusion_head_config: prediction_type {:?} is not supported", head.prediction_type);
-        }
-        if head.ddpm_beta_schedule != "cosine" {
-            bail!("diffusion_head_config: ddpm_beta_schedule {:?} is not supported", head.ddpm_beta_schedule);
-        }
-        if head.latent_size != acoustic.vae_dim {
-            bail!(
-                "the diffusion head's latent_size {} differs from the acoustic vae_dim {}",
-                head.latent_size,
-                acoustic.vae_dim
-            );
-        }
+        check_head(&head, &acoustic)?;
         if acoustic.hop() != semantic.hop() {
             bail!(
                 "the acoustic and semantic tokenizers have different hops ({} and {})",
@@ -276,5 +283,101 @@ impl VibeVoiceConfig {
             );
         }
         Ok(Self { language_model: raw.decoder_config, acoustic, semantic, diffusion_head: head })
+    }
+}
+
+/// Which VibeVoice a checkpoint folder holds, from its `config.json`'s
+/// `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// VibeVoice-1.5B (`vibevoice`): voices from WAV prompts.
+    Standard,
+    /// VibeVoice-Realtime-0.5B (`vibevoice_streaming`): voices from presets,
+    /// text read in windows while speech comes out.
+    Realtime,
+}
+
+impl Variant {
+    /// The variant `config_text` describes, if it is a VibeVoice config.
+    pub fn of_config(config_text: &str) -> Option<Self> {
+        let value: serde_json::Value = serde_json::from_str(config_text).ok()?;
+        match value["model_type"].as_str()? {
+            "vibevoice" => Some(Self::Standard),
+            "vibevoice_streaming" => Some(Self::Realtime),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawRealtimeConfig {
+    decoder_config: serde_json::Value,
+    acoustic_tokenizer_config: RawTokenizerConfig,
+    diffusion_head_config: DiffusionHeadConfig,
+    #[serde(default = "twenty_layers")]
+    tts_backbone_num_hidden_layers: usize,
+    #[serde(default)]
+    acoustic_vae_dim: Option<usize>,
+}
+
+fn twenty_layers() -> usize {
+    20
+}
+
+/// VibeVoice-Realtime's configuration: one Qwen2 config split into lower
+/// layers that read text and upper layers that read text and speech.
+#[derive(Debug, Clone)]
+pub struct RealtimeConfig {
+    /// The whole Qwen2 model's config (a transformers config object).
+    pub language_model: serde_json::Value,
+    /// Layers of the upper (speech) stack; the rest are the text stack's.
+    pub speech_layers: usize,
+    pub acoustic: TokenizerConfig,
+    pub diffusion_head: DiffusionHeadConfig,
+}
+
+impl RealtimeConfig {
+    /// Reads and checks `config.json` in `dir`.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+        Self::parse(&text).with_context(|| format!("{}: not a usable VibeVoice-Realtime config", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        let raw: RawRealtimeConfig = serde_json::from_str(text)?;
+        let mut acoustic = TokenizerConfig::from_raw(raw.acoustic_tokenizer_config, "acoustic_tokenizer_config")?;
+        if let Some(d) = raw.acoustic_vae_dim {
+            acoustic.vae_dim = d;
+        }
+        check_head(&raw.diffusion_head_config, &acoustic)?;
+        let total = raw.decoder_config["num_hidden_layers"]
+            .as_u64()
+            .context("decoder_config: num_hidden_layers is missing")? as usize;
+        let speech_layers = raw.tts_backbone_num_hidden_layers;
+        if speech_layers == 0 || speech_layers >= total {
+            bail!("tts_backbone_num_hidden_layers {speech_layers} leaves no text or no speech layers of {total}");
+        }
+        Ok(Self {
+            language_model: raw.decoder_config,
+            speech_layers,
+            acoustic,
+            diffusion_head: raw.diffusion_head_config,
+        })
+    }
+
+    /// Layers of the lower (text) stack.
+    pub fn text_layers(&self) -> usize {
+        self.language_model["num_hidden_layers"].as_u64().unwrap_or(0) as usize - self.speech_layers
+    }
+
+    /// The Qwen2 config of a stack of `layers` layers.
+    pub fn stack_config(&self, layers: usize) -> serde_json::Value {
+        let mut config = self.language_model.clone();
+        config["num_hidden_layers"] = layers.into();
+        if config.get("max_window_layers").is_some() {
+            config["max_window_layers"] = layers.into();
+        }
+        config
     }
 }

@@ -4,6 +4,8 @@
 //! (adaLN: shift, scale, gate) by the condition plus a timestep embedding.
 
 use super::config::DiffusionHeadConfig;
+use super::noise::NoiseSource;
+use super::scheduler::DpmSolver;
 use crate::models::nn::linear::Linear;
 use crate::models::nn::norm::RmsNorm;
 use crate::models::weights::Weights;
@@ -30,6 +32,7 @@ pub struct DiffusionHead {
     final_modulation: Linear,
     final_linear: Linear,
     eps: f32,
+    latent_size: usize,
 }
 
 /// `x / rms(x)` over the last dimension, in f32, without a weight.
@@ -65,6 +68,7 @@ impl DiffusionHead {
             final_modulation: linear("final_layer.adaLN_modulation.1", h, 2 * h)?,
             final_linear: linear("final_layer.linear", h, latent)?,
             eps: config.rms_norm_eps as f32,
+            latent_size: latent,
         })
     }
 
@@ -100,5 +104,29 @@ impl DiffusionHead {
         let modulation = self.final_modulation.forward(&c_act)?.chunk(2, D::Minus1)?;
         let y = (rms_normalize(&h, self.eps)?.mul(&(&modulation[1] + 1.0)?)? + &modulation[0])?;
         self.final_linear.forward(&y)
+    }
+
+    /// One frame's latent `[1, latent]` (the head's normalised space) from
+    /// the positive and negative conditions `[2, hidden]` under guidance of
+    /// `cfg_scale`, starting from noise drawn from `noise`.
+    pub fn sample_guided(
+        &self,
+        solver: &DpmSolver,
+        conditions: &Tensor,
+        cfg_scale: f64,
+        noise: &mut dyn NoiseSource,
+    ) -> Result<Tensor> {
+        // The reference draws noise for both rows but only the first one matters.
+        let start =
+            noise.normal(&[2, self.latent_size], conditions.device())?.to_dtype(conditions.dtype())?.narrow(0, 0, 1)?;
+        solver.sample(
+            &start,
+            |x, t| {
+                let v = self.forward(&Tensor::cat(&[x, x], 0)?, t as f32, conditions)?;
+                let (positive, negative) = (v.narrow(0, 0, 1)?, v.narrow(0, 1, 1)?);
+                Ok((&negative + ((positive - &negative)? * cfg_scale)?)?)
+            },
+            |_, _, _| {},
+        )
     }
 }

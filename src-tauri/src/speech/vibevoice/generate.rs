@@ -46,6 +46,13 @@ pub trait SpeechObserver {
     fn on_frame(&mut self, _frame: usize, _latent: &Tensor, _audio: &[f32]) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
+
+    /// (Realtime) The positive and negative conditions `[2, hidden]` frame
+    /// `frame` is about to be sampled from.
+    fn on_conditions(&mut self, _frame: usize, _conditions: &Tensor) {}
+
+    /// (Realtime) The probability that the speech is over, after `frame`.
+    fn on_end_probability(&mut self, _frame: usize, _probability: f32) {}
 }
 
 /// An observer that takes the defaults.
@@ -215,7 +222,7 @@ impl VibeVoice {
         let negative_hidden = lm.final_norm(&pipeline.run_layers(&negative_input, &mut negative.session)?)?;
         negative.started = true;
         let conditions = Tensor::cat(&[last.squeeze(0)?, last_row(&negative_hidden)?.squeeze(0)?], 0)?;
-        let latent = self.sample_latent(solver, &conditions, settings.cfg_scale, noise)?;
+        let latent = self.head.sample_guided(solver, &conditions, settings.cfg_scale, noise)?;
         // Audio for the frame, then its semantic features.
         let raw = self.to_latents(&latent)?.unsqueeze(2)?;
         let chunk = self.acoustic_decoder.decode_stream(&raw, &mut streams.decoder)?;
@@ -225,29 +232,6 @@ impl VibeVoice {
         let next_input =
             (self.acoustic_connector.forward(&acoustic_in)? + self.semantic_connector.forward(&semantic)?)?;
         Ok(Frame { latent, samples, next_input })
-    }
-
-    /// One frame's latent `[1, latent]` (normalised space) from the positive
-    /// and negative conditions `[2, hidden]` under guidance.
-    pub fn sample_latent(
-        &self,
-        solver: &DpmSolver,
-        conditions: &Tensor,
-        cfg_scale: f64,
-        noise: &mut dyn NoiseSource,
-    ) -> Result<Tensor> {
-        let dims = self.config.diffusion_head.latent_size;
-        // The reference draws noise for both rows but only the first one matters.
-        let start = noise.normal(&[2, dims], self.device())?.to_dtype(conditions.dtype())?.narrow(0, 0, 1)?;
-        solver.sample(
-            &start,
-            |x, t| {
-                let v = self.head.forward(&Tensor::cat(&[x, x], 0)?, t as f32, conditions)?;
-                let (positive, negative) = (v.narrow(0, 0, 1)?, v.narrow(0, 1, 1)?);
-                Ok((&negative + ((positive - &negative)? * cfg_scale)?)?)
-            },
-            |_, _, _| {},
-        )
     }
 }
 

@@ -10,6 +10,8 @@
 //! - [`processor`]: scripts and voice prompts into the model's prompt.
 //! - [`noise`]: the sampler's random numbers (seeded, or a recorded tape).
 //! - [`model`]: a loaded checkpoint; [`generate`]: speaking a prompt.
+//! - [`realtime`]: VibeVoice-Realtime-0.5B, which speaks text as it reads
+//!   it, in a voice from a [`voice_preset`].
 
 pub mod causal_conv;
 pub mod config;
@@ -19,6 +21,8 @@ pub mod generate;
 pub mod model;
 pub mod noise;
 pub mod processor;
+pub mod realtime;
 pub mod scheduler;
 pub mod speech_tokenizer;
 pub mod tokenizer_source;
+pub mod voice_preset;
