@@ -258,3 +258,53 @@ fn presets_that_do_not_fit_the_model_are_refused_with_the_tensor_named() {
     let error = format!("{:#}", VoicePreset::load(&dir.path().join("voice.safetensors"), &shape).err().unwrap());
     assert!(error.contains("not a voice preset"), "{error}");
 }
+
+/// `cake tts` recognises the Realtime folder, speaks in the preset's voice
+/// (the same seed, the same audio) and says plainly what it cannot use.
+#[test]
+fn cake_tts_speaks_with_a_preset_and_reports_problems_clearly() {
+    let dir = fixture();
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, preset) = (dir.to_str().unwrap().to_string(), dir.join("voice.safetensors"));
+    let preset = preset.to_str().unwrap();
+    let speak = |out: &str| {
+        let args = ["tts", "--model", &model, "--voice", preset, "--text", "Hello there.", "--out", out];
+        let result = common::cake(&[&args[..], &["--seed", "7", "--max-seconds", "1"]].concat());
+        assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+        cake::audio::wav::read(Path::new(out), 60.0).unwrap().audio.samples
+    };
+    let (first, second) = (tmp.path().join("a.wav"), tmp.path().join("b.wav"));
+    let audio = speak(first.to_str().unwrap());
+    // At most one second, in whole frames of 3200 samples at 24 kHz.
+    assert!(!audio.is_empty() && audio.len() % 3200 == 0 && audio.len() <= 24000 + 3200, "{}", audio.len());
+    assert_eq!(speak(second.to_str().unwrap()), audio, "the same seed speaks the same");
+
+    // With --play, frames are queued to the audio output as they are made: here ALSA's
+    // null device, a real output that discards what it is given.
+    let alsa = tmp.path().join("asound.conf");
+    std::fs::write(&alsa, "</usr/share/alsa/alsa.conf>\npcm.!default { type null }\n").unwrap();
+    let played = tmp.path().join("played.wav");
+    let args = ["tts", "--model", &model, "--voice", preset, "--text", "Hello there.", "--seed", "7"];
+    let result = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+        .args(args)
+        .args(["--max-seconds", "1", "--play", "--out", played.to_str().unwrap()])
+        .env("ALSA_CONFIG_PATH", &alsa)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(stderr.contains("playing from") && !stderr.contains("unavailable"), "{stderr}");
+    assert_eq!(cake::audio::wav::read(&played, 60.0).unwrap().audio.samples, audio);
+
+    let out = tmp.path().join("c.wav");
+    let o = out.to_str().unwrap();
+    let wav = common::fixture("tiny/vibevoice/voice0.wav");
+    let err =
+        common::cake_error(&["tts", "--model", &model, "--voice", wav.to_str().unwrap(), "--text", "Hi.", "--out", o]);
+    assert!(err.contains("not a voice preset"), "{err}");
+    let err = common::cake_error(&[
+        "tts", "--model", &model, "--voice", preset, "--voice", preset, "--text", "Hi.", "--out", o,
+    ]);
+    assert!(err.contains("one --voice preset"), "{err}");
+    assert!(!out.exists());
+}

@@ -1,16 +1,22 @@
-//! `cake tts`: speak a text or a multi-speaker script in the voices of WAV files.
+//! `cake tts`: speak a text or a multi-speaker script in the voices of WAV
+//! files (VibeVoice-1.5B), or a text in the voice of a preset
+//! (VibeVoice-Realtime-0.5B); with `--play`, heard while it is made.
 
+use crate::audio::playback::LivePlayback;
 use crate::audio::{wav, Audio};
-use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
+use crate::speech::vibevoice::config::Variant;
+use crate::speech::vibevoice::generate::{SpeechObserver, SpeechOutput, SpeechSettings};
 use crate::speech::vibevoice::model::VibeVoice;
 use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
+use crate::speech::vibevoice::realtime::{RealtimeSettings, VibeVoiceRealtime};
+use crate::speech::vibevoice::voice_preset::VoicePreset;
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Tensor};
 use clap::Args;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Args, Debug)]
@@ -18,7 +24,8 @@ pub struct TtsArgs {
     /// A VibeVoice model folder (with Qwen2.5's tokenizer.json added).
     #[arg(long)]
     pub model: String,
-    /// A WAV file of a speaker's voice, one per speaker in order (repeatable).
+    /// A WAV file of a speaker's voice, one per speaker in order
+    /// (repeatable); for VibeVoice-Realtime, one voice preset (.safetensors).
     #[arg(long = "voice", required = true)]
     pub voices: Vec<PathBuf>,
     /// The text to speak (one speaker), or a script of `Speaker N: …` lines.
@@ -30,19 +37,20 @@ pub struct TtsArgs {
     /// Where to write the speech (16-bit PCM WAV, 24 kHz).
     #[arg(long)]
     pub out: PathBuf,
-    /// Classifier-free guidance scale.
-    #[arg(long, default_value_t = 1.3)]
-    pub cfg_scale: f64,
-    /// Diffusion steps per frame.
-    #[arg(long, default_value_t = 10)]
-    pub steps: usize,
+    /// Classifier-free guidance scale (default: 1.3, Realtime 1.5).
+    #[arg(long)]
+    pub cfg_scale: Option<f64>,
+    /// Diffusion steps per frame (default: 10, Realtime 5).
+    #[arg(long)]
+    pub steps: Option<usize>,
     /// Random seed (default: a fresh one).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Stop after this many seconds of audio.
     #[arg(long)]
     pub max_seconds: Option<f64>,
-    /// Also play the speech on this machine's audio output.
+    /// Also play the speech on this machine's audio output, each frame as
+    /// soon as it is made.
     #[arg(long)]
     pub play: bool,
     /// Run the language model's layers over workers too.
@@ -50,15 +58,35 @@ pub struct TtsArgs {
     pub cluster: super::ClusterArgs,
 }
 
-/// Prints progress to stderr about twice a second.
+/// Prints progress to stderr about twice a second and, with `--play`,
+/// plays each frame as it comes.
 struct Progress {
     started: Instant,
     last: Instant,
     hop: usize,
+    live: Option<LivePlayback>,
+}
+
+impl Progress {
+    fn new(hop: usize, play: bool) -> Self {
+        let live = if play {
+            // No audio device is not a failure: the file is still written.
+            LivePlayback::open(SAMPLE_RATE).map_err(|e| eprintln!("{e:#}; the speech will only be written")).ok()
+        } else {
+            None
+        };
+        Self { started: Instant::now(), last: Instant::now(), hop, live }
+    }
 }
 
 impl SpeechObserver for Progress {
-    fn on_frame(&mut self, frame: usize, _latent: &Tensor, _audio: &[f32]) -> ControlFlow<()> {
+    fn on_frame(&mut self, frame: usize, _latent: &Tensor, audio: &[f32]) -> ControlFlow<()> {
+        if let Some(live) = &mut self.live {
+            if frame == 0 {
+                eprintln!("playing from {:.2} s after the model was ready", self.started.elapsed().as_secs_f64());
+            }
+            live.push(audio);
+        }
         if self.last.elapsed().as_millis() >= 500 {
             self.last = Instant::now();
             let seconds = (frame + 1) as f64 * self.hop as f64 / SAMPLE_RATE as f64;
@@ -80,27 +108,15 @@ pub fn run(args: TtsArgs) -> Result<()> {
         }
         _ => bail!("give the words to speak with --text or --script"),
     };
-    let lines = parse_script(&as_script(&script))?;
-    let mut voices = Vec::new();
-    for path in &args.voices {
-        let prompt = VoicePrompt::load(path)?;
-        if let Some(notice) = &prompt.notice {
-            eprintln!("{notice}");
-        }
-        voices.push(prompt.samples);
-    }
     let dir = crate::library::resolve_model(Some(&args.model))?;
-    let started = Instant::now();
-    let model = match args.cluster.settings()? {
-        Some(cluster) => VibeVoice::load_over(&cluster, &dir, DType::F32, &mut super::progress_printer())?,
-        None => VibeVoice::load(&dir, DType::F32)?,
-    };
-    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
-    let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop())?;
-    let settings = SpeechSettings { cfg_scale: args.cfg_scale, steps: args.steps, max_seconds: args.max_seconds };
+    let config = std::fs::read_to_string(dir.join("config.json"))
+        .with_context(|| format!("{}: no config.json", dir.display()))?;
     let seed = args.seed.unwrap_or_else(rand::random);
-    let mut progress = Progress { started: Instant::now(), last: Instant::now(), hop: model.hop() };
-    let output = model.generate(&prompt, &settings, &mut SeededNoise::new(seed), &mut progress)?;
+    let (output, mut progress) = match Variant::of_config(&config) {
+        Some(Variant::Realtime) => speak_realtime(&args, &dir, &script, seed)?,
+        Some(Variant::Standard) => speak_standard(&args, &dir, &script, seed)?,
+        None => bail!("{}: not a VibeVoice model (its config.json names another model_type)", dir.display()),
+    };
     if output.audio.is_empty() {
         bail!("the model produced no speech (it ended after {} tokens)", output.tokens.len());
     }
@@ -114,11 +130,60 @@ pub fn run(args: TtsArgs) -> Result<()> {
         output.end,
         progress.started.elapsed().as_secs_f64()
     );
-    if args.play {
-        // No audio device is not a failure: the file is there.
-        if let Err(e) = crate::audio::playback::play(&audio) {
-            eprintln!("{e:#}; the speech is in {}", args.out.display());
-        }
+    if let Some(live) = progress.live.take() {
+        live.finish();
     }
     Ok(())
+}
+
+/// VibeVoice-1.5B: a script in the voices of WAV prompts.
+fn speak_standard(args: &TtsArgs, dir: &Path, script: &str, seed: u64) -> Result<(SpeechOutput, Progress)> {
+    let lines = parse_script(&as_script(script))?;
+    let mut voices = Vec::new();
+    for path in &args.voices {
+        let prompt = VoicePrompt::load(path)?;
+        if let Some(notice) = &prompt.notice {
+            eprintln!("{notice}");
+        }
+        voices.push(prompt.samples);
+    }
+    let started = Instant::now();
+    let model = match args.cluster.settings()? {
+        Some(cluster) => VibeVoice::load_over(&cluster, dir, DType::F32, &mut super::progress_printer())?,
+        None => VibeVoice::load(dir, DType::F32)?,
+    };
+    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
+    let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop())?;
+    let defaults = SpeechSettings::default();
+    let settings = SpeechSettings {
+        cfg_scale: args.cfg_scale.unwrap_or(defaults.cfg_scale),
+        steps: args.steps.unwrap_or(defaults.steps),
+        max_seconds: args.max_seconds,
+    };
+    let mut progress = Progress::new(model.hop(), args.play);
+    let output = model.generate(&prompt, &settings, &mut SeededNoise::new(seed), &mut progress)?;
+    Ok((output, progress))
+}
+
+/// VibeVoice-Realtime-0.5B: a text in the voice of a preset.
+fn speak_realtime(args: &TtsArgs, dir: &Path, text: &str, seed: u64) -> Result<(SpeechOutput, Progress)> {
+    let [preset_path] = args.voices.as_slice() else {
+        bail!("VibeVoice-Realtime speaks in one voice: give one --voice preset (.safetensors)");
+    };
+    if args.cluster.settings()?.is_some() {
+        bail!("VibeVoice-Realtime runs on this machine only (it is small enough)");
+    }
+    let started = Instant::now();
+    let model = VibeVoiceRealtime::load(dir, DType::F32)?;
+    let preset = VoicePreset::load(preset_path, &model.preset_shape())?;
+    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
+    let defaults = RealtimeSettings::default();
+    let settings = RealtimeSettings {
+        cfg_scale: args.cfg_scale.unwrap_or(defaults.cfg_scale),
+        steps: args.steps.unwrap_or(defaults.steps),
+        max_seconds: args.max_seconds,
+    };
+    let mut progress = Progress::new(model.hop(), args.play);
+    let output = model.generate(text, &preset, &settings, &mut SeededNoise::new(seed), &mut progress)?;
+    Ok((output, progress))
 }
