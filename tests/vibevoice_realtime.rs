@@ -308,3 +308,32 @@ fn cake_tts_speaks_with_a_preset_and_reports_problems_clearly() {
     assert!(err.contains("one --voice preset"), "{err}");
     assert!(!out.exists());
 }
+
+/// A preset as Microsoft ships them (`torch.save`, bf16, strided caches)
+/// reads as the same voice: every tensor equals the safetensors preset's
+/// rounded to bf16.
+#[test]
+fn a_torch_saved_preset_reads_as_the_same_voice() {
+    let model = load_model();
+    let shape = model.preset_shape();
+    let torch = VoicePreset::load(&fixture().join("voice.pt"), &shape).unwrap();
+    let plain = VoicePreset::load(&fixture().join("voice.safetensors"), &shape).unwrap();
+    let bf16 = |t: &Tensor| t.to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap();
+    let same = |a: &Tensor, b: &Tensor, what: &str| {
+        assert_eq!(a.dims(), b.dims(), "{what}");
+        let diff = (a - bf16(b)).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap();
+        assert_eq!(diff.to_scalar::<f32>().unwrap(), 0.0, "{what}");
+    };
+    for (name, t, p) in [("lm", &torch.lm, &plain.lm), ("tts_lm", &torch.tts_lm, &plain.tts_lm)].into_iter().chain([(
+        "neg_tts_lm",
+        &torch.neg_tts_lm,
+        &plain.neg_tts_lm,
+    )]) {
+        same(&t.last_hidden, &p.last_hidden, &format!("{name} hidden"));
+        assert_eq!(t.layers.len(), p.layers.len());
+        for (i, ((tk, tv), (pk, pv))) in t.layers.iter().zip(&p.layers).enumerate() {
+            same(tk, pk, &format!("{name} key {i}"));
+            same(tv, pv, &format!("{name} value {i}"));
+        }
+    }
+}

@@ -3,3 +3,5 @@
 pub mod gguf;
 pub mod gguf_header;
 pub mod safetensors;
+pub mod stored_zip;
+pub mod torch_pickle;

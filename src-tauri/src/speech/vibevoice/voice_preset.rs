@@ -9,15 +9,19 @@
 //! - `{branch}.layers.{i}.key` / `.value` `[1, kv_heads, n, head_dim]`: the
 //!   attention cache of layer `i`, keys already rotated to their positions.
 //!
-//! Microsoft's presets hold the same tensors in a torch pickle
-//! (docs/vibevoice.md, "Realtime"). The text-free text branch (`neg_lm`) is
-//! never run again, so it is optional here.
+//! Microsoft's presets (`.pt`, from `torch.save`) hold the same tensors as
+//! a dict of four `BaseModelOutputWithPast` with a `DynamicCache` each
+//! (docs/vibevoice.md, "Realtime"); they are read too, without running
+//! their pickle. The text-free text branch (`neg_lm`) is never run again,
+//! so it is optional.
 
 use crate::formats::safetensors::SafetensorsFile;
+use crate::formats::torch_pickle::{TensorRef, TorchFile, Value};
 use crate::models::decoder::Decoder;
 use crate::models::nn::kv_cache::KvCache;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// What a preset must fit: the two stacks' shapes.
@@ -68,12 +72,12 @@ pub struct VoicePreset {
 }
 
 impl VoicePreset {
-    /// Reads the preset at `path`, checking every tensor's presence and
-    /// shape from the header before any is read.
+    /// Reads the preset at `path` (safetensors, or a `.pt` of Microsoft's),
+    /// checking every tensor's presence and shape before any is read.
     pub fn load(path: &Path, shape: &PresetShape) -> Result<Self> {
-        let file = SafetensorsFile::open(path).with_context(|| format!("{}: not a voice preset", path.display()))?;
+        let source = PresetFile::open(path)?;
         let branch = |name: &str, layers: usize| {
-            read_branch(&file, name, layers, shape).with_context(|| format!("{}: voice preset", path.display()))
+            read_branch(&source, name, layers, shape).with_context(|| format!("{}: voice preset", path.display()))
         };
         Ok(Self {
             lm: branch("lm", shape.text_layers)?,
@@ -83,11 +87,81 @@ impl VoicePreset {
     }
 }
 
+/// A preset file's tensors, by Cake's names (`{branch}.last_hidden_state`,
+/// `{branch}.layers.{i}.key` / `.value`).
+enum PresetFile {
+    Safetensors(SafetensorsFile),
+    Torch { file: TorchFile, tensors: BTreeMap<String, TensorRef> },
+}
+
+impl PresetFile {
+    fn open(path: &Path) -> Result<Self> {
+        let mut magic = [0u8; 2];
+        let is_zip = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok_and(|()| &magic == b"PK");
+        if !is_zip {
+            let file =
+                SafetensorsFile::open(path).with_context(|| format!("{}: not a voice preset", path.display()))?;
+            return Ok(Self::Safetensors(file));
+        }
+        let file = TorchFile::open(path).with_context(|| format!("{}: not a voice preset", path.display()))?;
+        let tensors = torch_tensors(&file.root).with_context(|| format!("{}: not a voice preset", path.display()))?;
+        Ok(Self::Torch { file, tensors })
+    }
+
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        match self {
+            Self::Safetensors(file) => file.entry(name).map(|e| e.shape.clone()),
+            Self::Torch { tensors, .. } => tensors.get(name).map(|t| t.shape.clone()),
+        }
+    }
+
+    fn load(&self, name: &str) -> Result<Tensor> {
+        let tensor = match self {
+            Self::Safetensors(file) => file.load(name, &Device::Cpu)?,
+            Self::Torch { file, tensors } => {
+                file.load(tensors.get(name).with_context(|| format!("`{name}` is missing"))?, &Device::Cpu)?
+            }
+        };
+        Ok(tensor.to_dtype(DType::F32)?)
+    }
+}
+
+/// Cake's names for the tensors of a `.pt` preset: a dict of branches, each
+/// `BaseModelOutputWithPast(last_hidden_state, past_key_values)` whose cache
+/// is a `DynamicCache` with `key_cache` and `value_cache` lists.
+fn torch_tensors(root: &Value) -> Result<BTreeMap<String, TensorRef>> {
+    let Value::Dict(branches) = root else { bail!("the pickle holds no dict of branches") };
+    let mut tensors = BTreeMap::new();
+    for (key, output) in branches {
+        let Value::Str(branch) = key else { continue };
+        let Value::Object { args, state, .. } = output else { bail!("branch `{branch}` is not a model output") };
+        // Positional fields, or (another version) the instance's state.
+        let field = |index: usize, name: &str| {
+            args.get(index).or_else(|| state.as_deref().and_then(|s| s.get(name))).filter(|v| **v != Value::None)
+        };
+        if let Some(Value::Tensor(hidden)) = field(0, "last_hidden_state") {
+            tensors.insert(format!("{branch}.last_hidden_state"), hidden.clone());
+        }
+        let Some(Value::Object { state: Some(cache), .. }) = field(1, "past_key_values") else {
+            bail!("branch `{branch}` has no cache");
+        };
+        for (list, part) in [("key_cache", "key"), ("value_cache", "value")] {
+            let Some(Value::List(layers)) = cache.get(list) else { bail!("branch `{branch}` has no {list}") };
+            for (i, layer) in layers.iter().enumerate() {
+                let Value::Tensor(t) = layer else { bail!("branch `{branch}`: {list}[{i}] is not a tensor") };
+                tensors.insert(format!("{branch}.layers.{i}.{part}"), t.clone());
+            }
+        }
+    }
+    Ok(tensors)
+}
+
 /// Branch `name` of `layers` layers from `file`.
-fn read_branch(file: &SafetensorsFile, name: &str, layers: usize, shape: &PresetShape) -> Result<BranchState> {
-    let dims = |tensor: &str| -> Result<Vec<usize>> {
-        file.entry(tensor).map(|e| e.shape.clone()).with_context(|| format!("`{tensor}` is missing"))
-    };
+fn read_branch(file: &PresetFile, name: &str, layers: usize, shape: &PresetShape) -> Result<BranchState> {
+    let dims =
+        |tensor: &str| -> Result<Vec<usize>> { file.shape(tensor).with_context(|| format!("`{tensor}` is missing")) };
     let hidden_name = format!("{name}.last_hidden_state");
     let hidden_dims = dims(&hidden_name)?;
     let positions = match hidden_dims.as_slice() {
@@ -108,13 +182,12 @@ fn read_branch(file: &SafetensorsFile, name: &str, layers: usize, shape: &Preset
             }
         }
     }
-    if file.entry(&format!("{name}.layers.{layers}.key")).is_some() {
+    if file.shape(&format!("{name}.layers.{layers}.key")).is_some() {
         bail!("branch `{name}` has more than the model's {layers} layers");
     }
-    let load = |tensor: &str| -> Result<Tensor> { Ok(file.load(tensor, &Device::Cpu)?.to_dtype(DType::F32)?) };
-    let last_hidden = load(&hidden_name)?.get(0)?.get(positions - 1)?;
+    let last_hidden = file.load(&hidden_name)?.get(0)?.get(positions - 1)?;
     let layers = (0..layers)
-        .map(|i| Ok((load(&format!("{name}.layers.{i}.key"))?, load(&format!("{name}.layers.{i}.value"))?)))
+        .map(|i| Ok((file.load(&format!("{name}.layers.{i}.key"))?, file.load(&format!("{name}.layers.{i}.value"))?)))
         .collect::<Result<_>>()?;
     Ok(BranchState { last_hidden, layers })
 }
