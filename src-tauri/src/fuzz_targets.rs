@@ -12,6 +12,7 @@ use crate::cluster::remote::plausible;
 use crate::cluster::weight_transfer::unpack_chunk;
 use crate::formats::gguf_header;
 use crate::formats::safetensors::SafetensorsHeader;
+use crate::formats::torch_pickle::unpickle;
 use crate::speech::voice_prompt::VoicePrompt;
 use crate::text::chat_template::{ChatMessage, ChatTemplate};
 use candle_core::Device;
@@ -21,12 +22,13 @@ use std::path::Path;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name, for `make fuzz` and the regression replay.
-pub const TARGETS: [(&str, Target); 5] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("cluster_message", cluster_message),
     ("gguf_header", gguf_header),
     ("safetensors_header", safetensors_header),
     ("wav", wav),
     ("chat_template", chat_template),
+    ("torch_pickle", torch_pickle),
 ];
 
 /// A decrypted frame, read as a worker reads a master's request and as a
@@ -66,6 +68,11 @@ pub fn gguf_header(file: &[u8]) {
 /// A whole safetensors file's bytes.
 pub fn safetensors_header(file: &[u8]) {
     let _ = SafetensorsHeader::from_file_bytes(Path::new("fuzz.safetensors"), file);
+}
+
+/// The pickle of a `torch.save` file (a voice preset's `data.pkl`).
+pub fn torch_pickle(data: &[u8]) {
+    let _ = unpickle(data);
 }
 
 /// An uploaded voice prompt, read and resampled as the speech screen does.

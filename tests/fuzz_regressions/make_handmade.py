@@ -56,3 +56,9 @@ write("chat_template", "nested_loops_of_10_10_steps",
       b"{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}")
 write("chat_template", "string_of_a_gigabyte", b"{{ 'x' * 1000000000 }}")
 write("chat_template", "recursive_macro", b"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
+
+# torch.save pickles (voice presets): a memo slot of 4 billion, a string claiming 4 GB, and
+# a value that doubles 64 times through the memo (fetch, fetch, pair, store).
+write("torch_pickle", "memo_slot_of_4_billion", b"\x80\x02}r\xff\xff\xff\xff.")
+write("torch_pickle", "string_claiming_4_gb", b"\x80\x02X\xff\xff\xff\xffabc.")
+write("torch_pickle", "value_doubled_64_times", b"\x80\x02Nq\x00" + b"h\x00h\x00\x86q\x00" * 64 + b".")

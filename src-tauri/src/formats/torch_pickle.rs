@@ -10,10 +10,15 @@ use super::safetensors::StoredDType;
 use super::stored_zip::StoredZip;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Most values the pickle's stack and memo may hold.
 const MAX_VALUES: usize = 1 << 20;
+/// Most values the memo may copy out and in, all told: a pickle that
+/// fetches a value and builds a pair of it again and again doubles its size
+/// each time, and is refused long before memory runs out.
+const MAX_COPIED: usize = 1 << 22;
 
 /// A decoded pickle value.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +59,19 @@ pub struct TensorRef {
 }
 
 impl Value {
+    /// How many values this one holds, itself included.
+    fn count(&self) -> usize {
+        let inner = |items: &[Value]| items.iter().map(Value::count).fold(0usize, usize::saturating_add);
+        1usize.saturating_add(match self {
+            Self::Tuple(items) | Self::List(items) | Self::PersistentId(items) => inner(items),
+            Self::Dict(items) => {
+                items.iter().map(|(k, v)| k.count().saturating_add(v.count())).fold(0, usize::saturating_add)
+            }
+            Self::Object { args, state, .. } => inner(args).saturating_add(state.as_ref().map_or(0, |s| s.count())),
+            _ => 0,
+        })
+    }
+
     /// The value under `key` of a dict with string keys.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
@@ -96,25 +114,7 @@ impl TorchFile {
         let bytes = self.zip.entry(&format!("{}data/{}", self.prefix, tensor.storage))?;
         let size = tensor.dtype.size_in_bytes() as usize;
         let elements = bytes.len() / size;
-        if tensor.shape.len() != tensor.stride.len() {
-            bail!("tensor of shape {:?} with strides {:?}", tensor.shape, tensor.stride);
-        }
-        let count: usize = tensor.shape.iter().product();
-        // The farthest element it reads must lie inside the storage.
-        let last = tensor.shape.iter().zip(&tensor.stride).try_fold(tensor.offset, |at, (&n, &s)| {
-            if n == 0 {
-                Some(at)
-            } else {
-                at.checked_add((n - 1).checked_mul(s)?)
-            }
-        });
-        if count > 0 && last.is_none_or(|last| last >= elements) {
-            bail!(
-                "storage {} holds {elements} values; a tensor of shape {:?} reads beyond it",
-                tensor.storage,
-                tensor.shape
-            );
-        }
+        let count = values_read(tensor, elements)?;
         let mut out = Vec::with_capacity(count * size);
         let mut index = vec![0usize; tensor.shape.len()];
         for _ in 0..count {
@@ -131,6 +131,35 @@ impl TorchFile {
         }
         Ok(Tensor::from_raw_buffer(&out, dtype, &tensor.shape, device)?)
     }
+}
+
+/// How many values `tensor` reads from a storage of `elements` values,
+/// after checking that they all lie inside it and are no more than it
+/// holds (so a copy is never larger than the file).
+fn values_read(tensor: &TensorRef, elements: usize) -> Result<usize> {
+    if tensor.shape.len() != tensor.stride.len() {
+        bail!("tensor of shape {:?} with strides {:?}", tensor.shape, tensor.stride);
+    }
+    let count = tensor.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let Some(count) = count.filter(|&n| n <= elements) else {
+        bail!("storage {} holds {elements} values; a tensor of shape {:?} needs more", tensor.storage, tensor.shape);
+    };
+    // The farthest element it reads must lie inside the storage.
+    let last = tensor.shape.iter().zip(&tensor.stride).try_fold(tensor.offset, |at, (&n, &s)| {
+        if n == 0 {
+            Some(at)
+        } else {
+            at.checked_add((n - 1).checked_mul(s)?)
+        }
+    });
+    if count > 0 && last.is_none_or(|last| last >= elements) {
+        bail!(
+            "storage {} holds {elements} values; a tensor of shape {:?} reads beyond it",
+            tensor.storage,
+            tensor.shape
+        );
+    }
+    Ok(count)
 }
 
 /// The storage class's element type.
@@ -205,7 +234,15 @@ pub fn unpickle(data: &[u8]) -> Result<Value> {
     let mut reader = Reader { data, at: 0 };
     let mut stack: Vec<Value> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: Vec<Option<Value>> = Vec::new();
+    let mut memo: HashMap<usize, Value> = HashMap::new();
+    let mut copied = 0usize;
+    let mut copy = |value: &Value| -> Result<Value> {
+        copied = copied.saturating_add(value.count());
+        if copied > MAX_COPIED {
+            bail!("the pickle copies more than {MAX_COPIED} values through its memo");
+        }
+        Ok(value.clone())
+    };
     let pop = |stack: &mut Vec<Value>| stack.pop().context("the pickle's stack ran empty");
     let since_mark = |stack: &mut Vec<Value>, marks: &mut Vec<usize>| -> Result<Vec<Value>> {
         let mark = marks.pop().context("no mark")?;
@@ -338,21 +375,14 @@ pub fn unpickle(data: &[u8]) -> Result<Value> {
                     b'r' => u32::from_le_bytes(reader.array()?) as usize,
                     _ => memo.len(),
                 };
-                if index > MAX_VALUES {
-                    bail!("memo slot {index}");
-                }
-                let value = stack.last().context("memoizing from an empty stack")?.clone();
-                if memo.len() <= index {
-                    memo.resize(index + 1, None);
-                }
-                memo[index] = Some(value);
+                let value = copy(stack.last().context("memoizing from an empty stack")?)?;
+                memo.insert(index, value);
             }
             b'h' | b'j' => {
                 let index =
                     if op == b'h' { reader.byte()? as usize } else { u32::from_le_bytes(reader.array()?) as usize };
-                let value =
-                    memo.get(index).cloned().flatten().with_context(|| format!("memo slot {index} is empty"))?;
-                stack.push(value);
+                let value = memo.get(&index).with_context(|| format!("memo slot {index} is empty"))?;
+                stack.push(copy(value)?);
             }
             other => bail!("pickle opcode 0x{other:02x} at byte {} is not supported", reader.at - 1),
         }
@@ -424,10 +454,36 @@ mod tests {
     }
 
     #[test]
+    fn a_tensor_reads_only_inside_its_storage_and_no_more_than_it_holds() {
+        let view = |offset, shape: &[usize], stride: &[usize]| TensorRef {
+            storage: "0".into(),
+            dtype: StoredDType::BF16,
+            offset,
+            shape: shape.to_vec(),
+            stride: stride.to_vec(),
+        };
+        // A transposed [1, 2, 3, 4] view of 24 values, and one shifted by 1.
+        assert_eq!(values_read(&view(0, &[1, 2, 3, 4], &[24, 4, 8, 1]), 24).unwrap(), 24);
+        assert!(values_read(&view(1, &[1, 2, 3, 4], &[24, 4, 8, 1]), 24).is_err());
+        assert!(values_read(&view(0, &[1 << 40, 1 << 40], &[1, 1]), 24).is_err());
+        assert!(values_read(&view(0, &[usize::MAX, 2], &[2, 1]), 24).is_err());
+        assert!(values_read(&view(0, &[2, 3], &[3]), 24).is_err());
+        assert_eq!(values_read(&view(5, &[0, 7], &[7, 1]), 4).unwrap(), 0);
+    }
+
+    #[test]
     fn truncated_or_unknown_input_is_an_error() {
         assert!(unpickle(b"\x80\x02}q\x00(X\x05\x00\x00\x00ab").is_err());
         assert!(unpickle(b"\x80\x02\xff").is_err());
         assert!(unpickle(b"\x80\x02h\x07.").is_err());
         assert!(unpickle(b"\x80\x02t.").is_err());
+        // A pair of a pair of … (fetch, fetch, pair, store), 64 times: 2^64 values.
+        let mut doubling = b"\x80\x02Nq\x00".to_vec();
+        for _ in 0..64 {
+            doubling.extend_from_slice(b"h\x00h\x00\x86q\x00");
+        }
+        doubling.push(b'.');
+        let error = unpickle(&doubling).unwrap_err().to_string();
+        assert!(error.contains("copies more than"), "{error}");
     }
 }
