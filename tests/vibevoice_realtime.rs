@@ -83,6 +83,9 @@ fn the_folder_is_recognised_as_realtime() {
     let standard = std::fs::read_to_string(common::fixture("tiny/vibevoice/config.json")).unwrap();
     assert_eq!(Variant::of_config(&standard), Some(Variant::Standard));
     assert_eq!(Variant::of_config(r#"{"model_type": "llama"}"#), None);
+    // As a text model it is refused with where it can speak.
+    let err = common::cake_error(&["run", "--model", fixture().to_str().unwrap(), "--prompt", "hi"]);
+    assert!(err.contains("VibeVoice-Realtime speech model") && err.contains("cake tts"), "{err}");
 }
 
 #[test]

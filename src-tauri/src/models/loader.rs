@@ -145,6 +145,10 @@ pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> 
     let json: serde_json::Value = serde_json::from_str(text)?;
     let nested = match json.get("model_type").and_then(|t| t.as_str()) {
         Some("vibevoice") => Some("decoder_config"),
+        Some("vibevoice_streaming") => bail!(
+            "a VibeVoice-Realtime speech model: for now it speaks through `cake tts --voice PRESET` only \
+             (not as a text model, and not yet in the app)"
+        ),
         Some("qwen3_5" | "qwen3_5_moe" | "gemma3") => Some("text_config"),
         _ => None,
     };
