@@ -401,17 +401,22 @@ fn failure(error: &anyhow::Error) -> EngineEvent {
 #[error("{0:#}")]
 struct BadScript(anyhow::Error);
 
-/// Forwards loading progress to `sink`, at most about ten events a second
-/// (the last always goes): a weight transfer reports every chunk, and a
-/// flood of events would only burden the UI.
+/// Forwards loading progress to `sink`: every new step at once, updates
+/// within a step at most about ten a second (the last always goes). A weight
+/// transfer reports every chunk, and a flood of events would only burden
+/// the UI; a step that ends within 100 ms is still shown.
 fn throttled_progress<'a>(sink: &'a mut EventSink, report: LoadReport, model_name: &str) -> impl FnMut(f64, &str) + 'a {
     let name = model_name.to_string();
-    let mut last_sent: Option<std::time::Instant> = None;
+    let mut last_sent: Option<(std::time::Instant, String)> = None;
     move |fraction: f64, message: &str| {
-        if last_sent.is_some_and(|t| t.elapsed().as_millis() < 100) && fraction < 1.0 {
+        // Each new step is shown at once; updates within a step (the same
+        // text before a colon) at most every 100 ms.
+        let step = message.split(':').next().unwrap_or(message);
+        let same_step = last_sent.as_ref().is_some_and(|(t, last)| last == step && t.elapsed().as_millis() < 100);
+        if same_step && fraction < 1.0 {
             return;
         }
-        last_sent = Some(std::time::Instant::now());
+        last_sent = Some((std::time::Instant::now(), step.to_string()));
         let message = format!("{name}: {message}");
         sink(match report {
             LoadReport::Progress => EngineEvent::Progress(Progress::Load { fraction, message }),
@@ -444,4 +449,38 @@ impl SpeechObserver for SpeakProgress<'_> {
 pub fn base64_encode(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn progress_shows_every_step_and_thins_out_updates_within_one() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        let mut sink: EventSink = Box::new(move |event| {
+            if let EngineEvent::Progress(Progress::Load { message, .. }) = event {
+                kept.lock().unwrap().push(message);
+            }
+            true
+        });
+        let mut progress = throttled_progress(&mut sink, LoadReport::Progress, "m");
+        progress(0.0, "w loads layers 1–2");
+        progress(0.1, "sending w the weights of layers 1–2: 1 of 3 MB");
+        progress(0.2, "sending w the weights of layers 1–2: 2 of 3 MB");
+        progress(0.5, "loading layers here: 1 of 2");
+        progress(1.0, "loading layers here: 2 of 2");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                "m: w loads layers 1–2",
+                "m: sending w the weights of layers 1–2: 1 of 3 MB",
+                "m: loading layers here: 1 of 2",
+                "m: loading layers here: 2 of 2"
+            ]
+        );
+    }
 }
