@@ -21,15 +21,6 @@ use serde_json::Value;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
-    let a = a.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
-    let b = b.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
-    assert_eq!(a.dims(), b.dims(), "shapes differ");
-    let diff = (&a - &b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
-    let scale = b.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
-    diff / scale.max(1e-12)
-}
-
 struct Checker {
     reference: SafetensorsFile,
     forced: Vec<u32>,
@@ -48,7 +39,7 @@ impl Checker {
     }
 
     fn check_against(&mut self, what: &str, got: &Tensor, want: &Tensor) {
-        let error = relative_error(got, want);
+        let error = common::relative_error(got, want);
         assert!(error <= 1e-4, "{what}: relative error {error:e}");
         self.worst = self.worst.max(error);
     }

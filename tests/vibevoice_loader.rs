@@ -7,40 +7,13 @@
 
 mod common;
 
-use cake::models::weights::{StoredTensor, WeightStore};
 use cake::speech::vibevoice::config::VibeVoiceConfig;
 use cake::speech::vibevoice::model::VibeVoice;
 use cake::text::tokenizer::TextTokenizer;
-use candle_core::{DType, Device, Tensor};
+use candle_core::DType;
+use common::shape_only::ShapeOnly;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-/// Tensors known only by name and shape; loading one records it.
-#[derive(Clone)]
-struct ShapeOnly {
-    shapes: Arc<BTreeMap<String, Vec<usize>>>,
-    loaded: Arc<Mutex<BTreeMap<String, Vec<usize>>>>,
-}
-
-impl WeightStore for ShapeOnly {
-    fn origin(&self) -> String {
-        "the reference state dict".into()
-    }
-    fn contains(&self, name: &str) -> bool {
-        self.shapes.contains_key(name)
-    }
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.shapes.get(name).cloned()
-    }
-    fn load(&self, name: &str, device: &Device) -> anyhow::Result<StoredTensor> {
-        let shape =
-            self.shapes.get(name).ok_or_else(|| anyhow::anyhow!("`{name}` is not in the reference state dict"))?;
-        self.loaded.lock().unwrap().insert(name.to_string(), shape.clone());
-        // The scaling scalars must be finite for the loader; the rest is never read.
-        let value = if name.ends_with("speech_scaling_factor") { 1.0f32 } else { 0.0 };
-        Ok(StoredTensor::Dense(Tensor::new(value, device)?.broadcast_as(shape.as_slice())?))
-    }
-}
+use std::sync::Arc;
 
 #[test]
 fn the_loader_reads_every_tensor_of_the_real_1_5b_layout_with_its_shape() {

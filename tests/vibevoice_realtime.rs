@@ -9,7 +9,7 @@
 mod common;
 
 use cake::formats::safetensors::SafetensorsFile;
-use cake::models::weights::{StoredTensor, WeightStore};
+use cake::models::weights::WeightStore;
 use cake::speech::vibevoice::config::{RealtimeConfig, Variant};
 use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver};
 use cake::speech::vibevoice::noise::NoiseTape;
@@ -18,20 +18,12 @@ use cake::speech::vibevoice::speech_tokenizer::StreamState;
 use cake::speech::vibevoice::voice_preset::VoicePreset;
 use cake::text::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
+use common::shape_only::ShapeOnly;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-
-fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
-    let a = a.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
-    let b = b.flatten_all().unwrap().to_dtype(DType::F32).unwrap();
-    assert_eq!(a.dims(), b.dims(), "shapes differ");
-    let diff = (&a - &b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
-    let scale = b.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
-    diff / scale.max(1e-12)
-}
+use std::sync::Arc;
 
 fn fixture() -> std::path::PathBuf {
     common::fixture("tiny/vibevoice_realtime")
@@ -55,7 +47,7 @@ struct Checker {
 impl Checker {
     fn check(&mut self, what: &str, got: &Tensor, name: &str) {
         let want = self.reference.load(name, &Device::Cpu).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-        let error = relative_error(got, &want);
+        let error = common::relative_error(got, &want);
         assert!(error <= 1e-4, "{what}: relative error {error:e}");
         self.worst = self.worst.max(error);
     }
@@ -135,7 +127,7 @@ fn the_decoder_streams_the_reference_latents_into_its_audio() {
         let latent = reference.load(&format!("frame{frame}.latent"), &Device::Cpu).unwrap().unsqueeze(0).unwrap();
         let raw = model.to_decoder_input(&latent).unwrap();
         let chunk = model.acoustic_decoder.decode_stream(&raw, &mut stream).unwrap();
-        let error = relative_error(&chunk, &audio.narrow(0, frame * hop, hop).unwrap());
+        let error = common::relative_error(&chunk, &audio.narrow(0, frame * hop, hop).unwrap());
         assert!(error <= 1e-5, "frame {frame}: relative error {error:e}");
     }
 }
@@ -146,37 +138,11 @@ fn the_connector_and_the_end_classifier_match_the_reference() {
     let reference = SafetensorsFile::open(&fixture().join("reference.safetensors")).unwrap();
     let get = |name: &str| reference.load(name, &Device::Cpu).unwrap();
     let connected = model.acoustic_connector.forward(&get("connector.input")).unwrap();
-    assert!(relative_error(&connected, &get("connector.output")) <= 1e-5);
+    assert!(common::relative_error(&connected, &get("connector.output")) <= 1e-5);
     let got = model.end_probability(&get("eos_classifier.input")).unwrap().to_vec1::<f32>().unwrap();
     let want = get("eos_classifier.probability").to_vec1::<f32>().unwrap();
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-5, "{g} against {w}");
-    }
-}
-
-/// Tensors known only by name and shape; loading one records it.
-#[derive(Clone)]
-struct ShapeOnly {
-    shapes: Arc<BTreeMap<String, Vec<usize>>>,
-    loaded: Arc<Mutex<BTreeMap<String, Vec<usize>>>>,
-}
-
-impl WeightStore for ShapeOnly {
-    fn origin(&self) -> String {
-        "the reference state dict".into()
-    }
-    fn contains(&self, name: &str) -> bool {
-        self.shapes.contains_key(name)
-    }
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.shapes.get(name).cloned()
-    }
-    fn load(&self, name: &str, device: &Device) -> anyhow::Result<StoredTensor> {
-        let shape =
-            self.shapes.get(name).ok_or_else(|| anyhow::anyhow!("`{name}` is not in the reference state dict"))?;
-        self.loaded.lock().unwrap().insert(name.to_string(), shape.clone());
-        let value = if name.ends_with("speech_scaling_factor") { 1.0f32 } else { 0.0 };
-        Ok(StoredTensor::Dense(Tensor::new(value, device)?.broadcast_as(shape.as_slice())?))
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod fake_hub;
 pub mod place;
 pub mod server;
+pub mod shape_only;
 pub mod worker;
 
 use serde_json::Value;
@@ -102,4 +103,14 @@ pub fn share(
 /// How many layers `model` has.
 pub fn layer_count(model: &std::path::Path) -> usize {
     cake::models::loader::Checkpoint::open(model).unwrap().config().num_hidden_layers()
+}
+
+/// Largest |a − b| relative to the largest |b|, over both flattened to f32.
+pub fn relative_error(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
+    let a = a.flatten_all().unwrap().to_dtype(candle_core::DType::F32).unwrap();
+    let b = b.flatten_all().unwrap().to_dtype(candle_core::DType::F32).unwrap();
+    assert_eq!(a.dims(), b.dims(), "shapes differ");
+    let diff = (&a - &b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    let scale = b.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    diff / scale.max(1e-12)
 }

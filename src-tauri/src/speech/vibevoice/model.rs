@@ -129,13 +129,7 @@ impl VibeVoice {
         if config.diffusion_head.hidden_size != hidden {
             bail!("the diffusion head's hidden_size differs from the language model's ({hidden})");
         }
-        let scalar = |name: &str| -> Result<f64> {
-            let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
-            if !value.is_finite() {
-                bail!("{origin}: `{name}` is not a finite number (an untrained checkpoint?)");
-            }
-            Ok(value)
-        };
+        let scalar = |name: &str| finite_scalar(&weights, &origin, name);
         Ok(Self {
             acoustic_encoder: Encoder::load(&weights, "model.acoustic_tokenizer.encoder", &config.acoustic)?,
             acoustic_decoder: AudioDecoder::load(&weights, "model.acoustic_tokenizer.decoder", &config.acoustic)?,
@@ -214,4 +208,14 @@ impl VibeVoice {
     pub fn to_latents(&self, features: &Tensor) -> Result<Tensor> {
         Ok(((features / self.scaling)? - self.bias)?)
     }
+}
+
+/// The scalar tensor `name` (a speech scaling factor), which must be a
+/// finite number; `origin` names the checkpoint in the error.
+pub(super) fn finite_scalar(weights: &Weights, origin: &str, name: &str) -> Result<f64> {
+    let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
+    if !value.is_finite() {
+        bail!("{origin}: `{name}` is not a finite number (an untrained checkpoint?)");
+    }
+    Ok(value)
 }

@@ -12,6 +12,7 @@ use super::config::RealtimeConfig;
 use super::connector::SpeechConnector;
 use super::diffusion_head::DiffusionHead;
 use super::generate::{SpeechEnd, SpeechObserver, SpeechOutput};
+use super::model::finite_scalar;
 use super::noise::NoiseSource;
 use super::scheduler::DpmSolver;
 use super::speech_tokenizer::{Decoder as AudioDecoder, StreamState};
@@ -146,13 +147,7 @@ impl VibeVoiceRealtime {
         if config.diffusion_head.hidden_size != hidden {
             bail!("the diffusion head's hidden_size differs from the language model's ({hidden})");
         }
-        let scalar = |name: &str| -> Result<f64> {
-            let value = weights.dense(name, &[])?.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64;
-            if !value.is_finite() {
-                bail!("{origin}: `{name}` is not a finite number (an untrained checkpoint?)");
-            }
-            Ok(value)
-        };
+        let scalar = |name: &str| finite_scalar(&weights, &origin, name);
         Ok(Self {
             speech_norm: RmsNorm::load_for(
                 &weights,
