@@ -171,3 +171,149 @@ fn cake_tts_writes_speech_and_playback_without_a_device_is_only_a_notice() {
         assert!(stderr.contains("playback is unavailable") && stderr.contains("speech.wav"), "{stderr}");
     }
 }
+
+/// The PCM of a stream's `audio` events, and how many there were.
+fn streamed_pcm(events: &[String]) -> (Vec<u8>, usize) {
+    let audio: Vec<Value> =
+        events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "audio").collect();
+    let pcm = audio.iter().flat_map(|e| unbase64(e["pcm16_base64"].as_str().unwrap())).collect();
+    (pcm, audio.len())
+}
+
+#[test]
+fn realtime_speaks_in_presets_and_streams_its_audio() {
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let model_dir = common::fixture("tiny/vibevoice_realtime");
+    let server = Server::start(&data, &root.path().join("hf"), &[]);
+
+    let entry = call(&server, "import_model", json!({"path": model_dir}));
+    assert_eq!(
+        (&entry["kind"], &entry["architecture"], &entry["voice"]),
+        (&json!("speech"), &json!("vibevoice_streaming"), &json!("preset"))
+    );
+    let model_id = entry["id"].as_str().unwrap().to_string();
+
+    // Presets from a path (safetensors) and an upload (Microsoft's torch.save
+    // format); a broken one is refused with its name; a WAV stays a prompt.
+    let plain = call(&server, "add_voice", json!({"name": "Plain", "path": model_dir.join("voice.safetensors")}));
+    assert_eq!((&plain["kind"], &plain["duration_s"]), (&json!("preset"), &Value::Null), "{plain}");
+    let upload = std::fs::read(model_dir.join("voice.pt")).unwrap();
+    let davis =
+        call(&server, "add_voice", json!({"name": "Davis", "file_base64": base64(&upload), "file_name": "davis.pt"}));
+    assert_eq!(davis["kind"], "preset");
+    let (status, error) = server.post(
+        "/api/add_voice",
+        &json!({"name": "Broken", "file_base64": base64(&upload[..upload.len() / 2]), "file_name": "broken.pt"}),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("broken.pt"), "{error}");
+    let wav = common::fixture("tiny/vibevoice/voice0.wav");
+    let alice = call(&server, "add_voice", json!({"name": "Alice", "path": wav}));
+    assert_eq!(alice["kind"], "prompt");
+    let (status, _) = server.post("/api/voice_audio", &json!({"id": davis["id"]}));
+    assert_ne!(status, 200, "a preset has no audio to play");
+
+    // A WAV prompt cannot voice Realtime, nor two presets: refused before any work.
+    for voices in [json!([alice["id"]]), json!([davis["id"], plain["id"]])] {
+        let (status, error) =
+            server.post("/api/speak", &json!({"model_id": model_id, "script": "Hi.", "voice_ids": voices}));
+        assert_eq!(status, 400, "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains("preset"), "{error}");
+    }
+
+    // Speaking streams each frame's audio as it is made: the stream's PCM is the clip's.
+    let request = json!({"model_id": model_id, "script": "Hello there.", "voice_ids": [davis["id"]], "seed": 3, "max_seconds": 1.0});
+    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
+    assert_eq!(status, 200);
+    let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(done["type"], "done", "{events:?}");
+    let clip = &done["clip"];
+    let frames = clip["frames"].as_u64().unwrap() as usize;
+    assert!((1..=8).contains(&frames), "{clip}");
+    let (pcm, chunks) = streamed_pcm(&events);
+    assert_eq!(chunks, frames);
+    let audio = unbase64(call(&server, "clip_audio", json!({"id": clip["id"]}))["wav_base64"].as_str().unwrap());
+    assert_eq!(audio[44..], pcm[..], "the streamed audio is the clip's");
+    let progress: Value =
+        events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).find(|e| e["type"] == "progress").unwrap();
+    assert_eq!((&progress["piece"], &progress["pieces"]), (&json!(1), &json!(1)), "{progress}");
+
+    // OpenAI's route by preset name: whole, streamed as audio, and as events; the same speech each way.
+    let speech = |extra: Value| {
+        let mut body = json!({"model": model_id, "input": "Hello there.", "voice": "Davis"});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        server.post_bytes("/v1/audio/speech", &body)
+    };
+    let (status, content_type, whole) = speech(json!({}));
+    assert_eq!((status, content_type.as_str()), (200, "audio/wav"), "{}", String::from_utf8_lossy(&whole));
+    let (status, content_type, streamed) = speech(json!({"stream_format": "audio"}));
+    assert_eq!((status, content_type.as_str()), (200, "audio/wav"));
+    assert_eq!(&streamed[..4], b"RIFF");
+    assert_eq!(streamed[44..].len() % 6400, 0);
+    let (status, content_type, raw) = speech(json!({"stream_format": "audio", "response_format": "pcm"}));
+    assert_eq!((status, content_type.as_str()), (200, "audio/pcm"));
+    assert_eq!(raw.len() % 6400, 0);
+    let mut arrivals = Vec::new();
+    let started = std::time::Instant::now();
+    let (status, events) = server.stream(
+        "/v1/audio/speech",
+        &json!({"model": model_id, "input": "Hello there.", "voice": "Davis", "stream_format": "sse"}),
+        |_, _| {
+            arrivals.push(started.elapsed());
+            true
+        },
+    );
+    assert_eq!(status, 200);
+    let parsed: Vec<Value> = events.iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    assert_eq!(parsed.last().unwrap()["type"], "speech.audio.done", "{events:?}");
+    let deltas = parsed.iter().filter(|e| e["type"] == "speech.audio.delta").count();
+    assert!(deltas >= 2 && deltas == parsed.len() - 1, "{events:?}");
+    // Audio comes while speech is made: the first piece long before the end.
+    assert!(arrivals[0] < *arrivals.last().unwrap() / 2, "{arrivals:?}");
+    for (sizes, name) in [(whole.len() - 44, "whole"), (streamed.len() - 44, "streamed"), (raw.len(), "pcm")] {
+        assert!(sizes > 0, "{name}");
+    }
+    let (status, _, body) = speech(json!({"stream_format": "audio", "voice": "Alice"}));
+    assert_eq!(status, 400, "a wrong voice still gets its status when streaming: {}", String::from_utf8_lossy(&body));
+}
+
+#[test]
+fn a_long_script_is_spoken_in_pieces_into_one_clip() {
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let model_dir = talkative_model(root.path());
+    let server = Server::start(&data, &root.path().join("hf"), &[]);
+    let model_id = call(&server, "import_model", json!({"path": model_dir}))["id"].as_str().unwrap().to_string();
+    let alice = call(&server, "add_voice", json!({"name": "Alice", "path": model_dir.join("voice0.wav")}));
+    let bob = call(&server, "add_voice", json!({"name": "Bob", "path": model_dir.join("voice1.wav")}));
+
+    // Twelve sentences, about 600 characters with the speaker labels: two
+    // pieces, since a piece holds at most `PIECE_CHARS` (300) of spoken text.
+    let script = (1..=12)
+        .map(|i| format!("Speaker {}: This is sentence number {i} of the story.", 1 + i % 2))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let request =
+        json!({"model_id": model_id, "script": script, "voice_ids": [alice["id"], bob["id"]], "seed": 2, "steps": 2});
+    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
+    assert_eq!(status, 200);
+    let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(done["type"], "done", "{:?}", &events[events.len().saturating_sub(3)..]);
+    let progress: Vec<Value> =
+        events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "progress").collect();
+    let pieces: Vec<(u64, u64)> =
+        progress.iter().map(|p| (p["piece"].as_u64().unwrap(), p["pieces"].as_u64().unwrap())).collect();
+    assert_eq!(pieces.first(), Some(&(1, 2)));
+    assert_eq!(pieces.last(), Some(&(2, 2)));
+    assert!(pieces.windows(2).all(|w| w[0].0 <= w[1].0), "pieces go in order");
+    // Frames count on across pieces, and the one clip holds them all.
+    let frames: Vec<u64> = progress.iter().map(|p| p["frames"].as_u64().unwrap()).collect();
+    assert!(frames.windows(2).all(|w| w[1] == w[0] + 1), "{frames:?}");
+    let clip = &done["clip"];
+    assert_eq!(clip["frames"].as_u64(), frames.last().copied());
+    let audio = unbase64(call(&server, "clip_audio", json!({"id": clip["id"]}))["wav_base64"].as_str().unwrap());
+    let (pcm, _) = streamed_pcm(&events);
+    assert_eq!(audio[44..], pcm[..]);
+    assert_eq!(wav_facts(&audio).3, frames.len() * 3200);
+}

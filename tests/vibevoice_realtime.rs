@@ -11,9 +11,9 @@ mod common;
 use cake::formats::safetensors::SafetensorsFile;
 use cake::models::weights::WeightStore;
 use cake::speech::vibevoice::config::{RealtimeConfig, Variant};
-use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver};
+use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
 use cake::speech::vibevoice::noise::NoiseTape;
-use cake::speech::vibevoice::realtime::{RealtimeSettings, VibeVoiceRealtime};
+use cake::speech::vibevoice::realtime::VibeVoiceRealtime;
 use cake::speech::vibevoice::speech_tokenizer::StreamState;
 use cake::speech::vibevoice::voice_preset::VoicePreset;
 use cake::text::tokenizer::TextTokenizer;
@@ -92,7 +92,7 @@ fn speech_matches_the_reference_frame_by_frame() {
         .collect();
     let want_end = reference.load("eos_probabilities", &Device::Cpu).unwrap().to_vec1::<f32>().unwrap();
     let mut checker = Checker { reference, end_probabilities: Vec::new(), worst: 0.0 };
-    let settings = RealtimeSettings {
+    let settings = SpeechSettings {
         cfg_scale: meta["cfg_scale"].as_f64().unwrap(),
         steps: meta["diffusion_steps"].as_u64().unwrap() as usize,
         max_seconds: None,

@@ -15,6 +15,7 @@ use crate::files::hf_cache;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::library::hub::HubConnection;
+use crate::speech::model::{VoiceKind, Voices};
 use crate::speech::vibevoice::generate::SpeechSettings;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,14 +126,14 @@ impl App {
     }
 
     fn add_voice(&self, a: AddVoiceArgs) -> Result<Value, ApiError> {
-        let voice = match (a.path, a.wav_base64) {
-            (Some(path), None) => self.speech.add_voice(&a.name, std::path::Path::new(&path)),
+        let voice = match (a.path, a.file_base64) {
+            (Some(path), None) => self.speech.add_voice_file(&a.name, std::path::Path::new(&path)),
             (None, Some(data)) => {
                 let bytes = base64_decode(&data)
-                    .map_err(|e| ApiError::BadRequest(format!("add_voice: `wav_base64` is not base64: {e}")))?;
+                    .map_err(|e| ApiError::BadRequest(format!("add_voice: `file_base64` is not base64: {e}")))?;
                 self.speech.add_voice_bytes(&a.name, a.file_name.as_deref().unwrap_or(&a.name), &bytes)
             }
-            _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `wav_base64`".into())),
+            _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `file_base64`".into())),
         };
         Ok(serde_json::to_value(voice.map_err(ApiError::bad)?).expect("voices serialize"))
     }
@@ -229,16 +230,35 @@ impl App {
             return Err(ApiError::BadRequest("speak: the script is empty".into()));
         }
         let model = self.usable_model_of_kind(&a.model_id, ModelKind::Speech)?;
-        let voices = a
-            .voice_ids
-            .iter()
-            .map(|id| self.speech.voice_samples(id).map_err(|e| ApiError::NotFound(format!("voice `{id}`: {e:#}"))))
-            .collect::<Result<Vec<_>, _>>()?;
-        let steps = a.steps.unwrap_or(10);
+        let kind = model.voice.unwrap_or_default();
+        let voices = match kind {
+            VoiceKind::Prompt => Voices::Prompts(
+                a.voice_ids
+                    .iter()
+                    .map(|id| {
+                        self.speech.voice_samples(id).map_err(|e| ApiError::NotFound(format!("voice `{id}`: {e:#}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            VoiceKind::Preset => {
+                let [id] = a.voice_ids.as_slice() else {
+                    return Err(ApiError::BadRequest(format!(
+                        "speak: {} speaks in one voice preset; {} voices were given",
+                        model.name,
+                        a.voice_ids.len()
+                    )));
+                };
+                let path =
+                    self.speech.preset_path(id).map_err(|e| ApiError::BadRequest(format!("voice `{id}`: {e:#}")))?;
+                Voices::Preset(path)
+            }
+        };
+        let defaults = SpeechSettings::defaults_for(kind.variant());
+        let steps = a.steps.unwrap_or(defaults.steps);
         if !(1..=100).contains(&steps) {
             return Err(ApiError::BadRequest("speak: `steps` must be between 1 and 100".into()));
         }
-        let cfg_scale = a.cfg_scale.unwrap_or(1.3);
+        let cfg_scale = a.cfg_scale.unwrap_or(defaults.cfg_scale);
         if !(0.0..=10.0).contains(&cfg_scale) {
             return Err(ApiError::BadRequest("speak: `cfg_scale` must be between 0 and 10".into()));
         }

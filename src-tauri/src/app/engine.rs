@@ -15,10 +15,9 @@ use crate::audio::{wav, Audio};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::remote::WorkerLost;
 use crate::library::catalog::ModelEntry;
+use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
-use crate::speech::vibevoice::model::VibeVoice;
 use crate::speech::vibevoice::noise::SeededNoise;
-use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
 use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::chat_template::ChatMessage;
 use crate::text::model::{LoadOptions, TextModel};
@@ -54,8 +53,8 @@ pub struct SpeakJob {
     pub model: ModelEntry,
     pub script: String,
     pub voice_ids: Vec<String>,
-    /// The voices' 24 kHz samples, in speaker order.
-    pub voices: Vec<Vec<f32>>,
+    /// The voices, as the model speaks in them.
+    pub voices: Voices,
     pub settings: SpeechSettings,
     pub seed: u64,
     /// Keep the result as a clip (the app) or hand back the WAV (the HTTP API).
@@ -101,7 +100,7 @@ struct Worker {
     /// The last reply's session on `model`, for the next request to continue.
     prompt_cache: PromptCache,
     /// The speech model in memory (beside the text model).
-    speech: Option<(ModelEntry, VibeVoice)>,
+    speech: Option<(ModelEntry, SpeechModel)>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
 }
 
@@ -330,21 +329,15 @@ impl Worker {
             self.speech = None;
             let mut on_progress = throttled_progress(sink, LoadReport::Loading, &job.model.name);
             on_progress(0.0, "loading");
-            let dtype = candle_core::DType::F32;
-            let model = match &self.cluster {
-                Some(cluster) => VibeVoice::load_over(cluster, &job.model.path, dtype, &mut on_progress),
-                None => VibeVoice::load(&job.model.path, dtype),
-            }
-            .map_err(|e| anyhow::anyhow!("cannot load {}: {e:#}", job.model.name))?;
+            let model = SpeechModel::load(&job.model.path, self.cluster.as_ref(), &mut on_progress)
+                .map_err(|e| anyhow::anyhow!("cannot load {}: {e:#}", job.model.name))?;
             on_progress(1.0, "loaded");
             self.speech = Some((job.model.clone(), model));
         }
         let (_, model) = self.speech.as_ref().expect("just loaded");
-        let lines = parse_script(&as_script(&job.script)).map_err(BadScript)?;
-        let prompt =
-            build_prompt(&model.tokenizer, model.tokens, &lines, &job.voices, model.hop()).map_err(BadScript)?;
-        let mut observer = SpeakProgress { sink, cancel, hop: model.hop() };
-        let output = match model.generate(&prompt, &job.settings, &mut SeededNoise::new(job.seed), &mut observer) {
+        let mut observer = SpeakProgress { sink, cancel, hop: model.hop(), piece: 0, pieces: 1 };
+        let mut noise = SeededNoise::new(job.seed);
+        let output = match model.speak(&job.script, &job.voices, &job.settings, &mut noise, &mut observer) {
             Ok(output) => output,
             Err(e) => {
                 if e.downcast_ref::<WorkerLost>().is_some() {
@@ -390,16 +383,11 @@ enum LoadReport {
 /// The `error` event for a job that failed: the request's fault when the
 /// error is one of the request's own (a prompt too long, a bad script).
 fn failure(error: &anyhow::Error) -> EngineEvent {
-    match error.downcast_ref::<BadScript>() {
+    match error.downcast_ref::<BadSpeechRequest>() {
         Some(_) => EngineEvent::error(ErrorKind::BadRequest, format!("{error:#}")),
         None => chat_failure(error),
     }
 }
-
-/// A script or voice list the speech model cannot read: the request's fault.
-#[derive(Debug, thiserror::Error)]
-#[error("{0:#}")]
-struct BadScript(anyhow::Error);
 
 /// Forwards loading progress to `sink`: every new step at once, updates
 /// within a step at most about ten a second (the last always goes). A weight
@@ -425,18 +413,30 @@ fn throttled_progress<'a>(sink: &'a mut EventSink, report: LoadReport, model_nam
     }
 }
 
-/// Reports frames as they are made; stops when the listener has gone.
+/// Reports each frame as it is made, with its audio (to be heard at
+/// once), and the piece of a long script it belongs to; stops when the
+/// listener has gone.
 struct SpeakProgress<'a> {
     sink: &'a mut EventSink,
     cancel: &'a CancelFlag,
     hop: usize,
+    /// The piece being spoken (from 0), of how many.
+    piece: usize,
+    pieces: usize,
 }
 
 impl SpeechObserver for SpeakProgress<'_> {
-    fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, _audio: &[f32]) -> ControlFlow<()> {
+    fn on_piece(&mut self, piece: usize, pieces: usize) {
+        (self.piece, self.pieces) = (piece, pieces);
+    }
+
+    fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, audio: &[f32]) -> ControlFlow<()> {
+        let pcm16_base64 = base64_encode(&wav::pcm16(audio));
+        let heard = (self.sink)(EngineEvent::Audio { pcm16_base64, sample_rate: SAMPLE_RATE });
         let frames = frame + 1;
         let seconds = frames as f64 * self.hop as f64 / SAMPLE_RATE as f64;
-        let listening = (self.sink)(EngineEvent::Progress(Progress::Speech { frames, seconds }));
+        let progress = Progress::Speech { frames, seconds, piece: self.piece + 1, pieces: self.pieces };
+        let listening = heard && (self.sink)(EngineEvent::Progress(progress));
         if listening && !self.cancel.load(Ordering::Relaxed) {
             ControlFlow::Continue(())
         } else {

@@ -3,7 +3,8 @@
 //! Every event serializes to a JSON object with a `type` field (the shapes
 //! are listed in docs/api.md and mirrored by `ui/src/api/types.ts`). A
 //! stream is some `loading`/`progress` events, `token` and `notice` events
-//! for a chat, then exactly one `done` or `error`.
+//! for a chat or `audio` events for speech, then exactly one `done` or
+//! `error`.
 
 use super::speech_library::Clip;
 use crate::library::catalog::ModelEntry;
@@ -22,6 +23,9 @@ pub enum EngineEvent {
     Token { text: String },
     /// Something to know mid-reply (a worker was lost and the reply continues).
     Notice { message: String },
+    /// A piece of speech as it is made, to be played at once: mono 16-bit
+    /// little-endian PCM, following the previous piece without a gap.
+    Audio { pcm16_base64: String, sample_rate: u32 },
     /// The command finished.
     Done(Done),
     /// The command failed; `kind` says whose fault it was.
@@ -37,8 +41,9 @@ pub enum Progress {
     /// `chat`, reading a prompt longer than one chunk: tokens read so far
     /// of those not already cached.
     Prompt { read_tokens: usize, prompt_tokens: usize },
-    /// `speak`: frames made and the seconds of audio they hold.
-    Speech { frames: usize, seconds: f64 },
+    /// `speak`: frames made and the seconds of audio they hold, and which
+    /// piece of the script (from 1) of how many is being spoken.
+    Speech { frames: usize, seconds: f64, piece: usize, pieces: usize },
     /// `download_model`.
     Download(DownloadProgress),
 }

@@ -123,14 +123,16 @@ impl CommandRequest {
     }
 }
 
-/// Arguments of `add_voice`: a file on the serving machine or an upload.
+/// Arguments of `add_voice`: a file on the serving machine or an upload,
+/// either one a WAV voice prompt or a voice preset.
 #[derive(Deserialize)]
 pub struct AddVoiceArgs {
     pub name: String,
     #[serde(default)]
     pub path: Option<String>,
-    #[serde(default)]
-    pub wav_base64: Option<String>,
+    /// The uploaded file (`wav_base64` in older clients).
+    #[serde(default, alias = "wav_base64")]
+    pub file_base64: Option<String>,
     /// The uploaded file's name, for messages (default: `name`).
     #[serde(default)]
     pub file_name: Option<String>,

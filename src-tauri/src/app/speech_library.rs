@@ -1,22 +1,30 @@
-//! The voice prompts and speech clips the app keeps: each one a WAV file
-//! (24 kHz, 16-bit mono) with a small JSON description beside it, in
-//! `voices/` and `clips/` of the data folder. Writes are atomic.
+//! The voices and speech clips the app keeps, in `voices/` and `clips/` of
+//! the data folder: each one a file with a small JSON description beside
+//! it. A clip, and a voice prompt, is a WAV file (24 kHz, 16-bit mono); a
+//! voice preset (VibeVoice-Realtime) is kept as it came, once checked.
+//! Writes are atomic.
 
 use crate::audio::{wav, Audio};
 use crate::files::storage::{write_atomically, write_json_atomically};
+use crate::speech::model::VoiceKind;
+use crate::speech::vibevoice::voice_preset::PresetSummary;
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// A stored voice prompt.
+/// A stored voice: a prompt or a preset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Voice {
     pub id: String,
     pub name: String,
-    pub duration_s: f64,
-    pub sample_rate: u32,
+    /// Voices stored before presets existed are prompts.
+    #[serde(default)]
+    pub kind: VoiceKind,
+    /// The prompt's length and rate (`None` for a preset: it holds no audio).
+    pub duration_s: Option<f64>,
+    pub sample_rate: Option<u32>,
     pub created_at: String,
     /// Set when the file was cut to the prompt limit.
     pub notice: Option<String>,
@@ -39,11 +47,15 @@ pub struct Clip {
     pub created_at: String,
 }
 
-/// A folder of `<id>.wav` + `<id>.json` pairs.
+/// A folder of `<id>.json` descriptions, each with its `<id>.wav` (or,
+/// for a voice preset, `<id>.preset`).
 #[derive(Debug, Clone)]
 struct Shelf {
     dir: PathBuf,
 }
+
+/// The extensions of the files a description may have beside it.
+const DATA_EXTENSIONS: [&str; 2] = ["wav", "preset"];
 
 fn valid_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -52,14 +64,33 @@ fn valid_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// `name` trimmed, if it is 1 to 80 characters long.
+fn valid_name(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 80 {
+        bail!("a voice needs a name of 1 to 80 characters");
+    }
+    Ok(name.to_string())
+}
+
+/// `error`'s message with the (temporary) path of the file left out, for
+/// an upload named otherwise.
+fn error_without_path(error: &anyhow::Error, path: &Path) -> String {
+    format!("{error:#}").replace(&format!("{}: ", path.display()), "")
+}
+
 fn new_id() -> String {
     format!("{:x}{:08x}", chrono::Utc::now().timestamp_millis(), rand::random::<u32>())
 }
 
 impl Shelf {
     fn paths(&self, id: &str) -> Result<(PathBuf, PathBuf)> {
+        self.data_path(id, "wav").map(|wav| (wav, self.dir.join(format!("{id}.json"))))
+    }
+
+    fn data_path(&self, id: &str, extension: &str) -> Result<PathBuf> {
         valid_id(id)?;
-        Ok((self.dir.join(format!("{id}.wav")), self.dir.join(format!("{id}.json"))))
+        Ok(self.dir.join(format!("{id}.{extension}")))
     }
 
     fn put<T: Serialize>(&self, id: &str, audio: &Audio, meta: &T) -> Result<()> {
@@ -107,6 +138,9 @@ impl Shelf {
         }
         std::fs::remove_file(&json_path).with_context(|| format!("cannot delete {}", json_path.display()))?;
         let _ = std::fs::remove_file(wav_path);
+        for extension in DATA_EXTENSIONS {
+            let _ = std::fs::remove_file(self.data_path(id, extension)?);
+        }
         Ok(())
     }
 }
@@ -129,22 +163,69 @@ impl SpeechLibrary {
         self.keep_voice(name, VoicePrompt::load(file)?)
     }
 
-    /// Like [`Self::add_voice`] for uploaded bytes (`file_name` names them in errors).
+    /// Like [`Self::add_voice`] for uploaded bytes (`file_name` names them
+    /// in errors), which may also be a voice preset (see [`Self::add_preset`]).
     pub fn add_voice_bytes(&self, name: &str, file_name: &str, bytes: &[u8]) -> Result<Voice> {
-        self.keep_voice(name, VoicePrompt::from_wav_bytes(bytes, file_name)?)
+        if bytes.starts_with(b"RIFF") || !self.looks_like_preset(bytes) {
+            return self.keep_voice(name, VoicePrompt::from_wav_bytes(bytes, file_name)?);
+        }
+        // Read through a file of its own until checked, then removed.
+        let upload = self.voices.data_path(&new_id(), "upload")?;
+        write_atomically(&upload, bytes)?;
+        let added = self.add_preset(name, &upload, file_name);
+        let _ = std::fs::remove_file(&upload);
+        added
+    }
+
+    /// Whether `bytes` start as a preset file does: a zip (`torch.save`) or
+    /// a safetensors header (a little-endian length, then `{`).
+    fn looks_like_preset(&self, bytes: &[u8]) -> bool {
+        bytes.starts_with(b"PK") || (bytes.len() > 8 && bytes[8] == b'{')
+    }
+
+    /// Reads a WAV file or a voice preset at `path` (its kind told by its
+    /// first bytes) and keeps it as voice `name`.
+    pub fn add_voice_file(&self, name: &str, path: &Path) -> Result<Voice> {
+        let mut head = [0u8; 9];
+        let read = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if head[..read].starts_with(b"RIFF") || !self.looks_like_preset(&head[..read]) {
+            return self.add_voice(name, path);
+        }
+        self.add_preset(name, path, &path.display().to_string())
+    }
+
+    /// Checks the voice preset at `path` (every branch present, shapes
+    /// consistent; which model it fits is checked when it is used) and
+    /// keeps a copy as voice `name`.
+    fn add_preset(&self, name: &str, path: &Path, file_name: &str) -> Result<Voice> {
+        let name = valid_name(name)?;
+        PresetSummary::read(path).map_err(|e| anyhow::anyhow!("{file_name}: {}", error_without_path(&e, path)))?;
+        let voice = Voice {
+            id: new_id(),
+            name,
+            kind: VoiceKind::Preset,
+            duration_s: None,
+            sample_rate: None,
+            created_at: chrono::Utc::now().to_rfc3339(),
+            notice: None,
+        };
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        write_atomically(&self.voices.data_path(&voice.id, "preset")?, &bytes)?;
+        write_json_atomically(&self.voices.paths(&voice.id)?.1, &voice)?;
+        Ok(voice)
     }
 
     fn keep_voice(&self, name: &str, prompt: VoicePrompt) -> Result<Voice> {
-        let name = name.trim();
-        if name.is_empty() || name.chars().count() > 80 {
-            bail!("a voice needs a name of 1 to 80 characters");
-        }
+        let name = valid_name(name)?;
         let audio = Audio { samples: prompt.samples, sample_rate: SAMPLE_RATE };
         let voice = Voice {
             id: new_id(),
-            name: name.to_string(),
-            duration_s: audio.duration_s(),
-            sample_rate: SAMPLE_RATE,
+            name,
+            kind: VoiceKind::Prompt,
+            duration_s: Some(audio.duration_s()),
+            sample_rate: Some(SAMPLE_RATE),
             created_at: chrono::Utc::now().to_rfc3339(),
             notice: prompt.notice,
         };
@@ -166,6 +247,15 @@ impl SpeechLibrary {
             .into_iter()
             .find(|v| v.id == key || v.name == key)
             .with_context(|| format!("no stored voice is called `{key}`"))
+    }
+
+    /// Where voice `id`'s preset file is (an error for a prompt voice).
+    pub fn preset_path(&self, id: &str) -> Result<PathBuf> {
+        let voice = self.voice(id)?;
+        if voice.kind != VoiceKind::Preset {
+            bail!("`{}` is a WAV voice prompt, not a voice preset", voice.name);
+        }
+        self.voices.data_path(id, "preset")
     }
 
     /// A voice's samples (24 kHz).

@@ -5,9 +5,11 @@
 //! - [`wav`]: reading (with every check a hostile file needs) and writing.
 //! - [`resample`]: band-limited sample-rate conversion.
 //! - [`playback`]: playing audio on the default output device.
+//! - [`splice`]: joining pieces of audio without a click.
 
 pub mod playback;
 pub mod resample;
+pub mod splice;
 pub mod wav;
 
 /// Mono audio: samples in -1..1 and their rate.

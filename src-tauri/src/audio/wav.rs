@@ -146,8 +146,55 @@ pub fn encode(audio: &Audio) -> Result<Vec<u8>> {
 fn write_to<W: std::io::Write + Seek>(out: W, spec: WavSpec, samples: &[f32]) -> Result<()> {
     let mut writer = WavWriter::new(out, spec).context("cannot start a WAV file")?;
     for &sample in samples {
-        let clipped = if sample.is_finite() { sample.clamp(-1.0, 1.0) } else { 0.0 };
-        writer.write_sample((clipped * 32767.0).round() as i16).context("cannot write WAV samples")?;
+        writer.write_sample(to_i16(sample)).context("cannot write WAV samples")?;
     }
     writer.finalize().context("cannot finish the WAV file")
+}
+
+/// A sample as 16-bit PCM (clipped; anything not finite is silence).
+fn to_i16(sample: f32) -> i16 {
+    let clipped = if sample.is_finite() { sample.clamp(-1.0, 1.0) } else { 0.0 };
+    (clipped * 32767.0).round() as i16
+}
+
+/// `samples` as 16-bit little-endian PCM bytes, as a WAV file holds them.
+pub fn pcm16(samples: &[f32]) -> Vec<u8> {
+    samples.iter().flat_map(|&s| to_i16(s).to_le_bytes()).collect()
+}
+
+/// The header of a 16-bit PCM mono WAV file whose length is not known yet
+/// (a stream): both sizes are the largest possible, as players expect.
+pub fn streaming_header(sample_rate: u32) -> Vec<u8> {
+    let mut header = Vec::with_capacity(44);
+    header.extend_from_slice(b"RIFF");
+    header.extend_from_slice(&u32::MAX.to_le_bytes());
+    header.extend_from_slice(b"WAVEfmt ");
+    header.extend_from_slice(&16u32.to_le_bytes());
+    header.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    header.extend_from_slice(&1u16.to_le_bytes()); // mono
+    header.extend_from_slice(&sample_rate.to_le_bytes());
+    header.extend_from_slice(&(sample_rate * 2).to_le_bytes()); // bytes per second
+    header.extend_from_slice(&2u16.to_le_bytes()); // bytes per sample
+    header.extend_from_slice(&16u16.to_le_bytes());
+    header.extend_from_slice(b"data");
+    header.extend_from_slice(&u32::MAX.to_le_bytes());
+    header
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_wav_is_a_whole_one_but_for_its_sizes() {
+        let audio = Audio { samples: vec![0.0, 0.5, -1.0, 2.0, f32::NAN, -0.25], sample_rate: 24_000 };
+        let whole = encode(&audio).unwrap();
+        let mut streamed = streaming_header(audio.sample_rate);
+        streamed.extend(pcm16(&audio.samples));
+        assert_eq!(streamed.len(), whole.len());
+        let differing: Vec<usize> = (0..whole.len()).filter(|&i| streamed[i] != whole[i]).collect();
+        // Only the RIFF size (bytes 4–7) and the data size (40–43) differ.
+        assert!(differing.iter().all(|i| (4..8).contains(i) || (40..44).contains(i)), "{differing:?}");
+        assert_eq!(&streamed[44..], &[0, 0, 0x00, 0x40, 0x01, 0x80, 0xff, 0x7f, 0, 0, 0x00, 0xe0]);
+    }
 }

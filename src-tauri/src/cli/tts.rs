@@ -4,16 +4,12 @@
 
 use crate::audio::playback::LivePlayback;
 use crate::audio::{wav, Audio};
-use crate::speech::vibevoice::config::Variant;
-use crate::speech::vibevoice::generate::{SpeechObserver, SpeechOutput, SpeechSettings};
-use crate::speech::vibevoice::model::VibeVoice;
+use crate::speech::model::{SpeechModel, VoiceKind, Voices};
+use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
 use crate::speech::vibevoice::noise::SeededNoise;
-use crate::speech::vibevoice::processor::{as_script, build_prompt, parse_script};
-use crate::speech::vibevoice::realtime::{RealtimeSettings, VibeVoiceRealtime};
-use crate::speech::vibevoice::voice_preset::VoicePreset;
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 use clap::Args;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -25,7 +21,8 @@ pub struct TtsArgs {
     #[arg(long)]
     pub model: String,
     /// A WAV file of a speaker's voice, one per speaker in order
-    /// (repeatable); for VibeVoice-Realtime, one voice preset (.safetensors).
+    /// (repeatable); for VibeVoice-Realtime, one voice preset (.pt or
+    /// .safetensors).
     #[arg(long = "voice", required = true)]
     pub voices: Vec<PathBuf>,
     /// The text to speak (one speaker), or a script of `Speaker N: …` lines.
@@ -80,6 +77,12 @@ impl Progress {
 }
 
 impl SpeechObserver for Progress {
+    fn on_piece(&mut self, piece: usize, pieces: usize) {
+        if pieces > 1 {
+            eprintln!("piece {} of {pieces}", piece + 1);
+        }
+    }
+
     fn on_frame(&mut self, frame: usize, _latent: &Tensor, audio: &[f32]) -> ControlFlow<()> {
         if let Some(live) = &mut self.live {
             if frame == 0 {
@@ -109,14 +112,26 @@ pub fn run(args: TtsArgs) -> Result<()> {
         _ => bail!("give the words to speak with --text or --script"),
     };
     let dir = crate::library::resolve_model(Some(&args.model))?;
-    let config = std::fs::read_to_string(dir.join("config.json"))
-        .with_context(|| format!("{}: no config.json", dir.display()))?;
     let seed = args.seed.unwrap_or_else(rand::random);
-    let (output, mut progress) = match Variant::of_config(&config) {
-        Some(Variant::Realtime) => speak_realtime(&args, &dir, &script, seed)?,
-        Some(Variant::Standard) => speak_standard(&args, &dir, &script, seed)?,
-        None => bail!("{}: not a VibeVoice model (its config.json names another model_type)", dir.display()),
+    let started = Instant::now();
+    let cluster = args.cluster.settings()?;
+    let model = SpeechModel::load(&dir, cluster.as_ref(), &mut super::progress_printer())?;
+    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
+    let voices = match VoiceKind::of(model.variant()) {
+        VoiceKind::Prompt => Voices::Prompts(args.voices.iter().map(|path| voice_prompt(path)).collect::<Result<_>>()?),
+        VoiceKind::Preset => match args.voices.as_slice() {
+            [preset] => Voices::Preset(preset.clone()),
+            _ => bail!("VibeVoice-Realtime speaks in one voice: give one --voice preset (.pt or .safetensors)"),
+        },
     };
+    let defaults = SpeechSettings::defaults_for(model.variant());
+    let settings = SpeechSettings {
+        cfg_scale: args.cfg_scale.unwrap_or(defaults.cfg_scale),
+        steps: args.steps.unwrap_or(defaults.steps),
+        max_seconds: args.max_seconds,
+    };
+    let mut progress = Progress::new(model.hop(), args.play);
+    let output = model.speak(&script, &voices, &settings, &mut SeededNoise::new(seed), &mut progress)?;
     if output.audio.is_empty() {
         bail!("the model produced no speech (it ended after {} tokens)", output.tokens.len());
     }
@@ -136,54 +151,11 @@ pub fn run(args: TtsArgs) -> Result<()> {
     Ok(())
 }
 
-/// VibeVoice-1.5B: a script in the voices of WAV prompts.
-fn speak_standard(args: &TtsArgs, dir: &Path, script: &str, seed: u64) -> Result<(SpeechOutput, Progress)> {
-    let lines = parse_script(&as_script(script))?;
-    let mut voices = Vec::new();
-    for path in &args.voices {
-        let prompt = VoicePrompt::load(path)?;
-        if let Some(notice) = &prompt.notice {
-            eprintln!("{notice}");
-        }
-        voices.push(prompt.samples);
+/// A speaker's WAV voice prompt, its notice (if it was cut) printed.
+fn voice_prompt(path: &Path) -> Result<Vec<f32>> {
+    let prompt = VoicePrompt::load(path)?;
+    if let Some(notice) = &prompt.notice {
+        eprintln!("{notice}");
     }
-    let started = Instant::now();
-    let model = match args.cluster.settings()? {
-        Some(cluster) => VibeVoice::load_over(&cluster, dir, DType::F32, &mut super::progress_printer())?,
-        None => VibeVoice::load(dir, DType::F32)?,
-    };
-    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
-    let prompt = build_prompt(&model.tokenizer, model.tokens, &lines, &voices, model.hop())?;
-    let defaults = SpeechSettings::default();
-    let settings = SpeechSettings {
-        cfg_scale: args.cfg_scale.unwrap_or(defaults.cfg_scale),
-        steps: args.steps.unwrap_or(defaults.steps),
-        max_seconds: args.max_seconds,
-    };
-    let mut progress = Progress::new(model.hop(), args.play);
-    let output = model.generate(&prompt, &settings, &mut SeededNoise::new(seed), &mut progress)?;
-    Ok((output, progress))
-}
-
-/// VibeVoice-Realtime-0.5B: a text in the voice of a preset.
-fn speak_realtime(args: &TtsArgs, dir: &Path, text: &str, seed: u64) -> Result<(SpeechOutput, Progress)> {
-    let [preset_path] = args.voices.as_slice() else {
-        bail!("VibeVoice-Realtime speaks in one voice: give one --voice preset (.safetensors)");
-    };
-    if args.cluster.settings()?.is_some() {
-        bail!("VibeVoice-Realtime runs on this machine only (it is small enough)");
-    }
-    let started = Instant::now();
-    let model = VibeVoiceRealtime::load(dir, DType::F32)?;
-    let preset = VoicePreset::load(preset_path, &model.preset_shape())?;
-    eprintln!("loaded {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
-    let defaults = RealtimeSettings::default();
-    let settings = RealtimeSettings {
-        cfg_scale: args.cfg_scale.unwrap_or(defaults.cfg_scale),
-        steps: args.steps.unwrap_or(defaults.steps),
-        max_seconds: args.max_seconds,
-    };
-    let mut progress = Progress::new(model.hop(), args.play);
-    let output = model.generate(text, &preset, &settings, &mut SeededNoise::new(seed), &mut progress)?;
-    Ok((output, progress))
+    Ok(prompt.samples)
 }

@@ -13,7 +13,8 @@ use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::Architecture;
 use crate::models::families;
 use crate::models::sources::tile_cache::TileCache;
-use crate::speech::vibevoice::config::VibeVoiceConfig;
+use crate::speech::model::VoiceKind;
+use crate::speech::vibevoice::config::{RealtimeConfig, Variant, VibeVoiceConfig};
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
 use crate::text::sampling::SamplingOverrides;
 use anyhow::{bail, Context, Result};
@@ -50,6 +51,9 @@ pub struct ModelEntry {
     pub path: PathBuf,
     /// What the model does.
     pub kind: ModelKind,
+    /// What a speech model speaks in (`None` for text models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<VoiceKind>,
     pub architecture: Option<String>,
     pub parameters: Option<u64>,
     pub dtype: Option<String>,
@@ -79,6 +83,7 @@ pub enum ModelKind {
 /// What inspecting a model's files found.
 struct Inspection {
     kind: ModelKind,
+    voice: Option<VoiceKind>,
     architecture: Option<String>,
     parameters: Option<u64>,
     dtype: Option<String>,
@@ -92,6 +97,7 @@ impl Inspection {
     fn not_a_model(problem: String) -> Self {
         Self {
             kind: ModelKind::Text,
+            voice: None,
             architecture: None,
             parameters: None,
             dtype: None,
@@ -338,6 +344,7 @@ impl Candidate {
             source: self.source,
             path: self.path,
             kind: inspection.kind,
+            voice: inspection.voice,
             architecture: inspection.architecture,
             parameters: inspection.parameters,
             dtype: inspection.dtype,
@@ -420,6 +427,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     let quantization = dtype.clone().filter(|d| !matches!(d.as_str(), "F32" | "F16" | "BF16"));
     Ok(Inspection {
         kind: ModelKind::Text,
+        voice: None,
         architecture: Some(config.architecture.model_type().into()),
         parameters: Some(parameters),
         dtype,
@@ -437,13 +445,20 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     }
     let text =
         std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
-    let speech = is_vibevoice(&text);
+    let speech = Variant::of_config(&text);
     let mut quantization = None;
     let mut refusal = None;
-    let architecture = if speech {
-        VibeVoiceConfig::parse(&text)
-            .with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
-        "vibevoice".to_string()
+    let architecture = if let Some(variant) = speech {
+        let usable = match variant {
+            Variant::Standard => VibeVoiceConfig::parse(&text).map(drop),
+            Variant::Realtime => RealtimeConfig::parse(&text).map(drop),
+        };
+        usable.with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
+        match variant {
+            Variant::Standard => "vibevoice",
+            Variant::Realtime => "vibevoice_streaming",
+        }
+        .to_string()
     } else {
         let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text)
             .with_context(|| format!("{}: invalid config", config_path.display()))?;
@@ -458,7 +473,8 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         }
     };
     let mut inspection = Inspection {
-        kind: if speech { ModelKind::Speech } else { ModelKind::Text },
+        kind: if speech.is_some() { ModelKind::Speech } else { ModelKind::Text },
+        voice: speech.map(VoiceKind::of),
         architecture: Some(architecture),
         parameters: None,
         dtype: None,
@@ -500,7 +516,7 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         inspection.problem = Some(refusal);
         return Ok(inspection);
     }
-    if speech {
+    if speech.is_some() {
         if let Err(e) = tokenizer_dir(dir, hf_cache) {
             inspection.status = ModelStatus::Incomplete;
             inspection.problem = Some(format!("{e:#}"));
@@ -510,11 +526,6 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         inspection.problem = Some("no tokenizer.json in the model folder".into());
     }
     Ok(inspection)
-}
-
-/// Whether a `config.json` describes a VibeVoice checkpoint.
-fn is_vibevoice(config_text: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(config_text).is_ok_and(|v| v["model_type"] == "vibevoice")
 }
 
 /// The safetensors files a folder's weights live in; an error names a missing shard.

@@ -1,19 +1,53 @@
 //! `POST /v1/audio/speech` in OpenAI's request shape: `{model, input,
-//! voice, response_format}`, where `voice` names a voice prompt stored in
-//! the app. The answer is the speech as a WAV file.
+//! voice, response_format, stream_format}`, where `voice` names a voice
+//! stored in the app (a WAV prompt, or a preset for VibeVoice-Realtime).
+//!
+//! - Without `stream_format`, the answer is the whole file once it is made.
+//! - `stream_format: "audio"`: the file is sent as it is made (a WAV whose
+//!   header gives no length, or raw PCM), so playback can start at once.
+//! - `stream_format: "sse"`: server-sent events as OpenAI sends them,
+//!   `speech.audio.delta` with base64 PCM, then `speech.audio.done`.
+//!
+//! `response_format` is `wav` (the default) or `pcm` (24 kHz 16-bit
+//! little-endian mono, no header).
 
 use super::{channel_sink, parse_body};
 use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent};
 use crate::app::request::SpeakArgs;
 use crate::app::App;
-use axum::body::Bytes;
+use crate::audio::wav;
+use crate::speech::voice_prompt::SAMPLE_RATE;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::json;
+use std::convert::Infallible;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+
+#[derive(Deserialize, Clone, Copy, Default, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum AudioFormat {
+    #[default]
+    Wav,
+    Pcm,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum StreamFormat {
+    /// The audio file itself, sent as it is made.
+    Audio,
+    /// Server-sent events of base64 PCM.
+    Sse,
+}
 
 #[derive(Deserialize)]
 struct SpeechRequest {
@@ -21,7 +55,9 @@ struct SpeechRequest {
     input: String,
     voice: String,
     #[serde(default)]
-    response_format: Option<String>,
+    response_format: AudioFormat,
+    #[serde(default)]
+    stream_format: Option<StreamFormat>,
     /// Accepted for compatibility; speech is always at the model's pace.
     #[serde(default)]
     #[allow(dead_code)]
@@ -29,19 +65,37 @@ struct SpeechRequest {
 }
 
 pub async fn speech(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    match synthesize(app, body).await {
-        Ok(wav) => ([(header::CONTENT_TYPE, "audio/wav")], wav).into_response(),
+    match answer(app, body).await {
+        Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
-async fn synthesize(app: Arc<App>, body: Bytes) -> Result<Vec<u8>, ApiError> {
+async fn answer(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
     let request: SpeechRequest = serde_json::from_value(parse_body(&body)?)
         .map_err(|e| ApiError::BadRequest(format!("invalid speech request: {e}")))?;
-    if let Some(format) = request.response_format.as_deref().filter(|f| *f != "wav") {
-        return Err(ApiError::BadRequest(format!("response_format `{format}` is not supported: only `wav`")));
+    let (format, streaming) = (request.response_format, request.stream_format);
+    let mut rx = start(app, request).await?;
+    // Hold the answer until the first audio: a request that fails before
+    // speaking (bad voice, unusable model) still gets its error status.
+    let first = loop {
+        match rx.recv().await {
+            Some(EngineEvent::Error { message, kind }) => return Err(ApiError::from_kind(kind, message)),
+            Some(event @ (EngineEvent::Audio { .. } | EngineEvent::Done(_))) => break event,
+            Some(_) => continue,
+            None => return Err(ApiError::Server("the engine stopped without an answer".into())),
+        }
+    };
+    match streaming {
+        None => whole_file(first, rx, format).await,
+        Some(StreamFormat::Audio) => Ok(audio_stream(first, rx, format)),
+        Some(StreamFormat::Sse) => Ok(sse_stream(first, rx)),
     }
-    let (sink, mut rx) = channel_sink();
+}
+
+/// Starts speaking `request` (not kept as a clip); its events come on the receiver.
+async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceiver<EngineEvent>, ApiError> {
+    let (sink, rx) = channel_sink();
     tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
         let voice = app.speech.find_voice(&request.voice).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
         let args = SpeakArgs {
@@ -59,17 +113,82 @@ async fn synthesize(app: Arc<App>, body: Bytes) -> Result<Vec<u8>, ApiError> {
     })
     .await
     .map_err(|e| ApiError::Server(e.to_string()))??;
-    while let Some(event) = rx.recv().await {
-        match event {
+    Ok(rx)
+}
+
+fn content_type(format: AudioFormat) -> &'static str {
+    match format {
+        AudioFormat::Wav => "audio/wav",
+        AudioFormat::Pcm => "audio/pcm",
+    }
+}
+
+fn unbase64(text: &str) -> Result<Vec<u8>, ApiError> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| ApiError::Server(format!("speech came back garbled: {e}")))
+}
+
+/// The whole file, once the speech is made.
+async fn whole_file(
+    first: EngineEvent,
+    mut rx: UnboundedReceiver<EngineEvent>,
+    format: AudioFormat,
+) -> Result<Response, ApiError> {
+    let mut event = Some(first);
+    while let Some(current) = event.take().or(rx.recv().await) {
+        match current {
             EngineEvent::Done(Done::Audio { wav_base64 }) => {
-                use base64::Engine as _;
-                return base64::engine::general_purpose::STANDARD
-                    .decode(wav_base64)
-                    .map_err(|e| ApiError::Server(format!("speech came back garbled: {e}")));
+                let file = unbase64(&wav_base64)?;
+                let bytes = match format {
+                    AudioFormat::Wav => file,
+                    // A 16-bit mono WAV written by Cake: its PCM follows the 44-byte header.
+                    AudioFormat::Pcm => file.get(44..).unwrap_or_default().to_vec(),
+                };
+                return Ok(([(header::CONTENT_TYPE, content_type(format))], bytes).into_response());
             }
             EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
             _ => {}
         }
     }
     Err(ApiError::Server("the engine stopped without an answer".into()))
+}
+
+/// The speech's events from `first` on, as a stream.
+fn events(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>) -> impl tokio_stream::Stream<Item = EngineEvent> {
+    tokio_stream::once(first).chain(UnboundedReceiverStream::new(rx))
+}
+
+/// The file sent as it is made. A failure after the first audio can only
+/// end the stream early: the status has been sent.
+fn audio_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>, format: AudioFormat) -> Response {
+    let header = match format {
+        AudioFormat::Wav => wav::streaming_header(SAMPLE_RATE),
+        AudioFormat::Pcm => Vec::new(),
+    };
+    let chunks = events(first, rx).map_while(|event| match event {
+        EngineEvent::Audio { pcm16_base64, .. } => Some(unbase64(&pcm16_base64).map(Bytes::from)),
+        EngineEvent::Done(_) => None,
+        EngineEvent::Error { message, .. } => Some(Err(ApiError::Server(message))),
+        _ => Some(Ok(Bytes::new())),
+    });
+    let body = tokio_stream::once(Ok(Bytes::from(header)))
+        .chain(chunks)
+        .map(|chunk| chunk.map_err(|e| std::io::Error::other(e.message())));
+    ([(header::CONTENT_TYPE, content_type(format))], Body::from_stream(body)).into_response()
+}
+
+/// OpenAI's speech events: a `speech.audio.delta` per piece of audio, then
+/// `speech.audio.done` (or an error object).
+fn sse_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>) -> Response {
+    let data = events(first, rx).filter_map(|event| match event {
+        EngineEvent::Audio { pcm16_base64, .. } => {
+            Some(json!({"type": "speech.audio.delta", "audio": pcm16_base64}).to_string())
+        }
+        EngineEvent::Done(_) => Some(json!({"type": "speech.audio.done"}).to_string()),
+        EngineEvent::Error { message, kind } => Some(ApiError::from_kind(kind, message).body().to_string()),
+        _ => None,
+    });
+    Sse::new(data.map(|data| Ok::<_, Infallible>(Event::default().data(data)))).into_response()
 }

@@ -6,6 +6,7 @@
 //! and the latent plus the new audio's semantic features become the
 //! language model's next input.
 
+use super::config::Variant;
 use super::model::VibeVoice;
 use super::noise::NoiseSource;
 use super::processor::SpeechPrompt;
@@ -17,20 +18,26 @@ use candle_core::{Tensor, D};
 use std::ops::ControlFlow;
 
 /// How to speak.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpeechSettings {
-    /// Classifier-free guidance scale (1.3 in the reference demo).
+    /// Classifier-free guidance scale.
     pub cfg_scale: f64,
-    /// Diffusion steps per frame (10 in the reference demo).
+    /// Diffusion steps per frame.
     pub steps: usize,
     /// Stop after about this many seconds of audio (whole frames, at least
-    /// one); the model's own cap is twice the prompt's length in steps.
+    /// one); VibeVoice-1.5B's own cap is twice the prompt's length in steps.
     pub max_seconds: Option<f64>,
 }
 
-impl Default for SpeechSettings {
-    fn default() -> Self {
-        Self { cfg_scale: 1.3, steps: 10, max_seconds: None }
+impl SpeechSettings {
+    /// The reference demo's settings for `variant`: guidance 1.3 and 10
+    /// steps for VibeVoice-1.5B, 1.5 and 5 for Realtime.
+    pub fn defaults_for(variant: Variant) -> Self {
+        let (cfg_scale, steps) = match variant {
+            Variant::Standard => (1.3, 10),
+            Variant::Realtime => (1.5, 5),
+        };
+        Self { cfg_scale, steps, max_seconds: None }
     }
 }
 
@@ -53,6 +60,10 @@ pub trait SpeechObserver {
 
     /// (Realtime) The probability that the speech is over, after `frame`.
     fn on_end_probability(&mut self, _frame: usize, _probability: f32) {}
+
+    /// (A long script, spoken in pieces) piece `piece` (from 0) of `pieces`
+    /// starts; frames keep counting across pieces.
+    fn on_piece(&mut self, _piece: usize, _pieces: usize) {}
 }
 
 /// An observer that takes the defaults.

@@ -11,7 +11,7 @@
 use super::config::RealtimeConfig;
 use super::connector::SpeechConnector;
 use super::diffusion_head::DiffusionHead;
-use super::generate::{SpeechEnd, SpeechObserver, SpeechOutput};
+use super::generate::{SpeechEnd, SpeechObserver, SpeechOutput, SpeechSettings};
 use super::model::finite_scalar;
 use super::noise::NoiseSource;
 use super::scheduler::DpmSolver;
@@ -38,23 +38,6 @@ pub const TEXT_WINDOW: usize = 5;
 pub const SPEECH_WINDOW: usize = 6;
 /// Above this probability the speech is over.
 const END_PROBABILITY: f32 = 0.5;
-
-/// How to speak.
-#[derive(Debug, Clone)]
-pub struct RealtimeSettings {
-    /// Classifier-free guidance scale (1.5 in the reference demo).
-    pub cfg_scale: f64,
-    /// Diffusion steps per frame (5 in the reference demo).
-    pub steps: usize,
-    /// Stop after about this many seconds of audio (whole frames, at least one).
-    pub max_seconds: Option<f64>,
-}
-
-impl Default for RealtimeSettings {
-    fn default() -> Self {
-        Self { cfg_scale: 1.5, steps: 5, max_seconds: None }
-    }
-}
 
 /// `fc2(relu(fc1(h)))`: the logit that the speech is over.
 struct EndClassifier {
@@ -216,7 +199,7 @@ impl VibeVoiceRealtime {
         &self,
         text: &str,
         preset: &VoicePreset,
-        settings: &RealtimeSettings,
+        settings: &SpeechSettings,
         noise: &mut dyn NoiseSource,
         observer: &mut dyn SpeechObserver,
     ) -> Result<SpeechOutput> {

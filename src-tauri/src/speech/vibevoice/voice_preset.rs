@@ -158,13 +158,13 @@ fn torch_tensors(root: &Value) -> Result<BTreeMap<String, TensorRef>> {
     Ok(tensors)
 }
 
-/// Branch `name` of `layers` layers from `file`.
-fn read_branch(file: &PresetFile, name: &str, layers: usize, shape: &PresetShape) -> Result<BranchState> {
+/// Checks branch `name` of `file` against `shape` (a stack of `layers`
+/// layers) without reading any values; returns its positions.
+fn check_branch(file: &PresetFile, name: &str, layers: usize, shape: &PresetShape) -> Result<usize> {
     let dims =
         |tensor: &str| -> Result<Vec<usize>> { file.shape(tensor).with_context(|| format!("`{tensor}` is missing")) };
     let hidden_name = format!("{name}.last_hidden_state");
-    let hidden_dims = dims(&hidden_name)?;
-    let positions = match hidden_dims.as_slice() {
+    let positions = match dims(&hidden_name)?.as_slice() {
         [1, n, h] if *h == shape.hidden && *n >= 1 && *n <= shape.max_positions => *n,
         other => bail!(
             "`{hidden_name}` has shape {other:?}; [1, n, {}] with 1 ≤ n ≤ {} was expected",
@@ -185,9 +185,62 @@ fn read_branch(file: &PresetFile, name: &str, layers: usize, shape: &PresetShape
     if file.shape(&format!("{name}.layers.{layers}.key")).is_some() {
         bail!("branch `{name}` has more than the model's {layers} layers");
     }
-    let last_hidden = file.load(&hidden_name)?.get(0)?.get(positions - 1)?;
+    Ok(positions)
+}
+
+/// Branch `name` of `layers` layers from `file`, checked first.
+fn read_branch(file: &PresetFile, name: &str, layers: usize, shape: &PresetShape) -> Result<BranchState> {
+    let positions = check_branch(file, name, layers, shape)?;
+    let last_hidden = file.load(&format!("{name}.last_hidden_state"))?.get(0)?.get(positions - 1)?;
     let layers = (0..layers)
         .map(|i| Ok((file.load(&format!("{name}.layers.{i}.key"))?, file.load(&format!("{name}.layers.{i}.value"))?)))
         .collect::<Result<_>>()?;
     Ok(BranchState { last_hidden, layers })
+}
+
+/// What a preset file holds, read from its tensors' shapes alone: the
+/// shape of the model it was made for, and its speech stack's positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PresetSummary {
+    pub hidden: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub text_layers: usize,
+    pub speech_layers: usize,
+    /// Positions the speech stack has read (the voice's prompt and its text).
+    pub positions: usize,
+}
+
+/// Most layers a stack of a preset may have (Qwen2.5-0.5B has 24).
+const MAX_LAYERS: usize = 256;
+
+impl PresetSummary {
+    /// Checks that the file at `path` is a complete voice preset (every
+    /// branch, consistent shapes) without reading its values.
+    pub fn read(path: &Path) -> Result<Self> {
+        let file = PresetFile::open(path)?;
+        Self::of(&file).with_context(|| format!("{}: not a usable voice preset", path.display()))
+    }
+
+    fn of(file: &PresetFile) -> Result<Self> {
+        let hidden_dims = file.shape("lm.last_hidden_state").context("`lm.last_hidden_state` is missing")?;
+        let key_dims = file.shape("lm.layers.0.key").context("`lm.layers.0.key` is missing")?;
+        let (&[1, _, hidden], &[1, kv_heads, _, head_dim]) = (hidden_dims.as_slice(), key_dims.as_slice()) else {
+            bail!(
+                "`lm.last_hidden_state` {hidden_dims:?} and `lm.layers.0.key` {key_dims:?} are not a state and a cache"
+            );
+        };
+        let layers_of = |branch: &str| {
+            (0..MAX_LAYERS).take_while(|i| file.shape(&format!("{branch}.layers.{i}.key")).is_some()).count()
+        };
+        let (text_layers, speech_layers) = (layers_of("lm"), layers_of("tts_lm"));
+        if speech_layers == 0 {
+            bail!("`tts_lm.layers.0.key` is missing");
+        }
+        let shape = PresetShape { hidden, kv_heads, head_dim, text_layers, speech_layers, max_positions: usize::MAX };
+        check_branch(file, "lm", text_layers, &shape)?;
+        let positions = check_branch(file, "tts_lm", speech_layers, &shape)?;
+        check_branch(file, "neg_tts_lm", speech_layers, &shape)?;
+        Ok(Self { hidden, kv_heads, head_dim, text_layers, speech_layers, positions })
+    }
 }
