@@ -1,5 +1,6 @@
 // An in-memory stand-in for the Api, for tests of the state logic. Streams
 // are driven by the test through `chatScript`, `loadScript`, `speakScript`, … hooks.
+// Also a stand-in for the live player of speech (`fakeLiveSpeech`).
 
 import { vi } from "vitest";
 import type { Api } from "../src/api/commands";
@@ -16,13 +17,15 @@ import type {
   ModelEntry,
   PromptProgressEvent,
   ReplyStats,
-  SpeakLoadingEvent,
-  SpeakProgressEvent,
+  SpeakAudioEvent,
   SpeakRequest,
+  SpeakUpdate,
   Voice,
+  VoiceKind,
   VoiceSource,
 } from "../src/api/types";
 import { base64ToBytes, bytesToBase64 } from "../src/lib/base64";
+import type { LiveSpeech } from "../src/state/speech";
 import { buildWav } from "./wav-builder";
 
 export function model(id: string, overrides: Partial<ModelEntry> = {}): ModelEntry {
@@ -77,12 +80,18 @@ export function voice(id: string, overrides: Partial<Voice> = {}): Voice {
   return {
     id,
     name: id,
+    kind: "prompt",
     duration_s: 5,
     sample_rate: 24000,
     created_at: "2024-05-01T12:00:00Z",
     notice: null,
     ...overrides,
   };
+}
+
+/** A voice preset: no audio, so no length or sample rate. */
+export function preset(id: string, overrides: Partial<Voice> = {}): Voice {
+  return voice(id, { kind: "preset", duration_s: null, sample_rate: null, ...overrides });
 }
 
 export function clip(id: string, overrides: Partial<Clip> = {}): Clip {
@@ -105,15 +114,27 @@ export function clip(id: string, overrides: Partial<Clip> = {}): Clip {
 /** How a fake speak stream behaves: events to send, then a clip or a failure. */
 export type SpeakScript = (
   request: SpeakRequest,
-  onProgress: (event: SpeakLoadingEvent | SpeakProgressEvent) => void,
+  onProgress: (event: SpeakUpdate) => void,
   signal: AbortSignal | undefined,
 ) => Promise<Clip>;
 
-/** Loads, reports two steps of audio, and answers a clip of the request. */
+/** An `audio` event of these samples (−1 … 1), as 16-bit PCM at 24 kHz. */
+export function audioEvent(samples: readonly number[]): SpeakAudioEvent {
+  const bytes = new Uint8Array(2 * samples.length);
+  const view = new DataView(bytes.buffer);
+  samples.forEach((sample, i) =>
+    view.setInt16(2 * i, Math.max(-32768, Math.min(32767, Math.round(sample * 32768))), true),
+  );
+  return { type: "audio", pcm16_base64: bytesToBase64(bytes), sample_rate: 24000 };
+}
+
+/** Loads, sends two steps of audio, and answers a clip of the request. */
 export const speakAndFinish: SpeakScript = async (request, onProgress) => {
   onProgress({ type: "loading", fraction: 0.5, message: "Reading weights" });
   onProgress({ type: "progress", frames: 8, seconds: 1.07 });
+  onProgress(audioEvent([0.5, -0.5]));
   onProgress({ type: "progress", frames: 15, seconds: 2 });
+  onProgress(audioEvent([0.25]));
   return clip("c-new", {
     script: request.script,
     voice_ids: request.voice_ids,
@@ -122,10 +143,11 @@ export const speakAndFinish: SpeakScript = async (request, onProgress) => {
   });
 };
 
-/** Reports some audio, then waits until aborted. */
+/** Sends some audio, then waits until aborted. */
 export const speakUntilStopped: SpeakScript = (_request, onProgress, signal) =>
   new Promise((_, reject) => {
     onProgress({ type: "progress", frames: 4, seconds: 0.53 });
+    onProgress(audioEvent([0.5]));
     signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
   });
 
@@ -186,26 +208,31 @@ export function createFakeApi(
   };
   let voiceCount = 0;
 
-  /** Checks an added voice like the backend: a WAV file, named in any refusal. */
+  /**
+   * Checks an added voice like the backend, by its bytes: a WAV is a prompt,
+   * a `torch.save` zip a preset; anything else is refused, naming the file.
+   */
   function acceptVoice(source: VoiceSource): Voice {
-    const file = "path" in source ? source.path : `${source.name}.wav`;
+    const file = "path" in source ? source.path : (source.file_name ?? `${source.name}.wav`);
     const bytes =
       "path" in source
-        ? source.path.endsWith(".wav")
-          ? buildWav([0, 0.5, -0.5])
-          : null
-        : base64ToBytes(source.wav_base64);
-    const header = bytes ? String.fromCharCode(...bytes.subarray(0, 4)) : "";
-    if (!bytes || header !== "RIFF") throw new Error(`${file}: not a WAV file (no RIFF header)`);
-    const entry = voice(`v-added-${++voiceCount}`, { name: source.name, notice: server.nextVoiceNotice });
+        ? filesOnDisk(source.path)
+        : base64ToBytes("file_base64" in source ? source.file_base64 : source.wav_base64);
+    const kind = bytes ? voiceFileKind(bytes) : null;
+    if (!bytes || kind === null) throw new Error(`${file}: neither a WAV file nor a voice preset`);
+    const id = `v-added-${++voiceCount}`;
+    const fields = { name: source.name, notice: server.nextVoiceNotice };
+    const entry = kind === "prompt" ? voice(id, fields) : preset(id, fields);
     server.nextVoiceNotice = null;
-    server.audio.set(entry.id, bytes);
+    if (kind === "prompt") server.audio.set(entry.id, bytes);
     server.voices.unshift(entry);
     return entry;
   }
 
   function audioOf(id: string, known: boolean) {
     if (!known) throw new Error(`no such item ${id}`);
+    if (server.voices.some((v) => v.id === id && v.kind === "preset"))
+      throw new Error(`${id} is a preset: it has no audio`);
     return { wav_base64: bytesToBase64(server.audio.get(id) ?? buildWav([0, 0.25, -0.25, 0.75, -1, 0.5])) };
   }
 
@@ -358,6 +385,37 @@ export function createFakeApi(
   };
 
   return { api, server };
+}
+
+/** The serving machine's files, by extension: a WAV, a preset, or nothing readable. */
+function filesOnDisk(path: string): Uint8Array | null {
+  if (path.endsWith(".wav")) return buildWav([0, 0.5, -0.5]);
+  if (path.endsWith(".pt")) return PRESET_BYTES;
+  return null;
+}
+
+/** The start of a `torch.save` file: a zip archive. */
+export const PRESET_BYTES = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0]);
+
+function voiceFileKind(bytes: Uint8Array): VoiceKind | null {
+  const magic = String.fromCharCode(...bytes.subarray(0, 4));
+  return magic === "RIFF" ? "prompt" : magic === "PK\x03\x04" ? "preset" : null;
+}
+
+/** A stand-in for the live player of speech: what it was asked, in order, and the samples it got. */
+export function fakeLiveSpeech() {
+  const calls: string[] = [];
+  const played: { samples: number[]; sampleRate: number }[] = [];
+  const live: LiveSpeech = {
+    begin: () => void calls.push("begin"),
+    play: (samples, sampleRate) => {
+      calls.push("play");
+      played.push({ samples: Array.from(samples), sampleRate });
+    },
+    finish: () => void calls.push("finish"),
+    stop: () => void calls.push("stop"),
+  };
+  return { live, calls, played };
 }
 
 /** A Map-backed localStorage stand-in. */

@@ -3,7 +3,7 @@
 
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { api } from "../src/api/commands";
-import type { SpeakLoadingEvent, SpeakProgressEvent } from "../src/api/types";
+import type { SpeakUpdate } from "../src/api/types";
 import { isAbortError } from "../src/transport";
 import { clip, voice } from "./fake-api";
 
@@ -41,8 +41,9 @@ describe("speech commands", () => {
       return Response.json({});
     });
     expect((await api.listVoices()).voices[0].id).toBe("v1");
-    expect((await api.addVoice({ name: "Alice", wav_base64: "AAAA" })).id).toBe("v2");
+    expect((await api.addVoice({ name: "Alice", file_base64: "AAAA", file_name: "Alice.wav" })).id).toBe("v2");
     await api.addVoice({ name: "Bob", path: "/rec/bob.wav" });
+    await api.addVoice({ name: "Carter", wav_base64: "AAAA" }); // the older form
     await api.deleteVoice("v1");
     expect(await api.voiceAudio("v1")).toEqual({ wav_base64: "UklGRg==" });
     expect((await api.listClips()).clips[0].id).toBe("c1");
@@ -52,8 +53,9 @@ describe("speech commands", () => {
     const calls = fetchMock.mock.calls.map(([url], i) => [url, bodyOf(fetchMock, i)]);
     expect(calls).toEqual([
       ["/api/list_voices", {}],
-      ["/api/add_voice", { name: "Alice", wav_base64: "AAAA" }],
+      ["/api/add_voice", { name: "Alice", file_base64: "AAAA", file_name: "Alice.wav" }],
       ["/api/add_voice", { name: "Bob", path: "/rec/bob.wav" }],
+      ["/api/add_voice", { name: "Carter", wav_base64: "AAAA" }],
       ["/api/delete_voice", { id: "v1" }],
       ["/api/voice_audio", { id: "v1" }],
       ["/api/list_clips", {}],
@@ -65,32 +67,38 @@ describe("speech commands", () => {
   it("reject with the backend's message for a bad file", async () => {
     mockFetch(() =>
       Response.json(
-        { error: { message: "notes.txt is not a WAV file", type: "invalid_request_error", code: null } },
+        {
+          error: {
+            message: "notes.txt is neither a WAV file nor a voice preset",
+            type: "invalid_request_error",
+            code: null,
+          },
+        },
         { status: 400 },
       ),
     );
-    await expect(api.addVoice({ name: "notes", wav_base64: "aGk=" })).rejects.toThrow("notes.txt is not a WAV file");
+    await expect(api.addVoice({ name: "notes", file_base64: "aGk=", file_name: "notes.txt" })).rejects.toThrow(
+      "notes.txt is neither a WAV file nor a voice preset",
+    );
   });
 });
 
 describe("speak", () => {
   const request = { model_id: "vv", script: "Speaker 1: Hi.", voice_ids: ["v1"], cfg_scale: 1.3, steps: 10 };
 
-  it("reports loading and progress, and resolves with the clip", async () => {
+  it("reports loading, progress and audio in order, and resolves with the clip", async () => {
     const made = clip("c9");
-    const fetchMock = mockFetch(() =>
-      sse([
-        { type: "loading", fraction: 0.25, message: "Reading weights" },
-        { type: "progress", frames: 3, seconds: 0.4 },
-        { type: "done", clip: made },
-      ]),
-    );
-    const events: (SpeakLoadingEvent | SpeakProgressEvent)[] = [];
-    await expect(api.speak(request, (event) => events.push(event))).resolves.toEqual(made);
-    expect(events).toEqual([
+    const updates: SpeakUpdate[] = [
       { type: "loading", fraction: 0.25, message: "Reading weights" },
-      { type: "progress", frames: 3, seconds: 0.4 },
-    ]);
+      { type: "progress", frames: 3, seconds: 0.4, piece: 1, pieces: 2 },
+      { type: "audio", pcm16_base64: "AAD/fw==", sample_rate: 24000 },
+      { type: "progress", frames: 4, seconds: 0.53, piece: 2, pieces: 2 },
+      { type: "audio", pcm16_base64: "AIA=", sample_rate: 24000 },
+    ];
+    const fetchMock = mockFetch(() => sse([...updates, { type: "done", clip: made }]));
+    const events: SpeakUpdate[] = [];
+    await expect(api.speak(request, (event) => events.push(event))).resolves.toEqual(made);
+    expect(events).toEqual(updates);
     expect(fetchMock.mock.calls[0][0]).toBe("/api/speak");
     const { stream_id, ...args } = bodyOf(fetchMock);
     expect(typeof stream_id).toBe("string");

@@ -1,7 +1,8 @@
-// Tests for the speech actions against a fake Api: voices (list, add from
-// an upload or a path, refusals, notices, delete), speaking (progress, the
-// new clip, stop, failures), clips, audio and waveforms, and which models
-// the chat and the Speech screen offer.
+// Tests for the speech actions against a fake Api and a fake live player:
+// voices (list, add prompts and presets from an upload or a path, refusals,
+// notices, delete), speaking (progress, pieces, the new clip, audio heard as
+// it is made, stop, failures), what prompt and preset models need, clips,
+// audio and waveforms, and which models the chat and the Speech screen offer.
 
 import { describe, expect, it, vi } from "vitest";
 import { createCake } from "../src/state";
@@ -10,25 +11,42 @@ import {
   effectiveModelId,
   selectedConversation,
   speechModelId,
+  speechVoiceKind,
   type SpeakState,
 } from "../src/state/app-state";
 import { bytesToBase64 } from "../src/lib/base64";
-import { clip, createFakeApi, memoryStorage, model, speakUntilStopped, voice } from "./fake-api";
+import {
+  PRESET_BYTES,
+  audioEvent,
+  clip,
+  createFakeApi,
+  fakeLiveSpeech,
+  memoryStorage,
+  model,
+  preset,
+  speakUntilStopped,
+  voice,
+} from "./fake-api";
 import { buildWav } from "./wav-builder";
 
 const TWO_SPEAKERS = "Speaker 1: Welcome back.\nSpeaker 2: Thanks for having me.";
 
+/** A VibeVoice-1.5B folder as an older backend lists it (no `voice`: prompts). */
+const PROMPT_MODEL = model("vv", { kind: "speech", architecture: "vibevoice" });
+const PRESET_MODEL = model("rt", { kind: "speech", architecture: "vibevoice_streaming", voice: "preset" });
+
 async function started(setup: Parameters<typeof createFakeApi>[0] = {}) {
   const { api, server } = createFakeApi({
-    models: [model("m1"), model("vv", { kind: "speech", architecture: "vibevoice" })],
+    models: [model("m1"), PROMPT_MODEL],
     voices: [voice("v2", { name: "Bob" }), voice("v1", { name: "Alice" })],
     clips: [clip("c-old")],
     ...setup,
   });
-  const cake = createCake(api, memoryStorage());
+  const { live, calls: liveCalls, played } = fakeLiveSpeech();
+  const cake = createCake(api, memoryStorage(), live);
   await cake.start();
   await cake.speech.refresh();
-  return { cake, api, server, state: () => cake.store.get() };
+  return { cake, api, server, liveCalls, played, state: () => cake.store.get() };
 }
 
 describe("voices", () => {
@@ -47,12 +65,27 @@ describe("voices", () => {
 
     expect(api.addVoice).toHaveBeenCalledWith({
       name: "Carol",
-      wav_base64: bytesToBase64(bytes),
+      file_base64: bytesToBase64(bytes),
       file_name: "Carol.wav",
     });
     expect(added?.name).toBe("Carol");
+    expect(added?.kind).toBe("prompt");
     expect(state().voices.map((v) => v.name)).toEqual(["Carol", "Bob", "Alice"]);
     expect(state().addingVoices).toBe(0);
+    expect(state().notices).toEqual([]);
+  });
+
+  it("adds an uploaded voice preset as a preset", async () => {
+    const { cake, api, state } = await started();
+    const added = await cake.speech.addVoiceUpload("en-Carter_man.pt", PRESET_BYTES);
+
+    expect(api.addVoice).toHaveBeenCalledWith({
+      name: "en-Carter_man",
+      file_base64: bytesToBase64(PRESET_BYTES),
+      file_name: "en-Carter_man.pt",
+    });
+    expect(added).toMatchObject({ name: "en-Carter_man", kind: "preset", duration_s: null, sample_rate: null });
+    expect(state().voices.map((v) => v.kind)).toEqual(["preset", "prompt", "prompt"]);
     expect(state().notices).toEqual([]);
   });
 
@@ -72,8 +105,8 @@ describe("voices", () => {
 
     expect(state().voices).toEqual(before);
     expect(state().notices.map((n) => n.message)).toEqual([
-      "notes.wav: not a WAV file (no RIFF header)",
-      "/music/song.mp3: not a WAV file (no RIFF header)",
+      "notes.txt: neither a WAV file nor a voice preset",
+      "/music/song.mp3: neither a WAV file nor a voice preset",
     ]);
     expect(state().notices.every((n) => (n.tone ?? "error") === "error")).toBe(true);
     expect(state().addingVoices).toBe(0);
@@ -144,23 +177,24 @@ describe("speak", () => {
     const made = await cake.speech.speak();
 
     expect(made?.id).toBe("c-new");
-    expect(seen[0]).toEqual({ loading: null, frames: 0, seconds: 0 });
-    expect(seen).toContainEqual({ loading: { fraction: 0.5, message: "Reading weights" }, frames: 0, seconds: 0 });
-    expect(seen).toContainEqual({ loading: null, frames: 8, seconds: 1.07 });
-    expect(seen[seen.length - 1]).toEqual({ loading: null, frames: 15, seconds: 2 });
+    const one = { piece: 1, pieces: 1 }; // an older backend: no pieces
+    expect(seen[0]).toEqual({ loading: null, frames: 0, seconds: 0, ...one });
+    expect(seen).toContainEqual({
+      loading: { fraction: 0.5, message: "Reading weights" },
+      frames: 0,
+      seconds: 0,
+      ...one,
+    });
+    expect(seen).toContainEqual({ loading: null, frames: 8, seconds: 1.07, ...one });
+    expect(seen[seen.length - 1]).toEqual({ loading: null, frames: 15, seconds: 2, ...one });
     expect(state().speaking).toBeNull();
     expect(state().clips.map((c) => c.id)).toEqual(["c-new", "c-old"]);
     expect(state().latestClipId).toBe("c-new");
     expect(state().loadedModelId).toBe("vv");
 
+    // CFG scale and steps not typed: left to the model's defaults.
     const request = vi.mocked(api.speak).mock.calls[0][0];
-    expect(request).toEqual({
-      model_id: "vv",
-      script: TWO_SPEAKERS,
-      voice_ids: ["v1", "v2"],
-      cfg_scale: 1.3,
-      steps: 10,
-    });
+    expect(request).toEqual({ model_id: "vv", script: TWO_SPEAKERS, voice_ids: ["v1", "v2"] });
     // The clip is kept by the backend: a fresh list (as after a restart) has it too.
     expect(server.clips.map((c) => c.id)).toEqual(["c-new", "c-old"]);
     await cake.speech.refreshClips();
@@ -179,14 +213,60 @@ describe("speak", () => {
     });
   });
 
-  it("stops: no clip, no error, ready again", async () => {
+  it("shows which piece of a long script is spoken", async () => {
     const { cake, server, state } = await ready();
+    const seen: SpeakState[] = [];
+    cake.store.subscribe(() => {
+      const speaking = state().speaking;
+      if (speaking && seen[seen.length - 1] !== speaking) seen.push(speaking);
+    });
+    server.speakScript = async (request, onProgress) => {
+      onProgress({ type: "progress", frames: 20, seconds: 2.67, piece: 1, pieces: 3 });
+      onProgress({ type: "progress", frames: 37, seconds: 4.93, piece: 2, pieces: 3 });
+      return clip("c-long", { script: request.script });
+    };
+    await cake.speech.speak();
+    expect(seen.slice(1)).toEqual([
+      { loading: null, frames: 20, seconds: 2.67, piece: 1, pieces: 3 },
+      { loading: null, frames: 37, seconds: 4.93, piece: 2, pieces: 3 },
+    ]);
+  });
+
+  it("hands the audio to the live player as it arrives, and lets it play out when done", async () => {
+    const { cake, liveCalls, played } = await ready();
+    await cake.speech.speak();
+    expect(liveCalls).toEqual(["begin", "play", "play", "finish"]);
+    expect(played).toEqual([
+      { samples: [0.5, -0.5], sampleRate: 24000 },
+      { samples: [0.25], sampleRate: 24000 },
+    ]);
+  });
+
+  it("ends live playback at a chunk it cannot read, and still makes the clip", async () => {
+    const { cake, server, liveCalls, played, state } = await ready();
+    server.speakScript = async (request, onProgress) => {
+      onProgress(audioEvent([0.5]));
+      onProgress({ type: "audio", pcm16_base64: bytesToBase64(new Uint8Array([1, 2, 3])), sample_rate: 24000 });
+      onProgress(audioEvent([0.25]));
+      return clip("c-new", { script: request.script });
+    };
+    expect((await cake.speech.speak())?.id).toBe("c-new");
+    expect(liveCalls).toEqual(["begin", "play", "stop", "finish"]);
+    expect(played).toHaveLength(1);
+    expect(state().notices.map((n) => n.message)).toEqual([
+      "Cannot play the speech while it is made: Cake sent 3 bytes of 16-bit audio: not a whole number of samples.",
+    ]);
+  });
+
+  it("stops: no clip, no error, silent at once, ready again", async () => {
+    const { cake, server, liveCalls, state } = await ready();
     server.speakScript = speakUntilStopped;
     const speaking = cake.speech.speak();
     await vi.waitFor(() => expect(state().speaking?.frames).toBe(4));
     expect(await cake.speech.speak()).toBeNull(); // one at a time
 
     cake.speech.stop();
+    expect(liveCalls).toEqual(["begin", "play", "stop"]);
     expect(await speaking).toBeNull();
     expect(state().speaking).toBeNull();
     expect(state().clips.map((c) => c.id)).toEqual(["c-old"]);
@@ -207,11 +287,12 @@ describe("speak", () => {
   });
 
   it("does not start before the form is ready, and says why", async () => {
-    const { cake, api, state } = await started();
+    const { cake, api, liveCalls, state } = await started();
     cake.speech.edit({ script: TWO_SPEAKERS });
     cake.speech.chooseVoice(0, "v1");
     expect(await cake.speech.speak()).toBeNull();
     expect(api.speak).not.toHaveBeenCalled();
+    expect(liveCalls).toEqual([]);
     expect(state().notices.map((n) => n.message)).toEqual(["Choose a voice for Speaker 2."]);
   });
 
@@ -219,6 +300,74 @@ describe("speak", () => {
     const { cake, state } = await ready({ models: [model("m1")] });
     expect(speechModelId(state())).toBeNull();
     expect(cake.speech.problem()).toBe("Choose a speech model.");
+  });
+});
+
+describe("prompt and preset models", () => {
+  const voices = [preset("p1", { name: "Carter" }), voice("v1", { name: "Alice" })];
+
+  it("reads what a model speaks in; an older backend's speech model speaks in prompts", async () => {
+    const { cake, state } = await started({ models: [PROMPT_MODEL, PRESET_MODEL], voices });
+    expect(speechVoiceKind(state())).toBe("prompt");
+    cake.speech.edit({ modelId: "rt" });
+    expect(speechVoiceKind(state())).toBe("preset");
+  });
+
+  it("speaks plain text in one preset, with the model's default settings", async () => {
+    const { cake, api, state } = await started({ models: [PRESET_MODEL], voices });
+    cake.speech.edit({ script: "Welcome back. It is good to be here." });
+    expect(cake.speech.problem()).toBe("Choose a voice preset.");
+    cake.speech.chooseVoice(0, "v1"); // a prompt is no preset
+    expect(cake.speech.problem()).toBe("Choose a voice preset.");
+    cake.speech.chooseVoice(0, "p1");
+    expect(cake.speech.problem()).toBeNull();
+
+    await cake.speech.speak();
+    expect(vi.mocked(api.speak).mock.calls[0][0]).toEqual({
+      model_id: "rt",
+      script: "Welcome back. It is good to be here.",
+      voice_ids: ["p1"],
+    });
+    expect(state().notices).toEqual([]);
+  });
+
+  it("sends the settings typed to a preset model", async () => {
+    const { cake, api } = await started({ models: [PRESET_MODEL], voices });
+    cake.speech.edit({ script: "Hello.", voiceIds: ["p1"], cfgScale: "2", steps: "8" });
+    await cake.speech.speak();
+    expect(vi.mocked(api.speak).mock.calls[0][0]).toMatchObject({ cfg_scale: 2, steps: 8 });
+  });
+
+  it("needs a preset added for a preset model", async () => {
+    const { cake } = await started({ models: [PRESET_MODEL] });
+    cake.speech.edit({ script: "Hello." });
+    expect(cake.speech.problem()).toBe("Add a voice preset first: VibeVoice-Realtime speaks in one.");
+    await cake.speech.addVoiceUpload("en-Carter_man.pt", PRESET_BYTES);
+    expect(cake.speech.problem()).toBe("Choose a voice preset.");
+  });
+
+  it("gives a prompt model's speakers prompts only", async () => {
+    const { cake } = await started({ models: [PROMPT_MODEL], voices });
+    cake.speech.edit({ script: TWO_SPEAKERS, voiceIds: ["p1", "v1"] });
+    expect(cake.speech.problem()).toBe("Choose a voice for Speaker 1.");
+  });
+
+  it("needs a WAV voice prompt added for a prompt model", async () => {
+    const { cake } = await started({ models: [PROMPT_MODEL], voices: [preset("p1")] });
+    cake.speech.edit({ script: "Hello." });
+    expect(cake.speech.problem()).toBe("Add a voice first: a WAV recording of someone speaking.");
+  });
+
+  it("counts a chosen voice of the other kind as none when the model changes", async () => {
+    const { cake } = await started({ models: [PROMPT_MODEL, PRESET_MODEL], voices });
+    cake.speech.edit({ script: "Hello.", voiceIds: ["v1"] });
+    expect(cake.speech.problem()).toBeNull();
+    cake.speech.edit({ modelId: "rt" });
+    expect(cake.speech.problem()).toBe("Choose a voice preset.");
+    cake.speech.chooseVoice(0, "p1");
+    expect(cake.speech.problem()).toBeNull();
+    cake.speech.edit({ modelId: "vv" });
+    expect(cake.speech.problem()).toBe("Choose a voice for Speaker 1.");
   });
 });
 

@@ -1,25 +1,57 @@
-// Tests for the Speech screen's pure helpers: script speakers (read like the
-// backend), the form check before `speak`, base64, the WAV reader and the
+// Tests for the Speech screen's pure helpers: voice kinds, script speakers
+// (read like the backend), the form check before `speak` for prompt and
+// preset models, progress texts, base64, PCM chunks, the WAV reader and the
 // waveform bins.
 
 import { describe, expect, it } from "vitest";
 import { base64ToBytes, bytesToBase64 } from "../src/lib/base64";
+import { pcm16Samples } from "../src/lib/pcm";
 import {
   DEFAULT_SPEECH_SETTINGS,
+  SPEECH_DEFAULTS,
   clipEndText,
   clipFileName,
   fileStem,
   formatAudioDuration,
+  formatClock,
+  modelVoiceKind,
   planSpeech,
   scriptExcerpt,
   scriptLines,
   scriptSpeakers,
+  speakProgressFraction,
+  speakProgressText,
   speakSettings,
   speakerCount,
+  voiceKind,
+  voiceLabel,
+  voicesOfKind,
 } from "../src/lib/speech";
 import { parseWav } from "../src/lib/wav";
 import { mergePeaks, peakLevel, waveformPeaks } from "../src/lib/waveform";
-import { voice } from "./fake-api";
+import { preset, voice } from "./fake-api";
+
+describe("voice kinds", () => {
+  it("reads a voice's and a model's kind; absent (an older backend) means prompts", () => {
+    expect(voiceKind({ kind: "preset" })).toBe("preset");
+    expect(voiceKind({ kind: "prompt" })).toBe("prompt");
+    expect(voiceKind({})).toBe("prompt");
+    expect(modelVoiceKind({ voice: "preset" })).toBe("preset");
+    expect(modelVoiceKind({ voice: null })).toBe("prompt");
+    expect(modelVoiceKind({})).toBe("prompt");
+  });
+
+  it("keeps the voices of one kind, in order", () => {
+    const voices = [voice("a"), preset("p"), voice("b", { kind: undefined })];
+    expect(voicesOfKind(voices, "prompt").map((v) => v.id)).toEqual(["a", "b"]);
+    expect(voicesOfKind(voices, "preset").map((v) => v.id)).toEqual(["p"]);
+  });
+
+  it("has each kind's default settings", () => {
+    expect(SPEECH_DEFAULTS.prompt).toEqual({ cfgScale: 1.3, steps: 10 });
+    expect(SPEECH_DEFAULTS.preset).toEqual({ cfgScale: 1.5, steps: 5 });
+  });
+});
 import { buildWav } from "./wav-builder";
 
 describe("script speakers", () => {
@@ -67,24 +99,19 @@ describe("script speakers", () => {
 });
 
 describe("planSpeech", () => {
-  const voices = [voice("v1"), voice("v2")];
+  const voices = [voice("v1"), voice("v2"), preset("p1")];
   const base = {
     modelId: "vv",
+    kind: "prompt" as const,
     script: "Speaker 1: Hi.\nSpeaker 2: Hello.",
     voiceIds: ["v1", "v2"],
     voices,
     settings: DEFAULT_SPEECH_SETTINGS,
   };
 
-  it("builds the request with the default settings", () => {
+  it("builds the request, leaving the untyped settings to the model", () => {
     expect(planSpeech(base)).toEqual({
-      request: {
-        model_id: "vv",
-        script: base.script,
-        voice_ids: ["v1", "v2"],
-        cfg_scale: 1.3,
-        steps: 10,
-      },
+      request: { model_id: "vv", script: base.script, voice_ids: ["v1", "v2"] },
       problem: null,
     });
   });
@@ -109,6 +136,32 @@ describe("planSpeech", () => {
     const five = "Speaker 1: a\nSpeaker 2: b\nSpeaker 3: c\nSpeaker 4: d\nSpeaker 5: e";
     expect(planSpeech({ ...base, script: five }).problem).toMatch(/5 speakers; at most 4/);
     expect(planSpeech({ ...base, voiceIds: ["v1", "v2"] }).request).not.toBeNull();
+    // A preset is no voice prompt.
+    expect(planSpeech({ ...base, voiceIds: ["v1", "p1"] }).problem).toBe("Choose a voice for Speaker 2.");
+    expect(planSpeech({ ...base, voices: [preset("p1")] }).problem).toMatch(/^Add a voice first: a WAV/);
+  });
+
+  describe("for a preset model", () => {
+    const presetBase = { ...base, modelId: "rt", kind: "preset" as const, script: "Hi. Hello.", voiceIds: ["p1"] };
+
+    it("speaks the text as it is in the one preset chosen", () => {
+      expect(planSpeech(presetBase)).toEqual({
+        request: { model_id: "rt", script: "Hi. Hello.", voice_ids: ["p1"] },
+        problem: null,
+      });
+      // Speaker lines are no speakers here: still one preset.
+      const lines = planSpeech({ ...presetBase, script: base.script, voiceIds: ["p1", "v2"] });
+      expect(lines.request?.voice_ids).toEqual(["p1"]);
+    });
+
+    it("says what is missing", () => {
+      expect(planSpeech({ ...presetBase, script: " " }).problem).toBe("Write the text to speak.");
+      expect(planSpeech({ ...presetBase, voiceIds: [] }).problem).toBe("Choose a voice preset.");
+      expect(planSpeech({ ...presetBase, voiceIds: ["v1"] }).problem).toBe("Choose a voice preset.");
+      expect(planSpeech({ ...presetBase, voices: [voice("v1")] }).problem).toBe(
+        "Add a voice preset first: VibeVoice-Realtime speaks in one.",
+      );
+    });
   });
 
   it("checks the settings", () => {
@@ -121,12 +174,32 @@ describe("planSpeech", () => {
     expect(withSettings({ seed: "-1" }).problem).toMatch(/seed/);
     expect(withSettings({ seed: "1.5" }).problem).toMatch(/seed/);
     expect(withSettings({ maxSeconds: "0" }).problem).toMatch(/Max seconds/);
-    // Empty fields mean the defaults (and a random seed, no limit).
+    // Empty fields mean the model's defaults (and a random seed, no limit): nothing is sent.
     expect(withSettings({ cfgScale: "", steps: " ", seed: "", maxSeconds: "" })).toEqual({
-      settings: { cfg_scale: 1.3, steps: 10 },
+      settings: {},
       problem: null,
     });
+    expect(withSettings({ cfgScale: "1.3", steps: "10" }).settings).toEqual({ cfg_scale: 1.3, steps: 10 });
     expect(withSettings({ seed: "0" }).settings.seed).toBe(0);
+  });
+});
+
+describe("speak progress", () => {
+  const progress = { frames: 37, seconds: 4.93, piece: 1, pieces: 1 };
+
+  it("says the audio made, and the piece of a long script", () => {
+    expect(speakProgressText({ ...progress, frames: 0, seconds: 0 })).toBe("Starting…");
+    expect(speakProgressText({ ...progress, frames: 1, seconds: 0.13 })).toBe("1 frame · 0.13 s of audio");
+    expect(speakProgressText(progress)).toBe("37 frames · 4.93 s of audio");
+    expect(speakProgressText({ ...progress, piece: 2, pieces: 5 })).toBe("Piece 2 of 5 · 37 frames · 4.93 s of audio");
+  });
+
+  it("fills the bar by the length limit, else by the pieces done, else not at all", () => {
+    expect(speakProgressFraction({ ...progress, seconds: 5 }, 20)).toBe(0.25);
+    expect(speakProgressFraction({ ...progress, seconds: 5, piece: 2, pieces: 5 }, 20)).toBe(0.25);
+    expect(speakProgressFraction({ ...progress, piece: 2, pieces: 5 }, null)).toBe(0.2);
+    expect(speakProgressFraction({ ...progress, piece: 1, pieces: 5 }, null)).toBe(0);
+    expect(speakProgressFraction(progress, null)).toBeNull();
   });
 });
 
@@ -156,7 +229,20 @@ describe("speech texts", () => {
     expect(formatAudioDuration(4.2)).toBe("0:04");
     expect(formatAudioDuration(75.6)).toBe("1:16");
     expect(formatAudioDuration(Number.NaN)).toBe("—");
+    expect(formatAudioDuration(null)).toBe("—");
     expect(clipEndText("length")).toMatch(/length/);
+  });
+
+  it("counts a playing clock in whole seconds", () => {
+    expect(formatClock(0)).toBe("0:00");
+    expect(formatClock(2.9)).toBe("0:02");
+    expect(formatClock(75.2)).toBe("1:15");
+    expect(formatClock(Number.NaN)).toBe("0:00");
+  });
+
+  it("labels a voice prompt with its length and a preset with its name", () => {
+    expect(voiceLabel(voice("v1", { name: "Alice", duration_s: 4.2 }))).toBe("Alice (0:04)");
+    expect(voiceLabel(preset("p1", { name: "Carter" }))).toBe("Carter");
   });
 });
 
@@ -181,6 +267,28 @@ describe("base64", () => {
   it("decodes with whitespace and refuses garbage", () => {
     expect(Array.from(base64ToBytes("TW\nFu"))).toEqual([77, 97, 110]);
     expect(() => base64ToBytes("not base64!")).toThrow(/base64/);
+  });
+});
+
+describe("pcm16Samples", () => {
+  const base64 = (bytes: number[]) => bytesToBase64(new Uint8Array(bytes));
+
+  it("reads little-endian signed 16-bit samples as exact floats", () => {
+    // 0, 32767, −32768, 16384, −1
+    const samples = pcm16Samples(base64([0x00, 0x00, 0xff, 0x7f, 0x00, 0x80, 0x00, 0x40, 0xff, 0xff]));
+    expect(samples).toBeInstanceOf(Float32Array);
+    expect(Array.from(samples)).toEqual([0, 32767 / 32768, -1, 0.5, -1 / 32768]);
+  });
+
+  it("reads an empty chunk as no samples", () => {
+    expect(pcm16Samples("")).toHaveLength(0);
+  });
+
+  it("rejects a chunk that is not whole samples, or not base64", () => {
+    expect(() => pcm16Samples(base64([0x00, 0x40, 0x01]))).toThrow(
+      "Cake sent 3 bytes of 16-bit audio: not a whole number of samples.",
+    );
+    expect(() => pcm16Samples("not base64!")).toThrow(/base64/);
   });
 });
 

@@ -26,9 +26,8 @@ import type {
   PromptProgressEvent,
   SpeakDoneEvent,
   SpeakEvent,
-  SpeakLoadingEvent,
-  SpeakProgressEvent,
   SpeakRequest,
+  SpeakUpdate,
   Voice,
   VoiceSource,
   WavAudio,
@@ -135,34 +134,32 @@ export const api = {
   /** The plans for a text model over the workers that answer now, without loading it (master only). */
   previewCluster: (modelId: string) => call<ClusterPreview>("preview_cluster", { model_id: modelId }),
 
-  /** The stored voice prompts, newest first. */
+  /** The stored voices (prompts and presets), newest first. */
   listVoices: () => call<{ voices: Voice[] }>("list_voices"),
 
   /**
-   * Store a voice prompt from a file on the serving machine (`path`) or an
-   * uploaded WAV (`wav_base64`). A bad file rejects with a message naming it.
+   * Store a voice from a file on the serving machine (`path`) or an upload
+   * (`file_base64`): a WAV becomes a voice prompt, a VibeVoice-Realtime
+   * preset a preset. Any other file rejects with a message naming it.
    */
   addVoice: (source: VoiceSource) => call<Voice>("add_voice", source),
 
   deleteVoice: (id: string) => call<Record<string, never>>("delete_voice", { id }),
 
-  /** The stored 24 kHz prompt as a WAV file. */
+  /** The stored 24 kHz prompt as a WAV file (a preset has none). */
   voiceAudio: (id: string) => call<WavAudio>("voice_audio", { id }),
 
   /**
-   * Speak a script in the given voices: `onProgress` sees the model loading
-   * (if it must) and then the audio made so far; resolves with the stored clip.
+   * Speak a script in the given voices: `onUpdate` sees the model loading
+   * (if it must), then the progress and each chunk of audio as it is made;
+   * resolves with the stored clip.
    */
-  async speak(
-    request: SpeakRequest,
-    onProgress: (event: SpeakLoadingEvent | SpeakProgressEvent) => void,
-    signal?: AbortSignal,
-  ): Promise<Clip> {
+  async speak(request: SpeakRequest, onUpdate: (event: SpeakUpdate) => void, signal?: AbortSignal): Promise<Clip> {
     const done = await stream<SpeakEvent>(
       "speak",
       request,
       (event) => {
-        if (event.type === "loading" || event.type === "progress") onProgress(event);
+        if (event.type === "loading" || event.type === "progress" || event.type === "audio") onUpdate(event);
       },
       signal,
     );

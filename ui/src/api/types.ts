@@ -5,6 +5,12 @@ export type ModelSource = "default" | "hf-cache" | "imported";
 export type ModelStatus = "complete" | "incomplete" | "not-a-model" | "unsupported";
 /** What a model makes: chat replies ("text") or audio from a script ("speech"). */
 export type ModelKind = "text" | "speech";
+/**
+ * What a speech model speaks in, and what a voice is: a WAV voice prompt per
+ * speaker of a `Speaker N:` script (VibeVoice-1.5B), or one voice preset for
+ * plain text (VibeVoice-Realtime-0.5B).
+ */
+export type VoiceKind = "prompt" | "preset";
 
 export interface ModelEntry {
   /** Stable id: "default", "hf:org/name", "file:/abs/path". */
@@ -26,6 +32,8 @@ export interface ModelEntry {
   sampling_defaults?: { [K in keyof Sampling]?: number | null };
   /** Absent from older backends: read it with `modelKind()` (state/app-state.ts), which treats it as "text". */
   kind?: ModelKind;
+  /** Speech models: the voices they speak in; read it with `modelVoiceKind()` (lib/speech.ts). Null for text models. */
+  voice?: VoiceKind | null;
 }
 
 export interface Sampling {
@@ -351,13 +359,19 @@ export interface ClusterStatus {
 
 // ---- Speech ------------------------------------------------------------------
 
-/** A stored voice prompt (24 kHz mono), spoken in by a speaker of a script. */
+/**
+ * A stored voice: a voice prompt (24 kHz mono WAV) a speaker of a script
+ * speaks in, or a voice preset (no audio: it cannot be played).
+ */
 export interface Voice {
   id: string;
   name: string;
-  duration_s: number;
-  /** Always 24000. */
-  sample_rate: number;
+  /** Absent from older backends: read it with `voiceKind()` (lib/speech.ts), which treats it as "prompt". */
+  kind?: VoiceKind;
+  /** Null for a preset. */
+  duration_s: number | null;
+  /** 24000; null for a preset. */
+  sample_rate: number | null;
   /** RFC 3339 */
   created_at: string;
   /** Set when the file was cut to the 60 s prompt limit. */
@@ -383,8 +397,15 @@ export interface Clip {
   created_at: string;
 }
 
-/** `add_voice` args: a file on the serving machine (desktop) or an upload (browser). */
-export type VoiceSource = { name: string; path: string } | { name: string; wav_base64: string; file_name?: string };
+/**
+ * `add_voice` args: a file on the serving machine (desktop) or an upload
+ * (browser); a WAV becomes a prompt, a `.pt` or `.safetensors` preset a
+ * preset. `wav_base64` is the older form of an upload, for WAVs only.
+ */
+export type VoiceSource =
+  | { name: string; path: string }
+  | { name: string; file_base64: string; file_name: string }
+  | { name: string; wav_base64: string; file_name?: string };
 
 /** `voice_audio` / `clip_audio`: a 16-bit PCM mono WAV file, base64-encoded. */
 export interface WavAudio {
@@ -394,11 +415,11 @@ export interface WavAudio {
 export interface SpeakRequest {
   model_id: string;
   script: string;
-  /** The voice of each speaker, in order of their numbers. */
+  /** The voice of each speaker, in order of their numbers; a preset model: its one preset. */
   voice_ids: string[];
-  /** Default 1.3. */
+  /** Absent: the model's default (1.3 for prompt models, 1.5 for preset models). */
   cfg_scale?: number;
-  /** Diffusion steps per frame; default 10. */
+  /** Diffusion steps per frame; absent: the model's default (10 for prompt models, 5 for preset models). */
   steps?: number;
   /** Absent = a random seed (the clip records the one used). */
   seed?: number;
@@ -412,11 +433,26 @@ export interface SpeakLoadingEvent {
   message: string;
 }
 
-/** Audio made so far. */
+/**
+ * Audio made so far, and which piece of the script is being spoken: a long
+ * script is split at sentences. Older backends send neither `piece` nor
+ * `pieces` (one piece).
+ */
 export interface SpeakProgressEvent {
   type: "progress";
   frames: number;
   seconds: number;
+  /** 1-based. */
+  piece?: number;
+  pieces?: number;
+}
+
+/** The next audio made: mono signed 16-bit little-endian PCM, right after the previous chunk. */
+export interface SpeakAudioEvent {
+  type: "audio";
+  pcm16_base64: string;
+  /** 24000. */
+  sample_rate: number;
 }
 
 export interface SpeakDoneEvent {
@@ -424,7 +460,9 @@ export interface SpeakDoneEvent {
   clip: Clip;
 }
 
-export type SpeakEvent = SpeakLoadingEvent | SpeakProgressEvent | SpeakDoneEvent | ErrorEvent;
+/** What a `speak` stream sends before it ends. */
+export type SpeakUpdate = SpeakLoadingEvent | SpeakProgressEvent | SpeakAudioEvent;
+export type SpeakEvent = SpeakUpdate | SpeakDoneEvent | ErrorEvent;
 
 /** The desktop app's OpenAI API for other programs (see the Models screen). */
 export interface OpenAiApiStatus {

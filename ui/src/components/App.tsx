@@ -1,8 +1,8 @@
 // The app's frame: sidebar, the chat, Models, Speech or Cluster screen, error
 // toasts, the theme, the keyboard shortcuts (lib/shortcuts.ts; Escape stops
-// a reply or the speech being made) and file drops (files dropped on the
-// desktop window are imported as models, or added as voices while the
-// Speech screen is open).
+// a reply or the speech being made, or silences speech still playing) and
+// file drops (files dropped on the desktop window are imported as models, or
+// added as voices while the Speech screen is open).
 
 import { useEffect, useState } from "preact/hooks";
 import { neighbour, shortcutFor } from "../lib/shortcuts";
@@ -12,6 +12,7 @@ import { nativeFiles } from "../transport";
 import { ChatView } from "./ChatView";
 import { ClusterPanel } from "./ClusterPanel";
 import { useAppState, useCake } from "./context";
+import { liveAudio } from "./live-audio";
 import { ModelsPanel } from "./ModelsPanel";
 import { Notices } from "./Notices";
 import { ShortcutsDialog } from "./ShortcutsDialog";
@@ -47,7 +48,7 @@ export function App() {
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">
           <div class="drop-message">
-            {state.view === "speech" ? "Drop WAV files to add voices" : "Drop to import the model"}
+            {state.view === "speech" ? "Drop WAV files or voice presets to add voices" : "Drop to import the model"}
           </div>
         </div>
       ) : null}
@@ -71,6 +72,7 @@ function useShortcuts(showShortcuts: (show: boolean) => void) {
         case "stop":
           if (state.generatingId !== null) cake.chat.stop();
           else if (state.speaking !== null) cake.speech.stop();
+          else if (liveAudio.store.get().playing) liveAudio.stop();
           else return; // Escape means nothing here: leave it to the page
           break;
         case "new-conversation":

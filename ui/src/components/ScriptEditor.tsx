@@ -1,46 +1,66 @@
-// The script to speak, with how to write several speakers and how many
-// speakers the script has right now.
+// The script to speak, with how to write it for the chosen model: several
+// speakers (and how many the script has right now) for a voice prompt
+// model, plain text for a preset model.
 
 import { MAX_SPEAKERS, scriptSpeakers } from "../lib/speech";
+import { speechVoiceKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 
 export function ScriptEditor() {
   const state = useAppState();
   const cake = useCake();
   const script = state.speechForm.script;
-  const speakers = scriptSpeakers(script);
-  const tooMany = speakers.count > MAX_SPEAKERS;
+  const preset = speechVoiceKind(state) === "preset";
 
   return (
     <div class="script-editor">
       <label class="field" for="speech-script">
-        <span class="field-label">Script</span>
+        <span class="field-label">{preset ? "Text" : "Script"}</span>
       </label>
       <textarea
         id="speech-script"
         data-testid="speech-script"
         rows={7}
         spellcheck={true}
-        placeholder={"Speaker 1: Welcome back to the show.\nSpeaker 2: Thanks, it's good to be here."}
+        placeholder={
+          preset
+            ? "Welcome back to the show. Today we look at how bread rises."
+            : "Speaker 1: Welcome back to the show.\nSpeaker 2: Thanks, it's good to be here."
+        }
         value={script}
         disabled={state.speaking !== null}
         onInput={(event) => cake.speech.edit({ script: event.currentTarget.value })}
       />
       <div class="script-meta">
-        <span class="field-hint">
-          One line per turn, <code>Speaker 1: …</code>, <code>Speaker 2: …</code> (up to {MAX_SPEAKERS} speakers); plain
-          text is read by one voice.
-        </span>
-        <span
-          class={`speaker-count${tooMany ? " too-many" : ""}`}
-          data-testid="speech-speaker-count"
-          data-count={speakers.count}
-          aria-live="polite"
-        >
-          {speakerText(speakers.count, speakers.plain)}
-        </span>
+        {preset ? (
+          <span class="field-hint">Plain text, read in the voice preset.</span>
+        ) : (
+          <SpeakerHint script={script} />
+        )}
       </div>
     </div>
+  );
+}
+
+/** How to write several speakers, and how many the script has. */
+function SpeakerHint({ script }: { script: string }) {
+  const speakers = scriptSpeakers(script);
+  const tooMany = speakers.count > MAX_SPEAKERS;
+  return (
+    <>
+      <span class="field-hint">
+        One line per turn, <code>Speaker 1: …</code>, <code>Speaker 2: …</code> (up to {MAX_SPEAKERS} speakers); plain
+        text is read by one voice.
+      </span>
+      <span
+        class={`speaker-count${tooMany ? " too-many" : ""}`}
+        data-testid="speech-speaker-count"
+        data-count={speakers.count}
+        aria-live="polite"
+      >
+        {speakerText(speakers.count, speakers.plain)}
+      </span>
+    </>
   );
 }
 

@@ -1,11 +1,11 @@
 // Generate (with why it is not possible yet), and while speaking: the
-// model's loading message, then frames and seconds of audio made so far,
-// and Stop.
+// model's loading message, then the piece of a long script, frames and
+// seconds of audio made so far, and Stop; the audio heard as it is made.
 
-import { formatSeconds } from "../lib/format";
-import { speakSettings } from "../lib/speech";
+import { speakProgressFraction, speakProgressText, speakSettings } from "../lib/speech";
 import { useAppState, useCake } from "./context";
 import { SpeakerIcon, StopIcon } from "./icons";
+import { LivePlayback } from "./LivePlayback";
 import { ProgressBar } from "./ProgressBar";
 
 export function SpeakControls() {
@@ -52,16 +52,13 @@ export function SpeakControls() {
             </>
           ) : (
             <>
-              <ProgressBar fraction={limit !== null ? speaking.seconds / limit : null} label="Generating speech" />
-              <span class="progress-detail muted">
-                {speaking.frames === 0
-                  ? "Starting…"
-                  : `${speaking.frames} ${speaking.frames === 1 ? "frame" : "frames"} · ${formatSeconds(speaking.seconds)} of audio`}
-              </span>
+              <ProgressBar fraction={speakProgressFraction(speaking, limit)} label="Generating speech" />
+              <span class="progress-detail muted">{speakProgressText(speaking)}</span>
             </>
           )}
         </div>
       ) : null}
+      <LivePlayback />
     </div>
   );
 }

@@ -13,7 +13,8 @@ export function SpeechNoModel() {
     <section class="speech-empty" data-testid="speech-no-model" aria-labelledby="speech-empty-title">
       <h2 id="speech-empty-title">No speech model yet</h2>
       <p>
-        Speech uses a <strong>VibeVoice</strong> model folder (such as <code>microsoft/VibeVoice-1.5B</code>). VibeVoice
+        Speech uses a <strong>VibeVoice</strong> model folder: <code>microsoft/VibeVoice-1.5B</code> (voices from WAV
+        recordings, up to four speakers) or <code>microsoft/VibeVoice-Realtime-0.5B</code> (one voice preset). VibeVoice
         ships without a text tokenizer: copy Qwen2.5's <code>tokenizer.json</code> (from <code>Qwen/Qwen2.5-1.5B</code>)
         into the folder, then import the folder on the Models screen.
       </p>

@@ -1,13 +1,15 @@
 // The Speech screen: a speech model, the script and a voice per speaker,
 // the settings, Generate with its progress, the latest clip and the past
 // ones, and beside them the voice library. Voices and clips are fetched
-// when the screen opens; playback stops when it closes.
+// when the screen opens; playback, also of speech heard as it is made,
+// stops when it closes.
 
 import { useEffect } from "preact/hooks";
 import { completeModels } from "../state/app-state";
 import { ClipList } from "./ClipList";
 import { ClipResult } from "./ClipResult";
 import { useAppState, useCake } from "./context";
+import { liveAudio } from "./live-audio";
 import { player } from "./playback";
 import { ScriptEditor } from "./ScriptEditor";
 import { SpeakControls } from "./SpeakControls";
@@ -25,7 +27,10 @@ export function SpeechPanel() {
 
   useEffect(() => {
     void cake.speech.refresh();
-    return () => player.stop();
+    return () => {
+      player.stop();
+      liveAudio.stop();
+    };
   }, [cake]);
 
   return (

@@ -1,7 +1,10 @@
-// The generation settings of the Speech screen: CFG scale, diffusion steps,
+// The generation settings of the Speech screen: CFG scale and diffusion
+// steps (empty = the model's defaults, which depend on what it speaks in),
 // seed (empty = random) and an optional length limit.
 
-import { DEFAULT_CFG_SCALE, DEFAULT_STEPS, type SpeechSettingsForm } from "../lib/speech";
+import type { VoiceKind } from "../api/types";
+import { SPEECH_DEFAULTS, type SpeechSettingsForm } from "../lib/speech";
+import { speechVoiceKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 
 interface FieldSpec {
@@ -14,36 +17,48 @@ interface FieldSpec {
   hint: string;
 }
 
-const FIELDS: FieldSpec[] = [
-  {
-    key: "cfgScale",
-    testid: "speech-cfg",
-    label: "CFG scale",
-    min: 0.1,
-    step: 0.1,
-    placeholder: String(DEFAULT_CFG_SCALE),
-    hint: `how closely the voices are followed (default ${DEFAULT_CFG_SCALE})`,
-  },
-  {
-    key: "steps",
-    testid: "speech-steps",
-    label: "Steps",
-    min: 1,
-    step: 1,
-    placeholder: String(DEFAULT_STEPS),
-    hint: `diffusion steps per frame; more is slower (default ${DEFAULT_STEPS})`,
-  },
-  { key: "seed", testid: "speech-seed", label: "Seed", min: 0, step: 1, placeholder: "random", hint: "empty = random" },
-  {
-    key: "maxSeconds",
-    testid: "speech-max-seconds",
-    label: "Max seconds",
-    min: 1,
-    step: "any",
-    placeholder: "no limit",
-    hint: "stop after this much audio",
-  },
-];
+/** The fields, with the defaults of a model that speaks in `kind`. */
+function fields(kind: VoiceKind): FieldSpec[] {
+  const defaults = SPEECH_DEFAULTS[kind];
+  return [
+    {
+      key: "cfgScale",
+      testid: "speech-cfg",
+      label: "CFG scale",
+      min: 0.1,
+      step: 0.1,
+      placeholder: String(defaults.cfgScale),
+      hint: `how closely the voice is followed (default ${defaults.cfgScale})`,
+    },
+    {
+      key: "steps",
+      testid: "speech-steps",
+      label: "Steps",
+      min: 1,
+      step: 1,
+      placeholder: String(defaults.steps),
+      hint: `diffusion steps per frame; more is slower (default ${defaults.steps})`,
+    },
+    {
+      key: "seed",
+      testid: "speech-seed",
+      label: "Seed",
+      min: 0,
+      step: 1,
+      placeholder: "random",
+      hint: "empty = random",
+    },
+    {
+      key: "maxSeconds",
+      testid: "speech-max-seconds",
+      label: "Max seconds",
+      min: 1,
+      step: "any",
+      placeholder: "no limit",
+      hint: "stop after this much audio",
+    },
+  ];
+}
 
 export function SpeechSettings() {
   const state = useAppState();
@@ -53,7 +68,7 @@ export function SpeechSettings() {
     <details class="sampling-panel speech-settings" data-testid="speech-settings" open>
       <summary>Settings</summary>
       <div class="sampling-grid">
-        {FIELDS.map((field) => (
+        {fields(speechVoiceKind(state)).map((field) => (
           <label key={field.key} class="field">
             <span class="field-label">{field.label}</span>
             <input

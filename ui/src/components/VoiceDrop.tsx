@@ -1,11 +1,16 @@
-// Where voices are added: WAV files dropped here or chosen with the file
-// input are uploaded (`add_voice {name, wav_base64}`). In the desktop window
-// files dropped anywhere arrive as paths instead (see App's file drops).
+// Where voices are added: WAV recordings (voice prompts) and VibeVoice-
+// Realtime voice presets (`.pt`, `.safetensors`) dropped here or chosen with
+// the file input are uploaded (`add_voice {name, file_base64, file_name}`;
+// the backend tells them apart, and refuses anything else). In the desktop
+// window files dropped anywhere arrive as paths instead (see App's file drops).
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { nativeFiles } from "../transport";
 import { useAppState, useCake } from "./context";
 import { PlusIcon } from "./icons";
+
+/** What the file input offers: WAV voice prompts and voice presets. */
+const VOICE_FILE_TYPES = ".wav,audio/wav,.pt,.safetensors";
 
 export function VoiceDrop() {
   const state = useAppState();
@@ -59,15 +64,16 @@ export function VoiceDrop() {
       }}
     >
       <p class="voice-drop-title">
-        <strong>Drop WAV files here</strong> to add voices
+        <strong>Drop WAV files or voice presets here</strong> to add voices
       </p>
       <p class="muted small">
-        A few seconds to a minute of one person speaking clearly; longer recordings are cut at 60 s.
+        For VibeVoice-1.5B, a WAV of one person speaking clearly for a few seconds to a minute (longer recordings are
+        cut at 60 s); for VibeVoice-Realtime, a voice preset (<code>.pt</code> or <code>.safetensors</code>).
         {nativeFiles ? " You can also drop files anywhere on this window." : ""}
       </p>
       <div class="form-row">
         <button type="button" onClick={() => input.current?.click()} disabled={state.addingVoices > 0}>
-          <PlusIcon /> Choose WAV files…
+          <PlusIcon /> Choose files…
         </button>
         {state.addingVoices > 0 ? (
           <span class="muted small" aria-live="polite">
@@ -78,7 +84,7 @@ export function VoiceDrop() {
       <input
         ref={input}
         type="file"
-        accept=".wav,audio/wav"
+        accept={VOICE_FILE_TYPES}
         multiple
         tabIndex={-1}
         class="visually-hidden"

@@ -1,9 +1,10 @@
-// One stored voice prompt: name, length, a small waveform, play and delete
-// (with confirmation).
+// One stored voice: name and delete (with confirmation), and for a voice
+// prompt its length, play and a small waveform; a preset holds no audio,
+// so it only says that it is one.
 
 import { useState } from "preact/hooks";
 import type { Voice } from "../api/types";
-import { formatAudioDuration } from "../lib/speech";
+import { formatAudioDuration, voiceKind } from "../lib/speech";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { useCake } from "./context";
 import { TrashIcon } from "./icons";
@@ -16,26 +17,34 @@ const VOICE_BINS = 120;
 
 export function VoiceItem({ voice }: { voice: Voice }) {
   const cake = useCake();
+  const kind = voiceKind(voice);
   const control = useAudioControl("voice", voice.id);
-  const { peaks, error } = usePeaks("voice", voice.id, VOICE_BINS);
   const [confirming, setConfirming] = useState(false);
 
   return (
-    <li class="voice-item" data-testid="voice-item" data-voice-id={voice.id}>
+    <li class="voice-item" data-testid="voice-item" data-voice-id={voice.id} data-voice-kind={kind}>
       <div class="voice-item-head">
-        <PlayButton
-          playing={control.playing}
-          loading={control.loading}
-          onClick={control.toggle}
-          label={`voice ${voice.name}`}
-          testid="voice-play"
-        />
+        {kind === "prompt" ? (
+          <PlayButton
+            playing={control.playing}
+            loading={control.loading}
+            onClick={control.toggle}
+            label={`voice ${voice.name}`}
+            testid="voice-play"
+          />
+        ) : null}
         <span class="voice-name" data-testid="voice-name" title={voice.name}>
           {voice.name}
         </span>
-        <span class="muted small voice-duration" data-testid="voice-duration">
-          {formatAudioDuration(voice.duration_s)}
-        </span>
+        {kind === "prompt" ? (
+          <span class="muted small voice-duration" data-testid="voice-duration">
+            {formatAudioDuration(voice.duration_s)}
+          </span>
+        ) : (
+          <span class="badge kind-badge" data-testid="voice-preset-badge" title="A VibeVoice-Realtime voice preset">
+            preset
+          </span>
+        )}
         <button
           type="button"
           class="icon-button"
@@ -47,19 +56,12 @@ export function VoiceItem({ voice }: { voice: Voice }) {
           <TrashIcon />
         </button>
       </div>
-      <Waveform
-        peaks={peaks}
-        error={error}
-        progress={control.progress}
-        label={`Waveform of ${voice.name}`}
-        testid="voice-waveform"
-        class="voice-waveform"
-      />
+      {kind === "prompt" ? <VoiceWaveform voice={voice} progress={control.progress} /> : null}
       {voice.notice ? <span class="voice-notice small">{voice.notice}</span> : null}
       {confirming ? (
         <ConfirmDialog
           title={`Delete the voice ${voice.name}?`}
-          message={`The voice prompt “${voice.name}” will be deleted for good. Clips made with it stay.`}
+          message={`The voice ${kind} “${voice.name}” will be deleted for good. Clips made with it stay.`}
           confirmLabel="Delete"
           onCancel={() => setConfirming(false)}
           onConfirm={() => {
@@ -70,5 +72,20 @@ export function VoiceItem({ voice }: { voice: Voice }) {
         />
       ) : null}
     </li>
+  );
+}
+
+/** A voice prompt's samples, the played part coloured. */
+function VoiceWaveform({ voice, progress }: { voice: Voice; progress: number }) {
+  const { peaks, error } = usePeaks("voice", voice.id, VOICE_BINS);
+  return (
+    <Waveform
+      peaks={peaks}
+      error={error}
+      progress={progress}
+      label={`Waveform of ${voice.name}`}
+      testid="voice-waveform"
+      class="voice-waveform"
+    />
   );
 }

@@ -2,9 +2,10 @@
 // (`useAppState`, which re-renders the component on every state change).
 
 import { createContext } from "preact";
-import { useContext, useEffect, useState } from "preact/hooks";
+import { useContext } from "preact/hooks";
 import type { Cake } from "../state";
 import type { AppState } from "../state/app-state";
+import { useStore } from "./useStore";
 
 export const CakeContext = createContext<Cake | null>(null);
 
@@ -15,11 +16,5 @@ export function useCake(): Cake {
 }
 
 export function useAppState(): AppState {
-  const { store } = useCake();
-  const [state, setState] = useState(store.get());
-  useEffect(() => {
-    setState(store.get()); // catch changes made before subscribing
-    return store.subscribe(() => setState(store.get()));
-  }, [store]);
-  return state;
+  return useStore(useCake().store);
 }

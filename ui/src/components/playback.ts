@@ -1,11 +1,12 @@
 // One audio player for the whole UI: playing a voice or clip stops whatever
-// played before. The WAV bytes become a Blob (audio/wav) behind an object
-// URL for an <audio> element; the URL is revoked when playback ends or
-// switches. Nothing here is needed for the rest of the UI to work: without
-// an audio device `play()` fails and the caller reports it.
+// played before (also speech playing as it is made, see live-audio.ts). The
+// WAV bytes become a Blob (audio/wav) behind an object URL for an <audio>
+// element; the URL is revoked when playback ends or switches. Nothing here
+// is needed for the rest of the UI to work: without an audio device
+// `play()` fails and the caller reports it.
 
-import { useEffect, useState } from "preact/hooks";
 import { Store } from "../state/store";
+import { useStore } from "./useStore";
 
 export interface PlaybackState {
   /** What is playing or paused ("voice:<id>", "clip:<id>"), or null. */
@@ -97,10 +98,5 @@ export const player = new Player();
 
 /** The player's state; re-renders the component when it changes. */
 export function usePlayback(): PlaybackState {
-  const [state, setState] = useState(player.store.get());
-  useEffect(() => {
-    setState(player.store.get());
-    return player.store.subscribe(() => setState(player.store.get()));
-  }, []);
-  return state;
+  return useStore(player.store);
 }

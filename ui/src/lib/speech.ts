@@ -1,7 +1,34 @@
-// Pure helpers for the Speech screen: reading a script's speakers the way
-// the backend does, checking the form before `speak`, and small texts.
+// Pure helpers for the Speech screen: what a model speaks in (voice
+// prompts or a preset), reading a script's speakers the way the backend
+// does, checking the form before `speak`, and small texts.
 
-import type { Clip, ClipEnd, SpeakRequest, Voice } from "../api/types";
+import type { Clip, ClipEnd, ModelEntry, SpeakRequest, Voice, VoiceKind } from "../api/types";
+import { formatSeconds } from "./format";
+
+// ---- Voice kinds -------------------------------------------------------------
+
+/** A voice's kind; a missing `kind` (an older backend) means a prompt. */
+export function voiceKind(voice: Pick<Voice, "kind">): VoiceKind {
+  return voice.kind === "preset" ? "preset" : "prompt";
+}
+
+/** What a speech model speaks in; a missing `voice` (an older backend) means voice prompts. */
+export function modelVoiceKind(model: Pick<ModelEntry, "voice">): VoiceKind {
+  return model.voice === "preset" ? "preset" : "prompt";
+}
+
+/** The voices of one kind, in their order. */
+export function voicesOfKind(voices: readonly Voice[], kind: VoiceKind): Voice[] {
+  return voices.filter((voice) => voiceKind(voice) === kind);
+}
+
+/** What a model of each kind needs, in one line. */
+export const MODEL_NEEDS: Record<VoiceKind, string> = {
+  prompt: "VibeVoice-1.5B: a WAV voice prompt per speaker",
+  preset: "VibeVoice-Realtime: one voice preset",
+};
+
+// ---- Scripts -----------------------------------------------------------------
 
 /** At most this many speakers in one script (the backend refuses more). */
 export const MAX_SPEAKERS = 4;
@@ -69,9 +96,11 @@ export function speakerCount(script: string): number {
 
 // ---- The form ----------------------------------------------------------------
 
-/** The generation settings as typed (text fields; empty = the default / none). */
+/** The generation settings as typed (text fields; empty = the model's default / none). */
 export interface SpeechSettingsForm {
+  /** Empty: the model's default (see `SPEECH_DEFAULTS`). */
   cfgScale: string;
+  /** Empty: the model's default. */
   steps: string;
   /** Empty: a random seed. */
   seed: string;
@@ -79,15 +108,16 @@ export interface SpeechSettingsForm {
   maxSeconds: string;
 }
 
-export const DEFAULT_CFG_SCALE = 1.3;
-export const DEFAULT_STEPS = 10;
-
-export const DEFAULT_SPEECH_SETTINGS: SpeechSettingsForm = {
-  cfgScale: String(DEFAULT_CFG_SCALE),
-  steps: String(DEFAULT_STEPS),
-  seed: "",
-  maxSeconds: "",
+/**
+ * The CFG scale and steps a model uses when `speak` leaves them out, by what
+ * it speaks in. The form sends them only when typed.
+ */
+export const SPEECH_DEFAULTS: Record<VoiceKind, { cfgScale: number; steps: number }> = {
+  prompt: { cfgScale: 1.3, steps: 10 },
+  preset: { cfgScale: 1.5, steps: 5 },
 };
+
+export const DEFAULT_SPEECH_SETTINGS: SpeechSettingsForm = { cfgScale: "", steps: "", seed: "", maxSeconds: "" };
 
 type Settings = Pick<SpeakRequest, "cfg_scale" | "steps" | "seed" | "max_seconds">;
 
@@ -98,18 +128,22 @@ function numberOf(text: string): number | null {
   return Number.isFinite(value) ? value : NaN;
 }
 
-/** The settings to send, or the first problem with what was typed. */
+/** The settings to send (only those typed), or the first problem with what was typed. */
 export function speakSettings(form: SpeechSettingsForm): { settings: Settings; problem: string | null } {
   const settings: Settings = {};
   const cfg = numberOf(form.cfgScale);
-  if (cfg === null) settings.cfg_scale = DEFAULT_CFG_SCALE;
-  else if (cfg > 0) settings.cfg_scale = cfg;
-  else return { settings, problem: "CFG scale must be a number above 0." };
+  if (cfg !== null) {
+    if (!(cfg > 0)) return { settings, problem: "CFG scale must be a number above 0 (or empty for the default)." };
+    settings.cfg_scale = cfg;
+  }
 
   const steps = numberOf(form.steps);
-  if (steps === null) settings.steps = DEFAULT_STEPS;
-  else if (Number.isInteger(steps) && steps >= 1) settings.steps = steps;
-  else return { settings, problem: "Steps must be a whole number of at least 1." };
+  if (steps !== null) {
+    if (!Number.isInteger(steps) || steps < 1) {
+      return { settings, problem: "Steps must be a whole number of at least 1 (or empty for the default)." };
+    }
+    settings.steps = steps;
+  }
 
   const seed = numberOf(form.seed);
   if (seed !== null) {
@@ -129,10 +163,12 @@ export function speakSettings(form: SpeechSettingsForm): { settings: Settings; p
 
 export interface SpeechPlanInput {
   modelId: string | null;
+  /** What the model speaks in. */
+  kind: VoiceKind;
   script: string;
-  /** The voice chosen for each speaker slot ("" = none yet). */
+  /** The voice chosen for each speaker slot ("" = none yet); a preset model reads only the first. */
   voiceIds: readonly string[];
-  /** The voices that exist: a chosen voice that was deleted counts as none. */
+  /** The voices that exist: a chosen voice that was deleted, or is of the other kind, counts as none. */
   voices: readonly Voice[];
   settings: SpeechSettingsForm;
 }
@@ -141,24 +177,70 @@ export interface SpeechPlanInput {
 export function planSpeech(input: SpeechPlanInput): { request: SpeakRequest | null; problem: string | null } {
   const refuse = (problem: string) => ({ request: null, problem });
   if (input.modelId === null) return refuse("Choose a speech model.");
-  if (input.script.trim() === "") return refuse("Write a script to speak.");
-  const speakers = scriptSpeakers(input.script);
-  if (speakers.count > MAX_SPEAKERS) {
-    return refuse(`The script has ${speakers.count} speakers; at most ${MAX_SPEAKERS} are supported.`);
-  }
-  const known = new Set(input.voices.map((voice) => voice.id));
-  const voiceIds: string[] = [];
-  for (let slot = 0; slot < speakers.count; slot++) {
-    const id = input.voiceIds[slot] ?? "";
-    if (!known.has(id)) return refuse(`Choose a voice for Speaker ${speakers.numbers[slot]}.`);
-    voiceIds.push(id);
-  }
+  if (input.script.trim() === "")
+    return refuse(input.kind === "preset" ? "Write the text to speak." : "Write a script to speak.");
+  const voices = input.kind === "preset" ? presetVoice(input) : promptVoices(input);
+  if ("problem" in voices) return refuse(voices.problem);
   const { settings, problem } = speakSettings(input.settings);
   if (problem !== null) return refuse(problem);
   return {
-    request: { model_id: input.modelId, script: input.script, voice_ids: voiceIds, ...settings },
+    request: { model_id: input.modelId, script: input.script, voice_ids: voices.voiceIds, ...settings },
     problem: null,
   };
+}
+
+type VoiceChoice = { voiceIds: string[] } | { problem: string };
+
+/** A prompt model: the voice prompt of each speaker of the script. */
+function promptVoices(input: SpeechPlanInput): VoiceChoice {
+  const speakers = scriptSpeakers(input.script);
+  if (speakers.count > MAX_SPEAKERS) {
+    return { problem: `The script has ${speakers.count} speakers; at most ${MAX_SPEAKERS} are supported.` };
+  }
+  const usable = new Set(voicesOfKind(input.voices, "prompt").map((voice) => voice.id));
+  if (usable.size === 0) return { problem: "Add a voice first: a WAV recording of someone speaking." };
+  const voiceIds: string[] = [];
+  for (let slot = 0; slot < speakers.count; slot++) {
+    const id = input.voiceIds[slot] ?? "";
+    if (!usable.has(id)) return { problem: `Choose a voice for Speaker ${speakers.numbers[slot]}.` };
+    voiceIds.push(id);
+  }
+  return { voiceIds };
+}
+
+/** A preset model: its one voice preset. */
+function presetVoice(input: SpeechPlanInput): VoiceChoice {
+  const usable = new Set(voicesOfKind(input.voices, "preset").map((voice) => voice.id));
+  if (usable.size === 0) return { problem: "Add a voice preset first: VibeVoice-Realtime speaks in one." };
+  const id = input.voiceIds[0] ?? "";
+  return usable.has(id) ? { voiceIds: [id] } : { problem: "Choose a voice preset." };
+}
+
+// ---- Progress ----------------------------------------------------------------
+
+/** How far a `speak` stream is: audio made so far, and the piece of the script being spoken (1-based). */
+export interface SpeakProgress {
+  frames: number;
+  seconds: number;
+  piece: number;
+  pieces: number;
+}
+
+/** "Starting…", "37 frames · 4.93 s of audio", or "Piece 2 of 5 · 37 frames · 4.93 s of audio". */
+export function speakProgressText(progress: SpeakProgress): string {
+  const { frames, seconds, piece, pieces } = progress;
+  if (frames === 0) return "Starting…";
+  const made = `${frames} ${frames === 1 ? "frame" : "frames"} · ${formatSeconds(seconds)} of audio`;
+  return pieces > 1 ? `Piece ${piece} of ${pieces} · ${made}` : made;
+}
+
+/**
+ * How much of the bar to fill: the share of `maxSeconds` made when there is
+ * a limit, else the pieces done of a long script; null when unknown.
+ */
+export function speakProgressFraction(progress: SpeakProgress, maxSeconds: number | null): number | null {
+  if (maxSeconds !== null) return progress.seconds / maxSeconds;
+  return progress.pieces > 1 ? (progress.piece - 1) / progress.pieces : null;
 }
 
 // ---- Texts -------------------------------------------------------------------
@@ -195,10 +277,21 @@ export function clipEndText(end: ClipEnd): string {
   return END_LABELS[end] ?? end;
 }
 
-/** Audio length: 0.5 → "0.5 s", 4.2 → "0:04", 75.6 → "1:16" (under a second would round to "0:00"). */
-export function formatAudioDuration(seconds: number): string {
-  if (!Number.isFinite(seconds) || seconds < 0) return "—";
+/** Audio length: 0.5 → "0.5 s", 4.2 → "0:04", 75.6 → "1:16" (under a second would round to "0:00"); null → "—". */
+export function formatAudioDuration(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) return "—";
   if (seconds < 1) return `${seconds.toFixed(1)} s`;
   const total = Math.round(seconds);
   return `${Math.floor(total / 60)}:${String(total % 60).padStart(2, "0")}`;
+}
+
+/** A playing clock, whole seconds passed: 2.9 → "0:02", 75.2 → "1:15". */
+export function formatClock(seconds: number): string {
+  const total = Number.isFinite(seconds) && seconds > 0 ? Math.floor(seconds) : 0;
+  return `${Math.floor(total / 60)}:${String(total % 60).padStart(2, "0")}`;
+}
+
+/** A voice as a choice: "Alice (0:05)", or just the name of a preset. */
+export function voiceLabel(voice: Pick<Voice, "name" | "duration_s">): string {
+  return voice.duration_s === null ? voice.name : `${voice.name} (${formatAudioDuration(voice.duration_s)})`;
 }

@@ -12,8 +12,9 @@ import type {
   ModelEntry,
   ModelKind,
   Voice,
+  VoiceKind,
 } from "../api/types";
-import { DEFAULT_SPEECH_SETTINGS, type SpeechSettingsForm } from "../lib/speech";
+import { DEFAULT_SPEECH_SETTINGS, modelVoiceKind, type SpeakProgress, type SpeechSettingsForm } from "../lib/speech";
 import type { Prefs } from "./prefs";
 
 export type View = "chat" | "models" | "cluster" | "speech";
@@ -57,17 +58,17 @@ export interface SpeechForm extends SpeechSettingsForm {
   /** The speech model picked; null or a model no longer usable means the first usable one. */
   modelId: string | null;
   script: string;
-  /** The voice chosen for each speaker slot, in order of the speakers' numbers ("" = none). */
+  /**
+   * The voice chosen for each speaker slot, in order of the speakers' numbers
+   * ("" = none); a preset model's preset is the first.
+   */
   voiceIds: string[];
 }
 
-/** A `speak` stream in progress. */
-export interface SpeakState {
+/** A `speak` stream in progress: the audio made so far and the piece being spoken. */
+export interface SpeakState extends SpeakProgress {
   /** The model is loading first (null once audio is being made). */
   loading: { fraction: number; message: string } | null;
-  /** Audio made so far. */
-  frames: number;
-  seconds: number;
 }
 
 export interface AppState {
@@ -204,4 +205,11 @@ export function speechModelId(state: AppState): string | null {
   const usable = new Set(completeModels(state, "speech").map((model) => model.id));
   const candidates = [state.speechForm.modelId, state.loadedModelId, ...usable];
   return candidates.find((id): id is string => id !== null && usable.has(id)) ?? null;
+}
+
+/** What the Speech screen's model speaks in (voice prompts when there is no model yet). */
+export function speechVoiceKind(state: AppState): VoiceKind {
+  const id = speechModelId(state);
+  const model = state.models.find((entry) => entry.id === id);
+  return model ? modelVoiceKind(model) : "prompt";
 }

@@ -1,5 +1,6 @@
 // Builds the app's state and actions in one place. The UI gets the result
-// through context (components/context.ts); tests build it with a fake Api.
+// through context (components/context.ts); tests build it with a fake Api
+// (and, for speech played as it is made, a fake live player).
 
 import type { Api } from "../api/commands";
 import { Store } from "./store";
@@ -9,17 +10,18 @@ import { createModelActions } from "./models";
 import { createConversationActions } from "./conversations";
 import { createChatActions } from "./chat";
 import { createClusterActions } from "./cluster";
-import { createSpeechActions } from "./speech";
+import { createSpeechActions, type LiveSpeech } from "./speech";
 import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
 
-export function createCake(api: Api, storage: KeyValueStorage | null) {
+/** `live`: where speech plays while it is made; null: it is only heard once made. */
+export function createCake(api: Api, storage: KeyValueStorage | null, live: LiveSpeech | null = null) {
   const store = new Store<AppState>(initialState(loadPrefs(storage)));
   const notices = createNotices(store);
   const models = createModelActions(store, api, notices);
   const conversations = createConversationActions(store, api, notices, storage);
   const chat = createChatActions(store, api, notices, conversations);
   const cluster = createClusterActions(store, api, notices);
-  const speech = createSpeechActions(store, api, notices);
+  const speech = createSpeechActions(store, api, notices, live);
 
   return {
     store,

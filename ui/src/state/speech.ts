@@ -1,24 +1,44 @@
-// Speech: the stored voice prompts (list, add from a path or an upload,
-// delete), speaking a script with a cancellable progress stream, the
-// stored clips, and the audio of voices and clips (fetched once, kept for
-// a while, and reduced to waveform peaks).
+// Speech: the stored voices (prompts and presets: list, add from a path or
+// an upload, delete), speaking a script with a cancellable progress stream
+// whose audio plays as it arrives, the stored clips, and the audio of
+// voices and clips (fetched once, kept for a while, and reduced to
+// waveform peaks).
 
 import type { Api } from "../api/commands";
-import type { Clip, Voice, VoiceSource } from "../api/types";
+import type { Clip, SpeakAudioEvent, Voice, VoiceSource } from "../api/types";
 import { base64ToBytes, bytesToBase64 } from "../lib/base64";
+import { pcm16Samples } from "../lib/pcm";
 import { fileStem, planSpeech } from "../lib/speech";
 import { parseWav } from "../lib/wav";
 import { waveformPeaks, type Peak } from "../lib/waveform";
 import type { Store } from "./store";
-import { speechModelId, type AppState, type SpeechForm } from "./app-state";
+import { speechModelId, speechVoiceKind, type AppState, type SpeakState, type SpeechForm } from "./app-state";
 import type { Notices } from "./notices";
 
 export type AudioKind = "voice" | "clip";
 
+/**
+ * Where the audio of a `speak` stream plays while it is made (the UI's is
+ * components/live-audio.ts; tests pass a fake).
+ */
+export interface LiveSpeech {
+  /** A stream starts. Called within the Generate click, so audio may start (autoplay rules). */
+  begin(): void;
+  /** Play mono samples right after those before. */
+  play(samples: Float32Array<ArrayBuffer>, sampleRate: number): void;
+  /** The stream ended: what is queued plays to its end. */
+  finish(): void;
+  /** Silence at once. */
+  stop(): void;
+}
+
 /** Audio files kept in memory (the most recently used ones). */
 const AUDIO_CACHE_SIZE = 8;
 
-export function createSpeechActions(store: Store<AppState>, api: Api, notices: Notices) {
+/** A `speak` stream before its first event. */
+const STARTING: SpeakState = { loading: null, frames: 0, seconds: 0, piece: 1, pieces: 1 };
+
+export function createSpeechActions(store: Store<AppState>, api: Api, notices: Notices, live: LiveSpeech | null) {
   let speakAbort: AbortController | null = null;
   const audioCache = new Map<string, Promise<Uint8Array<ArrayBuffer>>>();
   const peaksCache = new Map<string, Peak[]>();
@@ -49,9 +69,10 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
   }
 
   /**
-   * Store a voice prompt. A refused file is reported (the backend's message
-   * names it and says why) and nothing is added; a prompt cut to the limit
-   * is added and its notice shown. Resolves with the voice, or null.
+   * Store a voice (a WAV prompt or a preset). A refused file is reported (the
+   * backend's message names it and says why) and nothing is added; a prompt
+   * cut to the limit is added and its notice shown. Resolves with the voice,
+   * or null.
    */
   async function addVoice(source: VoiceSource): Promise<Voice | null> {
     store.update((state) => ({ addingVoices: state.addingVoices + 1 }));
@@ -75,7 +96,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
 
   /** Add an uploaded file (the browser's drops and file input). */
   function addVoiceUpload(fileName: string, bytes: Uint8Array): Promise<Voice | null> {
-    return addVoice({ name: fileStem(fileName), wav_base64: bytesToBase64(bytes), file_name: fileName });
+    return addVoice({ name: fileStem(fileName), file_base64: bytesToBase64(bytes), file_name: fileName });
   }
 
   async function deleteVoice(id: string): Promise<void> {
@@ -131,6 +152,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     const form = state.speechForm;
     return planSpeech({
       modelId: speechModelId(state),
+      kind: speechVoiceKind(state),
       script: form.script,
       voiceIds: form.voiceIds,
       voices: state.voices,
@@ -139,9 +161,11 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
   }
 
   /**
-   * Speak the form's script. Progress goes to `speaking`; the new clip joins
-   * the list and becomes the latest. Resolves with it, or null when the
-   * form is not ready, the stream failed (reported) or was stopped.
+   * Speak the form's script. Progress goes to `speaking` and the audio to
+   * the live player as it arrives; the new clip joins the list and becomes
+   * the latest. Resolves with it, or null when the form is not ready, the
+   * stream failed (reported) or was stopped. Call it from the Generate click
+   * (see `LiveSpeech.begin`).
    */
   async function speak(): Promise<Clip | null> {
     const state = store.get();
@@ -153,18 +177,21 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     }
     const controller = new AbortController();
     speakAbort = controller;
-    store.update({ speaking: { loading: null, frames: 0, seconds: 0 } });
+    live?.begin();
+    const hear = liveListener();
+    store.update({ speaking: STARTING });
     try {
       const clip = await api.speak(
         request,
         (event) => {
           if (event.type === "loading") {
             const { fraction, message } = event;
-            store.update((s) => ({
-              speaking: { frames: 0, seconds: 0, ...s.speaking, loading: { fraction, message } },
-            }));
+            store.update((s) => ({ speaking: { ...(s.speaking ?? STARTING), loading: { fraction, message } } }));
+          } else if (event.type === "progress") {
+            const { frames, seconds, piece = 1, pieces = 1 } = event;
+            store.update({ speaking: { loading: null, frames, seconds, piece, pieces } });
           } else {
-            store.update({ speaking: { loading: null, frames: event.frames, seconds: event.seconds } });
+            hear(event);
           }
         },
         controller.signal,
@@ -180,13 +207,34 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
       return null;
     } finally {
       speakAbort = null;
+      live?.finish();
       store.update({ speaking: null });
     }
   }
 
-  /** Stop speaking; nothing is kept of a stopped clip. */
+  /**
+   * Hands one stream's audio chunks to the live player. A chunk that cannot
+   * be read ends live playback for the stream (reported); the clip is still made.
+   */
+  function liveListener(): (event: SpeakAudioEvent) => void {
+    let broken = false;
+    return (event) => {
+      if (live === null || broken) return;
+      try {
+        live.play(pcm16Samples(event.pcm16_base64), event.sample_rate);
+      } catch (error) {
+        broken = true;
+        live.stop();
+        const reason = error instanceof Error ? error.message : String(error);
+        notices.report(new Error(`Cannot play the speech while it is made: ${reason}`));
+      }
+    };
+  }
+
+  /** Stop speaking and silence its audio at once; nothing is kept of a stopped clip. */
   function stop(): void {
     speakAbort?.abort();
+    live?.stop();
   }
 
   /** The WAV file of a voice or clip; fetched once and kept while used recently. */

@@ -1,0 +1,141 @@
+// Speech heard while it is made: the audio chunks of a `speak` stream are
+// queued one right after another on one Web Audio AudioContext, created or
+// resumed within the Generate click (autoplay rules). When the chunks come
+// slower than they play, the next one starts a moment after now. What has
+// been heard is counted by the context's clock. Live audio and the player of
+// stored voices and clips (playback.ts) never sound together: starting one
+// stops the other. Without Web Audio nothing plays and the rest works.
+
+import type { LiveSpeech } from "../state/speech";
+import { Store } from "../state/store";
+import { player } from "./playback";
+import { useStore } from "./useStore";
+
+export interface LivePlaybackState {
+  /** A stream's audio is playing or queued (also while the next chunk is awaited). */
+  playing: boolean;
+  /** Seconds heard so far. */
+  playedSeconds: number;
+}
+
+const IDLE: LivePlaybackState = { playing: false, playedSeconds: 0 };
+
+/** How far after now a chunk starts when playback has caught up with the stream. */
+const LEAD_SECONDS = 0.1;
+/** How often the seconds heard are updated. */
+const TICK_MS = 200;
+
+/** The part of an AudioContext used here (tests pass a fake). */
+export type LiveContext = Pick<
+  AudioContext,
+  "currentTime" | "state" | "destination" | "resume" | "createBuffer" | "createBufferSource"
+>;
+
+/** A chunk on the context's timeline. */
+interface Queued {
+  source: AudioBufferSourceNode;
+  start: number;
+  end: number;
+}
+
+export class LiveAudio implements LiveSpeech {
+  readonly store = new Store<LivePlaybackState>(IDLE);
+  private context: LiveContext | null = null;
+  /** Between `begin` and `stop`: chunks are played. */
+  private open = false;
+  /** No more chunks come: the session ends when the queue has played. */
+  private finished = false;
+  /** Chunks not yet over, in order. */
+  private queue: Queued[] = [];
+  /** When the last chunk queued ends. */
+  private end = -Infinity;
+  /** Seconds of the chunks already over. */
+  private heard = 0;
+  private ticker: ReturnType<typeof setInterval> | null = null;
+
+  constructor(private readonly createContext: () => LiveContext | null = webAudioContext) {
+    player.store.subscribe(() => {
+      if (player.store.get().key !== null) this.stop(); // a voice or clip is played
+    });
+  }
+
+  begin(): void {
+    this.stop();
+    player.stop();
+    this.context ??= this.createContext();
+    if (this.context === null) return;
+    if (this.context.state === "suspended") this.context.resume().catch(() => {}); // then nothing is heard
+    this.open = true;
+  }
+
+  play(samples: Float32Array<ArrayBuffer>, sampleRate: number): void {
+    const context = this.context;
+    if (!this.open || context === null || samples.length === 0) return;
+    const buffer = context.createBuffer(1, samples.length, sampleRate);
+    buffer.copyToChannel(samples, 0);
+    const source = context.createBufferSource();
+    source.buffer = buffer;
+    source.connect(context.destination);
+    const now = context.currentTime;
+    const start = this.end >= now ? this.end : now + LEAD_SECONDS;
+    source.start(start);
+    this.end = start + samples.length / sampleRate;
+    this.queue.push({ source, start, end: this.end });
+    if (this.ticker === null) {
+      this.ticker = setInterval(() => this.tick(), TICK_MS);
+      this.store.update({ playing: true, playedSeconds: 0 });
+    }
+  }
+
+  finish(): void {
+    this.finished = true;
+    if (this.ticker === null) this.stop(); // nothing was queued
+  }
+
+  stop(): void {
+    for (const { source } of this.queue) {
+      source.stop();
+      source.disconnect();
+    }
+    this.queue = [];
+    this.end = -Infinity;
+    this.heard = 0;
+    this.open = false;
+    this.finished = false;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    this.ticker = null;
+    if (this.store.get().playing) this.store.update(IDLE);
+  }
+
+  private tick(): void {
+    const now = this.context?.currentTime ?? 0;
+    while (this.queue.length > 0 && this.queue[0].end <= now) {
+      const over = this.queue.shift()!;
+      this.heard += over.end - over.start;
+    }
+    if (this.finished && this.queue.length === 0) {
+      this.stop(); // played to its end
+      return;
+    }
+    const current = this.queue[0];
+    const playing = current !== undefined && now > current.start ? now - current.start : 0;
+    this.store.update({ playedSeconds: this.heard + playing });
+  }
+}
+
+/** A new AudioContext, or null where there is no Web Audio (or no audio device). */
+function webAudioContext(): LiveContext | null {
+  if (typeof AudioContext === "undefined") return null;
+  try {
+    return new AudioContext();
+  } catch {
+    return null;
+  }
+}
+
+export const liveAudio = new LiveAudio();
+
+/** The live player's state; re-renders the component when it changes. */
+export function useLivePlayback(): LivePlaybackState {
+  return useStore(liveAudio.store);
+}
