@@ -4,7 +4,9 @@
 // see a broken model fail to load without breaking the app, and speak:
 // drop a voice WAV on the Speech screen, generate with the tiny VibeVoice
 // checkpoint (made talkative), watch progress and the waveform, download the
-// WAV, and see a dropped non-WAV file refused with the reason; and make a
+// WAV, and see a dropped non-WAV file refused with the reason; drop a
+// VibeVoice-Realtime voice preset and hear a long script while it is made,
+// piece by piece, into one clip; and make a
 // cluster key on the Cluster screen; and a first run with an empty library
 // downloads its first model from a hub-shaped server on loopback, and the
 // Models screen searches that hub and downloads the GGUF file picked; and
@@ -418,6 +420,83 @@ test("speech: drop a voice, generate with progress and a waveform, download the 
   await page.reload();
   await page.locator('[data-testid="speech-button"]').click();
   await page.locator('[data-testid="clip-item"]').first().waitFor();
+  await page.close();
+});
+
+test("speech: a Realtime preset voice plays while it is made, and a long script comes back as one clip in pieces", async () => {
+  const model = path.resolve(here, "../fixtures/tiny/vibevoice_realtime");
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="models-button"]').click();
+  await page.locator('[data-testid="import-path"]').fill(model);
+  await page.locator('[data-testid="import-button"]').click();
+  await page.locator(`[data-testid="model-row"][data-model-id="file:${model}"]`).waitFor();
+
+  await page.locator('[data-testid="speech-button"]').click();
+  await page.locator('[data-testid="speech-view"]').waitFor();
+  await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
+  // The screen says what this model speaks in, and where presets come from.
+  assert.match(await page.locator('[data-testid="speech-model-needs"]').innerText(), /Realtime: one voice preset/);
+  assert.match(await page.locator('[data-testid="speech-preset-hint"]').innerText(), /cannot be made from a WAV/);
+
+  // A preset in Microsoft's torch.save format dropped on Voices becomes a preset voice.
+  const preset = readFileSync(path.join(model, "voice.pt"));
+  await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "davis.pt", bytes: preset, type: "" }]);
+  const item = page.locator('[data-testid="voice-item"][data-voice-kind="preset"]').first();
+  await item.waitFor();
+  await item.locator('[data-testid="voice-preset-badge"]').waitFor();
+  const slot = page.locator('[data-testid="speech-voice-slot"]').first();
+  await slot.locator('[data-testid="speech-voice-select"]').selectOption(await item.getAttribute("data-voice-id"));
+
+  // A story of 120 sentences: many pieces, and long enough in the making
+  // (about a second for this tiny model) to hear it while it is made.
+  const script = Array.from({ length: 120 }, (_, i) => `This is sentence number ${i + 1} of the story.`).join(" ");
+  await page.locator('[data-testid="speech-script"]').fill(script);
+  const settings = page.locator('[data-testid="speech-settings"]');
+  if (!(await settings.evaluate((el) => el.open))) await settings.locator("summary").click();
+  await page.locator('[data-testid="speech-seed"]').fill("3");
+  const clipsBefore = await page.locator('[data-testid="clip-item"]').count();
+  await page.locator('[data-testid="speech-generate"]').click();
+
+  // While it is made: progress by piece, and audio heard before the end.
+  const samples = [];
+  const deadline = Date.now() + 120_000;
+  while ((await page.locator('[data-testid="clip-result"]').count()) === 0 && Date.now() < deadline) {
+    const sample = await page.evaluate(() => {
+      const progress = document.querySelector('[data-testid="speech-progress"]');
+      const live = document.querySelector('[data-testid="live-playback"]');
+      return {
+        text: progress?.querySelector(".progress-detail")?.textContent ?? null,
+        percent: progress?.querySelector('[role="progressbar"]')?.getAttribute("aria-valuenow") ?? null,
+        played: live ? Number(live.getAttribute("data-played-seconds")) : null,
+      };
+    });
+    samples.push(sample);
+    await page.waitForTimeout(20);
+  }
+  const generating = samples.filter((s) => s.text !== null && s.percent !== null && Number(s.percent) < 100);
+  const heardEarly = generating.filter((s) => s.played !== null && s.played > 0.2);
+  assert.ok(heardEarly.length > 0, `audio plays before generation ends: ${JSON.stringify(samples.slice(-8))}`);
+  const pieces = generating.map((s) => /^Piece (\d+) of (\d+)/.exec(s.text)).filter(Boolean);
+  const counts = new Set(pieces.map((m) => m[2]));
+  assert.equal(counts.size, 1, `one piece count: ${[...counts]}`);
+  assert.ok(Number([...counts][0]) >= 3, `a long script makes several pieces: ${[...counts]}`);
+  assert.ok(new Set(pieces.map((m) => m[1])).size >= 2, `progress moves piece to piece: ${pieces.map((m) => m[0])}`);
+
+  // One clip holds all the pieces, and live playback goes on after it is saved.
+  const result = page.locator('[data-testid="clip-result"]');
+  await result.waitFor();
+  await page.locator('[data-testid="clip-item"]').nth(clipsBefore).waitFor();
+  assert.equal(await page.locator('[data-testid="clip-item"]').count(), clipsBefore + 1);
+  const duration = /(\d+):(\d\d)/.exec(await result.locator(".clip-result-head .muted").innerText());
+  assert.ok(Number(duration[1]) * 60 + Number(duration[2]) >= 10, `120 sentences take more than 10 s: ${duration[0]}`);
+  await page.screenshot({ path: path.join(outDir, "browser-speech-realtime.png") });
+  const live = page.locator('[data-testid="live-playback"]');
+  if ((await live.count()) > 0) {
+    await live.locator('[data-testid="live-playback-silence"]').click();
+    await live.waitFor({ state: "detached" });
+  }
   await page.close();
 });
 
