@@ -158,8 +158,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_layer_costs_something_beyond_its_products() {
+    fn a_layers_fixed_cost_is_a_plausible_figure() {
+        // Zero is possible: on a busy machine the products alone can time
+        // slower than the whole layer did a moment before.
         let overhead = layer_overhead_seconds(Duration::from_millis(40)).unwrap();
-        assert!(overhead > 0.0 && overhead < 0.05, "{overhead} s per layer");
+        assert!((0.0..0.05).contains(&overhead), "{overhead} s per layer");
     }
 }
