@@ -4,9 +4,10 @@
 //!
 //! Tensors are channels-first: `[batch, channels, time]`.
 
-use crate::models::weights::Weights;
+use crate::models::nn::linear::Linear;
+use crate::models::weights::{MatrixWeight, Weights};
 use anyhow::Result;
-use candle_core::{Tensor, D};
+use candle_core::{DType, Tensor, D};
 
 /// The cache of one convolution while streaming (empty at the start).
 pub type ConvState = Option<Tensor>;
@@ -46,8 +47,35 @@ impl CausalConv1d {
     }
 
     fn convolve(&self, padded: &Tensor) -> Result<Tensor> {
+        let channels = padded.dim(1)?;
+        if self.groups > 1 && self.groups == channels && self.stride == 1 && padded.dtype() == DType::F32 {
+            return self.depthwise(padded);
+        }
         let y = padded.conv1d(&self.weight, 0, self.stride, 1, self.groups)?;
         Ok(y.broadcast_add(&self.bias.reshape((1, (), 1))?)?)
+    }
+
+    /// A depthwise convolution (one filter per channel, stride 1), computed
+    /// directly: candle runs a grouped convolution as one convolution per
+    /// group, thousands of tiny calls for the decoder's widest stages.
+    fn depthwise(&self, padded: &Tensor) -> Result<Tensor> {
+        let (batch, channels, length) = padded.dims3()?;
+        let kernel = self.kernel;
+        let outputs = (length + 1).saturating_sub(kernel);
+        let input = padded.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let weight = self.weight.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let bias = self.bias.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+        let mut output = vec![0f32; batch * channels * outputs];
+        let rows = input.chunks_exact(length).zip(output.chunks_exact_mut(outputs.max(1)));
+        for (row, (x, y)) in rows.enumerate() {
+            let channel = row % channels;
+            let taps = &weight[channel * kernel..(channel + 1) * kernel];
+            for (t, out) in y.iter_mut().enumerate() {
+                let window = &x[t..t + kernel];
+                *out = bias[channel] + window.iter().zip(taps).map(|(a, b)| a * b).sum::<f32>();
+            }
+        }
+        Ok(Tensor::from_vec(output, (batch, channels, outputs), padded.device())?)
     }
 
     /// The whole sequence at once (output length `ceil(T / stride)`).
@@ -76,9 +104,15 @@ impl CausalConv1d {
 
 /// A causal transposed convolution (upsampling by `stride`), trimmed on the
 /// right so that `T` input frames give exactly `T · stride` samples.
+///
+/// Computed as one product and an overlap-add: each input frame times the
+/// weight gives every output channel's `kernel` taps, which land `stride`
+/// samples after the previous frame's.
 pub struct CausalConvTranspose1d {
-    weight: Tensor,
-    bias: Tensor,
+    /// The weight `[in, out, kernel]` as a projection from an input frame's
+    /// channels to `(output channel, tap)`.
+    taps: Linear,
+    bias: Vec<f32>,
     kernel: usize,
     stride: usize,
 }
@@ -92,9 +126,11 @@ impl CausalConvTranspose1d {
         kernel: usize,
         stride: usize,
     ) -> Result<Self> {
+        let weight = weights.dense(&format!("{prefix}.weight"), &[inputs, outputs, kernel])?;
+        let by_tap = weight.permute((1, 2, 0))?.contiguous()?.reshape((outputs * kernel, inputs))?;
         Ok(Self {
-            weight: weights.dense(&format!("{prefix}.weight"), &[inputs, outputs, kernel])?,
-            bias: weights.dense(&format!("{prefix}.bias"), &[outputs])?,
+            taps: Linear::from_matrix(MatrixWeight::Dense(by_tap))?,
+            bias: weights.dense(&format!("{prefix}.bias"), &[outputs])?.to_dtype(DType::F32)?.to_vec1()?,
             kernel,
             stride,
         })
@@ -102,10 +138,27 @@ impl CausalConvTranspose1d {
 
     /// Transposed convolution with the trailing `stride` samples dropped.
     fn upsample(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.conv_transpose1d(&self.weight, 0, 0, self.stride, 1, 1)?;
-        let y = y.broadcast_add(&self.bias.reshape((1, (), 1))?)?;
-        let length = y.dim(D::Minus1)?;
-        Ok(y.narrow(D::Minus1, 0, length - self.stride)?)
+        let (batch, _, frames) = x.dims3()?;
+        let (kernel, stride, outputs) = (self.kernel, self.stride, self.bias.len());
+        let taps = self.taps.forward(&x.to_dtype(DType::F32)?.transpose(1, 2)?)?;
+        let taps = taps.flatten_all()?.to_vec1::<f32>()?;
+        let length = (frames - 1) * stride + kernel;
+        let kept = length - stride;
+        let mut y = vec![0f32; batch * outputs * kept];
+        for (b, frame_taps) in taps.chunks_exact(frames * outputs * kernel).enumerate() {
+            for (channel, bias) in self.bias.iter().enumerate() {
+                let row = &mut y[(b * outputs + channel) * kept..][..kept];
+                let mut full = vec![*bias; length];
+                for frame in 0..frames {
+                    let from = &frame_taps[(frame * outputs + channel) * kernel..][..kernel];
+                    for (out, tap) in full[frame * stride..][..kernel].iter_mut().zip(from) {
+                        *out += tap;
+                    }
+                }
+                row.copy_from_slice(&full[..kept]);
+            }
+        }
+        Ok(Tensor::from_vec(y, (batch, outputs, kept), x.device())?.to_dtype(x.dtype())?)
     }
 
     /// The whole sequence at once.
@@ -113,7 +166,9 @@ impl CausalConvTranspose1d {
         self.upsample(x)
     }
 
-    /// One chunk, continuing `state` (the last `kernel − 1` input frames).
+    /// One chunk, continuing `state`: the last input frames whose outputs
+    /// overlap the next frame's (`ceil(kernel / stride) − 1` of them; older
+    /// ones reach no output still to come).
     pub fn forward_stream(&self, x: &Tensor, state: &mut ConvState) -> Result<Tensor> {
         let new_frames = x.dim(D::Minus1)?;
         let (input, had_past) = match state.take() {
@@ -121,7 +176,7 @@ impl CausalConvTranspose1d {
             None => (x.clone(), false),
         };
         let total = input.dim(D::Minus1)?;
-        let keep = (self.kernel - 1).min(total);
+        let keep = (self.kernel.div_ceil(self.stride) - 1).min(total);
         *state = Some(input.narrow(D::Minus1, total - keep, keep)?);
         let y = self.upsample(&input)?;
         if !had_past {

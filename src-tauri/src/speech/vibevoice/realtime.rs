@@ -268,12 +268,19 @@ impl VibeVoiceRealtime {
         Ok(())
     }
 
-    /// Reads a frame's latent back (marked as speech) into both upper branches.
+    /// Reads a frame's latent back (marked as speech) into both upper
+    /// branches at once: one row per branch through the upper stack, so
+    /// its weights are read once for the two (each row attends to its own
+    /// branch's cache).
     fn read_frame(&self, latent: &Tensor, branches: &mut Branches) -> Result<()> {
         let embedded = self.acoustic_connector.forward(&latent.unsqueeze(0)?)?;
         let marked = embedded.broadcast_add(&self.input_types.get(0)?)?;
-        branches.speech_last = self.speech_step(&marked, &mut branches.speech)?;
-        branches.negative_last = self.speech_step(&marked, &mut branches.negative)?;
+        let rows = Tensor::cat(&[&marked, &marked], 1)?;
+        let out =
+            self.speech_stack.forward_layers_streams(&rows, &mut [&mut branches.speech, &mut branches.negative])?;
+        let normed = self.speech_norm.forward(&out.squeeze(0)?)?;
+        branches.speech_last = normed.narrow(0, 0, 1)?;
+        branches.negative_last = normed.narrow(0, 1, 1)?;
         Ok(())
     }
 
