@@ -1,6 +1,6 @@
 // Tests for the live player of speech against a fake AudioContext whose
 // clock the test moves: chunks queued back to back (or a moment after now
-// when playback caught up), the seconds heard, playing out after the
+// when playback caught up, after a refill that grows at each stop), the seconds heard, playing out after the
 // stream ends, stopping at once, and never sounding with the clip player.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -83,6 +83,43 @@ describe("live audio", () => {
     expect(context.sources[2].when).toBeCloseTo(3.1);
   });
 
+  it("holds audio back after the queue runs dry, a longer refill each time, so pauses are few", () => {
+    const { context, live, state } = setup();
+    live.begin();
+    live.play(chunk(0.2), 24000); // 0.1 … 0.3
+    context.currentTime = 0.5; // ran dry: hold until half a second has come
+    live.play(chunk(0.2), 24000);
+    expect(context.sources).toHaveLength(1);
+    expect(state().buffering).toBe(true);
+    context.currentTime = 0.8;
+    live.play(chunk(0.2), 24000);
+    expect(context.sources).toHaveLength(1);
+    live.play(chunk(0.2), 24000); // 0.6 s held: all three play from now, back to back
+    expect(context.sources.map((s) => s.when)).toEqual([0.1, 0.9, 1.1, 1.3].map((t) => expect.closeTo(t)));
+    expect(state().buffering).toBe(false);
+    live.play(chunk(0.2), 24000); // while it plays: straight after the others
+    expect(context.sources[4].when).toBeCloseTo(1.5);
+
+    context.currentTime = 3; // dry again: this time a second is held
+    for (let i = 0; i < 4; i++) live.play(chunk(0.2), 24000);
+    expect(context.sources).toHaveLength(5);
+    live.play(chunk(0.2), 24000);
+    expect(context.sources).toHaveLength(10);
+    expect(context.sources[5].when).toBeCloseTo(3.1);
+  });
+
+  it("plays what it held at once when the stream ends", () => {
+    const { context, live, state } = setup();
+    live.begin();
+    live.play(chunk(0.2), 24000);
+    context.currentTime = 1;
+    live.play(chunk(0.1), 24000);
+    expect(context.sources).toHaveLength(1);
+    live.finish();
+    expect(context.sources.map((s) => s.when)).toEqual([0.1, 1.1].map((t) => expect.closeTo(t)));
+    expect(state().buffering).toBe(false);
+  });
+
   it("counts the seconds heard by the context's clock, leaving out the gaps", () => {
     const { context, live, at, state } = setup();
     live.begin();
@@ -106,10 +143,10 @@ describe("live audio", () => {
     live.play(chunk(1), 24000); // 0.1 … 1.1
     live.finish();
     at(0.6);
-    expect(state()).toEqual({ playing: true, playedSeconds: expect.closeTo(0.5) });
+    expect(state()).toEqual({ playing: true, playedSeconds: expect.closeTo(0.5), buffering: false });
     expect(context.sources[0].stopped).toBe(false);
     at(1.2);
-    expect(state()).toEqual({ playing: false, playedSeconds: 0 });
+    expect(state()).toEqual({ playing: false, playedSeconds: 0, buffering: false });
   });
 
   it("is done at once when the stream ends without audio", () => {
@@ -127,7 +164,7 @@ describe("live audio", () => {
     at(0.5);
     live.stop();
     expect(context.sources.map((s) => s.stopped)).toEqual([true, true]);
-    expect(state()).toEqual({ playing: false, playedSeconds: 0 });
+    expect(state()).toEqual({ playing: false, playedSeconds: 0, buffering: false });
 
     live.play(chunk(1), 24000);
     expect(context.sources).toHaveLength(2);

@@ -1,5 +1,6 @@
-// While speech is heard as it is made: how much has played, and a way to
-// silence it (generation goes on). Gone once the audio has played out.
+// While speech is heard as it is made: how much has played, whether it waits
+// for more (speech made slower than it plays), and a way to silence it
+// (generation goes on). Gone once the audio has played out.
 
 import { formatClock } from "../lib/speech";
 import { liveAudio, useLivePlayback } from "./live-audio";
@@ -12,9 +13,12 @@ export function LivePlayback() {
       class="live-playback muted small"
       data-testid="live-playback"
       data-played-seconds={live.playedSeconds.toFixed(2)}
+      data-buffering={live.buffering}
     >
       <span class="live-dot" aria-hidden="true" />
-      <span>Playing as it is made · {formatClock(live.playedSeconds)}</span>
+      <span>
+        {live.buffering ? "Waiting for more speech" : "Playing as it is made"} · {formatClock(live.playedSeconds)}
+      </span>
       <button
         type="button"
         class="link-button small"

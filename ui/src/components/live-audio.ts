@@ -1,8 +1,10 @@
 // Speech heard while it is made: the audio chunks of a `speak` stream are
 // queued one right after another on one Web Audio AudioContext, created or
 // resumed within the Generate click (autoplay rules). When the chunks come
-// slower than they play, the next one starts a moment after now. What has
-// been heard is counted by the context's clock. Live audio and the player of
+// slower than they play and the queue runs dry, the next ones are held until
+// a refill of audio has come (half a second, doubling at each stop up to
+// four), so a slow machine pauses a few times, longer each time, instead of
+// after every frame. What has been heard is counted by the context's clock. Live audio and the player of
 // stored voices and clips (playback.ts) never sound together: starting one
 // stops the other. Without Web Audio nothing plays and the rest works.
 
@@ -16,12 +18,17 @@ export interface LivePlaybackState {
   playing: boolean;
   /** Seconds heard so far. */
   playedSeconds: number;
+  /** Playback ran dry and waits for a refill of audio. */
+  buffering: boolean;
 }
 
-const IDLE: LivePlaybackState = { playing: false, playedSeconds: 0 };
+const IDLE: LivePlaybackState = { playing: false, playedSeconds: 0, buffering: false };
 
 /** How far after now a chunk starts when playback has caught up with the stream. */
 const LEAD_SECONDS = 0.1;
+/** Audio held back after the first time the queue runs dry; doubles at each later time. */
+const FIRST_REFILL_SECONDS = 0.5;
+const MAX_REFILL_SECONDS = 4;
 /** How often the seconds heard are updated. */
 const TICK_MS = 200;
 
@@ -51,6 +58,11 @@ export class LiveAudio implements LiveSpeech {
   private end = -Infinity;
   /** Seconds of the chunks already over. */
   private heard = 0;
+  /** Chunks held back while the queue refills, and their seconds. */
+  private held: { samples: Float32Array<ArrayBuffer>; sampleRate: number }[] = [];
+  private heldSeconds = 0;
+  /** How much to hold back the next time the queue runs dry. */
+  private refill = FIRST_REFILL_SECONDS;
   private ticker: ReturnType<typeof setInterval> | null = null;
 
   constructor(private readonly createContext: () => LiveContext | null = webAudioContext) {
@@ -71,6 +83,33 @@ export class LiveAudio implements LiveSpeech {
   play(samples: Float32Array<ArrayBuffer>, sampleRate: number): void {
     const context = this.context;
     if (!this.open || context === null || samples.length === 0) return;
+    const ranDry = this.end !== -Infinity && this.end < context.currentTime;
+    if (ranDry || this.held.length > 0) {
+      this.held.push({ samples, sampleRate });
+      this.heldSeconds += samples.length / sampleRate;
+      if (this.heldSeconds >= this.refill) {
+        this.refill = Math.min(this.refill * 2, MAX_REFILL_SECONDS);
+        this.release();
+      } else if (!this.store.get().buffering) {
+        this.store.update({ buffering: true });
+      }
+      return;
+    }
+    this.schedule(context, samples, sampleRate);
+  }
+
+  /** Queues the chunks held back. */
+  private release(): void {
+    const held = this.held;
+    this.held = [];
+    this.heldSeconds = 0;
+    for (const { samples, sampleRate } of held) {
+      if (this.context !== null) this.schedule(this.context, samples, sampleRate);
+    }
+    if (this.store.get().buffering) this.store.update({ buffering: false });
+  }
+
+  private schedule(context: LiveContext, samples: Float32Array<ArrayBuffer>, sampleRate: number): void {
     const buffer = context.createBuffer(1, samples.length, sampleRate);
     buffer.copyToChannel(samples, 0);
     const source = context.createBufferSource();
@@ -88,6 +127,7 @@ export class LiveAudio implements LiveSpeech {
   }
 
   finish(): void {
+    if (this.held.length > 0) this.release(); // nothing more comes: no reason to wait
     this.finished = true;
     if (this.ticker === null) this.stop(); // nothing was queued
   }
@@ -100,6 +140,9 @@ export class LiveAudio implements LiveSpeech {
     this.queue = [];
     this.end = -Infinity;
     this.heard = 0;
+    this.held = [];
+    this.heldSeconds = 0;
+    this.refill = FIRST_REFILL_SECONDS;
     this.open = false;
     this.finished = false;
     if (this.ticker !== null) clearInterval(this.ticker);
