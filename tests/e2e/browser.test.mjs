@@ -349,12 +349,8 @@ async function dropFiles(page, selector, files) {
   }
 }
 
-test("speech: drop a voice, generate with progress and a waveform, download the WAV", async () => {
-  const model = path.join(workDir, "talkative-vibevoice");
-  execFileSync("python3", [path.join(here, "../fixtures/make_talkative_vibevoice.py"), model]);
-  const page = await browser.newPage({ acceptDownloads: true });
-  page.setDefaultTimeout(60_000);
-  await openApp(page);
+/** Imports the speech model folder `model` on the Models screen and picks it on the Speech screen. */
+async function openSpeechWith(page, model) {
   await page.locator('[data-testid="models-button"]').click();
   await page.locator('[data-testid="import-path"]').fill(model);
   await page.locator('[data-testid="import-button"]').click();
@@ -363,6 +359,15 @@ test("speech: drop a voice, generate with progress and a waveform, download the 
   await page.locator('[data-testid="speech-button"]').click();
   await page.locator('[data-testid="speech-view"]').waitFor();
   await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
+}
+
+test("speech: drop a voice, generate with progress and a waveform, download the WAV", async () => {
+  const model = path.join(workDir, "talkative-vibevoice");
+  execFileSync("python3", [path.join(here, "../fixtures/make_talkative_vibevoice.py"), model]);
+  const page = await browser.newPage({ acceptDownloads: true });
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await openSpeechWith(page, model);
 
   // A file that is not audio is refused with its name and the reason; nothing is added.
   await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "notes.wav", bytes: Buffer.from("not audio at all"), type: "audio/wav" }]);
@@ -428,14 +433,7 @@ test("speech: a Realtime preset voice plays while it is made, and a long script 
   const page = await browser.newPage();
   page.setDefaultTimeout(60_000);
   await openApp(page);
-  await page.locator('[data-testid="models-button"]').click();
-  await page.locator('[data-testid="import-path"]').fill(model);
-  await page.locator('[data-testid="import-button"]').click();
-  await page.locator(`[data-testid="model-row"][data-model-id="file:${model}"]`).waitFor();
-
-  await page.locator('[data-testid="speech-button"]').click();
-  await page.locator('[data-testid="speech-view"]').waitFor();
-  await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
+  await openSpeechWith(page, model);
   // The screen says what this model speaks in, and where presets come from.
   assert.match(await page.locator('[data-testid="speech-model-needs"]').innerText(), /Realtime: one voice preset/);
   assert.match(await page.locator('[data-testid="speech-preset-hint"]').innerText(), /cannot be made from a WAV/);
