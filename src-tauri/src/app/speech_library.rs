@@ -79,6 +79,13 @@ fn error_without_path(error: &anyhow::Error, path: &Path) -> String {
     format!("{error:#}").replace(&format!("{}: ", path.display()), "")
 }
 
+/// Whether a file starting with `head` is a voice preset rather than a
+/// WAV: a zip (`torch.save`) or a safetensors header (a little-endian
+/// length, then `{`).
+fn is_preset(head: &[u8]) -> bool {
+    !head.starts_with(b"RIFF") && (head.starts_with(b"PK") || (head.len() > 8 && head[8] == b'{'))
+}
+
 fn new_id() -> String {
     format!("{:x}{:08x}", chrono::Utc::now().timestamp_millis(), rand::random::<u32>())
 }
@@ -132,12 +139,11 @@ impl Shelf {
     }
 
     fn delete(&self, id: &str) -> Result<()> {
-        let (wav_path, json_path) = self.paths(id)?;
+        let (_, json_path) = self.paths(id)?;
         if !json_path.exists() {
             bail!("no item `{id}`");
         }
         std::fs::remove_file(&json_path).with_context(|| format!("cannot delete {}", json_path.display()))?;
-        let _ = std::fs::remove_file(wav_path);
         for extension in DATA_EXTENSIONS {
             let _ = std::fs::remove_file(self.data_path(id, extension)?);
         }
@@ -166,7 +172,7 @@ impl SpeechLibrary {
     /// Like [`Self::add_voice`] for uploaded bytes (`file_name` names them
     /// in errors), which may also be a voice preset (see [`Self::add_preset`]).
     pub fn add_voice_bytes(&self, name: &str, file_name: &str, bytes: &[u8]) -> Result<Voice> {
-        if bytes.starts_with(b"RIFF") || !self.looks_like_preset(bytes) {
+        if !is_preset(bytes) {
             return self.keep_voice(name, VoicePrompt::from_wav_bytes(bytes, file_name)?);
         }
         // Read through a file of its own until checked, then removed.
@@ -177,12 +183,6 @@ impl SpeechLibrary {
         added
     }
 
-    /// Whether `bytes` start as a preset file does: a zip (`torch.save`) or
-    /// a safetensors header (a little-endian length, then `{`).
-    fn looks_like_preset(&self, bytes: &[u8]) -> bool {
-        bytes.starts_with(b"PK") || (bytes.len() > 8 && bytes[8] == b'{')
-    }
-
     /// Reads a WAV file or a voice preset at `path` (its kind told by its
     /// first bytes) and keeps it as voice `name`.
     pub fn add_voice_file(&self, name: &str, path: &Path) -> Result<Voice> {
@@ -190,7 +190,7 @@ impl SpeechLibrary {
         let read = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
             .with_context(|| format!("cannot read {}", path.display()))?;
-        if head[..read].starts_with(b"RIFF") || !self.looks_like_preset(&head[..read]) {
+        if !is_preset(&head[..read]) {
             return self.add_voice(name, path);
         }
         self.add_preset(name, path, &path.display().to_string())

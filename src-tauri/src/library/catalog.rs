@@ -449,16 +449,12 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     let mut quantization = None;
     let mut refusal = None;
     let architecture = if let Some(variant) = speech {
-        let usable = match variant {
-            Variant::Standard => VibeVoiceConfig::parse(&text).map(drop),
-            Variant::Realtime => RealtimeConfig::parse(&text).map(drop),
+        let (usable, architecture) = match variant {
+            Variant::Standard => (VibeVoiceConfig::parse(&text).map(drop), "vibevoice"),
+            Variant::Realtime => (RealtimeConfig::parse(&text).map(drop), "vibevoice_streaming"),
         };
         usable.with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
-        match variant {
-            Variant::Standard => "vibevoice",
-            Variant::Realtime => "vibevoice_streaming",
-        }
-        .to_string()
+        architecture.to_string()
     } else {
         let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text)
             .with_context(|| format!("{}: invalid config", config_path.display()))?;
