@@ -197,10 +197,13 @@ def main():
           f"prefill of {args.prompt} tokens, then {args.decode} decoded tokens")
     print(HEADER)
     for kind in filter(None, args.shapes.split(",")):
-        f16 = random_f16_model(kind, args.dir, args.model)
-        prompt = compare.text_tokens(compare.vocabulary(f16), args.prompt)
         for qtype in args.types.split(","):
-            path = quant_types.quantized(f16, qtype, args.dir)
+            path = args.dir / f"{SHAPES[kind]['name']}.{qtype}.gguf"
+            if not path.exists():
+                # The F16 file is only needed to make a quantized one (the
+                # 8B's is 16 GB: it may be deleted once they are made).
+                path = quant_types.quantized(random_f16_model(kind, args.dir, args.model), qtype, args.dir)
+            prompt = compare.text_tokens(compare.vocabulary(path), args.prompt)
             table = measure(args.cake, path, prompt, args.decode, args.threads, args.reps)
             print(row(f"{SHAPES[kind]['name']} {qtype} ({quant_types.tensor_types(path)})", table), flush=True)
     f32 = compare.make_f32_copy(args.model, args.dir)

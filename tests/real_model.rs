@@ -112,6 +112,15 @@ fn quantized_greedy_text_is_sensible() {
     assert_eq!(out["kv_cache"], "f16", "a quantized model keeps keys and values in f16, as llama.cpp does");
     let text = out["text"].as_str().unwrap();
     assert!(text.contains("Paris"), "Q4_1 continuation of 'The capital of France is': {text:?}");
+    // Q4_1 matrices are repacked; the Q8_0 head is read where it lies.
+    let kernel_of = |stored: &str| {
+        let kernels = out["kernels"].as_array().unwrap();
+        let used = kernels.iter().find(|k| k["stored"] == stored).unwrap_or_else(|| panic!("{stored}: {kernels:?}"));
+        used["kernel"].as_str().unwrap().to_string()
+    };
+    let (q4_1, q8_0) = (kernel_of("Q4_1"), kernel_of("Q8_0"));
+    assert!(q4_1.starts_with("cake ") && !q4_1.ends_with("in place"), "{q4_1}");
+    assert_eq!(q8_0, format!("{q4_1} in place"));
 }
 
 #[test]
@@ -412,7 +421,7 @@ fn tiles_mapped_from_the_cache_score_text_as_a_fresh_repack_does() {
     assert_eq!(tiles(), 0, "the cache is off");
     assert_eq!(scores("on"), repacked, "first load, writing the tiles");
     let written = tiles();
-    assert!(written >= 200, "the default model's 211 quantized matrices are cached: {written}");
+    assert_eq!(written, 210, "the default model's 210 Q4_1 matrices are cached, its Q8_0 head is read in place");
     assert_eq!(scores("on"), repacked, "second load, mapping the tiles");
     assert_eq!(tiles(), written);
 }

@@ -13,6 +13,8 @@
 //! `prefill_attention_turn` a later chat turn's 22 new rows over 768.
 //! `dense_f16` multiplies 64 activation rows by an f16 matrix of a 1B
 //! model's MLP (2048 → 8192), as a prompt does on F16 files.
+//! `q8_in_place` runs 8 layers of a 1B model's Q8_0 MLP products repacked
+//! and read in place, for 1 and 64 activation rows.
 
 use cake_kernels::activations::QuantizedActivations;
 use cake_kernels::attention::{decode_attention, prefill_attention, CachedKv};
@@ -126,6 +128,50 @@ fn random_matrix(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> Pac
         }
     }
     PackedMatrix::from_ggml(format, &data, rows, cols).unwrap()
+}
+
+/// Random Q8_0 bytes for `random_matrix`, as the file holds them.
+fn random_q8_bytes(rows: usize, cols: usize, seed: u32) -> Vec<u8> {
+    let format = GgmlFormat::Q8_0;
+    let bytes = values(rows * cols / format.block_values() * format.block_bytes(), seed);
+    let mut data: Vec<u8> = bytes.iter().map(|v| ((v + 1.0) * 127.5) as u8).collect();
+    for block in data.chunks_exact_mut(format.block_bytes()) {
+        block[..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+    }
+    data
+}
+
+/// The MLPs of 8 layers of a 1B model in Q8_0 (gate, up: 8192 × 2048;
+/// down: 2048 × 8192; 428 MB in all, far more than the caches hold, as a
+/// decode step reads), `tokens` activation rows, on 2 threads: the
+/// matrices repacked into tiles, or read where they lie.
+#[divan::bench(consts = [1, 64], args = ["tiles", "in place"], sample_count = 10)]
+fn q8_in_place<const TOKENS: usize>(bencher: Bencher, form: &str) {
+    let (hidden, ffn) = (2048, 8192);
+    let shapes = [(ffn, hidden), (ffn, hidden), (hidden, ffn)];
+    let layers: Vec<Vec<PackedMatrix>> = (0..8u32)
+        .map(|layer| {
+            let one = |i: u32, (rows, cols): (usize, usize)| {
+                let bytes = random_q8_bytes(rows, cols, layer * 3 + i + 1);
+                match form {
+                    "tiles" => PackedMatrix::from_ggml(GgmlFormat::Q8_0, &bytes, rows, cols).unwrap(),
+                    _ => PackedMatrix::in_place(GgmlFormat::Q8_0, std::sync::Arc::new(bytes), 0, rows, cols).unwrap(),
+                }
+            };
+            shapes.iter().zip(0..).map(|(&shape, i)| one(i, shape)).collect()
+        })
+        .collect();
+    let (mut narrow, mut wide) = (QuantizedActivations::default(), QuantizedActivations::default());
+    narrow.quantize(&values(TOKENS * hidden, 3), TOKENS, hidden);
+    wide.quantize(&values(TOKENS * ffn, 4), TOKENS, ffn);
+    let mut out = vec![0f32; TOKENS * 2 * ffn];
+    let (level, pool) = (Level::detected(), Pool::new(2));
+    bencher.bench_local(|| {
+        for mlp in &layers {
+            matmul_quantized_stacked(&[&mlp[0], &mlp[1]], &narrow, &mut out, level, &pool);
+            matmul_quantized(&mlp[2], &wide, &mut out[..TOKENS * hidden], level, &pool);
+        }
+    });
 }
 
 fn format_names() -> Vec<&'static str> {

@@ -2,7 +2,7 @@
 
 use super::activations::QuantizedActivations;
 use super::cpu::Level;
-use super::packed::{PackedMatrix, Tiles, TILE_ROWS};
+use super::packed::{GgmlRows, PackedMatrix, TileQ8, Tiles, TILE_ROWS};
 use super::{plain, pool};
 use std::cell::RefCell;
 use std::ops::Range;
@@ -27,6 +27,19 @@ impl Output {
         let n = TILE_ROWS.min(self.rows - first);
         // SAFETY: in bounds (checked above); no other thread writes these.
         unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.values.add(t * self.stride + first), n) }
+    }
+
+    /// The part of the output past its first `g` row groups: group `g` is its group 0.
+    fn past_groups(&self, g: usize) -> Output {
+        let first = g * TILE_ROWS;
+        assert!(first < self.rows, "row group {g} outside the output");
+        // SAFETY: `first < rows`, inside each token's part of the output.
+        Output {
+            values: unsafe { self.values.add(first) },
+            stride: self.stride,
+            rows: self.rows - first,
+            tokens: self.tokens,
+        }
     }
 }
 
@@ -102,6 +115,9 @@ pub fn matmul_quantized_stacked(
 }
 
 fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivations, out: &Output, level: Level) {
+    if let Tiles::Q8InPlace(ggml) = &w.tiles {
+        return in_place_q8(ggml, groups, acts, out, level);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         use super::{x86_avx2 as avx2, x86_avx512 as avx512};
@@ -143,7 +159,67 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
         Tiles::Iq4Xs(t) => plain::iq4_xs(t.group(), groups, acts, out),
         Tiles::Q3K(t) => plain::q3k(t.group(), groups, acts, out),
         Tiles::Q2K(t) => plain::q2k(t.group(), groups, acts, out),
+        Tiles::Q8InPlace(_) => unreachable!("handled above"),
     }
+}
+
+/// Row groups of a Q8_0 matrix read in place. For a few activation rows
+/// (decode), each block's tile is made in registers as it is multiplied;
+/// for more, each group's tiles once into a buffer of the thread's, which
+/// the tile kernel then reads for every row. A short last group goes the
+/// buffer's way.
+fn in_place_q8(ggml: &GgmlRows, groups: Range<usize>, acts: &QuantizedActivations, out: &Output, level: Level) {
+    thread_local! {
+        static TILES: RefCell<Vec<TileQ8>> = const { RefCell::new(Vec::new()) };
+    }
+    let blocks = acts.blocks_per_row();
+    for g in groups {
+        let out = out.past_groups(g);
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(group), true) = (ggml.full_group(g), acts.rows <= IN_REGISTERS_UP_TO) {
+            use super::{x86_avx2 as avx2, x86_avx512 as avx512};
+            let group = |_| group;
+            // SAFETY: `Level` is only this high when the CPU has the instructions.
+            match level {
+                Level::Avx512Vnni => {
+                    unsafe { avx512::q8_in_place(group, 0..1, acts, &out) };
+                    continue;
+                }
+                Level::Avx2 => {
+                    unsafe { avx2::q8_in_place(group, 0..1, acts, &out) };
+                    continue;
+                }
+                Level::Plain => {}
+            }
+        }
+        TILES.with(|cell| {
+            let mut buffer = cell.borrow_mut();
+            if buffer.len() < blocks {
+                buffer.resize(blocks, TileQ8::ZERO);
+            }
+            let tiles = &mut buffer[..blocks];
+            ggml.fill_group(g, tiles, level >= Level::Avx2);
+            q8_tiles(tiles, acts, &out, level);
+        });
+    }
+}
+
+/// Activation rows up to which [`in_place_q8`] makes tiles in registers.
+const IN_REGISTERS_UP_TO: usize = 4;
+
+/// Row group 0 of Q8_0 `tiles` at `level`.
+fn q8_tiles(tiles: &[TileQ8], acts: &QuantizedActivations, out: &Output, level: Level) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::{x86_avx2 as avx2, x86_avx512 as avx512};
+        // SAFETY: `Level` is only this high when the CPU has the instructions.
+        match level {
+            Level::Avx512Vnni => return unsafe { avx512::q8(tiles, 0..1, acts, out) },
+            Level::Avx2 => return unsafe { avx2::q8(tiles, 0..1, acts, out) },
+            Level::Plain => {}
+        }
+    }
+    plain::q8(tiles, 0..1, acts, out)
 }
 
 #[cfg(test)]
@@ -205,6 +281,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A Q8_0 matrix read where it lies multiplies and dequantizes as its
+    /// repacked tiles do, to the bit, at every level, with few activation
+    /// rows (tiles made in registers) and many (in a buffer); one that does
+    /// not lie in its buffer is refused.
+    #[test]
+    fn q8_read_in_place_equals_its_repacked_tiles() {
+        use std::sync::Arc;
+        let pools = [pool::Pool::new(1), pool::Pool::new(3)];
+        let q8 = GgmlFormat::Q8_0;
+        for (rows, blocks, m) in [(16, 1, 1), (1, 2, 3), (37, 3, 5), (70, 18, 2), (33, 5, 9), (48, 7, 4), (64, 4, 1)] {
+            let cols = blocks * 32;
+            let (bytes, _) = random_ggml(q8, rows, cols, (rows * cols + 1) as u64);
+            let tiles = PackedMatrix::from_ggml(q8, &bytes, rows, cols).unwrap();
+            // After a few odd bytes, as a tensor lies in its file.
+            let mut file = vec![7u8; 101];
+            file.extend_from_slice(&bytes);
+            let file: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(file);
+            let in_place = PackedMatrix::in_place(q8, file.clone(), 101, rows, cols).unwrap();
+            assert!(in_place.is_in_place() && !tiles.is_in_place());
+            assert_eq!(in_place.dequantize(), tiles.dequantize(), "{rows}×{cols}");
+            assert!(PackedMatrix::in_place(q8, file.clone(), 102, rows, cols).is_err(), "past the end");
+            let x = random_activations(m, cols, (rows * m) as u32);
+            let mut acts = QuantizedActivations::default();
+            acts.quantize(&x, m, cols);
+            for level in Level::all_supported() {
+                for pool in &pools {
+                    let mut expected = vec![f32::NAN; m * rows];
+                    matmul_quantized(&tiles, &acts, &mut expected, level, pool);
+                    let mut got = vec![f32::NAN; m * rows];
+                    matmul_quantized(&in_place, &acts, &mut got, level, pool);
+                    assert_eq!(got, expected, "{rows}×{cols}, {m} rows, {level:?}, {} threads", pool.threads());
+                }
+            }
+        }
+        let (bytes, _) = random_ggml(GgmlFormat::Q4_0, 16, 32, 1);
+        assert!(PackedMatrix::in_place(GgmlFormat::Q4_0, Arc::new(bytes), 0, 16, 32).is_err(), "Q4_0 is repacked");
     }
 
     /// A row's product does not depend on the other rows it is multiplied with.

@@ -40,8 +40,11 @@ use anyhow::{ensure, Context, Result};
 use half::f16;
 use std::sync::Arc;
 
+mod in_place;
 mod iq4;
 mod low_k;
+pub use in_place::GgmlRows;
+pub(crate) use in_place::Q8Group;
 pub(crate) use iq4::iq4_value;
 pub use iq4::{TileIq4Nl, TileIq4Xs};
 pub(crate) use low_k::q3k_value;
@@ -80,6 +83,10 @@ pub struct TileQ5 {
 pub struct TileQ8 {
     pub d: [f16; TILE_ROWS],
     pub qs: [[i8; 64]; 8],
+}
+
+impl TileQ8 {
+    pub const ZERO: Self = Self { d: [f16::ZERO; TILE_ROWS], qs: [[0; 64]; 8] };
 }
 
 /// One sub-block of Q4_K for 16 rows: `value = d · scale · q − dmin · min`,
@@ -171,6 +178,8 @@ pub enum Tiles {
     Iq4Xs(KTiles<TileIq4Xs>),
     Q3K(KTiles<TileQ3K>),
     Q2K(KTiles<TileQ2K>),
+    /// Q8_0 blocks where they lie, made into tiles as they are multiplied.
+    Q8InPlace(GgmlRows),
 }
 
 /// A quantized `rows × cols` matrix in tiles.
@@ -200,6 +209,32 @@ impl PackedMatrix {
             GgmlFormat::Q2_K => Tiles::Q2K(fill_k_tiles(&source, low_k::fill_q2k)),
         };
         Ok(Self { rows, cols, format, tiles })
+    }
+
+    /// Whether matrices of `format` are read where they lie
+    /// ([`PackedMatrix::in_place`]) rather than repacked: Q8_0, whose tiles
+    /// are its blocks' bytes rearranged, cheap to make as they are used.
+    pub fn reads_in_place(format: GgmlFormat) -> bool {
+        format == GgmlFormat::Q8_0
+    }
+
+    /// The GGML `rows × cols` matrix of `format` at byte `start` of `owner`
+    /// (a mapped file, say), read there from now on, for a format that
+    /// [`PackedMatrix::reads_in_place`].
+    pub fn in_place(
+        format: GgmlFormat,
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        ensure!(Self::reads_in_place(format), "{format:?} matrices are repacked, not read in place");
+        Ok(Self { rows, cols, format, tiles: Tiles::Q8InPlace(GgmlRows::new(owner, start, rows, cols)?) })
+    }
+
+    /// Whether the weights are read where they lie in the file.
+    pub fn is_in_place(&self) -> bool {
+        matches!(self.tiles, Tiles::Q8InPlace(_))
     }
 
     /// Repacks a GGML matrix as [`PackedMatrix::from_ggml`] does, without
@@ -245,7 +280,7 @@ impl PackedMatrix {
 
     /// The matrix as stored, in two parts: its tiles, and (K-quants) its
     /// super-block scales, else nothing. [`PackedMatrix::from_file`] reads
-    /// them back.
+    /// them back. (A matrix read in place: its GGML bytes, and nothing.)
     pub fn parts(&self) -> [&[u8]; 2] {
         fn k<T: Zeroed>(t: &KTiles<T>) -> [&[u8]; 2] {
             [t.tiles.as_bytes(), t.supers.as_bytes()]
@@ -261,6 +296,7 @@ impl PackedMatrix {
             Tiles::Iq4Xs(t) => k(t),
             Tiles::Q3K(t) => k(t),
             Tiles::Q2K(t) => k(t),
+            Tiles::Q8InPlace(rows) => [rows.bytes(), &[]],
         }
     }
 
@@ -314,6 +350,16 @@ impl PackedMatrix {
         assert!(row < self.rows && out.len() == self.cols, "row {row} of {} × {}", self.rows, self.cols);
         let (g, r) = (row / TILE_ROWS, row % TILE_ROWS);
         let blocks = self.blocks_per_row();
+        if let Tiles::Q8InPlace(ggml) = &self.tiles {
+            let source = Source { data: ggml.bytes(), format: self.format, rows: self.rows, blocks };
+            for (b, values) in out.chunks_exact_mut(BLOCK).enumerate() {
+                let (d, q) = blocks::q8_0_block(source.block(row, b));
+                for (value, q) in values.iter_mut().zip(q) {
+                    *value = d.to_f32() * q as f32;
+                }
+            }
+            return;
+        }
         for (b, values) in out.chunks_exact_mut(BLOCK).enumerate() {
             let at = g * blocks + b;
             let s = at / TILES_PER_SUPER;
@@ -354,6 +400,7 @@ impl PackedMatrix {
                 Tiles::Iq4Xs(k) => iq4::iq4_xs_values(&k.tiles[at], &k.supers[s], r, values),
                 Tiles::Q3K(k) => low_k::q3k_values(&k.tiles[at], &k.supers[s], r, values),
                 Tiles::Q2K(k) => low_k::q2k_values(&k.tiles[at], &k.supers[s], r, values),
+                Tiles::Q8InPlace(_) => unreachable!("handled above"),
             }
         }
     }

@@ -8,8 +8,8 @@ use super::activations::{QuantizedActivations, BLOCK};
 use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
-    KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER,
-    TILE_ROWS,
+    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
+    TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -464,6 +464,78 @@ impl SignedTile for TileIq4Nl {
     }
 }
 
+/// A Q8_0 block of 16 rows where it lies, each half made into a tile's
+/// as it is read.
+struct Q8Block<'a> {
+    group: Q8Group<'a>,
+    b: usize,
+    d: [half::f16; TILE_ROWS],
+}
+
+impl SignedTile for Q8Block<'_> {
+    #[inline(always)]
+    unsafe fn signed_weights(&self, h: usize) -> Weights {
+        self.group.half_words(self.b, h)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl<T: SignedTile> SignedTile for &T {
+    #[inline(always)]
+    unsafe fn signed_weights(&self, h: usize) -> Weights {
+        (**self).signed_weights(h)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        (**self).d()
+    }
+}
+
+/// The blocks of a row group, as [`signed_tokens`] reads them: stored
+/// tiles, or Q8_0 blocks where they lie.
+trait SignedRow: Copy {
+    type Tile: SignedTile;
+    fn blocks(&self) -> usize;
+    /// Block `b` (< `blocks()`).
+    unsafe fn tile(&self, b: usize) -> Self::Tile;
+}
+
+impl<'a, T: SignedTile> SignedRow for &'a [T] {
+    type Tile = &'a T;
+    fn blocks(&self) -> usize {
+        self.len()
+    }
+    #[inline(always)]
+    unsafe fn tile(&self, b: usize) -> &'a T {
+        self.get_unchecked(b)
+    }
+}
+
+impl<'a> SignedRow for Q8Group<'a> {
+    type Tile = Q8Block<'a>;
+    fn blocks(&self) -> usize {
+        Q8Group::blocks(self)
+    }
+    #[inline(always)]
+    unsafe fn tile(&self, b: usize) -> Q8Block<'a> {
+        self.prefetch_next(b);
+        Q8Block { group: *self, b, d: self.scales(b) }
+    }
+}
+
+/// [`q8`] for full row groups of a Q8_0 matrix read where it lies, each
+/// block's tile made in registers as it is multiplied.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8_in_place<'a>(
+    group: impl Fn(usize) -> Q8Group<'a>,
+    groups: Range<usize>,
+    acts: &QuantizedActivations,
+    out: &Output,
+) {
+    over_tokens!(groups group, signed_tokens, groups, acts, out, max TOKENS, rest [1])
+}
+
 /// IQ4 codes (bytes < 16) replaced by their signed values: one `vpshufb`
 /// per vector, the table repeated in both 128-bit lanes.
 #[inline(always)]
@@ -504,15 +576,16 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn signed_tokens<const N: usize>(
-    tiles: &[impl SignedTile],
+    row: impl SignedRow,
     acts: &QuantizedActivations,
     t0: usize,
     g: usize,
     out: &Output,
 ) {
-    let blocks = tiles.len();
+    let blocks = row.blocks();
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
-    for (b, tile) in tiles.iter().enumerate() {
+    for b in 0..blocks {
+        let tile = row.tile(b);
         for h in 0..2 {
             let w = tile.signed_weights(h);
             let d = f16_floats(&tile.d()[HALF * h..]);

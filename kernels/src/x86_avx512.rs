@@ -7,8 +7,8 @@ use super::activations::{QuantizedActivations, BLOCK};
 use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
-    KGroup, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8, TILES_PER_SUPER,
-    TILE_ROWS,
+    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
+    TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -430,6 +430,81 @@ impl SignedTile for TileIq4Nl {
     }
 }
 
+/// A Q8_0 block of 16 rows made into a tile as it is read where it lies.
+struct Q8Block {
+    weights_plus_128: Weights,
+    d: [half::f16; TILE_ROWS],
+}
+
+impl SignedTile for Q8Block {
+    #[inline(always)]
+    unsafe fn weights_plus_128(&self) -> Weights {
+        self.weights_plus_128
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl<T: SignedTile> SignedTile for &T {
+    #[inline(always)]
+    unsafe fn weights_plus_128(&self) -> Weights {
+        (**self).weights_plus_128()
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        (**self).d()
+    }
+}
+
+/// The blocks of a row group, as [`signed_tokens`] reads them: stored
+/// tiles, or Q8_0 blocks where they lie.
+trait SignedRow: Copy {
+    type Tile: SignedTile;
+    fn blocks(&self) -> usize;
+    /// Block `b` (< `blocks()`).
+    unsafe fn tile(&self, b: usize) -> Self::Tile;
+}
+
+impl<'a, T: SignedTile> SignedRow for &'a [T] {
+    type Tile = &'a T;
+    fn blocks(&self) -> usize {
+        self.len()
+    }
+    #[inline(always)]
+    unsafe fn tile(&self, b: usize) -> &'a T {
+        self.get_unchecked(b)
+    }
+}
+
+impl SignedRow for Q8Group<'_> {
+    type Tile = Q8Block;
+    fn blocks(&self) -> usize {
+        Q8Group::blocks(self)
+    }
+    #[inline(always)]
+    unsafe fn tile(&self, b: usize) -> Q8Block {
+        self.prefetch_next(b);
+        let [low, high] = [self.half_words(b, 0), self.half_words(b, 1)];
+        let sign = _mm512_set1_epi8(-128);
+        let weights_plus_128 = std::array::from_fn(|j| {
+            _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(low[j]), high[j], 1), sign)
+        });
+        Q8Block { weights_plus_128, d: self.scales(b) }
+    }
+}
+
+/// [`q8`] for full row groups of a Q8_0 matrix read where it lies, each
+/// block's tile made in registers as it is multiplied.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q8_in_place<'a>(
+    group: impl Fn(usize) -> Q8Group<'a>,
+    groups: Range<usize>,
+    acts: &QuantizedActivations,
+    out: &Output,
+) {
+    over_tokens!(groups group, signed_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+}
+
 /// [`IQ4_VALUES`] plus 128: all in 1..=241, unsigned bytes.
 const IQ4_VALUES_PLUS_128: [u8; 16] = {
     let mut table = [0u8; 16];
@@ -476,15 +551,16 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 unsafe fn signed_tokens<const N: usize>(
-    tiles: &[impl SignedTile],
+    row: impl SignedRow,
     acts: &QuantizedActivations,
     t0: usize,
     g: usize,
     out: &Output,
 ) {
-    let blocks = tiles.len();
+    let blocks = row.blocks();
     let mut acc = [_mm512_setzero_ps(); N];
-    for (b, tile) in tiles.iter().enumerate() {
+    for b in 0..blocks {
+        let tile = row.tile(b);
         let w = tile.weights_plus_128();
         let d = f16_floats(tile.d());
         for (n, acc) in acc.iter_mut().enumerate() {

@@ -110,7 +110,13 @@ pub(super) fn synthetic_matrix(format: GgmlFormat, rows: usize, cols: usize) -> 
             block[at..at + 2].copy_from_slice(&scale);
         }
     }
-    PackedMatrix::from_ggml(format, &row.repeat(rows), rows, cols).expect("a whole number of blocks")
+    let bytes = row.repeat(rows);
+    if PackedMatrix::reads_in_place(format) {
+        // Stored as a model's would be: read where it lies.
+        return PackedMatrix::in_place(format, std::sync::Arc::new(bytes), 0, rows, cols)
+            .expect("a whole number of blocks");
+    }
+    PackedMatrix::from_ggml(format, &bytes, rows, cols).expect("a whole number of blocks")
 }
 
 /// A Q8_0 [`synthetic_matrix`].

@@ -21,7 +21,7 @@ pub struct KernelCensus {
 pub struct KernelUse {
     /// The type in the file: `Q4_K`, `F32`, `BF16`, …
     pub stored: String,
-    /// What multiplies it: `cake avx2`, `cake f32 stream`, `candle`, …
+    /// What multiplies it: `cake avx2`, `cake avx2 in place`, `cake f32 stream`, `candle`, …
     pub kernel: String,
     pub matrices: usize,
 }
@@ -30,7 +30,11 @@ impl KernelCensus {
     /// Counts `matrix`, stored in the file as `stored`.
     pub fn record(&self, stored: String, matrix: &MatrixWeight) {
         let (kernel, ggml_below_f32) = match matrix {
-            MatrixWeight::Packed(_) => (format!("cake {}", cake_kernels::cpu::Level::detected().name()), true),
+            MatrixWeight::Packed(p) => {
+                let level = cake_kernels::cpu::Level::detected().name();
+                let kernel = if p.is_in_place() { format!("cake {level} in place") } else { format!("cake {level}") };
+                (kernel, true)
+            }
             MatrixWeight::Mapped(m) => {
                 (format!("cake {} stream", m.float.name().to_lowercase()), m.float != MappedFloat::F32)
             }

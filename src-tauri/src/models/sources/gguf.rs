@@ -442,11 +442,24 @@ impl WeightStore for GgufStore {
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
-        // Matrices repacked for Cake's kernels, which the tile cache keeps.
-        let cached = match (&self.tiles, repackable(info.ggml_type)) {
-            (Some(tiles), Some(format)) if location.undo == Undo::None && dims.len() == 2 && device.is_cpu() => {
-                Some((tiles, format))
+        let kernel_format =
+            repackable(info.ggml_type).filter(|_| location.undo == Undo::None && dims.len() == 2 && device.is_cpu());
+        let in_place = kernel_format.filter(|&format| PackedMatrix::reads_in_place(format));
+        if let (Some(format), None) = (in_place, self.permuted_heads(name)) {
+            // Multiplied where it lies: its pages mapped in at once (all
+            // experts' with the first) rather than one fault at a time.
+            let start = self.file.tensor_offset(&gname)? + expert_offset;
+            let map: Arc<dyn AsRef<[u8]> + Send + Sync> = self.file.map().clone();
+            let matrix = PackedMatrix::in_place(format, map, start, dims[0], dims[1])
+                .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
+            if expert_offset == 0 {
+                self.file.populate(&gname);
             }
+            return Ok(StoredTensor::Packed(Arc::new(matrix)));
+        }
+        // Matrices repacked for Cake's kernels, which the tile cache keeps.
+        let cached = match (&self.tiles, kernel_format) {
+            (Some(tiles), Some(format)) if in_place.is_none() => Some((tiles, format)),
             _ => None,
         };
         if let Some(matrix) = cached.and_then(|(tiles, format)| tiles.load(name, format, dims[0], dims[1])) {
@@ -497,6 +510,17 @@ impl WeightStore for GgufStore {
                 return Ok(StoredTensor::Mapped(Arc::new(matrix)));
             }
         }
+        let bytes = match (in_place, bytes) {
+            (Some(format), Cow::Owned(reordered)) => {
+                // Reordered rows (q and k): read in place in their own copy.
+                let rows: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(reordered);
+                let matrix = PackedMatrix::in_place(format, rows, 0, dims[0], dims[1])
+                    .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
+                self.file.release(&gname);
+                return Ok(StoredTensor::Packed(Arc::new(matrix)));
+            }
+            (_, bytes) => bytes,
+        };
         let stored = match cached.and_then(|(tiles, format)| tiles.repack(name, format, &bytes, dims[0], dims[1])) {
             Some(matrix) => StoredTensor::Packed(Arc::new(matrix)),
             None => stored_tensor(info.ggml_type, &bytes, &dims, device)
