@@ -166,6 +166,26 @@ impl<T: Zeroed> KTiles<T> {
     }
 }
 
+/// The tiles of one row group as a kernel reads them, block by block:
+/// stored ones (a slice), or ones made as they are read (Q8_0 in place).
+pub(crate) trait TileRow: Copy {
+    type Tile;
+    fn blocks(&self) -> usize;
+    /// Block `b`'s tile (`b < blocks()`).
+    unsafe fn tile(&self, b: usize) -> Self::Tile;
+}
+
+impl<'a, T> TileRow for &'a [T] {
+    type Tile = &'a T;
+    fn blocks(&self) -> usize {
+        self.len()
+    }
+    #[inline(always)]
+    unsafe fn tile(&self, b: usize) -> &'a T {
+        self.get_unchecked(b)
+    }
+}
+
 /// The tiles of a matrix, `row_groups × blocks_per_row` of them.
 pub enum Tiles {
     Q4(ZeroedBuffer<TileQ4>),

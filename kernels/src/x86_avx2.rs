@@ -9,7 +9,7 @@ use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
     KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
-    TILES_PER_SUPER, TILE_ROWS,
+    TileRow, TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -492,35 +492,20 @@ impl<T: SignedTile> SignedTile for &T {
     }
 }
 
-/// The blocks of a row group, as [`signed_tokens`] reads them: stored
-/// tiles, or Q8_0 blocks where they lie.
-trait SignedRow: Copy {
-    type Tile: SignedTile;
-    fn blocks(&self) -> usize;
-    /// Block `b` (< `blocks()`).
-    unsafe fn tile(&self, b: usize) -> Self::Tile;
-}
+/// A row group of Q8_0 blocks where they lie, each half of a block's tile
+/// made in registers as it is read.
+#[derive(Clone, Copy)]
+struct InPlaceRow<'a>(Q8Group<'a>);
 
-impl<'a, T: SignedTile> SignedRow for &'a [T] {
-    type Tile = &'a T;
-    fn blocks(&self) -> usize {
-        self.len()
-    }
-    #[inline(always)]
-    unsafe fn tile(&self, b: usize) -> &'a T {
-        self.get_unchecked(b)
-    }
-}
-
-impl<'a> SignedRow for Q8Group<'a> {
+impl<'a> TileRow for InPlaceRow<'a> {
     type Tile = Q8Block<'a>;
     fn blocks(&self) -> usize {
-        Q8Group::blocks(self)
+        self.0.blocks()
     }
     #[inline(always)]
     unsafe fn tile(&self, b: usize) -> Q8Block<'a> {
-        self.prefetch_next(b);
-        Q8Block { group: *self, b, d: self.scales(b) }
+        self.0.prefetch_next(b);
+        Q8Block { group: self.0, b, d: self.0.scales(b) }
     }
 }
 
@@ -533,7 +518,7 @@ pub(super) unsafe fn q8_in_place<'a>(
     acts: &QuantizedActivations,
     out: &Output,
 ) {
-    over_tokens!(groups group, signed_tokens, groups, acts, out, max TOKENS, rest [1])
+    over_tokens!(groups |g| InPlaceRow(group(g)), signed_tokens, groups, acts, out, max TOKENS, rest [1])
 }
 
 /// IQ4 codes (bytes < 16) replaced by their signed values: one `vpshufb`
@@ -576,7 +561,7 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn signed_tokens<const N: usize>(
-    row: impl SignedRow,
+    row: impl TileRow<Tile: SignedTile>,
     acts: &QuantizedActivations,
     t0: usize,
     g: usize,

@@ -8,7 +8,7 @@ use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
     KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
-    TILES_PER_SUPER, TILE_ROWS,
+    TileRow, TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -456,40 +456,26 @@ impl<T: SignedTile> SignedTile for &T {
     }
 }
 
-/// The blocks of a row group, as [`signed_tokens`] reads them: stored
-/// tiles, or Q8_0 blocks where they lie.
-trait SignedRow: Copy {
-    type Tile: SignedTile;
-    fn blocks(&self) -> usize;
-    /// Block `b` (< `blocks()`).
-    unsafe fn tile(&self, b: usize) -> Self::Tile;
-}
+/// A row group of Q8_0 blocks where they lie, each block's tile made in
+/// registers as it is read.
+#[derive(Clone, Copy)]
+struct InPlaceRow<'a>(Q8Group<'a>);
 
-impl<'a, T: SignedTile> SignedRow for &'a [T] {
-    type Tile = &'a T;
-    fn blocks(&self) -> usize {
-        self.len()
-    }
-    #[inline(always)]
-    unsafe fn tile(&self, b: usize) -> &'a T {
-        self.get_unchecked(b)
-    }
-}
-
-impl SignedRow for Q8Group<'_> {
+impl TileRow for InPlaceRow<'_> {
     type Tile = Q8Block;
     fn blocks(&self) -> usize {
-        Q8Group::blocks(self)
+        self.0.blocks()
     }
     #[inline(always)]
     unsafe fn tile(&self, b: usize) -> Q8Block {
-        self.prefetch_next(b);
-        let [low, high] = [self.half_words(b, 0), self.half_words(b, 1)];
+        let group = &self.0;
+        group.prefetch_next(b);
+        let [low, high] = [group.half_words(b, 0), group.half_words(b, 1)];
         let sign = _mm512_set1_epi8(-128);
         let weights_plus_128 = std::array::from_fn(|j| {
             _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(low[j]), high[j], 1), sign)
         });
-        Q8Block { weights_plus_128, d: self.scales(b) }
+        Q8Block { weights_plus_128, d: group.scales(b) }
     }
 }
 
@@ -502,7 +488,7 @@ pub(super) unsafe fn q8_in_place<'a>(
     acts: &QuantizedActivations,
     out: &Output,
 ) {
-    over_tokens!(groups group, signed_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
+    over_tokens!(groups |g| InPlaceRow(group(g)), signed_tokens, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 /// [`IQ4_VALUES`] plus 128: all in 1..=241, unsigned bytes.
@@ -551,7 +537,7 @@ pub(super) unsafe fn iq4_nl(tiles: &[TileIq4Nl], groups: Range<usize>, acts: &Qu
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
 unsafe fn signed_tokens<const N: usize>(
-    row: impl SignedRow,
+    row: impl TileRow<Tile: SignedTile>,
     acts: &QuantizedActivations,
     t0: usize,
     g: usize,
