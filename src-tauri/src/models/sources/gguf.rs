@@ -58,6 +58,15 @@ impl GgufStore {
         }
     }
 
+    /// For a matrix read where it lies from now on: maps tensor `gname`'s
+    /// pages in at once (all experts' with the first, at `expert_offset`
+    /// 0), rather than one fault per page during the first token.
+    fn map_pages_in(&self, gname: &str, expert_offset: usize) {
+        if expert_offset == 0 {
+            self.file.populate(gname);
+        }
+    }
+
     /// Before GGUF tensor `gguf_name` is read: asks for its layer and the
     /// next one to be read from disk in the background (for a tensor outside
     /// the layers, for itself and the first layer). Loading then overlaps
@@ -442,19 +451,16 @@ impl WeightStore for GgufStore {
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
+        // Stored as the model uses it: no rows to reorder, nothing to undo.
+        let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
         let kernel_format =
             repackable(info.ggml_type).filter(|_| location.undo == Undo::None && dims.len() == 2 && device.is_cpu());
-        let in_place = kernel_format.filter(|&format| PackedMatrix::reads_in_place(format));
-        if let (Some(format), None) = (in_place, self.permuted_heads(name)) {
-            // Multiplied where it lies: its pages mapped in at once (all
-            // experts' with the first) rather than one fault at a time.
+        if let Some(format) = kernel_format.filter(|&format| plain && PackedMatrix::reads_in_place(format)) {
             let start = self.file.tensor_offset(&gname)? + expert_offset;
             let map: Arc<dyn AsRef<[u8]> + Send + Sync> = self.file.map().clone();
             let matrix = PackedMatrix::in_place(format, map, start, dims[0], dims[1])
                 .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
-            if expert_offset == 0 {
-                self.file.populate(&gname);
-            }
+            self.map_pages_in(&gname, expert_offset);
             return Ok(StoredTensor::Packed(Arc::new(matrix)));
         }
         // Matrices repacked for Cake's kernels, which the tile cache keeps:
@@ -469,7 +475,6 @@ impl WeightStore for GgufStore {
             return Ok(StoredTensor::Packed(Arc::new(matrix)));
         }
         self.read_ahead_for(&gname);
-        let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
         let mapped_float = match info.ggml_type {
             GgmlType::F32 => Some(MappedFloat::F32),
             GgmlType::F16 => Some(MappedFloat::F16),
@@ -479,12 +484,7 @@ impl WeightStore for GgufStore {
         if let (true, Some(float), 2, true) = (plain, mapped_float, dims.len(), device.is_cpu()) {
             let start = self.file.tensor_offset(&gname)? + expert_offset;
             if let Some(mapped) = MappedMatrix::new(self.file.map().clone(), start, dims[0], dims[1], float) {
-                // Read where it lies from now on: map its pages in at once
-                // (all experts' with the first), rather than one fault per
-                // page during the first token.
-                if expert_offset == 0 {
-                    self.file.populate(&gname);
-                }
+                self.map_pages_in(&gname, expert_offset);
                 return Ok(StoredTensor::Mapped(Arc::new(mapped)));
             }
         }
