@@ -20,7 +20,7 @@ use cake_kernels::activations::QuantizedActivations;
 use cake_kernels::attention::{decode_attention, prefill_attention, CachedKv};
 use cake_kernels::cpu::Level;
 use cake_kernels::matmul::{matmul_quantized, matmul_quantized_stacked};
-use cake_kernels::packed::{GgmlFormat, PackedMatrix};
+use cake_kernels::packed::{GgmlFormat, PackedMatrix, RepackScratch};
 use cake_kernels::pool::Pool;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
@@ -120,6 +120,11 @@ struct Layer([PackedMatrix; 7]);
 /// them is much quicker than quantizing floats, and speed does not depend
 /// on the values.
 fn random_matrix(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> PackedMatrix {
+    PackedMatrix::from_ggml(format, &random_ggml_bytes(format, rows, cols, seed), rows, cols).unwrap()
+}
+
+/// The GGML bytes of [`random_matrix`].
+fn random_ggml_bytes(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> Vec<u8> {
     let bytes = values(rows * cols / format.block_values() * format.block_bytes(), seed);
     let mut data: Vec<u8> = bytes.iter().map(|v| ((v + 1.0) * 127.5) as u8).collect();
     for block in data.chunks_exact_mut(format.block_bytes()) {
@@ -127,7 +132,7 @@ fn random_matrix(format: GgmlFormat, rows: usize, cols: usize, seed: u32) -> Pac
             block[at..at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
         }
     }
-    PackedMatrix::from_ggml(format, &data, rows, cols).unwrap()
+    data
 }
 
 /// Random Q8_0 bytes for `random_matrix`, as the file holds them.
@@ -176,6 +181,19 @@ fn q8_in_place<const TOKENS: usize>(bencher: Bencher, form: &str) {
 
 fn format_names() -> Vec<&'static str> {
     GgmlFormat::ALL.iter().map(|f| f.name()).collect()
+}
+
+/// Repacking one 2048 × 2048 matrix of each format into tiles, as a first
+/// load does (the tiles handed to a writer that drops them).
+#[divan::bench(args = format_names())]
+fn repack(bencher: Bencher, format: &str) {
+    let format = GgmlFormat::ALL.into_iter().find(|f| f.name() == format).unwrap();
+    let (rows, cols) = (2048, 2048);
+    let data = random_ggml_bytes(format, rows, cols, 1);
+    let mut scratch = RepackScratch::default();
+    bencher.bench_local(|| {
+        PackedMatrix::repack_into(format, &data, rows, cols, &mut scratch, &mut |_, _| Ok(())).unwrap()
+    });
 }
 
 /// One decode-shaped product (one activation row, a 2048 × 2048 matrix)

@@ -34,7 +34,7 @@
 
 use super::activations::BLOCK;
 pub use super::ggml_blocks::GgmlFormat;
-use super::ggml_blocks::{self as blocks, SUB_BLOCK, SUPER_BLOCK};
+use super::ggml_blocks::{self as blocks, ValueWords, LOW_NIBBLES, SUB_BLOCK, SUPER_BLOCK};
 use super::memory::{bytes_of, FileMapping, Zeroed, ZeroedBuffer};
 use anyhow::{ensure, Context, Result};
 use half::f16;
@@ -267,20 +267,22 @@ impl PackedMatrix {
         data: &[u8],
         rows: usize,
         cols: usize,
+        scratch: &mut RepackScratch,
         write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
     ) -> Result<()> {
         let source = Source::checked(format, data, rows, cols)?;
+        let s = scratch;
         let written = match format {
-            GgmlFormat::Q8_0 => stream_tiles(&source, fill_q8, write),
-            GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => stream_tiles(&source, fill_q4, write),
-            GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => stream_tiles(&source, fill_q5, write),
-            GgmlFormat::IQ4_NL => stream_tiles(&source, iq4::fill_iq4_nl, write),
-            GgmlFormat::Q4_K => stream_k_tiles(&source, fill_q4k, write),
-            GgmlFormat::Q5_K => stream_k_tiles(&source, fill_q5k, write),
-            GgmlFormat::Q6_K => stream_k_tiles(&source, fill_q6k, write),
-            GgmlFormat::IQ4_XS => stream_k_tiles(&source, iq4::fill_iq4_xs, write),
-            GgmlFormat::Q3_K => stream_k_tiles(&source, low_k::fill_q3k, write),
-            GgmlFormat::Q2_K => stream_k_tiles(&source, low_k::fill_q2k, write),
+            GgmlFormat::Q8_0 => stream_tiles(&source, fill_q8, s, write),
+            GgmlFormat::Q4_0 | GgmlFormat::Q4_1 => stream_tiles(&source, fill_q4, s, write),
+            GgmlFormat::Q5_0 | GgmlFormat::Q5_1 => stream_tiles(&source, fill_q5, s, write),
+            GgmlFormat::IQ4_NL => stream_tiles(&source, iq4::fill_iq4_nl, s, write),
+            GgmlFormat::Q4_K => stream_k_tiles(&source, fill_q4k, s, write),
+            GgmlFormat::Q5_K => stream_k_tiles(&source, fill_q5k, s, write),
+            GgmlFormat::Q6_K => stream_k_tiles(&source, fill_q6k, s, write),
+            GgmlFormat::IQ4_XS => stream_k_tiles(&source, iq4::fill_iq4_xs, s, write),
+            GgmlFormat::Q3_K => stream_k_tiles(&source, low_k::fill_q3k, s, write),
+            GgmlFormat::Q2_K => stream_k_tiles(&source, low_k::fill_q2k, s, write),
         };
         Ok(written?)
     }
@@ -372,8 +374,8 @@ impl PackedMatrix {
         let blocks = self.blocks_per_row();
         if let Tiles::Q8InPlace(ggml) = &self.tiles {
             let source = Source { data: ggml.bytes(), format: self.format, rows: self.rows, blocks };
-            for (b, values) in out.chunks_exact_mut(BLOCK).enumerate() {
-                let (d, q) = blocks::q8_0_block(source.block(row, b));
+            for (values, block) in out.chunks_exact_mut(BLOCK).zip(source.row_blocks(row)) {
+                let (d, q) = blocks::q8_0_block(block);
                 for (value, q) in values.iter_mut().zip(q) {
                     *value = d.to_f32() * q as f32;
                 }
@@ -534,12 +536,12 @@ impl<'a> Source<'a> {
         Ok(Self { data, format, rows, blocks: cols / BLOCK })
     }
 
-    /// GGML block `b` of row `row` (a 32-value block, or a super-block).
-    fn block(&self, row: usize, b: usize) -> &[u8] {
+    /// The GGML blocks of row `row` in order (32-value blocks, or
+    /// super-blocks).
+    fn row_blocks(&self, row: usize) -> std::slice::ChunksExact<'a, u8> {
         let size = self.format.block_bytes();
-        let per_row = self.blocks * BLOCK / self.format.block_values();
-        let start = (row * per_row + b) * size;
-        &self.data[start..start + size]
+        let row_bytes = self.blocks * BLOCK / self.format.block_values() * size;
+        self.data[row * row_bytes..(row + 1) * row_bytes].chunks_exact(size)
     }
 
     /// Rows of row group `g` that exist (the last group may be short).
@@ -588,9 +590,10 @@ const STREAM_BYTES: usize = 4 << 10;
 fn stream_tiles<T: Zeroed + Send>(
     source: &Source,
     fill: fn(&Source, usize, &mut [T]),
+    scratch: &mut RepackScratch,
     write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    stream_batches(source, write, &|g, tiles| fill(source, g, tiles))
+    stream_batches(source, scratch, write, &|g, tiles| fill(source, g, tiles))
 }
 
 /// As [`fill_k_tiles`], handing the tiles to `write` as [`stream_tiles`]
@@ -598,14 +601,40 @@ fn stream_tiles<T: Zeroed + Send>(
 fn stream_k_tiles<T: Zeroed + Send>(
     source: &Source,
     fill: fn(&Source, usize, &mut [T], &mut [SuperScales]),
+    scratch: &mut RepackScratch,
     write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let supers_per_row = source.blocks / TILES_PER_SUPER;
     let mut supers = ZeroedBuffer::<SuperScales>::new(source.rows.div_ceil(TILE_ROWS) * supers_per_row);
     let super_groups = RowGroups::of(&mut supers, supers_per_row);
     // SAFETY: each row group is taken once.
-    stream_batches(source, write, &|g, tiles| fill(source, g, tiles, unsafe { super_groups.take(g) }))?;
+    stream_batches(source, scratch, write, &|g, tiles| fill(source, g, tiles, unsafe { super_groups.take(g) }))?;
     write(1, supers.as_bytes())
+}
+
+/// The two buffers a streamed repack fills and hands on, kept from one
+/// matrix to the next: fresh pages cost a zeroing fault each, and a first
+/// load streams hundreds of matrices (a 1B model's zeroed 1.8 GB).
+#[derive(Default)]
+pub struct RepackScratch {
+    /// Words, for an alignment that suits every tile type.
+    buffers: [Vec<u64>; 2],
+}
+
+impl RepackScratch {
+    /// Both buffers as `len` values of `T` each (contents unspecified).
+    fn two<T: Zeroed>(&mut self, len: usize) -> [&mut [T]; 2] {
+        const { assert!(std::mem::align_of::<T>() <= std::mem::align_of::<u64>()) };
+        let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+        self.buffers.each_mut().map(|buffer| {
+            if buffer.len() < words {
+                buffer.resize(words, 0);
+            }
+            // SAFETY: the words hold at least `len` values of `T`, aligned
+            // for it (checked above); any bytes are a valid `T` (`Zeroed`).
+            unsafe { std::slice::from_raw_parts_mut(buffer.as_mut_ptr() as *mut T, len) }
+        })
+    }
 }
 
 /// Fills batches of row groups' tiles (`fill(g, tiles)`) on the kernel
@@ -615,6 +644,7 @@ fn stream_k_tiles<T: Zeroed + Send>(
 /// thread.
 fn stream_batches<T: Zeroed + Send>(
     source: &Source,
+    scratch: &mut RepackScratch,
     write: &mut dyn FnMut(usize, &[u8]) -> std::io::Result<()>,
     fill: &(dyn Fn(usize, &mut [T]) + Sync),
 ) -> std::io::Result<()> {
@@ -624,9 +654,14 @@ fn stream_batches<T: Zeroed + Send>(
     }
     let per_batch = (STREAM_BYTES / (std::mem::size_of::<T>() * source.blocks)).clamp(1, groups);
     let fill_batch = |first: usize, batch: &mut [T]| {
-        // SAFETY: all-zero bytes are a valid `T` (`Zeroed`): padding rows of
-        // a short last group must read as zero, as in a fresh buffer.
-        unsafe { std::ptr::write_bytes(batch.as_mut_ptr(), 0, batch.len()) };
+        // The fills write every byte of a whole row group; the padding rows
+        // of a short last group must read as zero, as in a fresh buffer.
+        let groups_here = batch.len() / source.blocks;
+        if source.rows_of_group(first + groups_here - 1) < TILE_ROWS {
+            let last = &mut batch[(groups_here - 1) * source.blocks..];
+            // SAFETY: all-zero bytes are a valid `T` (`Zeroed`).
+            unsafe { std::ptr::write_bytes(last.as_mut_ptr(), 0, last.len()) };
+        }
         let row_groups = RowGroups::of(batch, source.blocks);
         // SAFETY: each row group of the batch is taken once.
         super::pool::global()
@@ -634,13 +669,11 @@ fn stream_batches<T: Zeroed + Send>(
     };
     let batch_len = |first: usize| per_batch.min(groups - first) * source.blocks;
     let (fill_batch, batch_len) = (&fill_batch, &batch_len);
+    let [a, b] = scratch.two::<T>(per_batch * source.blocks);
     if per_batch == groups {
-        let mut buffer = ZeroedBuffer::<T>::new(groups * source.blocks);
-        fill_batch(0, &mut buffer);
-        return write(0, bytes_of(&buffer));
+        fill_batch(0, a);
+        return write(0, bytes_of(a));
     }
-    let mut buffers = [ZeroedBuffer::<T>::new(per_batch * source.blocks), ZeroedBuffer::new(per_batch * source.blocks)];
-    let [a, b] = &mut buffers;
     let mut free: Vec<&mut [T]> = vec![a, b];
     std::thread::scope(|scope| {
         let mut filled: Option<(usize, &mut [T])> = None;
@@ -711,35 +744,38 @@ unsafe impl Zeroed for TileQ3K {}
 unsafe impl Zeroed for TileQ2K {}
 
 /// Row `r`'s 32 values `q` (< 16) into the nibbles of `qs`: a tile byte
-/// pairs values `v` and `v + 4` (see [`TileQ4`]).
-fn pack_nibbles(q: &[u8; SUB_BLOCK], r: usize, qs: &mut [[u8; 64]; 4]) {
-    for p in 0..4 {
-        for i in 0..4 {
-            qs[p][4 * r + i] = (q[8 * p + i] & 0x0F) | ((q[8 * p + 4 + i] & 0x0F) << 4);
-        }
+/// pairs values `v` and `v + 4` (see [`TileQ4`]). (Higher bits are ignored.)
+fn pack_nibbles(q: &ValueWords, r: usize, qs: &mut [[u8; 64]; 4]) {
+    for (p, plane) in qs.iter_mut().enumerate() {
+        put_word(plane, r, (q[2 * p] & LOW_NIBBLES) | ((q[2 * p + 1] & LOW_NIBBLES) << 4));
     }
 }
 
-/// Bit `bit` of row `r`'s 32 values into a bit plane.
-fn pack_bit(q: &[u8; SUB_BLOCK], bit: u32, r: usize, qh: &mut [u8; 64]) {
-    for i in 0..4 {
-        qh[4 * r + i] = (0..8).fold(0, |byte, j| byte | (((q[4 * j + i] >> bit) & 1) << j));
-    }
+/// Bit `bit` of row `r`'s 32 values into a bit plane: bit `j` of byte `i`
+/// holds value `4j + i`.
+fn pack_bit(q: &ValueWords, bit: u32, r: usize, qh: &mut [u8; 64]) {
+    let word = (0..8).fold(0, |word, j| word | (((q[j] >> bit) & 0x0101_0101) << j));
+    put_word(qh, r, word);
 }
 
-/// Bits `shift`, `shift + 1` of row `r`'s 32 values into two planes.
-fn pack_two_bits(q: &[u8; SUB_BLOCK], shift: u32, r: usize, qh: &mut [[u8; 64]; 2]) {
+/// Bits `shift`, `shift + 1` of row `r`'s 32 values into two planes: bits
+/// `2j, 2j + 1` of byte `i` of plane `h` hold value `16h + 4j + i`.
+fn pack_two_bits(q: &ValueWords, shift: u32, r: usize, qh: &mut [[u8; 64]; 2]) {
     for (half, plane) in qh.iter_mut().enumerate() {
-        for i in 0..4 {
-            plane[4 * r + i] = (0..4).fold(0, |byte, j| byte | (((q[4 * (4 * half + j) + i] >> shift) & 3) << (2 * j)));
-        }
+        let word = (0..4).fold(0, |word, j| word | (((q[4 * half + j] >> shift) & 0x0303_0303) << (2 * j)));
+        put_word(plane, r, word);
     }
+}
+
+/// Stores `word` as row `r`'s 4 bytes of a 16-row plane.
+fn put_word(plane: &mut [u8; 64], r: usize, word: u32) {
+    plane[4 * r..4 * r + 4].copy_from_slice(&word.to_le_bytes());
 }
 
 fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
-    for (b, tile) in tiles.iter_mut().enumerate() {
-        for r in 0..source.rows_of_group(g) {
-            let (d, q) = blocks::q8_0_block(source.block(g * TILE_ROWS + r, b));
+    for r in 0..source.rows_of_group(g) {
+        for (tile, block) in tiles.iter_mut().zip(source.row_blocks(g * TILE_ROWS + r)) {
+            let (d, q) = blocks::q8_0_block(block);
             tile.d[r] = d;
             for (v, q) in q.into_iter().enumerate() {
                 tile.qs[v / 4][4 * r + v % 4] = q;
@@ -749,11 +785,11 @@ fn fill_q8(source: &Source, g: usize, tiles: &mut [TileQ8]) {
 }
 
 fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
-    for (b, tile) in tiles.iter_mut().enumerate() {
-        for r in 0..source.rows_of_group(g) {
-            let (d, m, nibbles) = blocks::linear_scales(source.format, source.block(g * TILE_ROWS + r, b));
+    for r in 0..source.rows_of_group(g) {
+        for (tile, block) in tiles.iter_mut().zip(source.row_blocks(g * TILE_ROWS + r)) {
+            let (d, m, nibbles) = blocks::linear_scales(source.format, block);
             (tile.d[r], tile.m[r]) = (d, m);
-            pack_ggml_nibbles(nibbles, r, &mut tile.qs);
+            pack_ggml_nibbles(nibbles.try_into().expect("16 bytes of nibbles"), r, &mut tile.qs);
         }
     }
 }
@@ -762,20 +798,20 @@ fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
 /// `i`, value `i + 16` in its high nibble) as [`pack_nibbles`] would store
 /// the 32 values, without unpacking them first: the 4-bit repack was a
 /// quarter of a Q4_0 model's load.
-fn pack_ggml_nibbles(bytes: &[u8], r: usize, qs: &mut [[u8; 64]; 4]) {
-    for i in 0..4 {
-        let (a, b, c, e) = (bytes[i], bytes[4 + i], bytes[8 + i], bytes[12 + i]);
-        qs[0][4 * r + i] = (a & 0x0F) | (b << 4);
-        qs[1][4 * r + i] = (c & 0x0F) | (e << 4);
-        qs[2][4 * r + i] = (a >> 4) | (b & 0xF0);
-        qs[3][4 * r + i] = (c >> 4) | (e & 0xF0);
+fn pack_ggml_nibbles(bytes: &[u8; 16], r: usize, qs: &mut [[u8; 64]; 4]) {
+    let w: [u32; 4] = std::array::from_fn(|k| u32::from_le_bytes(bytes[4 * k..4 * k + 4].try_into().expect("4 bytes")));
+    // Words 0, 1 hold values 0..8 and 16..24 in their low and high
+    // nibbles; words 2, 3 values 8..16 and 24..32.
+    for (pair, [a, b]) in [[w[0], w[1]], [w[2], w[3]]].into_iter().enumerate() {
+        put_word(&mut qs[pair], r, (a & LOW_NIBBLES) | ((b & LOW_NIBBLES) << 4));
+        put_word(&mut qs[2 + pair], r, ((a >> 4) & LOW_NIBBLES) | (b & !LOW_NIBBLES));
     }
 }
 
 fn fill_q5(source: &Source, g: usize, tiles: &mut [TileQ5]) {
-    for (b, tile) in tiles.iter_mut().enumerate() {
-        for r in 0..source.rows_of_group(g) {
-            let block = blocks::linear_block(source.format, source.block(g * TILE_ROWS + r, b));
+    for r in 0..source.rows_of_group(g) {
+        for (tile, block) in tiles.iter_mut().zip(source.row_blocks(g * TILE_ROWS + r)) {
+            let block = blocks::linear_block(source.format, block);
             (tile.d[r], tile.m[r]) = (block.d, block.m);
             pack_nibbles(&block.q, r, &mut tile.qs);
             pack_bit(&block.q, 4, r, &mut tile.qh);
@@ -794,9 +830,9 @@ fn each_k_sub_block<T>(
     scales: fn(&[u8]) -> (f16, f16),
     mut fill: impl FnMut(&mut T, usize, &[u8], usize),
 ) {
-    for (s, (chunk, scales_out)) in tiles.chunks_exact_mut(TILES_PER_SUPER).zip(supers.iter_mut()).enumerate() {
-        for r in 0..source.rows_of_group(g) {
-            let block = source.block(g * TILE_ROWS + r, s);
+    for r in 0..source.rows_of_group(g) {
+        let row = source.row_blocks(g * TILE_ROWS + r);
+        for ((chunk, scales_out), block) in tiles.chunks_exact_mut(TILES_PER_SUPER).zip(supers.iter_mut()).zip(row) {
             (scales_out.d[r], scales_out.dmin[r]) = scales(block);
             for (j, tile) in chunk.iter_mut().enumerate() {
                 fill(tile, r, block, j);
@@ -930,13 +966,15 @@ pub(crate) mod tests {
         use std::io::Write;
         const PAGE: usize = 4096;
         let path = std::env::temp_dir().join(format!("cake-kernels-tiles-{}", std::process::id()));
+        // One scratch for all: what a matrix left in it never shows in the next.
+        let mut scratch = RepackScratch::default();
         for format in GgmlFormat::ALL {
             let (rows, cols) = test_shapes(format)[2];
             let (bytes, _) = random_ggml(format, rows, cols, 11);
             let packed = PackedMatrix::from_ggml(format, &bytes, rows, cols).unwrap();
             let [tiles, supers] = packed.parts();
             let mut streamed = [Vec::new(), Vec::new()];
-            PackedMatrix::repack_into(format, &bytes, rows, cols, &mut |part, b| {
+            PackedMatrix::repack_into(format, &bytes, rows, cols, &mut scratch, &mut |part, b| {
                 streamed[part].extend_from_slice(b);
                 Ok(())
             })
@@ -972,7 +1010,7 @@ pub(crate) mod tests {
         for r in [0, 5, 15] {
             let block: Vec<u8> = (0..20).map(|_| random() as u8).collect();
             let (mut direct, mut unpacked) = ([[0u8; 64]; 4], [[0u8; 64]; 4]);
-            pack_ggml_nibbles(&block[4..], r, &mut direct);
+            pack_ggml_nibbles(block[4..].try_into().unwrap(), r, &mut direct);
             pack_nibbles(&blocks::linear_block(GgmlFormat::Q4_1, &block).q, r, &mut unpacked);
             assert_eq!(direct, unpacked, "row {r}");
         }

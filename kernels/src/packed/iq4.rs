@@ -32,9 +32,9 @@ pub(crate) fn iq4_value(qs: &[[u8; 64]; 4], r: usize, v: usize) -> i8 {
 }
 
 pub(super) fn fill_iq4_nl(source: &Source, g: usize, tiles: &mut [TileIq4Nl]) {
-    for (b, tile) in tiles.iter_mut().enumerate() {
-        for r in 0..source.rows_of_group(g) {
-            let (d, q) = blocks::iq4_nl_block(source.block(g * TILE_ROWS + r, b));
+    for r in 0..source.rows_of_group(g) {
+        for (tile, block) in tiles.iter_mut().zip(source.row_blocks(g * TILE_ROWS + r)) {
+            let (d, q) = blocks::iq4_nl_block(block);
             tile.d[r] = d;
             pack_nibbles(&q, r, &mut tile.qs);
         }

@@ -24,7 +24,7 @@
 use crate::files::paths::cache_dir;
 use anyhow::{ensure, Context, Result};
 use cake_kernels::memory::FileMapping;
-use cake_kernels::packed::{layout_fingerprint, GgmlFormat, PackedMatrix};
+use cake_kernels::packed::{layout_fingerprint, GgmlFormat, PackedMatrix, RepackScratch};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -53,6 +53,8 @@ pub struct TileCache {
     /// Tile files written under a temporary name, to be flushed to disk and
     /// renamed into place together when the load is over.
     pending: Mutex<Vec<Written>>,
+    /// The repack's buffers, reused from one matrix to the next.
+    scratch: Mutex<RepackScratch>,
 }
 
 /// How much the cache may hold, and how much of its disk it leaves free.
@@ -168,7 +170,14 @@ impl TileCache {
         std::fs::write(dir.join(SOURCE), source.as_os_str().as_encoded_bytes())?;
         remove_stale_temporaries(&dir);
         let held = folder_bytes(root);
-        Ok(Self { dir, root: root.to_path_buf(), limits, held: Mutex::new(held), pending: Mutex::new(Vec::new()) })
+        Ok(Self {
+            dir,
+            root: root.to_path_buf(),
+            limits,
+            held: Mutex::new(held),
+            pending: Mutex::new(Vec::new()),
+            scratch: Mutex::new(RepackScratch::default()),
+        })
     }
 
     /// Whether no matrix of this file has been cached yet.
@@ -212,7 +221,8 @@ impl TileCache {
             return None;
         }
         let written = write_tiles(self.tile_path(name), &header, |write| {
-            PackedMatrix::repack_into(format, data, rows, cols, write)
+            let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+            PackedMatrix::repack_into(format, data, rows, cols, &mut scratch, write)
         })
         .and_then(|written| {
             let mapped = read_tiles(&File::open(&written.temporary)?, format, rows, cols)?;
