@@ -515,8 +515,15 @@ impl WeightStore for GgufStore {
         }
         let stored = match cached.and_then(|(tiles, format)| tiles.repack(name, format, &bytes, dims[0], dims[1])) {
             Some(matrix) => StoredTensor::Packed(Arc::new(matrix)),
-            None => stored_tensor(info.ggml_type, &bytes, &dims, device)
-                .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?,
+            None => {
+                // Copied from the file, not through the map (see `copy_of`).
+                let copy = match &bytes {
+                    Cow::Borrowed(raw) => Some(self.file.copy_of(raw)?),
+                    Cow::Owned(_) => None,
+                };
+                stored_tensor(info.ggml_type, copy.as_deref().unwrap_or(&bytes), &dims, device)
+                    .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?
+            }
         };
         drop(bytes);
         if last_use {
