@@ -7,8 +7,9 @@
 //! `decode` multiplies one activation row (a generated token), `prefill` 64.
 //! `decode_format` times one decode product of each GGML format.
 //! `decode_step` runs every product of a whole decode step of that model
-//! (about 96 MB of weights) on 1 and on 2 threads: it reads more than any
-//! cache holds, so it shows how far memory lets the products scale.
+//! (about 96 MB of weights) on 1 and on 2 threads, for 1 and for 4
+//! conversations decoded together: it reads more than any cache holds, so
+//! it shows how far memory lets the products scale.
 //! `attention` is one layer's decode attention over 384 cached positions;
 //! `prefill_attention_turn` a later chat turn's 22 new rows over 768.
 //! `dense_f16` multiplies 64 activation rows by an f16 matrix of a 1B
@@ -211,9 +212,9 @@ fn decode_format(bencher: Bencher, format: &str) {
 
 /// All the products of one decode step of SmolLM2-135M (30 layers, Q4_1,
 /// projections of the same input stacked as the engine does, and the Q8_0
-/// head) on a pool of `threads`.
-#[divan::bench(args = [1, 2], sample_count = 20)]
-fn decode_step(bencher: Bencher, threads: usize) {
+/// head) for `ROWS` conversations decoded together, on a pool of `threads`.
+#[divan::bench(consts = [1, 4], args = [1, 2], sample_count = 20)]
+fn decode_step<const ROWS: usize>(bencher: Bencher, threads: usize) {
     let q = GgmlFormat::Q4_1;
     let shapes = [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)];
     let layers: Vec<Layer> = (0..30u32)
@@ -221,16 +222,16 @@ fn decode_step(bencher: Bencher, threads: usize) {
         .collect();
     let head = random_matrix(GgmlFormat::Q8_0, 49152, 576, 99);
     let (mut narrow, mut wide) = (QuantizedActivations::default(), QuantizedActivations::default());
-    narrow.quantize(&values(576, 3), 1, 576);
-    wide.quantize(&values(1536, 4), 1, 1536);
-    let mut out = vec![0f32; 49152];
+    narrow.quantize(&values(ROWS * 576, 3), ROWS, 576);
+    wide.quantize(&values(ROWS * 1536, 4), ROWS, 1536);
+    let mut out = vec![0f32; ROWS * 49152];
     let (level, pool) = (Level::detected(), Pool::new(threads));
     bencher.bench_local(|| {
         for Layer([wq, wk, wv, wo, gate, up, down]) in &layers {
-            matmul_quantized_stacked(&[wq, wk, wv], &narrow, &mut out[..960], level, &pool);
-            matmul_quantized(wo, &narrow, &mut out[..576], level, &pool);
-            matmul_quantized_stacked(&[gate, up], &narrow, &mut out[..3072], level, &pool);
-            matmul_quantized(down, &wide, &mut out[..576], level, &pool);
+            matmul_quantized_stacked(&[wq, wk, wv], &narrow, &mut out[..ROWS * 960], level, &pool);
+            matmul_quantized(wo, &narrow, &mut out[..ROWS * 576], level, &pool);
+            matmul_quantized_stacked(&[gate, up], &narrow, &mut out[..ROWS * 3072], level, &pool);
+            matmul_quantized(down, &wide, &mut out[..ROWS * 576], level, &pool);
         }
         matmul_quantized(&head, &narrow, &mut out, level, &pool);
     });

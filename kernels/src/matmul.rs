@@ -124,6 +124,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
         // SAFETY: `Level` is only this high when the CPU has the instructions.
         unsafe {
             match (&w.tiles, level) {
+                (Tiles::Q40(t), Level::Avx512Vnni) => return avx512::q4_0(t, groups, acts, out),
                 (Tiles::Q4(t), Level::Avx512Vnni) => return avx512::q4(t, groups, acts, out),
                 (Tiles::Q5(t), Level::Avx512Vnni) => return avx512::q5(t, groups, acts, out),
                 (Tiles::Q8(t), Level::Avx512Vnni) => return avx512::q8(t, groups, acts, out),
@@ -134,6 +135,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
                 (Tiles::Iq4Xs(t), Level::Avx512Vnni) => return avx512::iq4_xs(t.group(), groups, acts, out),
                 (Tiles::Q3K(t), Level::Avx512Vnni) => return avx512::q3k(t.group(), groups, acts, out),
                 (Tiles::Q2K(t), Level::Avx512Vnni) => return avx512::q2k(t.group(), groups, acts, out),
+                (Tiles::Q40(t), Level::Avx2) => return avx2::q4_0(t, groups, acts, out),
                 (Tiles::Q4(t), Level::Avx2) => return avx2::q4(t, groups, acts, out),
                 (Tiles::Q5(t), Level::Avx2) => return avx2::q5(t, groups, acts, out),
                 (Tiles::Q8(t), Level::Avx2) => return avx2::q8(t, groups, acts, out),
@@ -149,6 +151,7 @@ fn row_groups(w: &PackedMatrix, groups: Range<usize>, acts: &QuantizedActivation
         }
     }
     match &w.tiles {
+        Tiles::Q40(t) => plain::q4(t, groups, acts, out),
         Tiles::Q4(t) => plain::q4(t, groups, acts, out),
         Tiles::Q5(t) => plain::q5(t, groups, acts, out),
         Tiles::Q8(t) => plain::q8(t, groups, acts, out),

@@ -9,8 +9,8 @@
 use super::activations::{QuantizedActivations, BLOCK};
 use super::matmul::Output;
 use super::packed::{
-    self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K,
-    TileQ8, TILES_PER_SUPER, TILE_ROWS,
+    self, KGroup, SuperScales, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ40, TileQ4K, TileQ5, TileQ5K,
+    TileQ6K, TileQ8, TILES_PER_SUPER, TILE_ROWS,
 };
 use half::f16;
 use std::ops::Range;
@@ -20,15 +20,46 @@ fn dot(qa: &[i8], values: Range<usize>, q: impl Fn(usize) -> u8) -> i32 {
     values.map(|v| q(v) as i32 * qa[v] as i32).sum()
 }
 
+/// A tile of 4-bit `d · q + m` weights (Q4_0, Q4_1).
+pub(super) trait FourBitLinear: Sync {
+    fn qs(&self) -> &[[u8; 64]; 4];
+    fn d(&self, r: usize) -> f32;
+    fn m(&self, r: usize) -> f32;
+}
+
+impl FourBitLinear for TileQ40 {
+    fn qs(&self) -> &[[u8; 64]; 4] {
+        &self.qs
+    }
+    fn d(&self, r: usize) -> f32 {
+        self.d[r].to_f32()
+    }
+    fn m(&self, r: usize) -> f32 {
+        self.offset(r)
+    }
+}
+
+impl FourBitLinear for TileQ4 {
+    fn qs(&self) -> &[[u8; 64]; 4] {
+        &self.qs
+    }
+    fn d(&self, r: usize) -> f32 {
+        self.d[r].to_f32()
+    }
+    fn m(&self, r: usize) -> f32 {
+        self.m[r].to_f32()
+    }
+}
+
 /// `out[t][row] = Σ_b …` for the rows of `groups`, every activation row `t`.
-pub(super) fn q4(tiles: &[TileQ4], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+pub(super) fn q4(tiles: &[impl FourBitLinear], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
     each_tile_row(tiles, groups, acts, out, |tile, block, acc| {
         let qa = &acts.qs[block * BLOCK..(block + 1) * BLOCK];
         let (da, sa) = (acts.scales[block], acts.scaled_sums[block]);
         for (r, acc) in acc.iter_mut().enumerate() {
-            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(&tile.qs, r, v));
-            *acc = (isum as f32).mul_add(tile.d[r].to_f32() * da, *acc);
-            *acc = tile.m[r].to_f32().mul_add(sa, *acc);
+            let isum = dot(qa, 0..BLOCK, |v| packed::low_bits(tile.qs(), r, v));
+            *acc = (isum as f32).mul_add(tile.d(r) * da, *acc);
+            *acc = tile.m(r).mul_add(sa, *acc);
         }
     });
 }

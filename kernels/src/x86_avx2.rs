@@ -8,8 +8,8 @@ use super::activations::{QuantizedActivations, BLOCK};
 use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
-    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
-    TileRow, TILES_PER_SUPER, TILE_ROWS,
+    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ40, TileQ4K, TileQ5, TileQ5K, TileQ6K,
+    TileQ8, TileRow, TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -129,7 +129,23 @@ trait LinearTile {
     const CHUNK: usize;
     unsafe fn weights(&self, h: usize) -> Weights;
     fn d(&self) -> &[half::f16; TILE_ROWS];
-    fn m(&self) -> &[half::f16; TILE_ROWS];
+    /// Half `h` of the rows' offsets `m`, given their scales `d` as floats.
+    unsafe fn offsets(&self, h: usize, d: __m256) -> __m256;
+}
+
+impl LinearTile for TileQ40 {
+    const CHUNK: usize = 8;
+    #[inline(always)]
+    unsafe fn weights(&self, h: usize) -> Weights {
+        nibbles(&self.qs, h)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn offsets(&self, _: usize, d: __m256) -> __m256 {
+        _mm256_mul_ps(d, _mm256_set1_ps(-8.0))
+    }
 }
 
 impl LinearTile for TileQ4 {
@@ -141,8 +157,9 @@ impl LinearTile for TileQ4 {
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
     }
-    fn m(&self) -> &[half::f16; TILE_ROWS] {
-        &self.m
+    #[inline(always)]
+    unsafe fn offsets(&self, h: usize, _: __m256) -> __m256 {
+        f16_floats(&self.m[HALF * h..])
     }
 }
 
@@ -155,8 +172,9 @@ impl LinearTile for TileQ5 {
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
     }
-    fn m(&self) -> &[half::f16; TILE_ROWS] {
-        &self.m
+    #[inline(always)]
+    unsafe fn offsets(&self, h: usize, _: __m256) -> __m256 {
+        f16_floats(&self.m[HALF * h..])
     }
 }
 
@@ -166,6 +184,12 @@ fn linear_chunk<T: LinearTile>(_: &[T]) -> usize {
 
 fn k_chunk<T: KTile>(_: &[T]) -> usize {
     T::CHUNK
+}
+
+/// See [`super::plain::q4`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_0(tiles: &[TileQ40], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1])
 }
 
 /// See [`super::plain::q4`].
@@ -195,7 +219,7 @@ unsafe fn linear_tokens<const N: usize>(
         for h in 0..2 {
             let w = tile.weights(h);
             let d = f16_floats(&tile.d()[HALF * h..]);
-            let m = f16_floats(&tile.m()[HALF * h..]);
+            let m = tile.offsets(h, d);
             for (n, acc) in acc.iter_mut().enumerate() {
                 let block = (t0 + n) * blocks + b;
                 let isum = dot(&w, acts, block, 0..8, chunk);

@@ -7,8 +7,8 @@ use super::activations::{QuantizedActivations, BLOCK};
 use super::ggml_blocks::IQ4_VALUES;
 use super::matmul::Output;
 use super::packed::{
-    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ4K, TileQ5, TileQ5K, TileQ6K, TileQ8,
-    TileRow, TILES_PER_SUPER, TILE_ROWS,
+    KGroup, Q8Group, TileIq4Nl, TileIq4Xs, TileQ2K, TileQ3K, TileQ4, TileQ40, TileQ4K, TileQ5, TileQ5K, TileQ6K,
+    TileQ8, TileRow, TILES_PER_SUPER, TILE_ROWS,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -115,7 +115,22 @@ unsafe fn f16_floats(values: &[half::f16; TILE_ROWS]) -> __m512 {
 trait LinearTile {
     unsafe fn weights(&self) -> Weights;
     fn d(&self) -> &[half::f16; TILE_ROWS];
-    fn m(&self) -> &[half::f16; TILE_ROWS];
+    /// The rows' offsets `m`, given their scales `d` as floats.
+    unsafe fn offsets(&self, d: __m512) -> __m512;
+}
+
+impl LinearTile for TileQ40 {
+    #[inline(always)]
+    unsafe fn weights(&self) -> Weights {
+        nibbles(&self.qs)
+    }
+    fn d(&self) -> &[half::f16; TILE_ROWS] {
+        &self.d
+    }
+    #[inline(always)]
+    unsafe fn offsets(&self, d: __m512) -> __m512 {
+        _mm512_mul_ps(d, _mm512_set1_ps(-8.0))
+    }
 }
 
 impl LinearTile for TileQ4 {
@@ -126,8 +141,9 @@ impl LinearTile for TileQ4 {
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
     }
-    fn m(&self) -> &[half::f16; TILE_ROWS] {
-        &self.m
+    #[inline(always)]
+    unsafe fn offsets(&self, _: __m512) -> __m512 {
+        f16_floats(&self.m)
     }
 }
 
@@ -139,9 +155,16 @@ impl LinearTile for TileQ5 {
     fn d(&self) -> &[half::f16; TILE_ROWS] {
         &self.d
     }
-    fn m(&self) -> &[half::f16; TILE_ROWS] {
-        &self.m
+    #[inline(always)]
+    unsafe fn offsets(&self, _: __m512) -> __m512 {
+        f16_floats(&self.m)
     }
+}
+
+/// See [`super::plain::q4`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")]
+pub(super) unsafe fn q4_0(tiles: &[TileQ40], groups: Range<usize>, acts: &QuantizedActivations, out: &Output) {
+    over_tokens!(linear_tokens, tiles, groups, acts, out, max TOKENS, rest [1, 2, 3])
 }
 
 /// See [`super::plain::q4`].
@@ -169,7 +192,7 @@ unsafe fn linear_tokens<const N: usize>(
     for (b, tile) in tiles.iter().enumerate() {
         let w = tile.weights();
         let d = f16_floats(tile.d());
-        let m = f16_floats(tile.m());
+        let m = tile.offsets(d);
         for (n, acc) in acc.iter_mut().enumerate() {
             let block = (t0 + n) * blocks + b;
             let isum = dot(&w, acts, block, 0..8);
