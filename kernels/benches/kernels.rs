@@ -184,11 +184,15 @@ fn format_names() -> Vec<&'static str> {
     GgmlFormat::ALL.iter().map(|f| f.name()).collect()
 }
 
+fn format_named(name: &str) -> GgmlFormat {
+    GgmlFormat::ALL.into_iter().find(|f| f.name() == name).unwrap()
+}
+
 /// Repacking one 2048 × 2048 matrix of each format into tiles, as a first
 /// load does (the tiles handed to a writer that drops them).
 #[divan::bench(args = format_names())]
 fn repack(bencher: Bencher, format: &str) {
-    let format = GgmlFormat::ALL.into_iter().find(|f| f.name() == format).unwrap();
+    let format = format_named(format);
     let (rows, cols) = (2048, 2048);
     let data = random_ggml_bytes(format, rows, cols, 1);
     let mut scratch = RepackScratch::default();
@@ -201,7 +205,7 @@ fn repack(bencher: Bencher, format: &str) {
 /// per format, at the CPU's best level.
 #[divan::bench(args = format_names())]
 fn decode_format(bencher: Bencher, format: &str) {
-    let format = GgmlFormat::ALL.into_iter().find(|f| f.name() == format).unwrap();
+    let format = format_named(format);
     let (rows, cols) = (2048, 2048);
     let w = random_matrix(format, rows, cols, 1);
     let mut acts = QuantizedActivations::default();

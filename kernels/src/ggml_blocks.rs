@@ -176,9 +176,8 @@ pub(crate) fn linear_block(format: GgmlFormat, block: &[u8]) -> LinearBlock {
 /// them: value `i` < 16 is the low nibble of byte `i`, value `i + 16` its
 /// high nibble.
 fn split_nibbles(bytes: &[u8]) -> ValueWords {
-    let bytes: &[u8; 16] = bytes[..16].try_into().expect("16 bytes");
-    let word = |k: usize| u32::from_le_bytes([bytes[4 * k], bytes[4 * k + 1], bytes[4 * k + 2], bytes[4 * k + 3]]);
-    std::array::from_fn(|k| if k < 4 { word(k) & LOW_NIBBLES } else { (word(k - 4) >> 4) & LOW_NIBBLES })
+    let words = le_words::<4>(bytes);
+    std::array::from_fn(|k| if k < 4 { words[k] & LOW_NIBBLES } else { (words[k - 4] >> 4) & LOW_NIBBLES })
 }
 
 /// The low nibble of each byte of a little-endian word.
@@ -192,8 +191,16 @@ pub(crate) type ValueWords = [u32; 8];
 
 /// The first 32 bytes of `bytes` as [`ValueWords`].
 pub(crate) fn value_words(bytes: &[u8]) -> ValueWords {
-    let bytes: &[u8; SUB_BLOCK] = bytes[..SUB_BLOCK].try_into().expect("32 bytes");
-    std::array::from_fn(|k| u32::from_le_bytes([bytes[4 * k], bytes[4 * k + 1], bytes[4 * k + 2], bytes[4 * k + 3]]))
+    le_words::<8>(bytes)
+}
+
+/// The first `4 · N` bytes of `bytes` as `N` little-endian words.
+pub(crate) fn le_words<const N: usize>(bytes: &[u8]) -> [u32; N] {
+    let mut words = [0u32; N];
+    for (word, chunk) in words.iter_mut().zip(bytes[..4 * N].chunks_exact(4)) {
+        *word = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
+    }
+    words
 }
 
 /// The values of [`ValueWords`], one per byte.

@@ -839,7 +839,7 @@ fn fill_q4(source: &Source, g: usize, tiles: &mut [TileQ4]) {
 /// the 32 values, without unpacking them first: the 4-bit repack was a
 /// quarter of a Q4_0 model's load.
 fn pack_ggml_nibbles(bytes: &[u8; 16], r: usize, qs: &mut [[u8; 64]; 4]) {
-    let w: [u32; 4] = std::array::from_fn(|k| u32::from_le_bytes(bytes[4 * k..4 * k + 4].try_into().expect("4 bytes")));
+    let w = blocks::le_words::<4>(bytes);
     // Words 0, 1 hold values 0..8 and 16..24 in their low and high
     // nibbles; words 2, 3 values 8..16 and 24..32.
     for (pair, [a, b]) in [[w[0], w[1]], [w[2], w[3]]].into_iter().enumerate() {

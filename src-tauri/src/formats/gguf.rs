@@ -191,6 +191,7 @@ impl GgufFile {
     /// `name`, once its data has been copied or repacked: they stay in the
     /// page cache (and are read again if touched), but no longer count in
     /// the process's resident memory twice.
+    ///
     /// Only the pages wholly inside the tensor are dropped: its first and
     /// last may hold a neighbour read where it lies.
     pub fn release(&self, name: &str) {
