@@ -415,7 +415,7 @@ fn inspect(path: &Path, hf_cache: &Path) -> Inspection {
 
 fn inspect_gguf(path: &Path) -> Result<Inspection> {
     let file = GgufFile::open(path)?;
-    let (config, _) = families::from_gguf(&file)?;
+    let config = families::from_gguf(&file)?;
     let mut parameters = 0u64;
     let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
     for info in file.header.tensor_infos.values() {

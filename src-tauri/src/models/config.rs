@@ -169,6 +169,19 @@ pub struct RopeConfig {
     /// The share of each head's dimensions that rotates (the first ones);
     /// the rest pass through unchanged.
     pub partial_rotary_factor: f64,
+    /// Which dimensions of a head rotate together.
+    pub pairs: RotaryPairs,
+}
+
+/// Which two dimensions of a head form one rotating pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RotaryPairs {
+    /// Dimension `i` with `i + rotary_dim / 2`, as transformers rotates.
+    #[default]
+    HalfSplit,
+    /// Dimension `2i` with `2i + 1`: the row order llama.cpp's converter
+    /// gives Llama's q and k in GGUF files, used as stored.
+    Adjacent,
 }
 
 /// Values outside a rope parameter object that it may fall back on.
@@ -241,7 +254,7 @@ impl RopeConfig {
         if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
             bail!("config.json: partial_rotary_factor {partial_rotary_factor} is not in (0, 1]");
         }
-        Ok(Self { theta, scaling, partial_rotary_factor })
+        Ok(Self { theta, scaling, partial_rotary_factor, pairs: RotaryPairs::HalfSplit })
     }
 }
 

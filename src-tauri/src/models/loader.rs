@@ -177,7 +177,7 @@ fn folder_decoder_config(text: &str) -> Result<(ModelConfig, TensorLayout)> {
 /// A checkpoint opened far enough to know its architecture, before weights load.
 pub enum Checkpoint {
     Folder { dir: std::path::PathBuf, config: ModelConfig, layout: TensorLayout },
-    Gguf { file: Arc<GgufFile>, config: ModelConfig, row_order: Option<super::sources::gguf::RotaryRowOrder> },
+    Gguf { file: Arc<GgufFile>, config: ModelConfig },
 }
 
 impl Checkpoint {
@@ -193,8 +193,8 @@ impl Checkpoint {
             Ok(Self::Folder { dir: path.to_path_buf(), config, layout })
         } else if path.is_file() {
             let file = Arc::new(GgufFile::open(path)?);
-            let (config, row_order) = families::from_gguf(&file)?;
-            Ok(Self::Gguf { file, config, row_order })
+            let config = families::from_gguf(&file)?;
+            Ok(Self::Gguf { file, config })
         } else {
             bail!("{}: no such model file or folder", path.display())
         }
@@ -296,12 +296,12 @@ impl Checkpoint {
                 weights.fp8_block_size = config.fp8_block_size;
                 weights
             }
-            Self::Gguf { file, row_order, config } => {
+            Self::Gguf { file, config } => {
                 let policy = match options.dtype {
                     None => LoadPolicy { dtype: DType::F32, keep_quantized: true },
                     Some(dtype) => LoadPolicy { dtype, keep_quantized: false },
                 };
-                Weights::new(Box::new(GgufStore::new(file.clone(), *row_order, config)), policy, options.device.clone())
+                Weights::new(Box::new(GgufStore::new(file.clone(), config)), policy, options.device.clone())
             }
         };
         Decoder::load(config, &weights, selection, context_length, on_layer)

@@ -4,7 +4,7 @@
 //! by `query_pre_attn_scalar`, optional logit soft-capping, and local
 //! sliding-window layers with their own rope base between global ones.
 
-use crate::models::config::{HfConfig, ModelConfig, NormPlacement, QkNorm, RopeConfig, RopeScaling};
+use crate::models::config::{HfConfig, ModelConfig, NormPlacement, QkNorm, RopeConfig, RopeScaling, RotaryPairs};
 use anyhow::{Context, Result};
 
 /// transformers' defaults for Gemma 3's two rope bases.
@@ -44,6 +44,7 @@ fn rope_for(cfg: &HfConfig, local: bool) -> Result<RopeConfig> {
             theta: cfg.rope_local_base_freq.unwrap_or(LOCAL_ROPE_THETA),
             scaling: RopeScaling::None,
             partial_rotary_factor: 1.0,
+            pairs: RotaryPairs::HalfSplit,
         });
     }
     let mut global = cfg.clone();

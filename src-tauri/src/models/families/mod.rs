@@ -21,9 +21,9 @@ mod qwen3_next;
 
 use crate::formats::gguf::GgufFile;
 use crate::models::config::{
-    token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm, TokenMixer,
+    token_ids, Activation, Architecture, HfConfig, LayerAttention, ModelConfig, NormPlacement, QkNorm, RotaryPairs,
+    TokenMixer,
 };
-use crate::models::sources::gguf::RotaryRowOrder;
 use anyhow::{bail, Context, Result};
 
 /// Builds the model description from a parsed `config.json`.
@@ -166,9 +166,8 @@ fn layers_of_type(cfg: &HfConfig, kind: &str, n: usize) -> Result<Option<Vec<boo
     }
 }
 
-/// Builds the model description from GGUF metadata and tensor table. Also
-/// returns the q/k row order to undo for Llama-family files.
-pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>)> {
+/// Builds the model description from GGUF metadata and tensor table.
+pub fn from_gguf(file: &GgufFile) -> Result<ModelConfig> {
     let arch_name = file
         .get_str("general.architecture")
         .with_context(|| format!("{}: GGUF metadata lacks `general.architecture`", file.path.display()))?
@@ -181,7 +180,7 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         config.tie_word_embeddings = file.tensor_info("output.weight").is_none();
         config.bos_token_id = gguf_token(file, "tokenizer.ggml.bos_token_id");
         config.eos_token_ids = gguf_token(file, "tokenizer.ggml.eos_token_id").into_iter().collect();
-        return Ok((config, None));
+        return Ok(config);
     }
     let architecture = Architecture::from_model_type(&arch_name).with_context(|| {
         format!(
@@ -217,6 +216,12 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
             Some(other) => bail!("{}: rope scaling `{other}` is not supported yet", file.path.display()),
         },
         partial_rotary_factor: 1.0,
+        // llama.cpp's converter orders Llama's q and k rows for its
+        // interleaved rope; they are used as stored, not reordered.
+        pairs: match architecture {
+            Architecture::Llama | Architecture::Mistral => RotaryPairs::Adjacent,
+            _ => RotaryPairs::HalfSplit,
+        },
     };
     let sliding_window = match (architecture, file.get(&key("attention.sliding_window"))) {
         (Architecture::Mistral, Some(_)) => Some(file.require_usize(&key("attention.sliding_window"))?),
@@ -261,9 +266,13 @@ pub fn from_gguf(file: &GgufFile) -> Result<(ModelConfig, Option<RotaryRowOrder>
         eos_token_ids: gguf_token(file, "tokenizer.ggml.eos_token_id").into_iter().collect(),
     };
     config.validate().with_context(|| format!("{}: inconsistent GGUF metadata", file.path.display()))?;
-    let row_order = matches!(architecture, Architecture::Llama | Architecture::Mistral)
-        .then_some(RotaryRowOrder { num_attention_heads, num_key_value_heads });
-    Ok((config, row_order))
+    if config.qk_norm != QkNorm::None && config.layers.iter().any(|l| l.rope.pairs == RotaryPairs::Adjacent) {
+        bail!(
+            "{}: q/k norms in a {arch_name} GGUF file are not supported (their order would not match the rows')",
+            file.path.display()
+        );
+    }
+    Ok(config)
 }
 
 fn gguf_token(file: &GgufFile, key: &str) -> Option<u32> {

@@ -1,10 +1,12 @@
-//! Rotary position embeddings in Hugging Face's half-split layout.
+//! Rotary position embeddings, rotating each head's dimensions in pairs:
+//! `i` with `i + rotary_dim / 2` as transformers does, or `2i` with `2i + 1`
+//! for Llama's q and k as GGUF files order them ([`RotaryPairs`]).
 //!
 //! Frequencies follow transformers' `rope_init_fn`s (default, linear,
 //! llama3, longrope), over all of a head or its first part; angles are computed per call for the positions in use, so no
 //! table sized by the context length is kept.
 
-use crate::models::config::{RopeConfig, RopeScaling};
+use crate::models::config::{RopeConfig, RopeScaling, RotaryPairs};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor, D};
 
@@ -17,6 +19,7 @@ pub struct RotaryEmbedding {
     magnitude: f32,
     /// How many leading dimensions of a head rotate.
     rotary_dim: usize,
+    pairs: RotaryPairs,
 }
 
 impl RotaryEmbedding {
@@ -46,10 +49,11 @@ impl RotaryEmbedding {
                 long_inv_freq: Some((divided(long_factor, "long_factor")?, *original_max_position_embeddings)),
                 magnitude: *attention_factor as f32,
                 rotary_dim,
+                pairs: rope.pairs,
             });
         }
         let inv_freq = base.into_iter().map(|f| scale_frequency(f, &rope.scaling) as f32).collect();
-        Ok(Self { inv_freq, long_inv_freq: None, magnitude: 1.0, rotary_dim })
+        Ok(Self { inv_freq, long_inv_freq: None, magnitude: 1.0, rotary_dim, pairs: rope.pairs })
     }
 
     /// `(cos, sin)`, each `(len, rotary_dim / 2)`, for positions `start..start + len`.
@@ -78,11 +82,15 @@ impl RotaryEmbedding {
     /// Rotates the first `rotary_dim` dimensions of `x` of shape
     /// `(batch, heads, seq, head_dim)` by the given angles.
     pub fn apply(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let rotate = |x: &Tensor| match self.pairs {
+            RotaryPairs::HalfSplit => candle_nn::rotary_emb::rope(x, cos, sin),
+            RotaryPairs::Adjacent => candle_nn::rotary_emb::rope_i(x, cos, sin),
+        };
         let head_dim = x.dim(D::Minus1)?;
         if self.rotary_dim == head_dim {
-            return Ok(candle_nn::rotary_emb::rope(&x.contiguous()?, cos, sin)?);
+            return Ok(rotate(&x.contiguous()?)?);
         }
-        let rotated = candle_nn::rotary_emb::rope(&x.narrow(D::Minus1, 0, self.rotary_dim)?.contiguous()?, cos, sin)?;
+        let rotated = rotate(&x.narrow(D::Minus1, 0, self.rotary_dim)?.contiguous()?)?;
         let passed = x.narrow(D::Minus1, self.rotary_dim, head_dim - self.rotary_dim)?;
         Ok(Tensor::cat(&[rotated, passed], D::Minus1)?)
     }
@@ -116,6 +124,30 @@ fn scale_frequency(freq: f64, scaling: &RopeScaling) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// llama.cpp's converter puts q/k row `i` of each half at `2i` and
+    /// `i + d/2` at `2i + 1`; rotating adjacent pairs in that order must
+    /// give transformers' rotation in its order, dimension for dimension.
+    #[test]
+    fn adjacent_pairs_on_gguf_rows_equal_half_split_on_hf_rows() -> Result<()> {
+        let (heads, seq, dim) = (3, 5, 8);
+        let rope =
+            |pairs| RopeConfig { theta: 10_000.0, scaling: RopeScaling::None, partial_rotary_factor: 1.0, pairs };
+        let hf = Tensor::randn(0f32, 1.0, (1, heads, seq, dim), &Device::Cpu)?;
+        let gguf_order: Vec<u32> =
+            (0..dim as u32).map(|j| if j % 2 == 0 { j / 2 } else { j / 2 + dim as u32 / 2 }).collect();
+        let to_gguf = |t: &Tensor| t.index_select(&Tensor::new(gguf_order.as_slice(), &Device::Cpu)?, 3);
+        let rotate = |pairs, x: &Tensor| -> Result<Tensor> {
+            let rotary = RotaryEmbedding::new(&rope(pairs), dim)?;
+            let (cos, sin) = rotary.cos_sin(7, seq, DType::F32, &Device::Cpu)?;
+            rotary.apply(x, &cos, &sin)
+        };
+        let expected = to_gguf(&rotate(RotaryPairs::HalfSplit, &hf)?)?;
+        let got = rotate(RotaryPairs::Adjacent, &to_gguf(&hf)?)?;
+        let gap = (expected - got)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(gap < 1e-6, "largest difference {gap}");
+        Ok(())
+    }
 
     #[test]
     fn llama3_scaling_keeps_high_and_divides_low_frequencies() {

@@ -3,10 +3,9 @@
 //! GGUF names tensors `blk.N.attn_q.weight`; the models use the Hugging Face
 //! names, so this store translates. llama.cpp's converter also reorders the
 //! rows of Llama's `attn_q`/`attn_k` so that rotary pairs sit next to each
-//! other (its rope rotates interleaved pairs); the models here rotate halves
-//! as transformers does, so the rows are put back in Hugging Face order on
-//! load. Rows are whole quantization blocks, so this works on quantized data
-//! as a byte shuffle and the weights stay quantized.
+//! other; those rows are served as stored, and the model rotates adjacent
+//! pairs for such files ([`crate::models::config::RotaryPairs`]), so q and k
+//! can be read in place like every other matrix.
 
 use crate::formats::gguf::{qtensor_from_bytes, GgmlType, GgufFile};
 use crate::models::config::{Architecture, GatedDeltaNetConfig, ModelConfig};
@@ -15,22 +14,12 @@ use crate::models::weights::{repackable, MappedFloat, MappedMatrix, StoredTensor
 use anyhow::{Context, Result};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::{DType, Device, Tensor};
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-
-/// Head counts needed to undo llama.cpp's q/k row order.
-#[derive(Debug, Clone, Copy)]
-pub struct RotaryRowOrder {
-    pub num_attention_heads: usize,
-    pub num_key_value_heads: usize,
-}
 
 /// A GGUF file seen as a Hugging Face checkpoint.
 pub struct GgufStore {
     file: Arc<GgufFile>,
-    /// Set for Llama-family files whose q/k rows llama.cpp permuted.
-    row_order: Option<RotaryRowOrder>,
     architecture: Architecture,
     /// Gated DeltaNet sizes, to put its value heads back in order.
     linear: Option<GatedDeltaNetConfig>,
@@ -44,12 +33,11 @@ pub struct GgufStore {
 }
 
 impl GgufStore {
-    pub fn new(file: Arc<GgufFile>, row_order: Option<RotaryRowOrder>, config: &ModelConfig) -> Self {
+    pub fn new(file: Arc<GgufFile>, config: &ModelConfig) -> Self {
         let tiles = TileCache::for_file(&file.path);
         let reads_ahead = tiles.as_ref().is_none_or(TileCache::is_empty);
         Self {
             file,
-            row_order,
             architecture: config.architecture,
             linear: config.gated_delta_net,
             read_ahead: Mutex::new(HashSet::new()),
@@ -87,18 +75,6 @@ impl GgufStore {
             if asked.insert(prefix.clone()) {
                 self.file.read_ahead(&prefix);
             }
-        }
-    }
-
-    /// Heads whose rows must be un-permuted for this Hugging Face name, if any.
-    fn permuted_heads(&self, hf_name: &str) -> Option<usize> {
-        let order = self.row_order?;
-        if hf_name.contains(".self_attn.q_proj.") {
-            Some(order.num_attention_heads)
-        } else if hf_name.contains(".self_attn.k_proj.") {
-            Some(order.num_key_value_heads)
-        } else {
-            None
         }
     }
 }
@@ -310,14 +286,6 @@ fn stored_tensor(dtype: GgmlType, bytes: &[u8], dims: &[usize], device: &Device)
     })
 }
 
-/// A `rows × cols` matrix of `float` values from `bytes`, in anonymous
-/// memory mapped like a file's, so it takes the same kernel.
-fn owned_matrix(bytes: &[u8], rows: usize, cols: usize, float: MappedFloat) -> Option<MappedMatrix> {
-    let mut memory = memmap2::MmapMut::map_anon(bytes.len()).ok()?;
-    memory.copy_from_slice(bytes);
-    MappedMatrix::new(Arc::new(memory.make_read_only().ok()?), 0, rows, cols, float)
-}
-
 /// A tensor's values as f32, dequantizing if it is quantized.
 fn f32_values(bytes: &[u8], dtype: GgmlType, dims: &[usize]) -> Result<Vec<f32>> {
     if let (Some(format), [rows, cols]) = (repackable(dtype), dims) {
@@ -380,29 +348,6 @@ fn reorder_columns(row: &[f32], nk: usize, nv: usize, dv: usize) -> Result<Vec<f
     Ok(reordered.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
-/// Reorders rows from llama.cpp's interleaved rotary layout to Hugging Face's
-/// half-split layout. `bytes` holds `rows` rows of equal size.
-pub fn unpermute_rotary_rows(bytes: &[u8], rows: usize, heads: usize) -> Result<Vec<u8>> {
-    anyhow::ensure!(
-        heads > 0 && rows.is_multiple_of(2 * heads) && bytes.len().is_multiple_of(rows),
-        "cannot split {rows} rows into {heads} rotary heads"
-    );
-    let row_bytes = bytes.len() / rows;
-    let half = rows / heads / 2;
-    let mut out = vec![0u8; bytes.len()];
-    for head in 0..heads {
-        for pair in 0..half {
-            for side in 0..2 {
-                let hf_row = head * 2 * half + side * half + pair;
-                let gguf_row = head * 2 * half + pair * 2 + side;
-                out[hf_row * row_bytes..(hf_row + 1) * row_bytes]
-                    .copy_from_slice(&bytes[gguf_row * row_bytes..(gguf_row + 1) * row_bytes]);
-            }
-        }
-    }
-    Ok(out)
-}
-
 impl WeightStore for GgufStore {
     fn origin(&self) -> String {
         self.file.path.display().to_string()
@@ -451,11 +396,10 @@ impl WeightStore for GgufStore {
             last_use = expert + 1 == dims[0];
             dims.remove(0);
         }
-        // Stored as the model uses it: no rows to reorder, nothing to undo.
-        let plain = location.undo == Undo::None && self.permuted_heads(name).is_none();
-        let kernel_format =
-            repackable(info.ggml_type).filter(|_| location.undo == Undo::None && dims.len() == 2 && device.is_cpu());
-        if let Some(format) = kernel_format.filter(|&format| plain && PackedMatrix::reads_in_place(format)) {
+        // Stored as the model uses it: nothing to undo.
+        let plain = location.undo == Undo::None;
+        let kernel_format = repackable(info.ggml_type).filter(|_| plain && dims.len() == 2 && device.is_cpu());
+        if let Some(format) = kernel_format.filter(|&format| PackedMatrix::reads_in_place(format)) {
             let start = self.file.tensor_offset(&gname)? + expert_offset;
             let map: Arc<dyn AsRef<[u8]> + Send + Sync> = self.file.map().clone();
             let matrix = PackedMatrix::in_place(format, map, start, dims[0], dims[1])
@@ -463,10 +407,7 @@ impl WeightStore for GgufStore {
             self.map_pages_in(&gname, expert_offset);
             return Ok(StoredTensor::Packed(Arc::new(matrix)));
         }
-        // Matrices repacked for Cake's kernels, which the tile cache keeps:
-        // Q8_0 ones too when their rows are reordered (Llama's q and k),
-        // which costs a copy at every load unless the tiles are kept (on an
-        // 8B Q8_0 file, 712 MB of fresh memory: half of a 1.1 s load).
+        // Matrices repacked for Cake's kernels, which the tile cache keeps.
         let cached = match (&self.tiles, kernel_format) {
             (Some(tiles), Some(format)) => Some((tiles, format)),
             _ => None,
@@ -488,44 +429,19 @@ impl WeightStore for GgufStore {
                 return Ok(StoredTensor::Mapped(Arc::new(mapped)));
             }
         }
-        let bytes = match self.permuted_heads(name) {
-            Some(heads) => Cow::Owned(
-                unpermute_rotary_rows(raw, dims[0], heads)
-                    .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?,
-            ),
-            None => Cow::Borrowed(raw),
-        };
         if location.undo != Undo::None {
             let stored = self
-                .undo_linear_attention(location.undo, &bytes, &dims, info.ggml_type, device)
+                .undo_linear_attention(location.undo, raw, &dims, info.ggml_type, device)
                 .with_context(|| format!("{}: tensor `{gname}`", self.origin()))?;
-            drop(bytes);
             self.file.release(&gname);
             return Ok(stored);
         }
-        if let (Cow::Owned(owned), Some(float @ (MappedFloat::F16 | MappedFloat::BF16)), 2, true) =
-            (&bytes, mapped_float, dims.len(), device.is_cpu())
-        {
-            // Reordered half-precision rows (q and k): kept as they are for
-            // the streaming kernel, like the mapped ones, not widened to f32.
-            if let Some(matrix) = owned_matrix(owned, dims[0], dims[1], float) {
-                self.file.release(&gname);
-                return Ok(StoredTensor::Mapped(Arc::new(matrix)));
-            }
-        }
-        let stored = match cached.and_then(|(tiles, format)| tiles.repack(name, format, &bytes, dims[0], dims[1])) {
+        let stored = match cached.and_then(|(tiles, format)| tiles.repack(name, format, raw, dims[0], dims[1])) {
             Some(matrix) => StoredTensor::Packed(Arc::new(matrix)),
-            None => {
-                // Copied from the file, not through the map (see `copy_of`).
-                let copy = match &bytes {
-                    Cow::Borrowed(raw) => Some(self.file.copy_of(raw)?),
-                    Cow::Owned(_) => None,
-                };
-                stored_tensor(info.ggml_type, copy.as_deref().unwrap_or(&bytes), &dims, device)
-                    .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?
-            }
+            // Copied from the file, not through the map (see `copy_of`).
+            None => stored_tensor(info.ggml_type, &self.file.copy_of(raw)?, &dims, device)
+                .with_context(|| format!("{}: cannot load tensor `{gname}`", self.origin()))?,
         };
-        drop(bytes);
         if last_use {
             self.file.release(&gname);
         }
@@ -593,23 +509,5 @@ mod tests {
         let stored = [9u8, 0, 2, 1, 3];
         assert_eq!(ungroup_value_heads(&stored, 5, 1, 1, 2, 4).unwrap(), vec![9, 0, 1, 2, 3]);
         assert!(ungroup_value_heads(&stored, 5, 0, 1, 2, 4).is_err());
-    }
-
-    #[test]
-    fn unpermute_inverts_llama_cpp_permutation() {
-        // llama.cpp's converter: view (heads, 2, half, ...) then swap axes 1 and 2.
-        let heads = 2;
-        let rows = 8;
-        let half = rows / heads / 2;
-        let hf_rows: Vec<u8> = (0..rows as u8).collect();
-        let mut gguf_rows = vec![0u8; rows];
-        for h in 0..heads {
-            for side in 0..2 {
-                for pair in 0..half {
-                    gguf_rows[h * 2 * half + pair * 2 + side] = hf_rows[h * 2 * half + side * half + pair];
-                }
-            }
-        }
-        assert_eq!(unpermute_rotary_rows(&gguf_rows, rows, heads).unwrap(), hf_rows);
     }
 }

@@ -40,6 +40,10 @@ const USED: &str = "used";
 /// Records which GGUF file a model folder holds tiles of.
 const SOURCE: &str = "source";
 const GIB: u64 = 1 << 30;
+/// Changes when the loader hands the cache a matrix's rows in another order
+/// (2: Llama's q and k as the GGUF file stores them, no longer reordered),
+/// so that tiles of the old order are never read.
+const ROW_ORDER_VERSION: u8 = 2;
 
 /// The cached tiles of one GGUF file.
 pub struct TileCache {
@@ -288,6 +292,7 @@ fn file_key(resolved: &Path) -> Result<String> {
         hasher.update(meta.ino().to_le_bytes());
     }
     hasher.update(layout_fingerprint().to_le_bytes());
+    hasher.update([ROW_ORDER_VERSION]);
     Ok(hex(&hasher.finalize()[..12]))
 }
 
