@@ -114,6 +114,28 @@ fn dense_f16(bencher: Bencher, level: &str) {
     bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
 }
 
+/// 64 tokens through an f32 576 → 1536 matrix (default model's shape, MLP up), at each level.
+#[divan::bench(args = levels())]
+fn dense_f32_small(bencher: Bencher, level: &str) {
+    let level = level_named(level);
+    let (rows, cols, tokens) = (1536, 576, 64);
+    let w = values(rows * cols, 3);
+    let x = values(tokens * cols, 5);
+    let mut out = vec![0f32; tokens * rows];
+    bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
+}
+
+/// The same shape with bf16 weights.
+#[divan::bench(args = levels())]
+fn dense_bf16_small(bencher: Bencher, level: &str) {
+    let level = level_named(level);
+    let (rows, cols, tokens) = (1536, 576, 64);
+    let w: Vec<half::bf16> = values(rows * cols, 3).into_iter().map(half::bf16::from_f32).collect();
+    let x = values(tokens * cols, 5);
+    let mut out = vec![0f32; tokens * rows];
+    bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
+}
+
 /// One layer's matrices: q, k, v, o, gate, up (576 wide) and down (1536 wide).
 struct Layer([PackedMatrix; 7]);
 

@@ -30,6 +30,11 @@ pub trait StoredValue: Copy + Send + Sync + 'static {
     /// are readable.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load16(at: *const Self, mask: std::arch::x86_64::__mmask16) -> std::arch::x86_64::__m512;
+
+    /// The values' bits, when they are bf16 (which some kernels multiply as they are).
+    fn bf16_bits(_values: &[Self]) -> Option<&[u16]> {
+        None
+    }
 }
 
 impl StoredValue for f32 {
@@ -99,6 +104,11 @@ impl StoredValue for bf16 {
         use std::arch::x86_64::*;
         let halves = _mm256_cvtepu16_epi32(_mm_loadu_si128(at as *const __m128i));
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(halves))
+    }
+
+    fn bf16_bits(values: &[bf16]) -> Option<&[u16]> {
+        // SAFETY: `bf16` is a transparent wrapper of its `u16` bits.
+        Some(unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u16, values.len()) })
     }
 
     /// A bf16 is the top half of an f32: widen to 32 bits and shift.

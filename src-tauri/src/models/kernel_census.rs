@@ -36,7 +36,11 @@ impl KernelCensus {
                 (kernel, true)
             }
             MatrixWeight::Mapped(m) => {
-                (format!("cake {} stream", m.float.name().to_lowercase()), m.float != MappedFloat::F32)
+                let level = cake_kernels::cpu::Level::detected();
+                let bf16_prompts = m.float == MappedFloat::BF16
+                    && cake_kernels::dense::rounds_bf16_prompts(level, cake_kernels::dense::TILED_MIN_ROWS);
+                let prompts = if bf16_prompts { ", prompts in bf16 pairs" } else { "" };
+                (format!("cake {} stream{prompts}", m.float.name().to_lowercase()), m.float != MappedFloat::F32)
             }
             MatrixWeight::Quantized(_) => ("candle ggml".into(), true),
             MatrixWeight::Dense(_) => ("candle dense".into(), false),

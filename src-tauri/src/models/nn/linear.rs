@@ -7,7 +7,7 @@ use crate::models::weights::MappedFloat;
 use crate::models::weights::{MappedMatrix, MappedValues, MatrixWeight, Weights};
 use anyhow::Context;
 use anyhow::Result;
-use cake_kernels::dense::matmul_dense;
+use cake_kernels::dense::{matmul_dense, rows_per_call};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Module, Tensor};
@@ -139,7 +139,7 @@ fn dense_product(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 }
 
 /// `x Wᵀ` for an f32, f16 or bf16 `W (out, in)` in a mapped file and `x (..., in)`, in
-/// f32, on Cake's streaming kernel, [`cake_kernels::dense::MAX_ROWS`] rows
+/// f32, on Cake's streaming kernel, [`rows_per_call`] rows
 /// of `x` at a time.
 fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
     let dims = x.dims().to_vec();
@@ -149,7 +149,11 @@ fn mapped_product(x: &Tensor, w: &MappedMatrix) -> Result<Tensor> {
     let x = x.to_dtype(DType::F32)?.contiguous()?;
     let mut out = vec![0f32; rows * w.rows];
     let (level, pool) = (cake_kernels::cpu::Level::detected(), cake_kernels::pool::global());
-    let max = cake_kernels::dense::MAX_ROWS;
+    let max = match w.values() {
+        MappedValues::F32(_) => rows_per_call::<f32>(level),
+        MappedValues::F16(_) => rows_per_call::<half::f16>(level),
+        MappedValues::BF16(_) => rows_per_call::<half::bf16>(level),
+    };
     with_cpu_values(&x, |values| {
         for (chunk, out) in values.chunks(max * w.cols).zip(out.chunks_mut(max * w.rows)) {
             let m = chunk.len() / w.cols;
