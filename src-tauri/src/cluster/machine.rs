@@ -92,10 +92,11 @@ fn measure_speed() -> MeasuredSpeed {
     let layer = q8_0_matrix(1536, 576);
     let prompt_bytes_per_second =
         (layer.bytes() * 256) as f64 / product_seconds(&layer, 256, 1, Duration::from_millis(40));
-    let layer_overhead_seconds = layer_overhead_seconds(Duration::from_millis(60)).unwrap_or_else(|error| {
-        tracing::warn!("cannot time a synthetic layer ({error:#}); counting five tiny products instead");
-        product_seconds(&q8_0_matrix(64, 576), 1, 5, Duration::from_millis(10))
-    });
+    let layer_overhead_seconds = layer_overhead_seconds(Duration::from_millis(60), decode_bytes_per_second)
+        .unwrap_or_else(|error| {
+            tracing::warn!("cannot time a synthetic layer ({error:#}); counting five tiny products instead");
+            product_seconds(&q8_0_matrix(64, 576), 1, 5, Duration::from_millis(10))
+        });
     MeasuredSpeed { decode_bytes_per_second, prompt_bytes_per_second, layer_overhead_seconds }
 }
 
