@@ -103,37 +103,36 @@ fn prefill(bencher: Bencher, level: &str) {
     bench_cake(bencher, level, 64);
 }
 
-/// 64 tokens through an f16 2048 → 8192 matrix (1B shape, MLP up), at each level.
-#[divan::bench(args = levels())]
-fn dense_f16(bencher: Bencher, level: &str) {
-    let level = level_named(level);
-    let (rows, cols, tokens) = (8192, 2048, 64);
-    let w: Vec<half::f16> = values(rows * cols, 3).into_iter().map(half::f16::from_f32).collect();
+/// 64 tokens through a `rows × cols` matrix of weights `narrow`ed from f32, at `level`.
+fn bench_dense<W: cake_kernels::values::StoredValue>(
+    bencher: Bencher,
+    level: &str,
+    (rows, cols): (usize, usize),
+    narrow: fn(f32) -> W,
+) {
+    let (level, tokens) = (level_named(level), 64);
+    let w: Vec<W> = values(rows * cols, 3).into_iter().map(narrow).collect();
     let x = values(tokens * cols, 5);
     let mut out = vec![0f32; tokens * rows];
     bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
+}
+
+/// 64 tokens through an f16 2048 → 8192 matrix (1B shape, MLP up), at each level.
+#[divan::bench(args = levels())]
+fn dense_f16(bencher: Bencher, level: &str) {
+    bench_dense(bencher, level, (8192, 2048), half::f16::from_f32);
 }
 
 /// 64 tokens through an f32 576 → 1536 matrix (default model's shape, MLP up), at each level.
 #[divan::bench(args = levels())]
 fn dense_f32_small(bencher: Bencher, level: &str) {
-    let level = level_named(level);
-    let (rows, cols, tokens) = (1536, 576, 64);
-    let w = values(rows * cols, 3);
-    let x = values(tokens * cols, 5);
-    let mut out = vec![0f32; tokens * rows];
-    bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
+    bench_dense(bencher, level, (1536, 576), |v| v);
 }
 
-/// The same shape with bf16 weights.
+/// The same shape with bf16 weights (bf16 dot products for prompts where the CPU has them).
 #[divan::bench(args = levels())]
 fn dense_bf16_small(bencher: Bencher, level: &str) {
-    let level = level_named(level);
-    let (rows, cols, tokens) = (1536, 576, 64);
-    let w: Vec<half::bf16> = values(rows * cols, 3).into_iter().map(half::bf16::from_f32).collect();
-    let x = values(tokens * cols, 5);
-    let mut out = vec![0f32; tokens * rows];
-    bencher.bench_local(|| cake_kernels::dense::matmul_dense(&w, rows, cols, &x, tokens, &mut out, level, pool()));
+    bench_dense(bencher, level, (1536, 576), half::bf16::from_f32);
 }
 
 /// One layer's matrices: q, k, v, o, gate, up (576 wide) and down (1536 wide).
