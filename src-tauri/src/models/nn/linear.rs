@@ -249,10 +249,22 @@ mod tests {
             let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
             for tokens in [1, 5, cake_kernels::dense::MAX_ROWS + 7, 2 * cake_kernels::dense::MAX_ROWS] {
                 let x: Vec<f32> = (0..tokens * cols).map(|i| ((i * 104_729 % 311) as f32 - 155.0) / 201.0).collect();
+                // Prompts against bf16 weights may be multiplied in bf16
+                // (all these tokens in one call: `rows_per_call`).
+                let level = cake_kernels::cpu::Level::detected();
+                let in_bf16 = float == MappedFloat::BF16 && cake_kernels::dense::rounds_bf16_prompts(level, tokens);
+                let x_used: Vec<f32> =
+                    if in_bf16 { x.iter().map(|&v| half::bf16::from_f32(v).to_f32()).collect() } else { x.clone() };
                 let x = Tensor::from_vec(x, (1, tokens, cols), &Device::Cpu).unwrap();
+                let x_used = Tensor::from_vec(x_used, (1, tokens, cols), &Device::Cpu).unwrap();
                 let ours = mapped.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                let theirs =
-                    x.broadcast_matmul(&dense.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let theirs = x_used
+                    .broadcast_matmul(&dense.t().unwrap())
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap();
                 assert_eq!(ours.len(), theirs.len());
                 for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                     assert!(
