@@ -103,9 +103,20 @@ fn by_items(rows: usize, per_item: usize, pool: &Pool, item: &(dyn Fn(Range<usiz
     });
 }
 
-struct Output(*mut f32);
-// SAFETY: work items write disjoint row ranges.
-unsafe impl Sync for Output {}
+/// Memory the pool's threads fill together (outputs, or [`bf16_pairs`]'
+/// transposed activations).
+struct Output<T = f32>(*mut T);
+// SAFETY: work items write disjoint parts.
+unsafe impl<T> Sync for Output<T> {}
+
+impl<T> Output<T> {
+    /// # Safety
+    /// `i` is in bounds and no other thread writes it.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn write(&self, i: usize, value: T) {
+        *self.0.add(i) = value;
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 fn rows_of<W: StoredValue>(

@@ -54,7 +54,7 @@ impl Pairs {
         let padded = m.div_ceil(LANES) * LANES;
         let count = cols.div_ceil(2);
         let mut words = vec![0u32; count * padded];
-        let target = Words(words.as_mut_ptr());
+        let target = Output(words.as_mut_ptr());
         pool.run(padded / LANES, &|blocks| {
             let mut row_words = vec![0u32; count];
             for t in blocks.start * LANES..(blocks.end * LANES).min(m) {
@@ -67,19 +67,6 @@ impl Pairs {
             }
         });
         Self { words, padded, count }
-    }
-}
-
-/// The words of [`Pairs`] being written, by several threads.
-struct Words(*mut u32);
-// SAFETY: the threads write disjoint words.
-unsafe impl Sync for Words {}
-
-impl Words {
-    /// # Safety
-    /// `i` is in bounds and no other thread writes it.
-    unsafe fn write(&self, i: usize, word: u32) {
-        *self.0.add(i) = word;
     }
 }
 

@@ -41,11 +41,11 @@ impl GgufFile {
         // would otherwise cost a system call each.
         let header = super::gguf_header::parse(&mmap[..], file_len)
             .map_err(|e| anyhow::anyhow!("{}: invalid GGUF header: {e}", path.display()))?;
-        // A file of float tensors is read where it lies (all but Llama's q
-        // and k, copied): huge pages over the whole map, which its matrices
-        // of under 2 MB get in no other way (135M BF16 decode: 97–103 tok/s
-        // with advice per tensor, 110–113 with this). Files holding
-        // quantized matrices take it per tensor read in place (`populate`).
+        // A file of float tensors is read where it lies: huge pages over
+        // the whole map, which its matrices of under 2 MB get in no other
+        // way (135M BF16 decode: 97–103 tok/s with advice per tensor,
+        // 110–113 with this). Files holding quantized matrices take it per
+        // tensor read in place (`populate`).
         #[cfg(target_os = "linux")]
         if header.tensor_infos.values().all(|t| matches!(t.ggml_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)) {
             let _ = mmap.advise(memmap2::Advice::HugePage);
