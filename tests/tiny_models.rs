@@ -117,8 +117,41 @@ macro_rules! family_tests {
             fn tokenizer_matches_transformers() {
                 super::check_tokenizer_matches_transformers($family, None);
             }
+            #[test]
+            fn steps_of_several_sequences_equal_each_alone() {
+                super::check_streams_equal_each_alone($family);
+            }
         }
     )*};
+}
+
+/// Decode steps of three sequences together (prompts shorter and longer
+/// than the 8-position windows of the windowed families) give each row
+/// the logits its step alone gives: positions, windows, rotary variants,
+/// norms and recurrent layers are kept per sequence.
+fn check_streams_equal_each_alone(family: &str) {
+    use cake::models::decoder::LogitsFor;
+    use cake::text::model::{LoadOptions, TextModel};
+    let model = TextModel::load(&model_of(family, None), &LoadOptions::default()).unwrap();
+    let prompts: [Vec<u32>; 3] = [vec![5, 9, 14], (20..32).collect(), (40..61).rev().collect()];
+    let mut together: Vec<_> = prompts.iter().map(|_| model.new_session()).collect();
+    let mut alone: Vec<_> = prompts.iter().map(|_| model.new_session()).collect();
+    for (prompt, (a, b)) in prompts.iter().zip(together.iter_mut().zip(alone.iter_mut())) {
+        model.hidden_states(prompt, a).unwrap();
+        model.hidden_states(prompt, b).unwrap();
+    }
+    for (step, next) in [[7u32, 8, 9], [70, 80, 90], [3, 2, 1]].iter().enumerate() {
+        let mut rows: Vec<_> = together.iter_mut().collect();
+        let batched = model.forward_streams(next, &mut rows).unwrap().to_vec2::<f32>().unwrap();
+        for (i, session) in alone.iter_mut().enumerate() {
+            let single = model.forward(&next[i..i + 1], session, LogitsFor::Last).unwrap().to_vec2::<f32>().unwrap();
+            let gap = single[0].iter().zip(&batched[i]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(gap <= 1e-4, "{family}: step {step}, sequence {i} differs by {gap} from its step alone");
+        }
+    }
+    for session in together.into_iter().chain(alone) {
+        model.end_session(session);
+    }
 }
 
 #[test]

@@ -222,16 +222,17 @@ fn repack(bencher: Bencher, format: &str) {
     });
 }
 
-/// One decode-shaped product (one activation row, a 2048 × 2048 matrix)
-/// per format, at the CPU's best level.
-#[divan::bench(args = format_names())]
-fn decode_format(bencher: Bencher, format: &str) {
+/// One decode-shaped product (`TOKENS` activation rows: one generated
+/// token, or one of each of 4 conversations decoded together; a 2048 ×
+/// 2048 matrix) per format, at the CPU's best level.
+#[divan::bench(consts = [1, 4], args = format_names())]
+fn decode_format<const TOKENS: usize>(bencher: Bencher, format: &str) {
     let format = format_named(format);
     let (rows, cols) = (2048, 2048);
     let w = random_matrix(format, rows, cols, 1);
     let mut acts = QuantizedActivations::default();
-    acts.quantize(&values(cols, 7), 1, cols);
-    let mut out = vec![0f32; rows];
+    acts.quantize(&values(TOKENS * cols, 7), TOKENS, cols);
+    let mut out = vec![0f32; TOKENS * rows];
     bencher.bench_local(|| matmul_quantized(&w, &acts, &mut out, Level::detected(), pool()));
 }
 

@@ -4,6 +4,8 @@
 //! scale `d = max|x| / 127`, its values `round(x / d)` as `i8`, and `d · Σq`,
 //! which folds a weight block's offset (Q4_1's `m`) into one multiply.
 
+use super::cpu::Level;
+
 /// Values per quantization block, for weights and activations alike.
 pub const BLOCK: usize = 32;
 
@@ -30,6 +32,11 @@ impl QuantizedActivations {
     /// Quantizes `x`, `rows` rows of `k` values each (`k` a multiple of
     /// [`BLOCK`]), replacing what was held.
     pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
+        self.quantize_at(x, rows, k, Level::detected());
+    }
+
+    /// [`Self::quantize`] with the kernels of `level` (all give the same bits).
+    pub fn quantize_at(&mut self, x: &[f32], rows: usize, k: usize, level: Level) {
         assert!(
             k.is_multiple_of(BLOCK) && x.len() == rows * k,
             "{rows} rows of {k} values do not make {} values in blocks of {BLOCK}",
@@ -46,12 +53,14 @@ impl QuantizedActivations {
         let chunks = x.chunks_exact(BLOCK).zip(self.qs.chunks_exact_mut(BLOCK)).zip(self.half_sums.chunks_exact_mut(2));
         let per_block = self.scales.iter_mut().zip(self.scaled_sums.iter_mut()).zip(self.sums.iter_mut());
         for (((values, qs), half_sums), ((scale, scaled_sum), block_sum)) in chunks.zip(per_block) {
-            let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
-            for (q, v) in qs.iter_mut().zip(values) {
-                *q = round_small(v * inverse) as i8;
-            }
+            let values: &[f32; BLOCK] = values.try_into().expect("whole blocks");
+            let qs: &mut [i8; BLOCK] = qs.try_into().expect("whole blocks");
+            let d = match level {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Level` is only this high when the CPU has AVX-512.
+                Level::Avx512Vnni => unsafe { quantize_block_avx512(values, qs) },
+                _ => quantize_block(values, qs),
+            };
             half_sums[0] = qs[..BLOCK / 2].iter().map(|&q| q as i32).sum();
             half_sums[1] = qs[BLOCK / 2..].iter().map(|&q| q as i32).sum();
             let sum = half_sums[0] + half_sums[1];
@@ -65,6 +74,35 @@ impl QuantizedActivations {
     pub fn blocks_per_row(&self) -> usize {
         self.k / BLOCK
     }
+}
+
+/// One block's scale `d = max|x| / 127`, its values `round(x / d)` in `qs`.
+fn quantize_block(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> f32 {
+    let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
+    for (q, v) in qs.iter_mut().zip(values) {
+        *q = round_small(v * inverse) as i8;
+    }
+    d
+}
+
+/// [`quantize_block`] in two vectors: the same maximum, scale and rounding
+/// (to nearest, ties to even, as the CPU's default conversion does).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quantize_block_avx512(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> f32 {
+    use std::arch::x86_64::*;
+    let low = _mm512_loadu_ps(values.as_ptr());
+    let high = _mm512_loadu_ps(values.as_ptr().add(16));
+    let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(low), _mm512_abs_ps(high)));
+    let d = amax / 127.0;
+    let inverse = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+    for (half, v) in [low, high].into_iter().enumerate() {
+        let rounded = _mm512_cvtps_epi32(_mm512_mul_ps(v, inverse));
+        _mm_storeu_si128(qs.as_mut_ptr().add(16 * half) as *mut __m128i, _mm512_cvtepi32_epi8(rounded));
+    }
+    d
 }
 
 /// `x` rounded to the nearest integer, ties to even, for `|x| < 2²²`.
@@ -114,6 +152,26 @@ mod tests {
         for i in -1270..=1270 {
             let x = i as f32 / 10.0 + 0.013;
             assert_eq!(round_small(x), x.round(), "{x}");
+        }
+    }
+
+    /// Every level quantizes to the same bits.
+    #[test]
+    fn every_level_quantizes_alike() {
+        let x: Vec<f32> = (0..32 * 37)
+            .map(|i| match i % 97 {
+                0 => 0.0,
+                5 => 2.5 * (1.0 + (i / 97) as f32),
+                _ => ((i * 7919 % 1013) as f32 - 506.0) / (1.0 + (i % 13) as f32),
+            })
+            .collect();
+        let mut plain = QuantizedActivations::default();
+        plain.quantize_at(&x, 37, 32, Level::Plain);
+        for level in Level::all_supported() {
+            let mut a = QuantizedActivations::default();
+            a.quantize_at(&x, 37, 32, level);
+            assert_eq!((&a.qs, &a.sums, &a.half_sums), (&plain.qs, &plain.sums, &plain.half_sums), "{level:?}");
+            assert_eq!((&a.scales, &a.scaled_sums), (&plain.scales, &plain.scaled_sums), "{level:?}");
         }
     }
 

@@ -60,7 +60,75 @@ pub fn decode_attention<T: StoredValue>(
     level: Level,
     pool: &Pool,
 ) {
-    prefill_attention(q, kv, 1, heads, scale, softcap, out, level, pool)
+    decode_attention_streams(q, std::slice::from_ref(kv), heads, scale, softcap, out, level, pool)
+}
+
+/// One decode step of several sequences in one job for the pool: row `i`
+/// of `q` and `out` (each `kvs.len() × heads × head_dim`) attends over
+/// `kvs[i]`, to the last bit as [`decode_attention`] of that row alone
+/// (the same blocks, merged in the same order).
+#[allow(clippy::too_many_arguments)]
+pub fn decode_attention_streams<T: StoredValue>(
+    q: &[f32],
+    kvs: &[CachedKv<T>],
+    heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    level: Level,
+    pool: &Pool,
+) {
+    let Some(first_kv) = kvs.first() else { return };
+    let (d, kv_heads) = (first_kv.head_dim, first_kv.kv_heads);
+    let width = heads * d;
+    assert!(q.len() == kvs.len() * width && out.len() == q.len(), "{} rows of queries", kvs.len());
+    for kv in kvs {
+        assert!(kv.head_dim == d && kv.kv_heads == kv_heads && kv.len >= 1, "caches of one layer");
+        assert!(
+            heads.is_multiple_of(kv_heads)
+                && (kv_heads - 1) * kv.head_stride + kv.len * d <= kv.keys.len().min(kv.values.len()),
+            "cache too short"
+        );
+    }
+    let group = heads / kv_heads;
+    let record = Partial::len(d);
+    let blocks_of = |i: usize| kvs[i].len.div_ceil(POSITIONS_PER_ITEM);
+    // Row i's items (kv_heads × its blocks) and records (× group) follow those of the rows before it.
+    let mut first_item = Vec::with_capacity(kvs.len() + 1);
+    first_item.push(0);
+    for i in 0..kvs.len() {
+        first_item.push(first_item[i] + kv_heads * blocks_of(i));
+    }
+    let mut partials = vec![0f32; first_item[kvs.len()] * group * record];
+    let sink = Sink(partials.as_mut_ptr());
+    pool.run(first_item[kvs.len()], &|range| {
+        let mut scratch = Scratch::default();
+        for item in range {
+            let i = first_item.partition_point(|&first| first <= item) - 1;
+            let (kv, blocks) = (&kvs[i], blocks_of(i));
+            let (kv_head, block) = ((item - first_item[i]) / blocks, (item - first_item[i]) % blocks);
+            let first = block * POSITIONS_PER_ITEM;
+            let n = POSITIONS_PER_ITEM.min(kv.len - first);
+            let at = i * width + kv_head * group * d;
+            scratch.queries.clear();
+            scratch.queries.extend_from_slice(&q[at..at + group * d]);
+            scratch.visible.clear();
+            scratch.visible.resize(group, n);
+            let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
+            attend_block(&block_kv, scale, softcap, &mut scratch, level);
+            // SAFETY: this item's records, written by this item only.
+            unsafe { sink.records(item * group * record, group * record) }.copy_from_slice(&scratch.records);
+        }
+    });
+    for (i, row_out) in out.chunks_exact_mut(width).enumerate() {
+        let blocks = blocks_of(i);
+        for h in 0..heads {
+            let (kv_head, g) = (h / group, h % group);
+            let at = |b: usize| ((first_item[i] + kv_head * blocks + b) * group + g) * record;
+            let parts = (0..blocks).map(|b| Partial::of(&partials, at(b), d));
+            merge(parts, &mut row_out[h * d..(h + 1) * d]);
+        }
+    }
 }
 
 /// Rows of queries handled per pass of [`prefill_attention`] (bounds the
@@ -632,6 +700,48 @@ mod prefill_tests {
                             "len {len}, t {t}, row {r}, {level:?}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// A step of several sequences, each over its own cache and length,
+    /// gives each row what a decode step of that row alone gives.
+    #[test]
+    fn a_step_of_several_sequences_equals_each_alone() {
+        let (kv_heads, heads, d, capacity) = (3, 9, 64, 200);
+        let value = |i: usize| ((i * 2654435761usize % 1000) as f32 - 500.0) / 300.0;
+        let lens = [1, 64, 65, 200, 3];
+        let caches: Vec<(Vec<f32>, Vec<f32>)> = (0..lens.len())
+            .map(|s| {
+                let keys = (0..kv_heads * capacity * d).map(|i| value(i + 11 * s)).collect();
+                let values = (0..kv_heads * capacity * d).map(|i| value(i + 13 * s + 7)).collect();
+                (keys, values)
+            })
+            .collect();
+        let kvs: Vec<CachedKv> = caches
+            .iter()
+            .zip(lens)
+            .map(|((keys, values), len)| CachedKv {
+                keys,
+                values,
+                kv_heads,
+                head_stride: capacity * d,
+                len,
+                head_dim: d,
+            })
+            .collect();
+        let width = heads * d;
+        let q: Vec<f32> = (0..lens.len() * width).map(|i| value(i + 3)).collect();
+        for level in Level::all_supported() {
+            for pool in [Pool::new(1), Pool::new(3)] {
+                let mut out = vec![f32::NAN; q.len()];
+                decode_attention_streams(&q, &kvs, heads, 0.125, None, &mut out, level, &pool);
+                for (i, kv) in kvs.iter().enumerate() {
+                    let mut alone = vec![0f32; width];
+                    let rows = i * width..(i + 1) * width;
+                    decode_attention(&q[rows.clone()], kv, heads, 0.125, None, &mut alone, level, &pool);
+                    assert_eq!(&out[rows], &alone[..], "sequence {i} of length {}, {level:?}", kv.len);
                 }
             }
         }

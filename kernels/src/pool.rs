@@ -234,6 +234,29 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Calls `work(i, chunk)` for each chunk `i` of `out` (`chunk` values
+    /// each, the last maybe fewer) on the pool's threads: a job whose
+    /// items each write their own part of one buffer.
+    pub fn for_each_chunk<T: Send>(&self, out: &mut [T], chunk: usize, work: &(dyn Fn(usize, &mut [T]) + Sync)) {
+        assert!(chunk > 0, "chunks of no values");
+        struct Base<T>(*mut T);
+        // SAFETY: items write disjoint chunks of the buffer (below).
+        unsafe impl<T: Send> Sync for Base<T> {}
+        let (len, base) = (out.len(), Base(out.as_mut_ptr()));
+        self.run(len.div_ceil(chunk), &|items| {
+            let base = &base;
+            for i in items {
+                let start = i * chunk;
+                let end = (start + chunk).min(len);
+                // SAFETY: chunk `i` lies inside `out`, and only item `i` touches it.
+                let part = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
+                work(i, part);
+            }
+        });
+    }
+}
+
 fn helper(shared: &Shared, index: usize) {
     let mut seen = 0usize;
     loop {
@@ -311,6 +334,19 @@ mod tests {
                 }
             });
             assert!(visits.iter().all(|v| v.load(Ordering::Relaxed) == 1), "{items} items");
+        }
+    }
+
+    #[test]
+    fn each_chunk_is_written_once_by_its_item() {
+        let pool = Pool::new(3);
+        for (len, chunk) in [(0, 4), (1, 4), (10, 3), (1000, 7), (64, 64)] {
+            let mut out = vec![usize::MAX; len];
+            pool.for_each_chunk(&mut out, chunk, &|i, part| {
+                assert!(part.len() <= chunk);
+                part.iter_mut().enumerate().for_each(|(j, v)| *v = i * chunk + j);
+            });
+            assert_eq!(out, (0..len).collect::<Vec<_>>(), "{len} values in chunks of {chunk}");
         }
     }
 

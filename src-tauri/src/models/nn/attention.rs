@@ -2,7 +2,7 @@
 //! optional q/k RMSNorm (per head or over the projection) and an optional
 //! sliding window.
 
-use super::kv_cache::{CacheView, LayerCache};
+use super::kv_cache::{CacheView, CacheViews, LayerCache};
 use super::linear::Linear;
 use super::norm::RmsNorm;
 use super::projections::Projections;
@@ -10,7 +10,7 @@ use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
 use anyhow::Result;
-use cake_kernels::attention::prefill_attention;
+use cake_kernels::attention::{decode_attention_streams, prefill_attention};
 use cake_kernels::cpu::Level;
 use candle_core::{DType, Device, Tensor};
 
@@ -108,17 +108,48 @@ impl Attention {
     /// One new position of each of several sequences (a batched decode
     /// step): row `i` of `x (1, n, hidden)` is the next position of the
     /// sequence whose cache is `caches[i]`. The projections read their
-    /// weights once for all rows; each row attends over its own cache.
+    /// weights once for all rows, heads are split and rotated for all rows
+    /// together, and each row attends over its own cache, all rows in one
+    /// job where the caches allow (each row's values equal its step alone).
     pub fn forward_streams(&self, x: &Tensor, caches: &mut [&mut LayerCache]) -> Result<Tensor> {
         let projected = self.project(x)?;
-        let row = |t: &Tensor, i: usize| t.narrow(1, i, 1);
-        let rows = caches
-            .iter_mut()
-            .enumerate()
-            .map(|(i, cache)| {
-                let (q, k, v) = (row(&projected.q, i)?, row(&projected.k, i)?, row(&projected.v, i)?);
-                self.attend_cached(&q, &k, &v, cache)
-            })
+        let positions: Vec<usize> = caches.iter().map(|cache| cache.len()).collect();
+        let q = self.heads(&projected.q, self.num_heads, self.q_norm.as_ref())?;
+        let k = self.heads(&projected.k, self.num_kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads(&projected.v, self.num_kv_heads, None)?;
+        let (q, k) = match &self.rotary {
+            Some(rotary) => {
+                let (cos, sin) = rotary.cos_sin_steps(&positions, q.dtype(), q.device())?;
+                (rotary.apply(&q, &cos, &sin)?, rotary.apply(&k, &cos, &sin)?)
+            }
+            None => (q, k),
+        };
+        let row = |t: &Tensor, i: usize| t.narrow(2, i, 1)?.contiguous();
+        // Only the future is hidden from any row: one kernel over every cache in place.
+        let together = q.dtype() == DType::F32
+            && self.sliding_window.is_none()
+            && caches.iter().all(|cache| cache.first_position() == 0);
+        if together {
+            let mut filled = Vec::with_capacity(caches.len());
+            for (i, cache) in caches.iter_mut().enumerate() {
+                filled.push(cache.append(&row(&k, i)?, &row(&v, i)?)?);
+            }
+            let out = match self.attend_streams_in_place(&q, caches)? {
+                Some(out) => out,
+                // Not CPU buffers: each row over its own keys and values, nothing to mask.
+                None => {
+                    let rows = (filled.iter().enumerate())
+                        .map(|(i, (k, v))| {
+                            self.attend(&row(&q, i)?, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, None)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Tensor::cat(&rows, 1)?
+                }
+            };
+            return self.output(out, projected.gate);
+        }
+        let rows = (caches.iter_mut().enumerate())
+            .map(|(i, cache)| self.append_and_attend(&row(&q, i)?, &row(&k, i)?, &row(&v, i)?, cache))
             .collect::<Result<Vec<_>>>()?;
         self.output(Tensor::cat(&rows, 1)?, projected.gate)
     }
@@ -155,8 +186,16 @@ impl Attention {
             }
             None => (q, k),
         };
+        self.append_and_attend(&q, &k, &v, cache)
+    }
+
+    /// Queries, keys and values `(1, ·, t, d)` of the positions
+    /// `cache.len()..`, split into heads and rotated: the keys and values
+    /// appended to `cache`, the queries attended over it: `(1, t, heads · d)`.
+    fn append_and_attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let (t, start) = (q.dim(2)?, cache.len());
         let first_key = cache.first_position();
-        let (k, v) = cache.append(&k, &v)?;
+        let (k, v) = cache.append(k, v)?;
         let total = k.dim(2)?;
         if let Some(window) = self.sliding_window {
             // Later queries never look further back than the window.
@@ -169,12 +208,12 @@ impl Attention {
         // same values read whole, in pieces, or continued from a kept session.
         let only_causal = self.sliding_window.is_none() && first_key == 0;
         let in_place = match q.dtype() {
-            DType::F32 if only_causal || (t == 1 && mask()?.is_none()) => self.attend_in_place(&q, cache)?,
+            DType::F32 if only_causal || (t == 1 && mask()?.is_none()) => self.attend_in_place(q, cache)?,
             _ => None,
         };
         match in_place {
             Some(out) => Ok(out),
-            None => self.attend(&q, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, mask()?.as_ref()),
+            None => self.attend(q, &k.to_dtype(q.dtype())?, &v.to_dtype(q.dtype())?, mask()?.as_ref()),
         }
     }
 
@@ -247,6 +286,29 @@ impl Attention {
         });
         Ok(match done {
             Some(()) => Some(Tensor::from_vec(out, (1, t, width), &Device::Cpu)?),
+            None => None,
+        })
+    }
+
+    /// One new position of each sequence, queries `q (1, heads, n, d)`
+    /// (row `i` the newest position of `caches[i]`), over every cache where
+    /// it lies in one job (see [`decode_attention_streams`]): `(1, n, heads
+    /// · d)`, or `None` where the caches are not all f32 or all f16 on the CPU.
+    fn attend_streams_in_place(&self, q: &Tensor, caches: &[&mut LayerCache]) -> Result<Option<Tensor>> {
+        let n = q.dim(2)?;
+        let width = self.num_heads * self.head_dim;
+        let q = q.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let mut out = vec![0f32; n * width];
+        let (level, pool) = (Level::detected(), cake_kernels::pool::global());
+        let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
+        let heads = self.num_heads;
+        let caches: Vec<&LayerCache> = caches.iter().map(|cache| &**cache).collect();
+        let done = LayerCache::with_all_in_place(&caches, |views| match views {
+            CacheViews::F32(kvs) => decode_attention_streams(&q, &kvs, heads, scale, softcap, &mut out, level, pool),
+            CacheViews::F16(kvs) => decode_attention_streams(&q, &kvs, heads, scale, softcap, &mut out, level, pool),
+        });
+        Ok(match done {
+            Some(()) => Some(Tensor::from_vec(out, (1, n, width), &Device::Cpu)?),
             None => None,
         })
     }

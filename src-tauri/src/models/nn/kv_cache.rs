@@ -12,9 +12,10 @@
 //! computation the quantized ones are measured against.
 //! `CAKE_KV_CACHE=f32` or `=f16` overrides this.
 
-use super::cpu_values::with_cpu_values;
+use super::cpu_values::with_all_cpu_values;
 use anyhow::Result;
 use cake_kernels::attention::CachedKv;
+use cake_kernels::values::StoredValue;
 use candle_core::{DType, Device, Tensor};
 use half::f16;
 use std::sync::OnceLock;
@@ -61,6 +62,12 @@ impl KvPrecision {
 pub enum CacheView<'a> {
     F32(CachedKv<'a, f32>),
     F16(CachedKv<'a, f16>),
+}
+
+/// Several sequences' caches of one layer where they lie, all in one precision.
+pub enum CacheViews<'a> {
+    F32(Vec<CachedKv<'a, f32>>),
+    F16(Vec<CachedKv<'a, f16>>),
 }
 
 /// Cached keys and values of one attention layer, shaped `(batch, kv_heads, seq, head_dim)`.
@@ -210,22 +217,55 @@ impl LayerCache {
     /// Calls `f` with the cached keys and values where they lie, when they
     /// are f32 or f16 on the CPU for one sequence; otherwise returns `None`.
     pub fn with_in_place<R>(&self, f: impl FnOnce(CacheView) -> R) -> Option<R> {
-        let buffers = self.kv.as_ref()?;
-        let (b, kv_heads, capacity, head_dim) = buffers.keys.dims4().ok()?;
-        if b != 1 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
+        Self::with_all_in_place(&[self], |views| match views {
+            CacheViews::F32(mut kvs) => kvs.pop().map(|kv| f(CacheView::F32(kv))),
+            CacheViews::F16(mut kvs) => kvs.pop().map(|kv| f(CacheView::F16(kv))),
+        })
+        .flatten()
+    }
+
+    /// [`Self::with_in_place`] for several sequences' caches of one layer
+    /// at once (a decode step of several sequences): `None` unless every
+    /// one is f32 on the CPU, or every one f16.
+    pub fn with_all_in_place<R>(caches: &[&LayerCache], f: impl FnOnce(CacheViews) -> R) -> Option<R> {
+        let mut shapes = Vec::with_capacity(caches.len());
+        let (mut keys, mut values) = (Vec::with_capacity(caches.len()), Vec::with_capacity(caches.len()));
+        for cache in caches {
+            let buffers = cache.kv.as_ref()?;
+            let (b, kv_heads, capacity, head_dim) = buffers.keys.dims4().ok()?;
+            if b != 1 || buffers.values.dims4().ok()? != (b, kv_heads, capacity, head_dim) {
+                return None;
+            }
+            shapes.push((kv_heads, capacity * head_dim, buffers.stored, head_dim));
+            keys.push(&buffers.keys);
+            values.push(&buffers.values);
+        }
+        let dtype = keys.first()?.dtype();
+        if keys.iter().chain(&values).any(|t| t.dtype() != dtype) {
             return None;
         }
-        let (len, head_stride) = (buffers.stored, capacity * head_dim);
-        match buffers.keys.dtype() {
-            DType::F32 => with_cpu_values(&buffers.keys, |keys| {
-                with_cpu_values(&buffers.values, |values| {
-                    f(CacheView::F32(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
+        fn views<'a, T: StoredValue>(
+            shapes: &[(usize, usize, usize, usize)],
+            keys: &[&'a [T]],
+            values: &[&'a [T]],
+        ) -> Vec<CachedKv<'a, T>> {
+            (shapes.iter().zip(keys).zip(values))
+                .map(|((&(kv_heads, head_stride, len, head_dim), keys), values)| CachedKv {
+                    keys,
+                    values,
+                    kv_heads,
+                    head_stride,
+                    len,
+                    head_dim,
                 })
+                .collect()
+        }
+        match dtype {
+            DType::F32 => with_all_cpu_values(&keys, |keys| {
+                with_all_cpu_values(&values, |values| f(CacheViews::F32(views(&shapes, keys, values))))
             }),
-            DType::F16 => with_cpu_values(&buffers.keys, |keys| {
-                with_cpu_values(&buffers.values, |values| {
-                    f(CacheView::F16(CachedKv { keys, values, kv_heads, head_stride, len, head_dim }))
-                })
+            DType::F16 => with_all_cpu_values(&keys, |keys| {
+                with_all_cpu_values(&values, |values| f(CacheViews::F16(views(&shapes, keys, values))))
             }),
             _ => None,
         }

@@ -201,7 +201,10 @@ fn packed_products(x: &Tensor, matrices: &[&PackedMatrix]) -> Result<Vec<Tensor>
     let mut column = 0;
     let mut pieces = Vec::with_capacity(matrices.len());
     for w in matrices {
-        let values = out.chunks_exact(total).flat_map(|token| &token[column..column + w.rows]).copied().collect();
+        let mut values = Vec::with_capacity(rows * w.rows);
+        for token in out.chunks_exact(total) {
+            values.extend_from_slice(&token[column..column + w.rows]);
+        }
         column += w.rows;
         pieces.push(piece(values, w.rows)?);
     }

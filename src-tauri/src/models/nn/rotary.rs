@@ -6,6 +6,7 @@
 //! llama3, longrope), over all of a head or its first part; angles are computed per call for the positions in use, so no
 //! table sized by the context length is kept.
 
+use super::cpu_values::with_all_cpu_values;
 use crate::models::config::{RopeConfig, RopeScaling, RotaryPairs};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor, D};
@@ -58,16 +59,38 @@ impl RotaryEmbedding {
 
     /// `(cos, sin)`, each `(len, rotary_dim / 2)`, for positions `start..start + len`.
     pub fn cos_sin(&self, start: usize, len: usize, dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
-        // LongRoPE switches to its long frequencies once the sequence is longer
-        // than the pretraining context (as transformers decides per forward pass).
-        let inv_freq = match &self.long_inv_freq {
-            Some((long, original)) if start + len > *original => long,
+        let inv_freq = self.frequencies_until(start + len);
+        self.tables((start..start + len).map(|pos| (pos, inv_freq)), dtype, device)
+    }
+
+    /// `(cos, sin)`, each `(positions.len(), rotary_dim / 2)`, row `i` for
+    /// position `positions[i]` as a decode step there ([`Self::cos_sin`]
+    /// of that position alone) would have it.
+    pub fn cos_sin_steps(&self, positions: &[usize], dtype: DType, device: &Device) -> Result<(Tensor, Tensor)> {
+        self.tables(positions.iter().map(|&pos| (pos, self.frequencies_until(pos + 1))), dtype, device)
+    }
+
+    /// The frequencies for a forward pass whose sequence ends at `end`:
+    /// LongRoPE switches to its long frequencies once the sequence is longer
+    /// than the pretraining context (as transformers decides per forward pass).
+    fn frequencies_until(&self, end: usize) -> &[f32] {
+        match &self.long_inv_freq {
+            Some((long, original)) if end > *original => long,
             _ => &self.inv_freq,
-        };
-        let half = inv_freq.len();
+        }
+    }
+
+    /// The cos and sin tables of `rows`, each a position and its frequencies.
+    fn tables<'a>(
+        &self,
+        rows: impl ExactSizeIterator<Item = (usize, &'a [f32])>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let (len, half) = (rows.len(), self.inv_freq.len());
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
-        for pos in start..start + len {
+        for (pos, inv_freq) in rows {
             for &f in inv_freq {
                 let angle = pos as f32 * f;
                 cos.push(angle.cos() * self.magnitude);
@@ -82,18 +105,64 @@ impl RotaryEmbedding {
     /// Rotates the first `rotary_dim` dimensions of `x` of shape
     /// `(batch, heads, seq, head_dim)` by the given angles.
     pub fn apply(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-        let rotate = |x: &Tensor| match self.pairs {
-            RotaryPairs::HalfSplit => candle_nn::rotary_emb::rope(x, cos, sin),
-            RotaryPairs::Adjacent => candle_nn::rotary_emb::rope_i(x, cos, sin),
+        let rotate = |x: &Tensor| -> Result<Tensor> {
+            if let Some(rotated) = rotate_f32(x, cos, sin, self.pairs)? {
+                return Ok(rotated);
+            }
+            Ok(match self.pairs {
+                RotaryPairs::HalfSplit => candle_nn::rotary_emb::rope(x, cos, sin)?,
+                RotaryPairs::Adjacent => candle_nn::rotary_emb::rope_i(x, cos, sin)?,
+            })
         };
         let head_dim = x.dim(D::Minus1)?;
         if self.rotary_dim == head_dim {
-            return Ok(rotate(&x.contiguous()?)?);
+            return rotate(&x.contiguous()?);
         }
         let rotated = rotate(&x.narrow(D::Minus1, 0, self.rotary_dim)?.contiguous()?)?;
         let passed = x.narrow(D::Minus1, self.rotary_dim, head_dim - self.rotary_dim)?;
         Ok(Tensor::cat(&[rotated, passed], D::Minus1)?)
     }
+}
+
+/// Rows of `head_dim` values one item of the pool rotates.
+const ROWS_PER_ITEM: usize = 64;
+
+/// `x (b, heads, t, d)` rotated by `cos` and `sin` `(t, d / 2)`, when all
+/// are contiguous f32 on the CPU (else `None`): candle's `rope` / `rope_i`
+/// arithmetic, value for value, on Cake's pool rather than candle's (whose
+/// threads, woken for the few rows of a decode step of several sequences,
+/// cost more than the rotation).
+fn rotate_f32(x: &Tensor, cos: &Tensor, sin: &Tensor, pairs: RotaryPairs) -> Result<Option<Tensor>> {
+    let (_, _, t, d) = x.dims4()?;
+    if [x, cos, sin].iter().any(|v| v.dtype() != DType::F32) || cos.dims() != [t, d / 2] || sin.dims() != [t, d / 2] {
+        return Ok(None);
+    }
+    let mut out = vec![0f32; x.elem_count()];
+    let done = with_all_cpu_values(&[x, cos, sin], |values: &[&[f32]]| {
+        let [x, cos, sin] = values else { unreachable!("three tensors") };
+        let half = d / 2;
+        cake_kernels::pool::global().for_each_chunk(&mut out, ROWS_PER_ITEM * d, &|item, part| {
+            for (r, row) in part.chunks_exact_mut(d).enumerate() {
+                let at = (item * ROWS_PER_ITEM + r) * d;
+                let src = &x[at..at + d];
+                let position = (item * ROWS_PER_ITEM + r) % t;
+                let (cos, sin) = (&cos[position * half..][..half], &sin[position * half..][..half]);
+                for i in 0..half {
+                    let (c, s) = (cos[i], sin[i]);
+                    let (i1, i2) = match pairs {
+                        RotaryPairs::Adjacent => (2 * i, 2 * i + 1),
+                        RotaryPairs::HalfSplit => (i, i + half),
+                    };
+                    row[i1] = src[i1] * c - src[i2] * s;
+                    row[i2] = src[i1] * s + src[i2] * c;
+                }
+            }
+        });
+    });
+    Ok(match done {
+        Some(()) => Some(Tensor::from_vec(out, x.shape(), x.device())?),
+        None => None,
+    })
 }
 
 fn scale_frequency(freq: f64, scaling: &RopeScaling) -> f64 {
@@ -146,6 +215,38 @@ mod tests {
         let got = rotate(RotaryPairs::Adjacent, &to_gguf(&hf)?)?;
         let gap = (expected - got)?.abs()?.max_all()?.to_scalar::<f32>()?;
         assert!(gap < 1e-6, "largest difference {gap}");
+        Ok(())
+    }
+
+    /// Cake's rotation gives candle's values bit for bit, for a decode
+    /// step, a few rows and a prompt long enough to be split on the pool;
+    /// rows rotated for separate positions equal each position's own.
+    #[test]
+    fn own_rotation_equals_candles_and_steps_equal_their_positions() -> Result<()> {
+        let dim = 64;
+        let rope =
+            |pairs| RopeConfig { theta: 10_000.0, scaling: RopeScaling::None, partial_rotary_factor: 1.0, pairs };
+        for pairs in [RotaryPairs::HalfSplit, RotaryPairs::Adjacent] {
+            let rotary = RotaryEmbedding::new(&rope(pairs), dim)?;
+            for seq in [1, 4, 300] {
+                let x = Tensor::randn(0f32, 1.0, (1, 3, seq, dim), &Device::Cpu)?;
+                let (cos, sin) = rotary.cos_sin(17, seq, DType::F32, &Device::Cpu)?;
+                let ours = rotate_f32(&x, &cos, &sin, pairs)?.expect("f32 on the CPU");
+                let candles = match pairs {
+                    RotaryPairs::HalfSplit => candle_nn::rotary_emb::rope(&x, &cos, &sin)?,
+                    RotaryPairs::Adjacent => candle_nn::rotary_emb::rope_i(&x, &cos, &sin)?,
+                };
+                let flat = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+                assert_eq!(flat(&ours)?, flat(&candles)?, "{pairs:?}, {seq} positions");
+            }
+            let positions = [5, 0, 130];
+            let (cos, sin) = rotary.cos_sin_steps(&positions, DType::F32, &Device::Cpu)?;
+            for (row, &position) in positions.iter().enumerate() {
+                let (alone_cos, alone_sin) = rotary.cos_sin(position, 1, DType::F32, &Device::Cpu)?;
+                assert_eq!(cos.narrow(0, row, 1)?.to_vec2::<f32>()?, alone_cos.to_vec2::<f32>()?);
+                assert_eq!(sin.narrow(0, row, 1)?.to_vec2::<f32>()?, alone_sin.to_vec2::<f32>()?);
+            }
+        }
         Ok(())
     }
 
