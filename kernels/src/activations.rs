@@ -55,14 +55,13 @@ impl QuantizedActivations {
         for (((values, qs), half_sums), ((scale, scaled_sum), block_sum)) in chunks.zip(per_block) {
             let values: &[f32; BLOCK] = values.try_into().expect("whole blocks");
             let qs: &mut [i8; BLOCK] = qs.try_into().expect("whole blocks");
+            let half_sums: &mut [i32; 2] = half_sums.try_into().expect("two halves");
             let d = match level {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `Level` is only this high when the CPU has AVX-512.
-                Level::Avx512Vnni => unsafe { quantize_block_avx512(values, qs) },
-                _ => quantize_block(values, qs),
+                Level::Avx512Vnni => unsafe { quantize_block_avx512(values, qs, half_sums) },
+                _ => quantize_block(values, qs, half_sums),
             };
-            half_sums[0] = qs[..BLOCK / 2].iter().map(|&q| q as i32).sum();
-            half_sums[1] = qs[BLOCK / 2..].iter().map(|&q| q as i32).sum();
             let sum = half_sums[0] + half_sums[1];
             *scale = d;
             *scaled_sum = d * sum as f32;
@@ -76,13 +75,17 @@ impl QuantizedActivations {
     }
 }
 
-/// One block's scale `d = max|x| / 127`, its values `round(x / d)` in `qs`.
-fn quantize_block(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> f32 {
+/// One block's scale `d = max|x| / 127`, its values `round(x / d)` in `qs`
+/// and the sums of their halves in `half_sums`.
+fn quantize_block(values: &[f32; BLOCK], qs: &mut [i8; BLOCK], half_sums: &mut [i32; 2]) -> f32 {
     let amax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
     for (q, v) in qs.iter_mut().zip(values) {
         *q = round_small(v * inverse) as i8;
+    }
+    for (sum, half) in half_sums.iter_mut().zip(qs.chunks_exact(BLOCK / 2)) {
+        *sum = half.iter().map(|&q| q as i32).sum();
     }
     d
 }
@@ -91,7 +94,7 @@ fn quantize_block(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> f32 {
 /// (to nearest, ties to even, as the CPU's default conversion does).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn quantize_block_avx512(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> f32 {
+unsafe fn quantize_block_avx512(values: &[f32; BLOCK], qs: &mut [i8; BLOCK], half_sums: &mut [i32; 2]) -> f32 {
     use std::arch::x86_64::*;
     let low = _mm512_loadu_ps(values.as_ptr());
     let high = _mm512_loadu_ps(values.as_ptr().add(16));
@@ -99,8 +102,10 @@ unsafe fn quantize_block_avx512(values: &[f32; BLOCK], qs: &mut [i8; BLOCK]) -> 
     let d = amax / 127.0;
     let inverse = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
     for (half, v) in [low, high].into_iter().enumerate() {
-        let rounded = _mm512_cvtps_epi32(_mm512_mul_ps(v, inverse));
-        _mm_storeu_si128(qs.as_mut_ptr().add(16 * half) as *mut __m128i, _mm512_cvtepi32_epi8(rounded));
+        let bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v, inverse)));
+        _mm_storeu_si128(qs.as_mut_ptr().add(16 * half) as *mut __m128i, bytes);
+        // Summed as stored, so no value outside an i8 (from a NaN) can overflow the sum.
+        half_sums[half] = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes));
     }
     d
 }

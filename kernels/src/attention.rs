@@ -102,23 +102,24 @@ pub fn decode_attention_streams<T: StoredValue>(
     let mut partials = vec![0f32; first_item[kvs.len()] * group * record];
     let sink = Sink(partials.as_mut_ptr());
     pool.run(first_item[kvs.len()], &|range| {
-        let mut scratch = Scratch::default();
-        for item in range {
-            let i = first_item.partition_point(|&first| first <= item) - 1;
-            let (kv, blocks) = (&kvs[i], blocks_of(i));
-            let (kv_head, block) = ((item - first_item[i]) / blocks, (item - first_item[i]) % blocks);
-            let first = block * POSITIONS_PER_ITEM;
-            let n = POSITIONS_PER_ITEM.min(kv.len - first);
-            let at = i * width + kv_head * group * d;
-            scratch.queries.clear();
-            scratch.queries.extend_from_slice(&q[at..at + group * d]);
-            scratch.visible.clear();
-            scratch.visible.resize(group, n);
-            let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
-            attend_block(&block_kv, scale, softcap, &mut scratch, level);
-            // SAFETY: this item's records, written by this item only.
-            unsafe { sink.records(item * group * record, group * record) }.copy_from_slice(&scratch.records);
-        }
+        Scratch::with_thread_own(|scratch| {
+            for item in range {
+                let i = first_item.partition_point(|&first| first <= item) - 1;
+                let (kv, blocks) = (&kvs[i], blocks_of(i));
+                let (kv_head, block) = ((item - first_item[i]) / blocks, (item - first_item[i]) % blocks);
+                let first = block * POSITIONS_PER_ITEM;
+                let n = POSITIONS_PER_ITEM.min(kv.len - first);
+                let at = i * width + kv_head * group * d;
+                scratch.queries.clear();
+                scratch.queries.extend_from_slice(&q[at..at + group * d]);
+                scratch.visible.clear();
+                scratch.visible.resize(group, n);
+                let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
+                attend_block(&block_kv, scale, softcap, scratch, level);
+                // SAFETY: this item's records, written by this item only.
+                unsafe { sink.records(item * group * record, group * record) }.copy_from_slice(&scratch.records);
+            }
+        })
     });
     for (i, row_out) in out.chunks_exact_mut(width).enumerate() {
         let blocks = blocks_of(i);
@@ -196,31 +197,32 @@ pub fn prefill_attention<T: StoredValue>(
         partials.resize(first_record[rows] * record, 0f32);
         let sink = Sink(partials.as_mut_ptr());
         pool.run(first_item[tiles], &|range| {
-            let mut scratch = Scratch::default();
-            for item in range {
-                let k = first_item.partition_point(|&first| first <= item) - 1;
-                let blocks = blocks_of(last_row(k));
-                let (kv_head, block) = ((item - first_item[k]) / blocks, (item - first_item[k]) % blocks);
-                let first = block * POSITIONS_PER_ITEM;
-                // The tile's rows that see some of this block, and how much of it each sees.
-                let tile_rows = (ROWS_PER_TILE * k..=last_row(k)).filter(|&r| seen(r) > first);
-                scratch.queries.clear();
-                scratch.visible.clear();
-                for r in tile_rows.clone() {
-                    let at = (pass + r) * width + kv_head * group * d;
-                    scratch.queries.extend_from_slice(&q[at..at + group * d]);
-                    let visible = POSITIONS_PER_ITEM.min(seen(r) - first);
-                    scratch.visible.extend(std::iter::repeat_n(visible, group));
+            Scratch::with_thread_own(|scratch| {
+                for item in range {
+                    let k = first_item.partition_point(|&first| first <= item) - 1;
+                    let blocks = blocks_of(last_row(k));
+                    let (kv_head, block) = ((item - first_item[k]) / blocks, (item - first_item[k]) % blocks);
+                    let first = block * POSITIONS_PER_ITEM;
+                    // The tile's rows that see some of this block, and how much of it each sees.
+                    let tile_rows = (ROWS_PER_TILE * k..=last_row(k)).filter(|&r| seen(r) > first);
+                    scratch.queries.clear();
+                    scratch.visible.clear();
+                    for r in tile_rows.clone() {
+                        let at = (pass + r) * width + kv_head * group * d;
+                        scratch.queries.extend_from_slice(&q[at..at + group * d]);
+                        let visible = POSITIONS_PER_ITEM.min(seen(r) - first);
+                        scratch.visible.extend(std::iter::repeat_n(visible, group));
+                    }
+                    let n = POSITIONS_PER_ITEM.min(seen(last_row(k)) - first);
+                    let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
+                    attend_block(&block_kv, scale, softcap, scratch, level);
+                    for (r, records) in tile_rows.zip(scratch.records.chunks_exact(group * record)) {
+                        let at = (first_record[r] + (kv_head * blocks_of(r) + block) * group) * record;
+                        // SAFETY: row r's records of this block, written by this item only.
+                        unsafe { sink.records(at, records.len()) }.copy_from_slice(records);
+                    }
                 }
-                let n = POSITIONS_PER_ITEM.min(seen(last_row(k)) - first);
-                let block_kv = BlockKv::of(kv, kv_head * kv.head_stride + first * d, n);
-                attend_block(&block_kv, scale, softcap, &mut scratch, level);
-                for (r, records) in tile_rows.zip(scratch.records.chunks_exact(group * record)) {
-                    let at = (first_record[r] + (kv_head * blocks_of(r) + block) * group) * record;
-                    // SAFETY: row r's records of this block, written by this item only.
-                    unsafe { sink.records(at, records.len()) }.copy_from_slice(records);
-                }
-            }
+            })
         });
         for r in 0..rows {
             let blocks = blocks_of(r);
@@ -246,6 +248,17 @@ struct Scratch {
     scores: Vec<f32>,
     keys: Vec<f32>,
     values: Vec<f32>,
+}
+
+impl Scratch {
+    /// Calls `f` with this thread's buffers, kept from job to job (a decode
+    /// step runs a job per layer: fresh buffers would be zeroed each time).
+    fn with_thread_own<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+        thread_local! {
+            static OWN: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+        }
+        OWN.with(|own| f(&mut own.borrow_mut()))
+    }
 }
 
 /// One block of cached positions of one kv head: `n` rows of `d` values.
