@@ -65,16 +65,30 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
 fn default_model_split_over_three_processes_matches_one_process() {
     let model = common::server::default_model_file();
     let third = common::layer_count(&model) / 3;
+    // Each machine capped to its third, so every run has the same plan (and the workers keep their weights).
     let a = Worker::start(KEY, "a", Some(share(&model, None, third..2 * third, false)));
-    let b = Worker::start(KEY, "b", None);
-    let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24"];
-    let split = distributed_tokens(&model, &prompt, &[&a, &b], share(&model, None, 0..third, true));
+    let b = Worker::start(KEY, "b", Some(share(&model, None, 2 * third..3 * third, false)));
+    let master_memory = share(&model, None, 0..third, true);
     let mut single_args =
         vec!["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"];
-    single_args.extend_from_slice(&prompt);
+    single_args.extend_from_slice(&["--prompt", "The capital of France is", "--max-tokens", "24"]);
     let single = cake_json(&single_args);
-    assert_eq!(split["tokens"], single["tokens"]);
-    assert_eq!(split["text"], single["text"]);
+    // Hidden states back through the master after each worker (twice: the
+    // first run also sends the workers their weights), then straight from
+    // worker to worker (the default): the same tokens, and one
+    // link crossing less per step (master → a → b → master crosses three
+    // instead of four): the hidden states of each position, once.
+    let mut bytes = Vec::new();
+    for route in ["through-master", "through-master", "worker-to-worker"] {
+        let prompt = ["--prompt", "The capital of France is", "--max-tokens", "24", "--hidden-route", route];
+        let split = distributed_tokens(&model, &prompt, &[&a, &b], master_memory);
+        assert_eq!(split["tokens"], single["tokens"], "{route}");
+        assert_eq!(split["text"], single["text"], "{route}");
+        bytes.push(split["network_bytes"].as_f64().unwrap());
+    }
+    let crossing = 24.0 * 576.0 * 4.0;
+    let saved = bytes[1] - bytes[2];
+    assert!((crossing..2.0 * crossing).contains(&saved), "{saved} bytes saved, {crossing} per crossing of 24 steps");
 }
 
 /// Hidden states can cross machines in f16 (`--wire f16`). On the default

@@ -5,7 +5,7 @@
 mod common;
 
 use cake::cluster::cluster_key::ClusterKey;
-use cake::cluster::protocol::{decode, encode, Request, Response, WireFormat, WorkerInfo};
+use cake::cluster::protocol::{decode, encode, Hop, Request, Response, WireFormat, WorkerInfo};
 use cake::cluster::remote::{RemoteWorker, CONTACT_DEADLINE};
 use cake::cluster::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE, MAX_FRAME, PROTOCOL_VERSION};
 use cake::cluster::weight_transfer::{read_chunk, ChunkRef, ModelManifest, Piece};
@@ -509,12 +509,13 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
         }
         answer = ask(&mut channel, &load(manifest.clone()), &[]);
     }
-    assert_eq!(answer, Response::Loaded { start: 1, end: 2 });
+    assert!(matches!(answer, Response::Loaded { start: 1, end: 2, inbox } if inbox != 0), "{answer:?}");
     // A context beyond the model's own would make every cache unbounded.
     assert_refused(ask(&mut channel, &load_for(manifest.clone(), 1 << 40), &[]), "longer than the model's own");
-    assert_eq!(ask(&mut channel, &load(manifest.clone()), &[]), Response::Loaded { start: 1, end: 2 });
+    let reloaded = ask(&mut channel, &load(manifest.clone()), &[]);
+    assert!(matches!(reloaded, Response::Loaded { start: 1, end: 2, .. }), "{reloaded:?}");
     let width = checkpoint.config().hidden_size;
-    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape, format: WireFormat::F32 };
+    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape, format: WireFormat::F32, route: vec![] };
     assert_refused(ask(&mut channel, &forward(vec![1, 0, width]), &[]), "positions ≥ 1");
     assert_refused(ask(&mut channel, &forward(vec![1, 400_000, width]), &[]), "context length");
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width + 1]), &[0; 4]), "positions ≥ 1");
@@ -522,6 +523,19 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width]), &nan), "non-finite");
     let fine: Vec<u8> = (0..width).flat_map(|_| 0.5f32.to_le_bytes()).collect();
     assert!(matches!(ask(&mut channel, &forward(vec![1, 1, width]), &fine), Response::Hidden { .. }));
+    // Relays: only forward steps, only to an inbox that exists, along a bounded route.
+    let Response::Loaded { inbox, .. } = answer else { unreachable!() };
+    let step = Box::new(forward(vec![1, 1, width]));
+    assert_refused(
+        ask(&mut channel, &Request::Relay { inbox: inbox ^ 1, step: step.clone() }, &fine),
+        "no session here",
+    );
+    let not_a_step = Box::new(Request::Heartbeat);
+    assert_refused(ask(&mut channel, &Request::Relay { inbox, step: not_a_step }, &[]), "only forward steps");
+    let hop = Hop { address: "127.0.0.1:9".into(), inbox: 1 };
+    let long_route =
+        Request::Forward { sequence: 1, shape: vec![1, 1, width], format: WireFormat::F32, route: vec![hop; 33] };
+    assert_refused(ask(&mut channel, &long_route, &fine), "longer than the 32 allowed");
     let mut worker = worker;
     assert!(worker.child.try_wait().unwrap().is_none(), "the worker process is still running");
 }
@@ -621,7 +635,7 @@ fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
     for lie in ["nan", "shape"] {
         let (address, _worker) = rogue_worker(move |request, payload| match request {
             Request::Info => (rogue_info(1 << 30, 1e12), vec![]),
-            Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
+            Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end, inbox: 0 }, vec![]),
             Request::Forward { shape, format, .. } if lie == "nan" => {
                 let mut body = payload.to_vec();
                 let nan = match format {
@@ -660,7 +674,7 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     // states it was sent: the reply is nonsense, the timing is the point).
     let (address, _worker) = rogue_worker(|request, payload| match request {
         Request::Info => (rogue_info(1 << 40, 1e12), vec![]),
-        Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end }, vec![]),
+        Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end, inbox: 0 }, vec![]),
         Request::Forward { shape, format, .. } | Request::ForwardStreams { shape, format, .. } => {
             thread::sleep(Duration::from_millis(30));
             (

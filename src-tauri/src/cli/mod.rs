@@ -11,7 +11,7 @@ mod worker;
 
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::scope_from;
-use crate::cluster::master::ClusterSettings;
+use crate::cluster::master::{ClusterSettings, HiddenRoute};
 use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
@@ -107,6 +107,11 @@ pub struct ClusterArgs {
     /// range goes in f32).
     #[arg(long, value_enum, default_value = "f32")]
     pub wire: WireFormat,
+    /// Which way hidden states go between workers: worker-to-worker (each
+    /// sends its result on to the next, the last back to this machine) or
+    /// through-master (every worker answers this machine).
+    #[arg(long, value_enum, default_value = "worker-to-worker")]
+    pub hidden_route: HiddenRoute,
 }
 
 impl ClusterArgs {
@@ -123,6 +128,7 @@ impl ClusterArgs {
         settings.workers = self.workers.clone();
         settings.master_memory = self.max_memory;
         settings.wire_format = self.wire;
+        settings.hidden_route = self.hidden_route;
         settings.topology = self.topology.as_deref().map(Topology::from_file).transpose()?;
         Ok(Some(settings))
     }

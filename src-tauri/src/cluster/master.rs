@@ -57,11 +57,13 @@ pub struct LocalPart<'a> {
 /// each worker load its range, then calls `load_local` for this machine's
 /// part, which returns the assembled model with its local layer counter.
 /// The plan is published to `monitor` before weights are sent.
+#[allow(clippy::too_many_arguments)]
 pub fn load_distributed<M>(
     path: &Path,
     options: &LoadOptions,
     workers: Vec<PlannedWorker>,
     me: &WorkerInfo,
+    route: HiddenRoute,
     monitor: Option<&ClusterMonitor>,
     on_progress: LoadProgress,
     load_local: impl FnOnce(LocalPart) -> Result<(M, Arc<AtomicU64>)>,
@@ -100,6 +102,7 @@ pub fn load_distributed<M>(
         None => None,
     };
     let mut stages = Vec::new();
+    let mut loaded: Vec<Arc<RemoteWorker>> = Vec::new();
     // Progress: each worker that gets layers is one part, local loading the last.
     let parts = 1 + stage_workers.iter().zip(&plan.stages).filter(|(w, s)| w.is_some() && !s.layers.is_empty()).count();
     for (worker, stage) in stage_workers.iter().zip(&plan.stages) {
@@ -138,6 +141,10 @@ pub fn load_distributed<M>(
             manifest.total_bytes()
         );
         stages.push(RemoteStage { worker: worker.clone(), layers: stage.layers.clone() });
+        loaded.push(worker.clone());
+    }
+    if let (HiddenRoute::WorkerToWorker, [first, rest @ ..]) = (route, loaded.as_slice()) {
+        first.route_through(rest.to_vec());
     }
     let local_part = (parts - 1) as f64;
     let mut on_layer = |done: usize, total: usize| {
@@ -211,6 +218,19 @@ pub struct ClusterSettings {
     /// How hidden states travel to the workers (default f32: exact; f16
     /// halves the bytes but can change greedy tokens, see docs/cluster.md).
     pub wire_format: WireFormat,
+    /// Which way hidden states go between workers (default: straight from
+    /// one worker to the next).
+    pub hidden_route: HiddenRoute,
+}
+
+/// Which way hidden states travel through the workers of a pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HiddenRoute {
+    /// Master → A → B → master: each worker sends its result on to the next.
+    #[default]
+    WorkerToWorker,
+    /// Master → A → master → B → master: every stage answers the master.
+    ThroughMaster,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -223,6 +243,7 @@ impl std::fmt::Debug for ClusterSettings {
             .field("mdns", &self.mdns)
             .field("discovery_timeout", &self.discovery_timeout)
             .field("wire_format", &self.wire_format)
+            .field("hidden_route", &self.hidden_route)
             .finish_non_exhaustive()
     }
 }
@@ -265,6 +286,7 @@ impl ClusterSettings {
             master_memory: None,
             monitor: Arc::default(),
             wire_format: WireFormat::F32,
+            hidden_route: HiddenRoute::default(),
         }
     }
 
@@ -441,8 +463,16 @@ impl ClusterSettings {
         // Its speed is measured once per process; its free memory, now.
         let me = machine::describe(&self.name, self.master_memory);
         let workers = self.connect_workers(&me, excluded)?;
-        let (model, plan) =
-            load_distributed(path, options, workers, &me, Some(&self.monitor), on_progress, load_local)?;
+        let (model, plan) = load_distributed(
+            path,
+            options,
+            workers,
+            &me,
+            self.hidden_route,
+            Some(&self.monitor),
+            on_progress,
+            load_local,
+        )?;
         for stage in &plan.stages {
             tracing::info!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

@@ -26,18 +26,62 @@ pub enum Request {
     Chunk { manifest_key: String, chunk: ChunkRef, sha256: String },
     /// Run the loaded layers on hidden states (payload, in `format`) of
     /// `shape`, continuing sequence `sequence`'s KV cache. The answer comes
-    /// back in the same format where its values allow.
-    Forward { sequence: u64, shape: Vec<usize>, format: WireFormat },
+    /// back in the same format where its values allow; with a `route`, the
+    /// hidden states go on to its first hop instead (see [`Hop`]) and the
+    /// answer is `Relayed`.
+    Forward {
+        sequence: u64,
+        shape: Vec<usize>,
+        format: WireFormat,
+        #[serde(default)]
+        route: Vec<Hop>,
+    },
     /// One decode step of several sequences: row `i` of the hidden states
     /// (`[1, sequences.len(), hidden]`) is the next position of
-    /// `sequences[i]`. Answered as `Forward` is.
-    ForwardStreams { sequences: Vec<u64>, shape: Vec<usize>, format: WireFormat },
+    /// `sequences[i]`. Answered, or passed on, as `Forward` is.
+    ForwardStreams {
+        sequences: Vec<u64>,
+        shape: Vec<usize>,
+        format: WireFormat,
+        #[serde(default)]
+        route: Vec<Hop>,
+    },
+    /// From the worker before this one on a master's route: run `step` (a
+    /// `Forward` or `ForwardStreams`, hidden states in the payload) for the
+    /// master whose session here has inbox `inbox`, which then tells that
+    /// master how it went as if the master had asked. Answered `Done` once
+    /// handed over.
+    Relay { inbox: u64, step: Box<Request> },
     /// Drop sequence `sequence`'s KV cache.
     Forget { sequence: u64 },
     /// Keep-alive during idle periods.
     Heartbeat,
     /// Send the payload back (the master times it to measure the link).
     Echo,
+}
+
+/// The next stop of hidden states on a master's route through several
+/// workers (master → A → B → master rather than back to the master after
+/// each): the worker's address as the master reached it, and the inbox of
+/// the session there that holds the master's next layers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hop {
+    pub address: String,
+    pub inbox: u64,
+}
+
+/// Most hops a route may name (more workers than any cluster has).
+pub const MAX_ROUTE: usize = 32;
+
+/// Checks a route before anything is sent along it.
+pub fn check_route(route: &[Hop]) -> Result<()> {
+    if route.len() > MAX_ROUTE {
+        bail!("a route of {} hops is longer than the {MAX_ROUTE} allowed", route.len());
+    }
+    if let Some(hop) = route.iter().find(|hop| hop.address.len() > 256 || hop.address.is_empty()) {
+        bail!("a route names an unusable address ({} bytes)", hop.address.len());
+    }
+    Ok(())
 }
 
 /// A machine as it describes itself.
@@ -70,6 +114,10 @@ pub enum Response {
     Loaded {
         start: usize,
         end: usize,
+        /// Where the worker before this one on a route sends this
+        /// session's hidden states (see [`Hop`]).
+        #[serde(default)]
+        inbox: u64,
     },
     /// The chunks of the manifest the worker does not have yet.
     NeedChunks {
@@ -85,6 +133,20 @@ pub enum Response {
         compute_nanos: u64,
         #[serde(default)]
         kv_bytes: u64,
+    },
+    /// The hidden states went on to the route's next worker: this worker's
+    /// layers took `compute_nanos`, its caches hold `kv_bytes`, and
+    /// `relayed_bytes` went over the link to the next worker.
+    Relayed {
+        compute_nanos: u64,
+        kv_bytes: u64,
+        relayed_bytes: u64,
+    },
+    /// The hidden states could not be passed on to the route's next worker
+    /// (at `next`): it got nothing, and the route is broken there.
+    RelayFailed {
+        next: String,
+        reason: String,
     },
     Done,
     Error {
@@ -234,7 +296,7 @@ mod tests {
 
     #[test]
     fn messages_round_trip_with_payloads() {
-        let forward = Request::Forward { sequence: 7, shape: vec![1, 2, 3], format: WireFormat::F16 };
+        let forward = Request::Forward { sequence: 7, shape: vec![1, 2, 3], format: WireFormat::F16, route: vec![] };
         let frame = encode(&forward, &[1, 2, 3, 4]);
         let (header, payload): (Request, _) = decode(&frame).unwrap();
         assert_eq!(header, forward);

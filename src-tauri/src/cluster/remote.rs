@@ -5,7 +5,9 @@
 
 use super::cluster_key::ClusterKey;
 use super::prediction::LinkSpeed;
-use super::protocol::{decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response, WireFormat, WorkerInfo};
+use super::protocol::{
+    decode, encode, tensor_from_bytes, tensor_to_bytes, Hop, Request, Response, WireFormat, WorkerInfo,
+};
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
 use crate::models::loader::ComputeDtype;
@@ -59,6 +61,8 @@ pub struct WorkerStats {
     pub weights_to_send: AtomicU64,
     /// The most bytes a sequence's KV cache has held on the worker, as it says.
     pub kv_bytes: AtomicU64,
+    /// Bytes of hidden states it sent straight to the next worker of a route.
+    pub bytes_relayed: AtomicU64,
     /// Set once the connection failed; the reason is in `lost_reason`.
     pub lost: AtomicBool,
     pub lost_reason: Mutex<Option<String>>,
@@ -73,12 +77,19 @@ pub struct RemoteWorker {
     channel: Arc<Mutex<Connection>>,
     /// Tells the heartbeat thread to end when the worker is dropped.
     closed: Arc<AtomicBool>,
+    /// Where the worker before it on a route sends this master's hidden
+    /// states (from `Loaded`; 0 until loaded).
+    inbox: AtomicU64,
+    /// The workers after this one that its forward steps reach directly,
+    /// worker to worker (see [`RemoteWorker::route_through`]).
+    route: Mutex<Vec<Arc<RemoteWorker>>>,
 }
 
-/// The channel and when it was last used.
+/// The channel and when the master last sent on it (the worker drops a
+/// master that stays silent, see [`HEARTBEAT_INTERVAL`]).
 struct Connection {
     channel: SecureChannel<TcpStream>,
-    last_used: Instant,
+    last_sent: Instant,
 }
 
 impl Drop for RemoteWorker {
@@ -163,7 +174,9 @@ impl RemoteWorker {
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,
-            channel: Arc::new(Mutex::new(Connection { channel, last_used: Instant::now() })),
+            channel: Arc::new(Mutex::new(Connection { channel, last_sent: Instant::now() })),
+            inbox: AtomicU64::new(0),
+            route: Mutex::default(),
             closed: Arc::default(),
         };
         match worker.ask(&Request::Info, &[])? {
@@ -192,7 +205,7 @@ impl RemoteWorker {
                 std::thread::sleep(HEARTBEAT_INTERVAL / 4);
                 // A busy connection needs no heartbeat: skip it if in use.
                 let Ok(mut connection) = channel.try_lock() else { continue };
-                if connection.last_used.elapsed() < HEARTBEAT_INTERVAL || closed.load(Ordering::Relaxed) {
+                if connection.last_sent.elapsed() < HEARTBEAT_INTERVAL || closed.load(Ordering::Relaxed) {
                     continue;
                 }
                 let answer = connection.round_trip(&encode(&Request::Heartbeat, &[]), &stats);
@@ -247,17 +260,38 @@ impl RemoteWorker {
     /// error here, and a broken connection is a [`WorkerLost`].
     fn ask(&self, request: &Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
         let mut connection = self.channel.lock().expect("worker channel");
-        let frame = connection.round_trip(&encode(request, payload), &self.stats).map_err(|e| {
-            let reason = format!("{e:#}");
-            mark_lost(&self.stats, reason.clone());
-            WorkerLost { name: self.info.name.clone(), address: self.address.clone(), reason }
-        })?;
+        let frame = connection.round_trip(&encode(request, payload), &self.stats).map_err(|e| self.lost(e))?;
         drop(connection);
-        let (response, payload): (Response, &[u8]) = decode(&frame)?;
+        self.answer_of(&frame)
+    }
+
+    /// Marks the connection failed with `error`'s reason, as a [`WorkerLost`].
+    fn lost(&self, error: anyhow::Error) -> WorkerLost {
+        let reason = format!("{error:#}");
+        mark_lost(&self.stats, reason.clone());
+        WorkerLost { name: self.info.name.clone(), address: self.address.clone(), reason }
+    }
+
+    /// A frame from the worker as its answer and payload; its `Error` as an error.
+    fn answer_of(&self, frame: &[u8]) -> Result<(Response, Vec<u8>)> {
+        let (response, payload): (Response, &[u8]) = decode(frame)?;
         if let Response::Error { message } = response {
             bail!("worker {} ({}): {message}", self.info.name, self.address);
         }
         Ok((response, payload.to_vec()))
+    }
+
+    /// Has this worker's forward steps go on to `next` (the workers after
+    /// it in pipeline order) worker to worker, the last one answering the
+    /// master: one link crossing per worker instead of two. Empty `next`
+    /// (or a worker without an inbox) sends each step back here.
+    pub fn route_through(&self, next: Vec<Arc<RemoteWorker>>) {
+        *self.route.lock().expect("worker route") = next;
+    }
+
+    /// Stages of the pipeline its forward steps run: itself and its route.
+    pub fn stages_reached(&self) -> usize {
+        1 + self.route.lock().expect("worker route").len()
     }
 
     /// Has the worker load layers `start..end` of the model at `model` for
@@ -279,7 +313,10 @@ impl RemoteWorker {
         // One round normally; a second if a worker lost a chunk (say, its disk filled).
         for _round in 0..3 {
             match self.ask(&request, &[])? {
-                (Response::Loaded { .. }, _) => return Ok(sent),
+                (Response::Loaded { inbox, .. }, _) => {
+                    self.inbox.store(inbox, Ordering::Relaxed);
+                    return Ok(sent);
+                }
                 (Response::NeedChunks { chunks }, _) => {
                     // Checked before anything is read or summed: a chunk the
                     // manifest lists is at most CHUNK_BYTES long.
@@ -306,49 +343,93 @@ impl RemoteWorker {
         bail!("worker {} still lacks weights after they were sent three times", self.info.name)
     }
 
-    /// Runs the worker's layers on `hidden` within sequence `sequence`.
+    /// Runs the worker's layers (and its route's) on `hidden` within
+    /// sequence `sequence`.
     pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
-        self.exchange_hidden(hidden, |shape, format| Request::Forward { sequence, shape, format })
+        self.exchange_hidden(hidden, |shape, format, route| Request::Forward { sequence, shape, format, route })
     }
 
     /// One decode step of several sequences: row `i` of `hidden (1, n,
     /// hidden)` is the next position of `sequences[i]`.
     pub fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor> {
         let sequences = sequences.to_vec();
-        self.exchange_hidden(hidden, |shape, format| Request::ForwardStreams { sequences, shape, format })
+        self.exchange_hidden(hidden, |shape, format, route| Request::ForwardStreams { sequences, shape, format, route })
     }
 
-    /// Sends `hidden` with the request `request(shape, format)` makes and
-    /// returns the hidden states the worker answers, counting the exchange.
+    /// Sends `hidden` with the request `request(shape, format, route)`
+    /// makes, to this worker and on along its route, and returns the hidden
+    /// states the last worker sends back, counting each worker's part.
+    ///
+    /// Every worker of the route tells the master how its part went on its
+    /// own connection, once per step: this one answers, the others push
+    /// (`Relayed` from those that passed the states on, `Hidden` from the
+    /// last); all their connections are held until then, so no heartbeat
+    /// comes between. A worker that fails sends its error and the workers
+    /// after it get nothing, so nothing more is read.
     fn exchange_hidden(
         &self,
         hidden: &Tensor,
-        request: impl FnOnce(Vec<usize>, WireFormat) -> Request,
+        request: impl FnOnce(Vec<usize>, WireFormat, Vec<Hop>) -> Request,
     ) -> Result<Tensor> {
         let (shape, format, bytes) = tensor_to_bytes(hidden, self.wire_format)?;
+        let next = self.route.lock().expect("worker route").clone();
+        let next: Vec<Arc<RemoteWorker>> =
+            if next.iter().all(|w| w.inbox.load(Ordering::Relaxed) != 0) { next } else { Vec::new() };
+        let hops =
+            next.iter().map(|w| Hop { address: w.address.clone(), inbox: w.inbox.load(Ordering::Relaxed) }).collect();
+        let workers: Vec<&RemoteWorker> = std::iter::once(self).chain(next.iter().map(|w| &**w)).collect();
+        let mut connections: Vec<_> = workers.iter().map(|w| w.channel.lock().expect("worker channel")).collect();
         let started = Instant::now();
-        let answer = self.ask(&request(shape, format), &bytes)?;
-        let round_trip = started.elapsed().as_nanos() as u64;
-        self.stats.forward_nanos.fetch_add(round_trip, Ordering::Relaxed);
-        self.stats.forwards.fetch_add(1, Ordering::Relaxed);
-        if hidden.dims().get(1) == Some(&1) {
-            self.stats.single_position_forwards.fetch_add(1, Ordering::Relaxed);
-            self.stats.single_position_nanos.fetch_add(round_trip, Ordering::Relaxed);
-        }
-        match answer {
-            (Response::Hidden { shape, format, compute_nanos, kv_bytes }, payload) => {
-                self.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
-                if shape != hidden.dims() {
-                    bail!("worker {} answered hidden states of shape {shape:?} to {:?}", self.address, hidden.dims());
-                }
-                self.stats.compute_nanos.fetch_add(compute_nanos.min(round_trip), Ordering::Relaxed);
-                let states = tensor_from_bytes(&shape, format, &payload, hidden.device()).with_context(|| {
-                    format!("worker {} ({}) sent unusable hidden states", self.info.name, self.address)
-                })?;
-                states.to_dtype(hidden.dtype()).map_err(Into::into)
+        connections[0].send(&encode(&request(shape, format, hops), &bytes), &self.stats).map_err(|e| self.lost(e))?;
+        let mut part_started = started;
+        for (i, (worker, connection)) in workers.iter().zip(connections.iter_mut()).enumerate() {
+            let frame = connection.receive(&worker.stats).map_err(|e| worker.lost(e))?;
+            let part = part_started.elapsed().as_nanos() as u64;
+            part_started = Instant::now();
+            worker.stats.forward_nanos.fetch_add(part, Ordering::Relaxed);
+            worker.stats.forwards.fetch_add(1, Ordering::Relaxed);
+            if hidden.dims().get(1) == Some(&1) {
+                worker.stats.single_position_forwards.fetch_add(1, Ordering::Relaxed);
+                worker.stats.single_position_nanos.fetch_add(part, Ordering::Relaxed);
             }
-            (other, _) => bail!("worker {} answered {other:?} to hidden states", self.address),
+            let last = i + 1 == workers.len();
+            match worker.answer_of(&frame)? {
+                (Response::Relayed { compute_nanos, kv_bytes, relayed_bytes }, _) if !last => {
+                    worker.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
+                    worker.stats.compute_nanos.fetch_add(compute_nanos.min(part), Ordering::Relaxed);
+                    worker.stats.bytes_relayed.fetch_add(relayed_bytes, Ordering::Relaxed);
+                }
+                (Response::Hidden { shape, format, compute_nanos, kv_bytes }, payload) if last => {
+                    worker.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
+                    if shape != hidden.dims() {
+                        bail!(
+                            "worker {} answered hidden states of shape {shape:?} to {:?}",
+                            worker.address,
+                            hidden.dims()
+                        );
+                    }
+                    worker.stats.compute_nanos.fetch_add(compute_nanos.min(part), Ordering::Relaxed);
+                    let states = tensor_from_bytes(&shape, format, &payload, hidden.device()).with_context(|| {
+                        format!("worker {} ({}) sent unusable hidden states", worker.info.name, worker.address)
+                    })?;
+                    return states.to_dtype(hidden.dtype()).map_err(Into::into);
+                }
+                (Response::RelayFailed { next, reason }, _) if !last => {
+                    let next_worker = workers[i + 1];
+                    let reason = format!("{} could not pass hidden states on to it: {reason}", worker.info.name);
+                    if next_worker.address != next {
+                        bail!(
+                            "worker {} passed hidden states to {next}, not to {}",
+                            worker.address,
+                            next_worker.address
+                        );
+                    }
+                    return Err(next_worker.lost(anyhow::anyhow!(reason)).into());
+                }
+                (other, _) => bail!("worker {} answered {other:?} to hidden states", worker.address),
+            }
         }
+        unreachable!("the last worker of a route answers or fails")
     }
 
     /// Weight bytes per second this worker has shown on its `stage_bytes` of
@@ -375,11 +456,21 @@ impl RemoteWorker {
 impl Connection {
     /// Sends one frame, waits for the answer and updates the counters.
     fn round_trip(&mut self, frame: &[u8], stats: &WorkerStats) -> Result<Vec<u8>> {
-        let answer = self.channel.send(frame).and_then(|()| self.channel.receive());
-        self.last_used = Instant::now();
+        self.send(frame, stats)?;
+        self.receive(stats)
+    }
+
+    fn send(&mut self, frame: &[u8], stats: &WorkerStats) -> Result<()> {
+        let sent = self.channel.send(frame);
+        self.last_sent = Instant::now();
         stats.bytes_sent.store(self.channel.bytes_sent, Ordering::Relaxed);
+        sent
+    }
+
+    fn receive(&mut self, stats: &WorkerStats) -> Result<Vec<u8>> {
+        let frame = self.channel.receive();
         stats.bytes_received.store(self.channel.bytes_received, Ordering::Relaxed);
-        answer
+        frame
     }
 }
 
@@ -408,13 +499,17 @@ impl RemoteLayers for RemoteWorker {
         RemoteWorker::forget(self, sequence)
     }
 
+    fn stages_reached(&self) -> usize {
+        RemoteWorker::stages_reached(self)
+    }
+
     fn timings(&self) -> StageTimings {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         StageTimings {
             forwards: load(&self.stats.forwards),
             round_trip_nanos: load(&self.stats.forward_nanos),
             compute_nanos: load(&self.stats.compute_nanos),
-            bytes_sent: load(&self.stats.bytes_sent),
+            bytes_sent: load(&self.stats.bytes_sent) + load(&self.stats.bytes_relayed),
             bytes_received: load(&self.stats.bytes_received),
             kv_bytes: load(&self.stats.kv_bytes),
         }

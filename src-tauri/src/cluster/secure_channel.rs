@@ -36,8 +36,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// Version of the cluster protocol this build speaks (2: SPAKE2 handshake;
-/// 3: `Load` names the context length, hidden states travel in f16 or f32).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// 3: `Load` names the context length, hidden states travel in f16 or f32;
+/// 6: hidden states hop from worker to worker along a route).
+pub const PROTOCOL_VERSION: u16 = 6;
 /// How long a whole handshake may take, from the first byte to the last.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest sealed frame accepted (64 MiB).
@@ -128,6 +129,58 @@ fn session_keys(session: &[u8], i_am_master: bool) -> SessionKeys {
     }
 }
 
+/// One direction of a channel: its key, frame counter (the nonce) and
+/// byte count.
+struct Sealer<'a> {
+    key: &'a ChaCha20Poly1305,
+    counter: &'a mut u64,
+    bytes: &'a mut u64,
+}
+
+impl Sealer<'_> {
+    fn nonce(counter: u64) -> Nonce {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&counter.to_be_bytes());
+        *Nonce::from_slice(&n)
+    }
+
+    /// Seals `plaintext` and writes it as one frame.
+    fn write(&mut self, stream: &mut impl Write, plaintext: &[u8], peer: &str) -> Result<()> {
+        let sealed = self
+            .key
+            .encrypt(&Self::nonce(*self.counter), plaintext)
+            .map_err(|_| anyhow::anyhow!("cannot seal a frame for {peer}"))?;
+        if sealed.len() > MAX_FRAME {
+            bail!("a frame of {} bytes is larger than the {MAX_FRAME}-byte limit", sealed.len());
+        }
+        *self.counter = self.counter.checked_add(1).context("frame counter exhausted")?;
+        stream.write_all(&(sealed.len() as u32).to_be_bytes())?;
+        stream.write_all(&sealed)?;
+        stream.flush()?;
+        *self.bytes += 4 + sealed.len() as u64;
+        Ok(())
+    }
+
+    /// Reads one frame and opens it; any tampering is an error.
+    fn read(&mut self, stream: &mut impl Read, peer: &str) -> Result<Vec<u8>> {
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).with_context(|| format!("the connection to {peer} closed"))?;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > MAX_FRAME {
+            bail!("{peer} sent a frame claiming {len} bytes, over the {MAX_FRAME}-byte limit");
+        }
+        let mut sealed = vec![0u8; len];
+        stream.read_exact(&mut sealed).with_context(|| format!("{peer} sent a truncated frame"))?;
+        let plaintext = self
+            .key
+            .decrypt(&Self::nonce(*self.counter), sealed.as_slice())
+            .map_err(|_| anyhow::anyhow!("a frame from {peer} failed authentication (tampered or out of order)"))?;
+        *self.counter = self.counter.checked_add(1).context("frame counter exhausted")?;
+        *self.bytes += 4 + len as u64;
+        Ok(plaintext)
+    }
+}
+
 /// An authenticated connection that seals every frame.
 pub struct SecureChannel<S> {
     stream: S,
@@ -209,46 +262,17 @@ impl<S: Read + Write> SecureChannel<S> {
         }
     }
 
-    fn nonce(counter: u64) -> Nonce {
-        let mut n = [0u8; 12];
-        n[4..].copy_from_slice(&counter.to_be_bytes());
-        *Nonce::from_slice(&n)
-    }
-
     /// Seals and sends one frame.
     pub fn send(&mut self, plaintext: &[u8]) -> Result<()> {
-        let sealed = self
-            .keys
-            .send
-            .encrypt(&Self::nonce(self.sent), plaintext)
-            .map_err(|_| anyhow::anyhow!("cannot seal a frame for {}", self.peer))?;
-        if sealed.len() > MAX_FRAME {
-            bail!("a frame of {} bytes is larger than the {MAX_FRAME}-byte limit", sealed.len());
-        }
-        self.sent = self.sent.checked_add(1).context("frame counter exhausted")?;
-        self.stream.write_all(&(sealed.len() as u32).to_be_bytes())?;
-        self.stream.write_all(&sealed)?;
-        self.stream.flush()?;
-        self.bytes_sent += 4 + sealed.len() as u64;
-        Ok(())
+        let mut sealer = Sealer { key: &self.keys.send, counter: &mut self.sent, bytes: &mut self.bytes_sent };
+        sealer.write(&mut self.stream, plaintext, &self.peer)
     }
 
     /// Receives and opens one frame; any tampering is an error.
     pub fn receive(&mut self) -> Result<Vec<u8>> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).with_context(|| format!("the connection to {} closed", self.peer))?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > MAX_FRAME {
-            bail!("{} sent a frame claiming {len} bytes, over the {MAX_FRAME}-byte limit", self.peer);
-        }
-        let mut sealed = vec![0u8; len];
-        self.stream.read_exact(&mut sealed).with_context(|| format!("{} sent a truncated frame", self.peer))?;
-        let plaintext = self.keys.receive.decrypt(&Self::nonce(self.received), sealed.as_slice()).map_err(|_| {
-            anyhow::anyhow!("a frame from {} failed authentication (tampered or out of order)", self.peer)
-        })?;
-        self.received = self.received.checked_add(1).context("frame counter exhausted")?;
-        self.bytes_received += 4 + len as u64;
-        Ok(plaintext)
+        let mut opener =
+            Sealer { key: &self.keys.receive, counter: &mut self.received, bytes: &mut self.bytes_received };
+        opener.read(&mut self.stream, &self.peer)
     }
 
     /// The underlying stream (to set timeouts or shut it down).
@@ -264,10 +288,73 @@ impl SecureChannel<TcpStream> {
         Ok(channel.with_stream(stream))
     }
 
+    /// The channel as a sending and a receiving half over clones of its
+    /// socket, so one thread can wait for frames while another sends.
+    pub fn split(self) -> Result<(ChannelSender, ChannelReceiver)> {
+        let reader = self.stream.try_clone()?;
+        let SessionKeys { send, receive } = self.keys;
+        let peer = self.peer;
+        Ok((
+            ChannelSender {
+                stream: self.stream,
+                key: send,
+                sent: self.sent,
+                bytes_sent: self.bytes_sent,
+                peer: peer.clone(),
+            },
+            ChannelReceiver {
+                stream: reader,
+                key: receive,
+                received: self.received,
+                bytes_received: self.bytes_received,
+                peer,
+            },
+        ))
+    }
+
     /// [`Self::accept`] with the whole handshake bounded by `allowance`: a
     /// peer that stalls or drips its bytes is dropped when it runs out.
     pub fn accept_within(mut stream: TcpStream, key: &ClusterKey, peer: &str, allowance: Duration) -> Result<Self> {
         let channel = SecureChannel::accept(Deadlined::new(&mut stream, allowance), key, peer)?.with_stream(());
         Ok(channel.with_stream(stream))
+    }
+}
+
+/// The sending half of a [`SecureChannel::split`] channel.
+pub struct ChannelSender {
+    stream: TcpStream,
+    key: ChaCha20Poly1305,
+    sent: u64,
+    bytes_sent: u64,
+    peer: String,
+}
+
+impl ChannelSender {
+    /// Seals and sends one frame.
+    pub fn send(&mut self, plaintext: &[u8]) -> Result<()> {
+        let mut sealer = Sealer { key: &self.key, counter: &mut self.sent, bytes: &mut self.bytes_sent };
+        sealer.write(&mut self.stream, plaintext, &self.peer)
+    }
+
+    /// The socket (to shut it down).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+/// The receiving half of a [`SecureChannel::split`] channel.
+pub struct ChannelReceiver {
+    stream: TcpStream,
+    key: ChaCha20Poly1305,
+    received: u64,
+    bytes_received: u64,
+    peer: String,
+}
+
+impl ChannelReceiver {
+    /// Receives and opens one frame; any tampering is an error.
+    pub fn receive(&mut self) -> Result<Vec<u8>> {
+        let mut opener = Sealer { key: &self.key, counter: &mut self.received, bytes: &mut self.bytes_received };
+        opener.read(&mut self.stream, &self.peer)
     }
 }

@@ -11,9 +11,10 @@ use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
-    check_hidden_shape, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Request, Response,
-    WireFormat, WorkerInfo, MAX_SEQUENCES,
+    check_hidden_shape, check_route, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Hop,
+    Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES,
 };
+use super::remote::{ANSWER_TIMEOUT, CONTACT_DEADLINE};
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
@@ -27,8 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a master may stay silent before the worker drops it (masters
 /// send heartbeats far more often, see [`super::remote::HEARTBEAT_INTERVAL`]).
@@ -135,6 +137,7 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
     );
     let stopping = Arc::new(AtomicBool::new(false));
     let sessions = Arc::new(Mutex::new(Sessions::default()));
+    let inboxes = Inboxes::default();
     let thread = {
         let stopping = stopping.clone();
         let sessions = sessions.clone();
@@ -169,12 +172,13 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
                 let config = config.clone();
                 let info = info.clone();
                 let views = sessions.clone();
+                let inboxes = inboxes.clone();
                 let spawned = std::thread::Builder::new().name("cake-worker-session".into()).spawn(move || {
                     let report = SessionReport { id, sessions: &views };
                     // A panic ends this master's session only; the socket
                     // is closed below either way.
                     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        session(stream, ticket, &config, info, &peer, &report)
+                        session(stream, ticket, &config, info, &peer, &report, &inboxes)
                     }));
                     match served {
                         Ok(Ok(())) => {}
@@ -212,7 +216,56 @@ impl SessionReport<'_> {
     }
 }
 
-/// One master's connection, from handshake to hang-up.
+/// What a session acts on, in order: frames from its own peer, steps
+/// relayed to it by the worker before it on its master's route, and the
+/// end of its connection.
+enum Event {
+    Frame(Vec<u8>),
+    Relayed(Request, Vec<u8>),
+    Closed(anyhow::Error),
+}
+
+/// Frames and relayed steps a session may have waiting (a master waits for
+/// each answer, so one or two are ever queued).
+const QUEUED_EVENTS: usize = 8;
+
+/// The sessions of this worker that take relayed steps, by inbox number
+/// (random, so a peer cannot guess another master's).
+#[derive(Clone, Default)]
+struct Inboxes(Arc<Mutex<HashMap<u64, SyncSender<Event>>>>);
+
+impl Inboxes {
+    fn open(&self, events: SyncSender<Event>) -> u64 {
+        let mut all = self.0.lock().expect("worker inboxes");
+        let mut number = rand::random::<u64>();
+        while number == 0 || all.contains_key(&number) {
+            number = rand::random();
+        }
+        all.insert(number, events);
+        number
+    }
+
+    fn close(&self, number: u64) {
+        self.0.lock().expect("worker inboxes").remove(&number);
+    }
+
+    /// Hands `step` and its hidden states to the session of inbox `number`.
+    fn deliver(&self, number: u64, step: Request, payload: &[u8]) -> Result<()> {
+        if !matches!(step, Request::Forward { .. } | Request::ForwardStreams { .. }) {
+            bail!("only forward steps are relayed");
+        }
+        let events = self.0.lock().expect("worker inboxes").get(&number).cloned();
+        let events = events.context("no session here has that inbox (its master left, or the route is stale)")?;
+        match events.try_send(Event::Relayed(step, payload.to_vec())) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => bail!("the session of that inbox has too many steps waiting"),
+            Err(TrySendError::Disconnected(_)) => bail!("the session of that inbox has ended"),
+        }
+    }
+}
+
+/// One master's connection, from handshake to hang-up (or another
+/// worker's, relaying steps along a master's route).
 fn session(
     stream: TcpStream,
     mut ticket: Ticket,
@@ -220,16 +273,19 @@ fn session(
     info: WorkerInfo,
     peer: &str,
     report: &SessionReport,
+    inboxes: &Inboxes,
 ) -> Result<()> {
     stream.set_nodelay(true)?;
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     // Every event of this connection carries the worker and the master it serves.
     let _span = tracing::info_span!("master_session", worker = %config.name, master = %address).entered();
-    let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
+    let channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
     if !ticket.authenticated() {
         anyhow::bail!("refused: this worker already serves as many masters as it takes");
     }
-    channel.stream().set_read_timeout(Some(config.idle_timeout))?;
+    // The reader thread waits for frames as long as it takes; a master
+    // silent for the idle timeout is dropped by `serve`.
+    channel.stream().set_read_timeout(None)?;
     channel.stream().set_write_timeout(Some(config.idle_timeout))?;
     tracing::info!("worker {}: {peer} authenticated", config.name);
     report
@@ -238,19 +294,24 @@ fn session(
         .expect("worker sessions")
         .views
         .insert(report.id, MasterSession { address, ..Default::default() });
+    let (mut sender, mut receiver) = channel.split()?;
+    let (events, queue) = sync_channel(QUEUED_EVENTS);
+    let inbox = inboxes.open(events.clone());
+    let reader = std::thread::Builder::new().name("cake-worker-reader".into()).spawn(move || loop {
+        let (event, last) = match receiver.receive() {
+            Ok(frame) => (Event::Frame(frame), false),
+            Err(e) => (Event::Closed(e), true),
+        };
+        if events.send(event).is_err() || last {
+            break;
+        }
+    })?;
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
     let weights = WeightCache::new(config.cache_dir.clone());
     let mut manifest: Option<ModelManifest> = None;
-    loop {
-        let frame = match channel.receive() {
-            Ok(frame) => frame,
-            Err(e) => {
-                tracing::info!("worker {}: {peer} left ({e:#})", config.name);
-                return Ok(());
-            }
-        };
-        let (request, payload): (Request, &[u8]) = decode(&frame)?;
+    let mut links = Links::default();
+    let served = serve(&queue, &mut sender, config, peer, |request, payload| {
         let mut state = State {
             info: &info,
             stage: &mut stage,
@@ -259,13 +320,116 @@ fn session(
             manifest: &mut manifest,
             name: &config.name,
             report,
+            inbox,
+            inboxes,
+            links: &mut links,
+            key: &config.key,
         };
-        let (response, out) = match state.handle(request, payload) {
+        state.handle(request, payload)
+    });
+    inboxes.close(inbox);
+    let _ = sender.stream().shutdown(Shutdown::Both);
+    let _ = reader.join();
+    served
+}
+
+/// Answers each event of `queue` on `sender` with `handle`'s response
+/// (an error becomes an `Error` answer), until the connection ends or
+/// nothing comes for the idle timeout.
+fn serve(
+    queue: &Receiver<Event>,
+    sender: &mut super::secure_channel::ChannelSender,
+    config: &WorkerConfig,
+    peer: &str,
+    mut handle: impl FnMut(Request, &[u8]) -> Result<(Response, Vec<u8>)>,
+) -> Result<()> {
+    loop {
+        let event = queue.recv_timeout(config.idle_timeout);
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = event {
+            tracing::info!("worker {}: {peer} was silent for {:?}; dropped", config.name, config.idle_timeout);
+            return Ok(());
+        }
+        let (request, payload) = match event {
+            Ok(Event::Frame(frame)) => {
+                let (request, payload): (Request, &[u8]) = decode(&frame)?;
+                (request, payload.to_vec())
+            }
+            Ok(Event::Relayed(step, payload)) => (step, payload),
+            Ok(Event::Closed(e)) => {
+                tracing::info!("worker {}: {peer} left ({e:#})", config.name);
+                return Ok(());
+            }
+            Err(_) => return Ok(()),
+        };
+        let (response, out) = match handle(request, &payload) {
             Ok(answer) => answer,
             Err(e) => (Response::Error { message: format!("{e:#}") }, Vec::new()),
         };
-        channel.send(&encode(&response, &out))?;
+        sender.send(&encode(&response, &out))?;
     }
+}
+
+/// This session's connections to the next workers on its master's routes,
+/// by address, opened on first use, with when each was last used.
+#[derive(Default)]
+struct Links(HashMap<String, (SecureChannel<TcpStream>, Instant)>);
+
+/// A link unused for longer is opened afresh rather than trusted: the
+/// worker at its end may have dropped it as idle (nothing may be sent
+/// twice, so a step is never retried on another link).
+const LINK_REUSE: Duration = Duration::from_secs(2);
+
+impl Links {
+    /// Sends `relay` (hidden states in `payload`) to the worker at `address`
+    /// and waits for it to take it; returns the bytes sent. A link that
+    /// fails is dropped (the next step opens a new one).
+    fn relay(&mut self, address: &str, key: &ClusterKey, relay: &Request, payload: &[u8]) -> Result<u64> {
+        if self.0.get(address).is_some_and(|(_, used)| used.elapsed() > LINK_REUSE) {
+            self.0.remove(address);
+        }
+        let (link, used) = match self.0.entry(address.to_string()) {
+            std::collections::hash_map::Entry::Occupied(link) => link.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert((open_link(address, key)?, Instant::now())),
+        };
+        *used = Instant::now();
+        let before = link.bytes_sent;
+        let answer = link.send(&encode(relay, payload)).and_then(|()| link.receive());
+        let sent = link.bytes_sent - before;
+        let frame = match answer {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.0.remove(address);
+                return Err(
+                    e.context(format!("the next worker on the route ({address}) did not take the hidden states"))
+                );
+            }
+        };
+        match decode::<Response>(&frame)? {
+            (Response::Done, _) => Ok(sent),
+            (Response::Error { message }, _) => {
+                bail!("the next worker on the route ({address}) refused them: {message}")
+            }
+            (other, _) => bail!("the next worker on the route ({address}) answered {other:?}"),
+        }
+    }
+}
+
+/// An authenticated connection to the worker at `address`, within
+/// [`CONTACT_DEADLINE`].
+fn open_link(address: &str, key: &ClusterKey) -> Result<SecureChannel<TcpStream>> {
+    let started = Instant::now();
+    let socket = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .with_context(|| format!("`{address}` is not a host:port"))?
+        .next()
+        .with_context(|| format!("`{address}` resolves to nothing"))?;
+    let stream = TcpStream::connect_timeout(&socket, CONTACT_DEADLINE)
+        .with_context(|| format!("cannot reach the next worker on the route ({address})"))?;
+    stream.set_nodelay(true)?;
+    let left = CONTACT_DEADLINE.saturating_sub(started.elapsed()).max(Duration::from_millis(100));
+    let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left)?;
+    channel.stream().set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    channel.stream().set_write_timeout(Some(ANSWER_TIMEOUT))?;
+    Ok(channel)
 }
 
 /// A session's state, borrowed for one request.
@@ -278,6 +442,11 @@ struct State<'a> {
     manifest: &'a mut Option<ModelManifest>,
     name: &'a str,
     report: &'a SessionReport<'a>,
+    /// This session's inbox (told to the master in `Loaded`).
+    inbox: u64,
+    inboxes: &'a Inboxes,
+    links: &'a mut Links,
+    key: &'a ClusterKey,
 }
 
 impl State<'_> {
@@ -293,9 +462,21 @@ impl State<'_> {
                 self.store_chunk(&manifest_key, chunk, &sha256, payload)?;
                 (Response::Done, Vec::new())
             }
-            Request::Forward { sequence, shape, format } => self.forward(sequence, &shape, format, payload)?,
-            Request::ForwardStreams { sequences, shape, format } => {
-                self.forward_streams(&sequences, &shape, format, payload)?
+            Request::Forward { sequence, shape, format, route } => {
+                check_route(&route)?;
+                let (answer, out) = self.forward(sequence, &shape, format, payload)?;
+                self.pass_on(out, answer, route, |shape, route| Request::Forward { sequence, shape, format, route })?
+            }
+            Request::ForwardStreams { sequences, shape, format, route } => {
+                check_route(&route)?;
+                let (answer, out) = self.forward_streams(&sequences, &shape, format, payload)?;
+                let step =
+                    |shape, route| Request::ForwardStreams { sequences: sequences.clone(), shape, format, route };
+                self.pass_on(out, answer, route, step)?
+            }
+            Request::Relay { inbox, step } => {
+                self.inboxes.deliver(inbox, *step, payload)?;
+                (Response::Done, Vec::new())
             }
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
@@ -344,7 +525,7 @@ impl State<'_> {
         *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
         tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
         self.report.update(|v| v.layers = Some([start, end]));
-        Ok(Response::Loaded { start, end })
+        Ok(Response::Loaded { start, end, inbox: self.inbox })
     }
 
     /// Checks and stores one chunk of the model being loaded.
@@ -428,6 +609,30 @@ impl State<'_> {
         let (shape, format, bytes) = tensor_to_bytes(out, format)?;
         let compute_nanos = started.elapsed().as_nanos() as u64;
         Ok((Response::Hidden { shape, format, compute_nanos, kv_bytes }, bytes))
+    }
+
+    /// The answer to a forward step: `answer` itself (hidden states `out`
+    /// in its payload) at the end of the route, or, with hops left, the
+    /// hidden states relayed to the first (as `step(shape, the rest of the
+    /// route)`) and `Relayed` as the answer.
+    fn pass_on(
+        &mut self,
+        out: Vec<u8>,
+        answer: Response,
+        route: Vec<Hop>,
+        step: impl FnOnce(Vec<usize>, Vec<Hop>) -> Request,
+    ) -> Result<(Response, Vec<u8>)> {
+        let Some((next, rest)) = route.split_first() else {
+            return Ok((answer, out));
+        };
+        let Response::Hidden { shape, compute_nanos, kv_bytes, .. } = answer else {
+            bail!("a forward step answered {answer:?}");
+        };
+        let relay = Request::Relay { inbox: next.inbox, step: Box::new(step(shape, rest.to_vec())) };
+        Ok(match self.links.relay(&next.address, self.key, &relay, &out) {
+            Ok(relayed_bytes) => (Response::Relayed { compute_nanos, kv_bytes, relayed_bytes }, Vec::new()),
+            Err(e) => (Response::RelayFailed { next: next.address.clone(), reason: format!("{e:#}") }, Vec::new()),
+        })
     }
 
     /// Refuses to start caches beyond [`MAX_SEQUENCES`] for this master.

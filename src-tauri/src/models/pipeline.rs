@@ -24,6 +24,11 @@ pub trait RemoteLayers: Send + Sync {
     fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor>;
     /// Frees the cache of `sequence`.
     fn forget(&self, sequence: u64) -> Result<()>;
+    /// How many stages, this one first, its `forward` runs: more than one
+    /// when it passes hidden states on to the next stages' machines itself.
+    fn stages_reached(&self) -> usize {
+        1
+    }
     /// What the exchanges with it cost so far.
     fn timings(&self) -> StageTimings;
 }
@@ -36,6 +41,8 @@ pub struct StageTimings {
     pub round_trip_nanos: u64,
     /// The part the other machine says its layers took.
     pub compute_nanos: u64,
+    /// Bytes it sent: to this machine, and to the next stage's machine
+    /// when it passes hidden states on itself.
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// The most bytes a sequence's KV cache has held there.
@@ -100,8 +107,10 @@ impl LayerPipeline {
         let started = Instant::now();
         let mut hidden = self.decoder.forward_layers(embedded, &mut session.cache)?;
         self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        for stage in &self.remote_stages {
+        let mut next = 0;
+        while let Some(stage) = self.remote_stages.get(next) {
             hidden = stage.worker.forward(session.sequence, &hidden)?;
+            next += stage.worker.stages_reached();
         }
         Ok(hidden)
     }
@@ -115,8 +124,10 @@ impl LayerPipeline {
         let mut hidden = self.decoder.forward_layers_streams(embedded, &mut caches)?;
         self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let sequences: Vec<u64> = sessions.iter().map(|s| s.sequence).collect();
-        for stage in &self.remote_stages {
+        let mut next = 0;
+        while let Some(stage) = self.remote_stages.get(next) {
             hidden = stage.worker.forward_streams(&sequences, &hidden)?;
+            next += stage.worker.stages_reached();
         }
         Ok(hidden)
     }
