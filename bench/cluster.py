@@ -5,7 +5,8 @@ Three "machines" are network namespaces on one bridge (bench/netlab.py),
 their links shaped as a profile says: unshaped veth, a gigabit LAN
 (1 Gbit/s, 0.3 ms round trip) or Wi-Fi (300 Mbit/s, 3 ± 1 ms). Two
 `cake worker` processes (no mDNS) run in two of them; `cake run` in the
-third decodes alone, with one worker and with both (hidden states in f32,
+third decodes alone, with one worker and with both (hidden states hopping
+from worker to worker, then back through the master after each; in f32,
 then in f16), memory caps forcing an even split of the layers. Reports
 decode tok/s (median of `--reps`, runs of
 the setups alternated) beside the placement preview's prediction for the
@@ -152,7 +153,10 @@ def measure_profile(args, profile, subnet):
     with Network(3, profile, subnet) as net:
         start_worker(net, 1, args.cake, "a", third, args.worker_threads, os.path.join(scratch.name, "a"))
         start_worker(net, 2, args.cake, "b", None, args.worker_threads, os.path.join(scratch.name, "b"))
-        a, b = (net.reach(0, (net.address(host), PORT)) for host in (1, 2))
+        # Each worker behind a delaying relay of its own, which the master and
+        # the other worker both go through: hidden states hopping from worker
+        # to worker cross a link as slow as the master's.
+        a, b = (net.reach_from_all(host, PORT) for host in (1, 2))
         rtt_ms = net.round_trip_ms(1)
         common = ["--ctx", str(args.ctx)]
         three = ["--max-memory", str(third + size // 6), "--worker", a, "--worker", b]
@@ -160,6 +164,7 @@ def measure_profile(args, profile, subnet):
             "1": common,
             "2": common + ["--max-memory", str(half), "--worker", b],
             "3": common + three,
+            "3, through the master": common + three + ["--hidden-route", "through-master"],
             "3, f16 on the wire": common + three + ["--wire", "f16"],
         }
         prompt = ",".join(str(1000 + i % 500) for i in range(16))

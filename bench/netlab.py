@@ -115,8 +115,20 @@ class Network:
         each_way = max(0.0, self.profile.rtt_ms - self.relay_cost_ms()) / 2
         return self._relay(host, target, each_way, self.profile.jitter_ms / 2)
 
-    def _relay(self, host: int, target: tuple[str, int], delay_ms: float, jitter_ms: float) -> str:
-        relay = self.popen(host, [sys.executable, os.path.abspath(__file__), "relay", "--listen", "127.0.0.1:0",
+    def reach_from_all(self, host: int, port: int) -> str:
+        """An address of `host` that every host reaches its `port` at, with
+        the profile's latency added (a relay inside `host` on its own
+        address, so a link from any other host to it is delayed alike), or
+        the port itself when the profile adds none."""
+        if self.profile.rtt_ms == 0 and self.profile.jitter_ms == 0:
+            return f"{self.address(host)}:{port}"
+        each_way = max(0.0, self.profile.rtt_ms - self.relay_cost_ms()) / 2
+        target = (self.address(host), port)
+        return self._relay(host, target, each_way, self.profile.jitter_ms / 2, listen=f"{self.address(host)}:0")
+
+    def _relay(self, host: int, target: tuple[str, int], delay_ms: float, jitter_ms: float,
+               listen: str = "127.0.0.1:0") -> str:
+        relay = self.popen(host, [sys.executable, os.path.abspath(__file__), "relay", "--listen", listen,
                                   "--to", f"{target[0]}:{target[1]}", "--delay-ms", str(delay_ms),
                                   "--jitter-ms", str(jitter_ms)],
                            stdout=subprocess.PIPE, text=True)

@@ -11,7 +11,8 @@ mod worker;
 
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::scope_from;
-use crate::cluster::master::{ClusterSettings, HiddenRoute};
+use crate::cluster::master::ClusterSettings;
+use crate::cluster::protocol::HiddenRoute;
 use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;

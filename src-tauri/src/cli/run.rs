@@ -129,7 +129,8 @@ fn print_preview(args: &RunArgs) -> Result<()> {
         Some(settings) => settings.preview(&path, &options, args.plan_prompt)?,
         None => {
             let me = describe("master", args.model.cluster.max_memory);
-            preview_over(&path, &options, &me, &[], args.model.cluster.wire, args.plan_prompt)?
+            let cluster = &args.model.cluster;
+            preview_over(&path, &options, &me, &[], cluster.wire, cluster.hidden_route, args.plan_prompt)?
         }
     };
     let mut stdout = std::io::stdout().lock();

@@ -11,7 +11,7 @@ use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
 use super::prediction::{self, preview, Preview};
-use super::protocol::{WireFormat, WorkerInfo};
+use super::protocol::{HiddenRoute, WireFormat, WorkerInfo};
 use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
@@ -171,6 +171,7 @@ pub fn preview_over(
     me: &WorkerInfo,
     workers: &[&RemoteWorker],
     wire: WireFormat,
+    route: HiddenRoute,
     prompt_tokens: usize,
 ) -> Result<Preview> {
     let checkpoint = Checkpoint::open(path)?;
@@ -192,7 +193,7 @@ pub fn preview_over(
         let link = worker.measure_link().with_context(|| format!("measuring the link to {}", worker.info.name))?;
         machines.push(machine(&worker.info, Some(link)));
     }
-    Ok(preview(&needs, &machines, hidden_bytes, prompt_tokens))
+    Ok(preview(&needs, &machines, hidden_bytes, route, prompt_tokens))
 }
 
 /// How a master finds and uses its workers.
@@ -221,16 +222,6 @@ pub struct ClusterSettings {
     /// Which way hidden states go between workers (default: straight from
     /// one worker to the next).
     pub hidden_route: HiddenRoute,
-}
-
-/// Which way hidden states travel through the workers of a pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum HiddenRoute {
-    /// Master → A → B → master: each worker sends its result on to the next.
-    #[default]
-    WorkerToWorker,
-    /// Master → A → master → B → master: every stage answers the master.
-    ThroughMaster,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -427,7 +418,7 @@ impl ClusterSettings {
         let me = machine::describe(&self.name, self.master_memory);
         let workers = self.connect_workers(&me, &[])?;
         let workers: Vec<&RemoteWorker> = workers.iter().map(|p| &p.worker).collect();
-        preview_over(path, options, &me, &workers, self.wire_format, prompt_tokens)
+        preview_over(path, options, &me, &workers, self.wire_format, self.hidden_route, prompt_tokens)
     }
 
     /// Loads the text model at `path` over this machine and the workers

@@ -6,12 +6,16 @@
 //!
 //! The model of a decode step: each stage streams its weights at its
 //! machine's decode speed and pays its machine's fixed cost per layer, one
-//! stage after another, and each worker's stage adds one round trip
-//! carrying a token's hidden states there and back. A prompt runs each
-//! stage at its machine's prompt speed, in pieces of [`PREFILL_CHUNK`]
-//! tokens, each piece one round trip per worker.
+//! stage after another, and the hidden states cross the links: there and
+//! back for each worker when they return to this machine after each, once
+//! into each worker and once back when they go worker to worker (a link
+//! between two workers, which this machine cannot measure, is taken to be
+//! like the second one's link to this machine). A prompt runs each stage
+//! at its machine's prompt speed, in pieces of [`PREFILL_CHUNK`] tokens,
+//! each piece crossing the links as a step does.
 
 use super::assignment::{plan, NodeCapacity, Plan};
+use super::protocol::HiddenRoute;
 use crate::models::context::PREFILL_CHUNK;
 use crate::models::memory_needs::MemoryNeeds;
 use serde::Serialize;
@@ -34,7 +38,24 @@ pub struct LinkSpeed {
 impl LinkSpeed {
     /// Seconds a hop takes that carries `bytes` there and `bytes` back.
     pub fn hop_seconds(&self, bytes: u64) -> f64 {
-        self.round_trip_seconds + 2.0 * (bytes + FRAME_OVERHEAD_BYTES) as f64 / self.bytes_per_second
+        2.0 * self.one_way_seconds(bytes)
+    }
+
+    /// Seconds a message of `bytes` takes one way.
+    pub fn one_way_seconds(&self, bytes: u64) -> f64 {
+        self.round_trip_seconds / 2.0 + (bytes + FRAME_OVERHEAD_BYTES) as f64 / self.bytes_per_second
+    }
+}
+
+/// Seconds `bytes` of hidden states spend on the links of the workers
+/// (in pipeline order) per step, going `route`.
+fn crossing_seconds(links: &[LinkSpeed], bytes: u64, route: HiddenRoute) -> f64 {
+    match route {
+        HiddenRoute::ThroughMaster => links.iter().map(|l| l.hop_seconds(bytes)).sum(),
+        HiddenRoute::WorkerToWorker => {
+            links.iter().map(|l| l.one_way_seconds(bytes)).sum::<f64>()
+                + links.last().map_or(0.0, |l| l.one_way_seconds(bytes))
+        }
     }
 }
 
@@ -93,11 +114,18 @@ pub struct Prediction {
 }
 
 /// Predicts `plan` (its stages on `machines`, in the same order) for a
-/// prompt of `prompt_tokens`, with `hidden_bytes` per token on the wire.
-pub fn predict(plan: &Plan, machines: &[Machine], hidden_bytes: u64, prompt_tokens: usize) -> Prediction {
+/// prompt of `prompt_tokens`, with `hidden_bytes` per token on the wire
+/// going `route`.
+pub fn predict(
+    plan: &Plan,
+    machines: &[Machine],
+    hidden_bytes: u64,
+    route: HiddenRoute,
+    prompt_tokens: usize,
+) -> Prediction {
     let mut decode_parts: Vec<Limit> = Vec::new();
     let mut prompt_parts: Vec<Limit> = Vec::new();
-    let (mut decode_link, mut prompt_link) = (0.0, 0.0);
+    let mut links = Vec::new();
     let pieces = prompt_tokens.div_ceil(PREFILL_CHUNK).max(1);
     for (stage, machine) in plan.stages.iter().zip(machines) {
         if stage.layers.is_empty() && machine.link.is_some() {
@@ -114,12 +142,11 @@ pub fn predict(plan: &Plan, machines: &[Machine], hidden_bytes: u64, prompt_toke
             machine: name,
             seconds: bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second + pieces as f64 * overhead,
         });
-        if let Some(link) = machine.link {
-            decode_link += link.hop_seconds(hidden_bytes);
-            let piece_tokens = prompt_tokens.div_ceil(pieces) as u64;
-            prompt_link += pieces as f64 * link.hop_seconds(hidden_bytes * piece_tokens);
-        }
+        links.extend(machine.link);
     }
+    let decode_link = crossing_seconds(&links, hidden_bytes, route);
+    let piece_tokens = prompt_tokens.div_ceil(pieces) as u64;
+    let prompt_link = pieces as f64 * crossing_seconds(&links, hidden_bytes * piece_tokens, route);
     let total = |parts: &[Limit], link: f64| parts.iter().map(Limit::seconds).sum::<f64>() + link;
     let (decode_seconds, prompt_seconds) = (total(&decode_parts, decode_link), total(&prompt_parts, prompt_link));
     decode_parts.push(Limit::Link { seconds: decode_link });
@@ -160,7 +187,13 @@ pub struct Preview {
 
 /// Compares this machine alone, all machines and the best subset of
 /// `machines` (`machines[0]` is this machine) for a model with `needs`.
-pub fn preview(needs: &MemoryNeeds, machines: &[Machine], hidden_bytes: u64, prompt_tokens: usize) -> Preview {
+pub fn preview(
+    needs: &MemoryNeeds,
+    machines: &[Machine],
+    hidden_bytes: u64,
+    route: HiddenRoute,
+    prompt_tokens: usize,
+) -> Preview {
     assert!(machines.first().is_some_and(|m| m.link.is_none()), "this machine comes first");
     let evaluate = |label: String, members: &[usize]| {
         let chosen: Vec<Machine> = members.iter().map(|&i| machines[i].clone()).collect();
@@ -168,7 +201,7 @@ pub fn preview(needs: &MemoryNeeds, machines: &[Machine], hidden_bytes: u64, pro
         let names = capacities.iter().map(|c| c.name.clone()).collect();
         match plan(needs, &capacities) {
             Ok(plan) => {
-                let prediction = predict(&plan, &chosen, hidden_bytes, prompt_tokens);
+                let prediction = predict(&plan, &chosen, hidden_bytes, route, prompt_tokens);
                 PlanOption { label, machines: names, plan: Some(plan), prediction: Some(prediction), refused: None }
             }
             Err(e) => {
@@ -272,13 +305,34 @@ mod tests {
         let mut machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(GIGABIT))];
         machines[1].layer_overhead_seconds = 50e-6;
         let plan = plan(&needs, &machines.iter().map(|m| m.capacity.clone()).collect::<Vec<_>>()).unwrap();
-        let prediction = predict(&plan, &machines, 4 * 2048, 100);
+        let prediction = predict(&plan, &machines, 4 * 2048, HiddenRoute::ThroughMaster, 100);
         let streaming: f64 =
             plan.stages.iter().map(|s| s.bytes as f64 / 10e9).sum::<f64>() + plan.stages[1].layers.len() as f64 * 50e-6;
         let hop = 0.3e-3 + 2.0 * (4.0 * 2048.0 + FRAME_OVERHEAD_BYTES as f64) / 125e6;
         assert!((1.0 / prediction.decode_tokens_per_second - (streaming + hop)).abs() < 1e-9);
         assert!((prediction.link_seconds_per_token - hop).abs() < 1e-12);
         assert!(matches!(prediction.decode_limit, Limit::Memory { .. }), "{prediction:?}");
+    }
+
+    /// Worker to worker, a step crosses into each worker once and back
+    /// once; through this machine, there and back for each worker.
+    #[test]
+    fn worker_to_worker_crosses_one_link_per_worker_and_one_back() {
+        let needs = needs(12, 100_000_000);
+        let wifi = LinkSpeed { round_trip_seconds: 3e-3, bytes_per_second: 37.5e6 };
+        let machines = [
+            machine("me", 1 << 40, 10e9, None),
+            machine("a", 1 << 40, 10e9, Some(GIGABIT)),
+            machine("b", 1 << 40, 10e9, Some(wifi)),
+        ];
+        let capacities: Vec<_> = machines.iter().map(|m| m.capacity.clone()).collect();
+        let plan = plan(&needs, &capacities).unwrap();
+        assert!(plan.stages.iter().all(|s| !s.layers.is_empty()), "{plan:?}");
+        let link = |route| predict(&plan, &machines, 4 * 2048, route, 1).link_seconds_per_token;
+        let through = GIGABIT.hop_seconds(4 * 2048) + wifi.hop_seconds(4 * 2048);
+        let hops = GIGABIT.one_way_seconds(4 * 2048) + 2.0 * wifi.one_way_seconds(4 * 2048);
+        assert!((link(HiddenRoute::ThroughMaster) - through).abs() < 1e-12);
+        assert!((link(HiddenRoute::WorkerToWorker) - hops).abs() < 1e-12);
     }
 
     /// A model that fits here runs here alone when the link costs more
@@ -288,7 +342,7 @@ mod tests {
         let needs = needs(30, 3_000_000);
         let wifi = LinkSpeed { round_trip_seconds: 3e-3, bytes_per_second: 37.5e6 };
         let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(wifi))];
-        let preview = preview(&needs, &machines, 4 * 576, 100);
+        let preview = preview(&needs, &machines, 4 * 576, HiddenRoute::WorkerToWorker, 100);
         let chosen = &preview.options[preview.chosen.unwrap()];
         assert_eq!(chosen.label, "this machine alone", "{preview:#?}");
         assert!(preview.reason.starts_with("one machine is faster here"), "{}", preview.reason);
@@ -305,7 +359,7 @@ mod tests {
             machine("a", 1_000_000_000, 10e9, Some(GIGABIT)),
             machine("b", 1_000_000_000, 10e9, Some(GIGABIT)),
         ];
-        let preview = preview(&needs, &machines, 4 * 2048, 100);
+        let preview = preview(&needs, &machines, 4 * 2048, HiddenRoute::WorkerToWorker, 100);
         assert!(preview.options[0].refused.as_deref().unwrap().contains("missing"), "{preview:#?}");
         let chosen = &preview.options[preview.chosen.unwrap()];
         assert!(chosen.machines.len() >= 2, "{preview:#?}");
@@ -318,7 +372,7 @@ mod tests {
     fn a_much_faster_worker_is_used_over_a_fast_link() {
         let needs = needs(16, 100_000_000);
         let machines = [machine("me", 1 << 40, 2e9, None), machine("fast", 1 << 40, 40e9, Some(GIGABIT))];
-        let preview = preview(&needs, &machines, 4 * 2048, 100);
+        let preview = preview(&needs, &machines, 4 * 2048, HiddenRoute::WorkerToWorker, 100);
         let chosen = &preview.options[preview.chosen.unwrap()];
         assert_eq!(chosen.label, "all 2 machines", "{preview:#?}");
         assert!(preview.reason.contains("tok/s"), "{}", preview.reason);
@@ -331,7 +385,7 @@ mod tests {
         let slow = LinkSpeed { round_trip_seconds: 1e-3, bytes_per_second: 1e6 };
         let machines = [machine("me", 1 << 40, 10e9, None), machine("a", 1 << 40, 10e9, Some(slow))];
         let plan = plan(&needs, &machines.iter().map(|m| m.capacity.clone()).collect::<Vec<_>>()).unwrap();
-        let prediction = predict(&plan, &machines, 4 * 2048, 2048);
+        let prediction = predict(&plan, &machines, 4 * 2048, HiddenRoute::ThroughMaster, 2048);
         assert!(matches!(prediction.prompt_limit, Limit::Link { .. }), "{prediction:?}");
         let pieces = 2048usize.div_ceil(PREFILL_CHUNK) as f64;
         let link_alone = pieces * slow.hop_seconds(4 * 2048 * PREFILL_CHUNK as u64);

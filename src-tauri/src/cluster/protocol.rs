@@ -70,6 +70,17 @@ pub struct Hop {
     pub inbox: u64,
 }
 
+/// Which way hidden states travel through the workers of a pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HiddenRoute {
+    /// Master → A → B → master: each worker sends its result on to the next.
+    #[default]
+    WorkerToWorker,
+    /// Master → A → master → B → master: every worker answers the master.
+    ThroughMaster,
+}
+
 /// Most hops a route may name (more workers than any cluster has).
 pub const MAX_ROUTE: usize = 32;
 
