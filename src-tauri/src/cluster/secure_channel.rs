@@ -288,73 +288,10 @@ impl SecureChannel<TcpStream> {
         Ok(channel.with_stream(stream))
     }
 
-    /// The channel as a sending and a receiving half over clones of its
-    /// socket, so one thread can wait for frames while another sends.
-    pub fn split(self) -> Result<(ChannelSender, ChannelReceiver)> {
-        let reader = self.stream.try_clone()?;
-        let SessionKeys { send, receive } = self.keys;
-        let peer = self.peer;
-        Ok((
-            ChannelSender {
-                stream: self.stream,
-                key: send,
-                sent: self.sent,
-                bytes_sent: self.bytes_sent,
-                peer: peer.clone(),
-            },
-            ChannelReceiver {
-                stream: reader,
-                key: receive,
-                received: self.received,
-                bytes_received: self.bytes_received,
-                peer,
-            },
-        ))
-    }
-
     /// [`Self::accept`] with the whole handshake bounded by `allowance`: a
     /// peer that stalls or drips its bytes is dropped when it runs out.
     pub fn accept_within(mut stream: TcpStream, key: &ClusterKey, peer: &str, allowance: Duration) -> Result<Self> {
         let channel = SecureChannel::accept(Deadlined::new(&mut stream, allowance), key, peer)?.with_stream(());
         Ok(channel.with_stream(stream))
-    }
-}
-
-/// The sending half of a [`SecureChannel::split`] channel.
-pub struct ChannelSender {
-    stream: TcpStream,
-    key: ChaCha20Poly1305,
-    sent: u64,
-    bytes_sent: u64,
-    peer: String,
-}
-
-impl ChannelSender {
-    /// Seals and sends one frame.
-    pub fn send(&mut self, plaintext: &[u8]) -> Result<()> {
-        let mut sealer = Sealer { key: &self.key, counter: &mut self.sent, bytes: &mut self.bytes_sent };
-        sealer.write(&mut self.stream, plaintext, &self.peer)
-    }
-
-    /// The socket (to shut it down).
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
-    }
-}
-
-/// The receiving half of a [`SecureChannel::split`] channel.
-pub struct ChannelReceiver {
-    stream: TcpStream,
-    key: ChaCha20Poly1305,
-    received: u64,
-    bytes_received: u64,
-    peer: String,
-}
-
-impl ChannelReceiver {
-    /// Receives and opens one frame; any tampering is an error.
-    pub fn receive(&mut self) -> Result<Vec<u8>> {
-        let mut opener = Sealer { key: &self.key, counter: &mut self.received, bytes: &mut self.bytes_received };
-        opener.read(&mut self.stream, &self.peer)
     }
 }

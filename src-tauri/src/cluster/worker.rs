@@ -25,8 +25,10 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Tensor};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -216,32 +218,36 @@ impl SessionReport<'_> {
     }
 }
 
-/// What a session acts on, in order: frames from its own peer, steps
-/// relayed to it by the worker before it on its master's route, and the
-/// end of its connection.
-enum Event {
-    Frame(Vec<u8>),
-    Relayed(Request, Vec<u8>),
-    Closed(anyhow::Error),
+/// A forward step relayed to a session by the worker before it on its
+/// master's route, with its hidden states.
+struct Relayed {
+    step: Request,
+    payload: Vec<u8>,
 }
 
-/// Frames and relayed steps a session may have waiting (a master waits for
-/// each answer, so one or two are ever queued).
-const QUEUED_EVENTS: usize = 8;
+/// Relayed steps a session may have waiting (its master waits for each
+/// step's answer, so one is ever queued).
+const QUEUED_STEPS: usize = 4;
+
+/// Where relayed steps for one session go, and how it is woken for them.
+struct Inbox {
+    steps: SyncSender<Relayed>,
+    wake: UnixStream,
+}
 
 /// The sessions of this worker that take relayed steps, by inbox number
 /// (random, so a peer cannot guess another master's).
 #[derive(Clone, Default)]
-struct Inboxes(Arc<Mutex<HashMap<u64, SyncSender<Event>>>>);
+struct Inboxes(Arc<Mutex<HashMap<u64, Inbox>>>);
 
 impl Inboxes {
-    fn open(&self, events: SyncSender<Event>) -> u64 {
+    fn open(&self, inbox: Inbox) -> u64 {
         let mut all = self.0.lock().expect("worker inboxes");
         let mut number = rand::random::<u64>();
         while number == 0 || all.contains_key(&number) {
             number = rand::random();
         }
-        all.insert(number, events);
+        all.insert(number, inbox);
         number
     }
 
@@ -249,18 +255,23 @@ impl Inboxes {
         self.0.lock().expect("worker inboxes").remove(&number);
     }
 
-    /// Hands `step` and its hidden states to the session of inbox `number`.
+    /// Hands `step` and its hidden states to the session of inbox `number`
+    /// and wakes it.
     fn deliver(&self, number: u64, step: Request, payload: &[u8]) -> Result<()> {
         if !matches!(step, Request::Forward { .. } | Request::ForwardStreams { .. }) {
             bail!("only forward steps are relayed");
         }
-        let events = self.0.lock().expect("worker inboxes").get(&number).cloned();
-        let events = events.context("no session here has that inbox (its master left, or the route is stale)")?;
-        match events.try_send(Event::Relayed(step, payload.to_vec())) {
-            Ok(()) => Ok(()),
+        let all = self.0.lock().expect("worker inboxes");
+        let inbox =
+            all.get(&number).context("no session here has that inbox (its master left, or the route is stale)")?;
+        match inbox.steps.try_send(Relayed { step, payload: payload.to_vec() }) {
+            Ok(()) => {}
             Err(TrySendError::Full(_)) => bail!("the session of that inbox has too many steps waiting"),
             Err(TrySendError::Disconnected(_)) => bail!("the session of that inbox has ended"),
         }
+        // A byte already waiting wakes it as well: a full buffer is no error.
+        let _ = (&inbox.wake).write(&[1]);
+        Ok(())
     }
 }
 
@@ -279,13 +290,13 @@ fn session(
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     // Every event of this connection carries the worker and the master it serves.
     let _span = tracing::info_span!("master_session", worker = %config.name, master = %address).entered();
-    let channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
+    let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
     if !ticket.authenticated() {
         anyhow::bail!("refused: this worker already serves as many masters as it takes");
     }
-    // The reader thread waits for frames as long as it takes; a master
-    // silent for the idle timeout is dropped by `serve`.
-    channel.stream().set_read_timeout(None)?;
+    // Frames are read once the socket has one coming (see `next_event`);
+    // this bounds one that stalls half-way.
+    channel.stream().set_read_timeout(Some(config.idle_timeout))?;
     channel.stream().set_write_timeout(Some(config.idle_timeout))?;
     tracing::info!("worker {}: {peer} authenticated", config.name);
     report
@@ -294,24 +305,32 @@ fn session(
         .expect("worker sessions")
         .views
         .insert(report.id, MasterSession { address, ..Default::default() });
-    let (mut sender, mut receiver) = channel.split()?;
-    let (events, queue) = sync_channel(QUEUED_EVENTS);
-    let inbox = inboxes.open(events.clone());
-    let reader = std::thread::Builder::new().name("cake-worker-reader".into()).spawn(move || loop {
-        let (event, last) = match receiver.receive() {
-            Ok(frame) => (Event::Frame(frame), false),
-            Err(e) => (Event::Closed(e), true),
-        };
-        if events.send(event).is_err() || last {
-            break;
-        }
-    })?;
+    let (wake, woken) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    woken.set_nonblocking(true)?;
+    let (steps, relayed) = sync_channel(QUEUED_STEPS);
+    let inbox = inboxes.open(Inbox { steps, wake });
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
     let weights = WeightCache::new(config.cache_dir.clone());
     let mut manifest: Option<ModelManifest> = None;
     let mut links = Links::default();
-    let served = serve(&queue, &mut sender, config, peer, |request, payload| {
+    let served = loop {
+        let (request, payload) = match next_event(&mut channel, &relayed, &woken, config.idle_timeout) {
+            Ok(Some(Event::Frame(frame))) => match decode::<Request>(&frame) {
+                Ok((request, payload)) => (request, payload.to_vec()),
+                Err(e) => break Err(e),
+            },
+            Ok(Some(Event::Relayed(Relayed { step, payload }))) => (step, payload),
+            Ok(None) => {
+                tracing::info!("worker {}: {peer} was silent for {:?}; dropped", config.name, config.idle_timeout);
+                break Ok(());
+            }
+            Err(e) => {
+                tracing::info!("worker {}: {peer} left ({e:#})", config.name);
+                break Ok(());
+            }
+        };
         let mut state = State {
             info: &info,
             stage: &mut stage,
@@ -325,47 +344,68 @@ fn session(
             links: &mut links,
             key: &config.key,
         };
-        state.handle(request, payload)
-    });
-    inboxes.close(inbox);
-    let _ = sender.stream().shutdown(Shutdown::Both);
-    let _ = reader.join();
-    served
-}
-
-/// Answers each event of `queue` on `sender` with `handle`'s response
-/// (an error becomes an `Error` answer), until the connection ends or
-/// nothing comes for the idle timeout.
-fn serve(
-    queue: &Receiver<Event>,
-    sender: &mut super::secure_channel::ChannelSender,
-    config: &WorkerConfig,
-    peer: &str,
-    mut handle: impl FnMut(Request, &[u8]) -> Result<(Response, Vec<u8>)>,
-) -> Result<()> {
-    loop {
-        let event = queue.recv_timeout(config.idle_timeout);
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = event {
-            tracing::info!("worker {}: {peer} was silent for {:?}; dropped", config.name, config.idle_timeout);
-            return Ok(());
-        }
-        let (request, payload) = match event {
-            Ok(Event::Frame(frame)) => {
-                let (request, payload): (Request, &[u8]) = decode(&frame)?;
-                (request, payload.to_vec())
-            }
-            Ok(Event::Relayed(step, payload)) => (step, payload),
-            Ok(Event::Closed(e)) => {
-                tracing::info!("worker {}: {peer} left ({e:#})", config.name);
-                return Ok(());
-            }
-            Err(_) => return Ok(()),
-        };
-        let (response, out) = match handle(request, &payload) {
+        let (response, out) = match state.handle(request, &payload) {
             Ok(answer) => answer,
             Err(e) => (Response::Error { message: format!("{e:#}") }, Vec::new()),
         };
-        sender.send(&encode(&response, &out))?;
+        if let Err(e) = channel.send(&encode(&response, &out)) {
+            break Err(e);
+        }
+    };
+    inboxes.close(inbox);
+    served
+}
+
+/// What a session acts on next.
+enum Event {
+    /// A frame from its own peer.
+    Frame(Vec<u8>),
+    Relayed(Relayed),
+}
+
+/// The session's next event: a relayed step waiting (first), else
+/// whichever comes first of a frame on its connection and a relayed step;
+/// `None` when neither comes within `idle`. Waits in `poll` on the socket
+/// and the inbox's wake-up socket, so neither needs a thread of its own.
+fn next_event(
+    channel: &mut SecureChannel<TcpStream>,
+    relayed: &Receiver<Relayed>,
+    woken: &UnixStream,
+    idle: Duration,
+) -> Result<Option<Event>> {
+    use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + idle;
+    loop {
+        if let Ok(step) = relayed.try_recv() {
+            return Ok(Some(Event::Relayed(step)));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let mut watched = [
+            libc::pollfd { fd: channel.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        let millis = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: two valid pollfd entries, both file descriptors open for the call.
+        let ready = unsafe { libc::poll(watched.as_mut_ptr(), watched.len() as libc::nfds_t, millis) };
+        if ready < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error.into());
+        }
+        if watched[1].revents != 0 {
+            // Drain the wake-up bytes; the step itself is in the queue.
+            let mut bytes = [0u8; 64];
+            while matches!((&*woken).read(&mut bytes), Ok(n) if n > 0) {}
+        }
+        if watched[0].revents != 0 {
+            // Data, or the connection closing (which `receive` reports).
+            return channel.receive().map(|frame| Some(Event::Frame(frame)));
+        }
     }
 }
 
