@@ -523,15 +523,23 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width]), &nan), "non-finite");
     let fine: Vec<u8> = (0..width).flat_map(|_| 0.5f32.to_le_bytes()).collect();
     assert!(matches!(ask(&mut channel, &forward(vec![1, 1, width]), &fine), Response::Hidden { .. }));
-    // Relays: only forward steps, only to an inbox that exists, along a bounded route.
+    // Relays (not answered): only forward steps, only to an inbox that
+    // exists; one that cannot be handed over closes the connection it came on.
     let Response::Loaded { inbox, .. } = answer else { unreachable!() };
     let step = Box::new(forward(vec![1, 1, width]));
-    assert_refused(
-        ask(&mut channel, &Request::Relay { inbox: inbox ^ 1, step: step.clone() }, &fine),
-        "no session here",
-    );
-    let not_a_step = Box::new(Request::Heartbeat);
-    assert_refused(ask(&mut channel, &Request::Relay { inbox, step: not_a_step }, &[]), "only forward steps");
+    for (relay, payload) in [
+        (Request::Relay { inbox: inbox ^ 1, step: step.clone() }, &fine[..]),
+        (Request::Relay { inbox, step: Box::new(Request::Heartbeat) }, &[][..]),
+    ] {
+        let stream = TcpStream::connect(&worker.address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut link = SecureChannel::connect(stream, &key("correct horse battery"), "worker").unwrap();
+        link.send(&encode(&relay, payload)).unwrap();
+        let sent = Instant::now();
+        assert!(link.receive().is_err(), "nothing answers a relay");
+        assert!(sent.elapsed() < Duration::from_secs(10), "a refused relay closes its connection: {relay:?}");
+    }
+    // A route longer than any cluster is refused before anything runs.
     let hop = Hop { address: "127.0.0.1:9".into(), inbox: 1 };
     let long_route =
         Request::Forward { sequence: 1, shape: vec![1, 1, width], format: WireFormat::F32, route: vec![hop; 33] };

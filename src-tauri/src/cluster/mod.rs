@@ -9,6 +9,7 @@
 //! - [`discovery`]: finding workers with mDNS.
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
+//! - [`relay`]: hidden states passed from one worker straight to the next.
 //! - [`master`]: loading a model split over the master and its workers.
 //! - [`topology`]: a hand-written layout overriding the automatic one.
 //! - [`recovery`]: finishing a reply after losing a worker.
@@ -26,6 +27,7 @@ pub mod monitor;
 pub mod prediction;
 pub mod protocol;
 pub mod recovery;
+pub mod relay;
 pub mod remote;
 pub mod secure_channel;
 pub mod topology;

@@ -49,8 +49,9 @@ pub enum Request {
     /// From the worker before this one on a master's route: run `step` (a
     /// `Forward` or `ForwardStreams`, hidden states in the payload) for the
     /// master whose session here has inbox `inbox`, which then tells that
-    /// master how it went as if the master had asked. Answered `Done` once
-    /// handed over.
+    /// master how it went as if the master had asked. Not answered (the
+    /// sender goes on at once); a relay that cannot be handed over closes
+    /// the connection it came on.
     Relay { inbox: u64, step: Box<Request> },
     /// Drop sequence `sequence`'s KV cache.
     Forget { sequence: u64 },

@@ -14,7 +14,7 @@ use super::protocol::{
     check_hidden_shape, check_route, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Hop,
     Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES,
 };
-use super::remote::{ANSWER_TIMEOUT, CONTACT_DEADLINE};
+use super::relay::{Inbox, Inboxes, Links, Relayed, QUEUED_STEPS};
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
@@ -25,12 +25,12 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Tensor};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -218,63 +218,6 @@ impl SessionReport<'_> {
     }
 }
 
-/// A forward step relayed to a session by the worker before it on its
-/// master's route, with its hidden states.
-struct Relayed {
-    step: Request,
-    payload: Vec<u8>,
-}
-
-/// Relayed steps a session may have waiting (its master waits for each
-/// step's answer, so one is ever queued).
-const QUEUED_STEPS: usize = 4;
-
-/// Where relayed steps for one session go, and how it is woken for them.
-struct Inbox {
-    steps: SyncSender<Relayed>,
-    wake: UnixStream,
-}
-
-/// The sessions of this worker that take relayed steps, by inbox number
-/// (random, so a peer cannot guess another master's).
-#[derive(Clone, Default)]
-struct Inboxes(Arc<Mutex<HashMap<u64, Inbox>>>);
-
-impl Inboxes {
-    fn open(&self, inbox: Inbox) -> u64 {
-        let mut all = self.0.lock().expect("worker inboxes");
-        let mut number = rand::random::<u64>();
-        while number == 0 || all.contains_key(&number) {
-            number = rand::random();
-        }
-        all.insert(number, inbox);
-        number
-    }
-
-    fn close(&self, number: u64) {
-        self.0.lock().expect("worker inboxes").remove(&number);
-    }
-
-    /// Hands `step` and its hidden states to the session of inbox `number`
-    /// and wakes it.
-    fn deliver(&self, number: u64, step: Request, payload: &[u8]) -> Result<()> {
-        if !matches!(step, Request::Forward { .. } | Request::ForwardStreams { .. }) {
-            bail!("only forward steps are relayed");
-        }
-        let all = self.0.lock().expect("worker inboxes");
-        let inbox =
-            all.get(&number).context("no session here has that inbox (its master left, or the route is stale)")?;
-        match inbox.steps.try_send(Relayed { step, payload: payload.to_vec() }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => bail!("the session of that inbox has too many steps waiting"),
-            Err(TrySendError::Disconnected(_)) => bail!("the session of that inbox has ended"),
-        }
-        // A byte already waiting wakes it as well: a full buffer is no error.
-        let _ = (&inbox.wake).write(&[1]);
-        Ok(())
-    }
-}
-
 /// One master's connection, from handshake to hang-up (or another
 /// worker's, relaying steps along a master's route).
 fn session(
@@ -310,6 +253,7 @@ fn session(
     woken.set_nonblocking(true)?;
     let (steps, relayed) = sync_channel(QUEUED_STEPS);
     let inbox = inboxes.open(Inbox { steps, wake });
+    let inbox_number = inbox.number;
     let mut stage: Option<Decoder> = None;
     let mut caches: HashMap<u64, KvCache> = HashMap::new();
     let weights = WeightCache::new(config.cache_dir.clone());
@@ -331,6 +275,16 @@ fn session(
                 break Ok(());
             }
         };
+        // A relay is handed to its inbox's session, which answers that
+        // session's master; one that cannot be ends this connection, so
+        // the worker that sent it fails its next relay.
+        if let Request::Relay { inbox, step } = request {
+            if let Err(e) = inboxes.deliver(inbox, *step, &payload) {
+                tracing::warn!("worker {}: a relay from {peer} was refused: {e:#}", config.name);
+                break Ok(());
+            }
+            continue;
+        }
         let mut state = State {
             info: &info,
             stage: &mut stage,
@@ -339,8 +293,7 @@ fn session(
             manifest: &mut manifest,
             name: &config.name,
             report,
-            inbox,
-            inboxes,
+            inbox: inbox_number,
             links: &mut links,
             key: &config.key,
         };
@@ -352,7 +305,7 @@ fn session(
             break Err(e);
         }
     };
-    inboxes.close(inbox);
+    drop(inbox);
     served
 }
 
@@ -409,69 +362,6 @@ fn next_event(
     }
 }
 
-/// This session's connections to the next workers on its master's routes,
-/// by address, opened on first use, with when each was last used.
-#[derive(Default)]
-struct Links(HashMap<String, (SecureChannel<TcpStream>, Instant)>);
-
-/// A link unused for longer is opened afresh rather than trusted: the
-/// worker at its end may have dropped it as idle (nothing may be sent
-/// twice, so a step is never retried on another link).
-const LINK_REUSE: Duration = Duration::from_secs(2);
-
-impl Links {
-    /// Sends `relay` (hidden states in `payload`) to the worker at `address`
-    /// and waits for it to take it; returns the bytes sent. A link that
-    /// fails is dropped (the next step opens a new one).
-    fn relay(&mut self, address: &str, key: &ClusterKey, relay: &Request, payload: &[u8]) -> Result<u64> {
-        if self.0.get(address).is_some_and(|(_, used)| used.elapsed() > LINK_REUSE) {
-            self.0.remove(address);
-        }
-        let (link, used) = match self.0.entry(address.to_string()) {
-            std::collections::hash_map::Entry::Occupied(link) => link.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => slot.insert((open_link(address, key)?, Instant::now())),
-        };
-        *used = Instant::now();
-        let before = link.bytes_sent;
-        let answer = link.send(&encode(relay, payload)).and_then(|()| link.receive());
-        let sent = link.bytes_sent - before;
-        let frame = match answer {
-            Ok(frame) => frame,
-            Err(e) => {
-                self.0.remove(address);
-                return Err(
-                    e.context(format!("the next worker on the route ({address}) did not take the hidden states"))
-                );
-            }
-        };
-        match decode::<Response>(&frame)? {
-            (Response::Done, _) => Ok(sent),
-            (Response::Error { message }, _) => {
-                bail!("the next worker on the route ({address}) refused them: {message}")
-            }
-            (other, _) => bail!("the next worker on the route ({address}) answered {other:?}"),
-        }
-    }
-}
-
-/// An authenticated connection to the worker at `address`, within
-/// [`CONTACT_DEADLINE`].
-fn open_link(address: &str, key: &ClusterKey) -> Result<SecureChannel<TcpStream>> {
-    let started = Instant::now();
-    let socket = std::net::ToSocketAddrs::to_socket_addrs(address)
-        .with_context(|| format!("`{address}` is not a host:port"))?
-        .next()
-        .with_context(|| format!("`{address}` resolves to nothing"))?;
-    let stream = TcpStream::connect_timeout(&socket, CONTACT_DEADLINE)
-        .with_context(|| format!("cannot reach the next worker on the route ({address})"))?;
-    stream.set_nodelay(true)?;
-    let left = CONTACT_DEADLINE.saturating_sub(started.elapsed()).max(Duration::from_millis(100));
-    let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left)?;
-    channel.stream().set_read_timeout(Some(ANSWER_TIMEOUT))?;
-    channel.stream().set_write_timeout(Some(ANSWER_TIMEOUT))?;
-    Ok(channel)
-}
-
 /// A session's state, borrowed for one request.
 struct State<'a> {
     info: &'a WorkerInfo,
@@ -484,7 +374,6 @@ struct State<'a> {
     report: &'a SessionReport<'a>,
     /// This session's inbox (told to the master in `Loaded`).
     inbox: u64,
-    inboxes: &'a Inboxes,
     links: &'a mut Links,
     key: &'a ClusterKey,
 }
@@ -514,10 +403,7 @@ impl State<'_> {
                     |shape, route| Request::ForwardStreams { sequences: sequences.clone(), shape, format, route };
                 self.pass_on(out, answer, route, step)?
             }
-            Request::Relay { inbox, step } => {
-                self.inboxes.deliver(inbox, *step, payload)?;
-                (Response::Done, Vec::new())
-            }
+            Request::Relay { .. } => bail!("a relay is not a request to answer"),
             Request::Forget { sequence } => {
                 self.caches.remove(&sequence);
                 (Response::Done, Vec::new())
