@@ -274,19 +274,11 @@ impl Attention {
     /// f16 on the CPU.
     fn attend_in_place(&self, q: &Tensor, cache: &LayerCache) -> Result<Option<Tensor>> {
         let t = q.dim(2)?;
-        let width = self.num_heads * self.head_dim;
-        let q = q.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let mut out = vec![0f32; t * width];
-        let (level, pool) = (Level::detected(), cake_kernels::pool::global());
-        let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
-        let heads = self.num_heads;
-        let done = cache.with_in_place(|view| match view {
-            CacheView::F32(kv) => prefill_attention(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
-            CacheView::F16(kv) => prefill_attention(&q, &kv, t, heads, scale, softcap, &mut out, level, pool),
-        });
-        Ok(match done {
-            Some(()) => Some(Tensor::from_vec(out, (1, t, width), &Device::Cpu)?),
-            None => None,
+        self.with_kernel(q, |q, out, k| {
+            cache.with_in_place(|view| match view {
+                CacheView::F32(kv) => prefill_attention(q, &kv, t, k.heads, k.scale, k.softcap, out, k.level, k.pool),
+                CacheView::F16(kv) => prefill_attention(q, &kv, t, k.heads, k.scale, k.softcap, out, k.level, k.pool),
+            })
         })
     }
 
@@ -295,23 +287,53 @@ impl Attention {
     /// it lies in one job (see [`decode_attention_streams`]): `(1, n, heads
     /// · d)`, or `None` where the caches are not all f32 or all f16 on the CPU.
     fn attend_streams_in_place(&self, q: &Tensor, caches: &[&mut LayerCache]) -> Result<Option<Tensor>> {
-        let n = q.dim(2)?;
+        let caches: Vec<&LayerCache> = caches.iter().map(|cache| &**cache).collect();
+        self.with_kernel(q, |q, out, k| {
+            LayerCache::with_all_in_place(&caches, |views| match views {
+                CacheViews::F32(kvs) => {
+                    decode_attention_streams(q, &kvs, k.heads, k.scale, k.softcap, out, k.level, k.pool)
+                }
+                CacheViews::F16(kvs) => {
+                    decode_attention_streams(q, &kvs, k.heads, k.scale, k.softcap, out, k.level, k.pool)
+                }
+            })
+        })
+    }
+
+    /// Runs one of Cake's attention kernels: `kernel(queries, out, settings)`
+    /// with the queries `q (1, heads, rows, d)` laid out rows × heads × d and
+    /// room for as many outputs; `(1, rows, heads · d)`, or `None` when the
+    /// kernel could not read the caches.
+    fn with_kernel(
+        &self,
+        q: &Tensor,
+        kernel: impl FnOnce(&[f32], &mut [f32], &KernelSettings) -> Option<()>,
+    ) -> Result<Option<Tensor>> {
+        let rows = q.dim(2)?;
         let width = self.num_heads * self.head_dim;
         let q = q.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let mut out = vec![0f32; n * width];
-        let (level, pool) = (Level::detected(), cake_kernels::pool::global());
-        let (scale, softcap) = (self.scale as f32, self.logit_softcap.map(|c| c as f32));
-        let heads = self.num_heads;
-        let caches: Vec<&LayerCache> = caches.iter().map(|cache| &**cache).collect();
-        let done = LayerCache::with_all_in_place(&caches, |views| match views {
-            CacheViews::F32(kvs) => decode_attention_streams(&q, &kvs, heads, scale, softcap, &mut out, level, pool),
-            CacheViews::F16(kvs) => decode_attention_streams(&q, &kvs, heads, scale, softcap, &mut out, level, pool),
-        });
-        Ok(match done {
-            Some(()) => Some(Tensor::from_vec(out, (1, n, width), &Device::Cpu)?),
+        let mut out = vec![0f32; rows * width];
+        let settings = KernelSettings {
+            heads: self.num_heads,
+            scale: self.scale as f32,
+            softcap: self.logit_softcap.map(|c| c as f32),
+            level: Level::detected(),
+            pool: cake_kernels::pool::global(),
+        };
+        Ok(match kernel(&q, &mut out, &settings) {
+            Some(()) => Some(Tensor::from_vec(out, (1, rows, width), &Device::Cpu)?),
             None => None,
         })
     }
+}
+
+/// What Cake's attention kernels need besides queries, caches and output.
+struct KernelSettings {
+    heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    level: Level,
+    pool: &'static cake_kernels::pool::Pool,
 }
 
 /// Additive mask `(t, total)` for queries at `start..start + t` over the
