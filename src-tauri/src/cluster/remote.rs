@@ -283,10 +283,12 @@ impl RemoteWorker {
 
     /// Has this worker's forward steps go on to `next` (the workers after
     /// it in pipeline order) worker to worker, the last one answering the
-    /// master: one link crossing per worker instead of two. Empty `next`
-    /// (or a worker without an inbox) sends each step back here.
+    /// master: one link crossing per worker instead of two. Empty `next`,
+    /// or one with a worker that named no inbox when it loaded, sends each
+    /// step back here.
     pub fn route_through(&self, next: Vec<Arc<RemoteWorker>>) {
-        *self.route.lock().expect("worker route") = next;
+        let reachable = next.iter().all(|w| w.inbox.load(Ordering::Relaxed) != 0);
+        *self.route.lock().expect("worker route") = if reachable { next } else { Vec::new() };
     }
 
     /// Stages of the pipeline its forward steps run: itself and its route.
@@ -373,8 +375,6 @@ impl RemoteWorker {
     ) -> Result<Tensor> {
         let (shape, format, bytes) = tensor_to_bytes(hidden, self.wire_format)?;
         let next = self.route.lock().expect("worker route").clone();
-        let next: Vec<Arc<RemoteWorker>> =
-            if next.iter().all(|w| w.inbox.load(Ordering::Relaxed) != 0) { next } else { Vec::new() };
         let hops =
             next.iter().map(|w| Hop { address: w.address.clone(), inbox: w.inbox.load(Ordering::Relaxed) }).collect();
         let workers: Vec<&RemoteWorker> = std::iter::once(self).chain(next.iter().map(|w| &**w)).collect();

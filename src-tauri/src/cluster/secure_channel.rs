@@ -129,58 +129,6 @@ fn session_keys(session: &[u8], i_am_master: bool) -> SessionKeys {
     }
 }
 
-/// One direction of a channel: its key, frame counter (the nonce) and
-/// byte count.
-struct Sealer<'a> {
-    key: &'a ChaCha20Poly1305,
-    counter: &'a mut u64,
-    bytes: &'a mut u64,
-}
-
-impl Sealer<'_> {
-    fn nonce(counter: u64) -> Nonce {
-        let mut n = [0u8; 12];
-        n[4..].copy_from_slice(&counter.to_be_bytes());
-        *Nonce::from_slice(&n)
-    }
-
-    /// Seals `plaintext` and writes it as one frame.
-    fn write(&mut self, stream: &mut impl Write, plaintext: &[u8], peer: &str) -> Result<()> {
-        let sealed = self
-            .key
-            .encrypt(&Self::nonce(*self.counter), plaintext)
-            .map_err(|_| anyhow::anyhow!("cannot seal a frame for {peer}"))?;
-        if sealed.len() > MAX_FRAME {
-            bail!("a frame of {} bytes is larger than the {MAX_FRAME}-byte limit", sealed.len());
-        }
-        *self.counter = self.counter.checked_add(1).context("frame counter exhausted")?;
-        stream.write_all(&(sealed.len() as u32).to_be_bytes())?;
-        stream.write_all(&sealed)?;
-        stream.flush()?;
-        *self.bytes += 4 + sealed.len() as u64;
-        Ok(())
-    }
-
-    /// Reads one frame and opens it; any tampering is an error.
-    fn read(&mut self, stream: &mut impl Read, peer: &str) -> Result<Vec<u8>> {
-        let mut len = [0u8; 4];
-        stream.read_exact(&mut len).with_context(|| format!("the connection to {peer} closed"))?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > MAX_FRAME {
-            bail!("{peer} sent a frame claiming {len} bytes, over the {MAX_FRAME}-byte limit");
-        }
-        let mut sealed = vec![0u8; len];
-        stream.read_exact(&mut sealed).with_context(|| format!("{peer} sent a truncated frame"))?;
-        let plaintext = self
-            .key
-            .decrypt(&Self::nonce(*self.counter), sealed.as_slice())
-            .map_err(|_| anyhow::anyhow!("a frame from {peer} failed authentication (tampered or out of order)"))?;
-        *self.counter = self.counter.checked_add(1).context("frame counter exhausted")?;
-        *self.bytes += 4 + len as u64;
-        Ok(plaintext)
-    }
-}
-
 /// An authenticated connection that seals every frame.
 pub struct SecureChannel<S> {
     stream: S,
@@ -262,17 +210,46 @@ impl<S: Read + Write> SecureChannel<S> {
         }
     }
 
+    fn nonce(counter: u64) -> Nonce {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&counter.to_be_bytes());
+        *Nonce::from_slice(&n)
+    }
+
     /// Seals and sends one frame.
     pub fn send(&mut self, plaintext: &[u8]) -> Result<()> {
-        let mut sealer = Sealer { key: &self.keys.send, counter: &mut self.sent, bytes: &mut self.bytes_sent };
-        sealer.write(&mut self.stream, plaintext, &self.peer)
+        let sealed = self
+            .keys
+            .send
+            .encrypt(&Self::nonce(self.sent), plaintext)
+            .map_err(|_| anyhow::anyhow!("cannot seal a frame for {}", self.peer))?;
+        if sealed.len() > MAX_FRAME {
+            bail!("a frame of {} bytes is larger than the {MAX_FRAME}-byte limit", sealed.len());
+        }
+        self.sent = self.sent.checked_add(1).context("frame counter exhausted")?;
+        self.stream.write_all(&(sealed.len() as u32).to_be_bytes())?;
+        self.stream.write_all(&sealed)?;
+        self.stream.flush()?;
+        self.bytes_sent += 4 + sealed.len() as u64;
+        Ok(())
     }
 
     /// Receives and opens one frame; any tampering is an error.
     pub fn receive(&mut self) -> Result<Vec<u8>> {
-        let mut opener =
-            Sealer { key: &self.keys.receive, counter: &mut self.received, bytes: &mut self.bytes_received };
-        opener.read(&mut self.stream, &self.peer)
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).with_context(|| format!("the connection to {} closed", self.peer))?;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > MAX_FRAME {
+            bail!("{} sent a frame claiming {len} bytes, over the {MAX_FRAME}-byte limit", self.peer);
+        }
+        let mut sealed = vec![0u8; len];
+        self.stream.read_exact(&mut sealed).with_context(|| format!("{} sent a truncated frame", self.peer))?;
+        let plaintext = self.keys.receive.decrypt(&Self::nonce(self.received), sealed.as_slice()).map_err(|_| {
+            anyhow::anyhow!("a frame from {} failed authentication (tampered or out of order)", self.peer)
+        })?;
+        self.received = self.received.checked_add(1).context("frame counter exhausted")?;
+        self.bytes_received += 4 + len as u64;
+        Ok(plaintext)
     }
 
     /// The underlying stream (to set timeouts or shut it down).
