@@ -1,5 +1,5 @@
 //! Functions applied value by value: the exponential as a vector polynomial
-//! (libm's `expf` is a call per value), and the SiLU-gated product of a
+//! (libm's `expf` is a call per value; AVX-512 and AVX2 forms), and the SiLU-gated product of a
 //! gated MLP, `silu(gate) · up`, in one pass instead of three.
 
 use super::cpu::Level;
@@ -11,6 +11,11 @@ pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32], level: Level) {
     if level == Level::Avx512Vnni {
         // SAFETY: `Level` is only this high when the CPU has AVX-512.
         return unsafe { silu_mul_avx512(gate, up, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx2 {
+        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
+        return unsafe { silu_mul_avx2(gate, up, out) };
     }
     let _ = level;
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
@@ -30,6 +35,23 @@ unsafe fn silu_mul_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
         let e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));
         let silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0), e));
         _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, _mm512_mul_ps(silu, u));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn silu_mul_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let (n, whole) = (out.len(), out.len() / 8 * 8);
+    for at in (0..whole).step_by(8) {
+        let g = _mm256_loadu_ps(gate.as_ptr().add(at));
+        let u = _mm256_loadu_ps(up.as_ptr().add(at));
+        let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        let silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+        _mm256_storeu_ps(out.as_mut_ptr().add(at), _mm256_mul_ps(silu, u));
+    }
+    for i in whole..n {
+        out[i] = gate[i] / (1.0 + (-gate[i]).exp()) * up[i];
     }
 }
 
@@ -68,6 +90,34 @@ pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_
     _mm512_scalef_ps(p, n)
 }
 
+/// [`exp_avx512`] with AVX2: the same reduction and polynomial; `2ⁿ` is
+/// applied as two powers of two built in the exponent field (each within
+/// the normal range), so results below `2⁻¹²⁶` round as f32 does.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn exp_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    const LN2_HIGH: f32 = 0.693_359_4;
+    const LN2_LOW: f32 = -2.121_944_4e-4;
+    let x = _mm256_max_ps(x, _mm256_set1_ps(-104.0));
+    let x = _mm256_min_ps(x, _mm256_set1_ps(89.0));
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x,
+        _mm256_set1_ps(std::f32::consts::LOG2_E),
+    ));
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HIGH), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LOW), r);
+    let mut p = _mm256_set1_ps(1.0 / 5040.0);
+    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    }
+    // n in [-150, 129]: halves in [-75, 65], each a normal power of two.
+    let n = _mm256_cvtps_epi32(n);
+    let half = _mm256_srai_epi32::<1>(n);
+    let power = |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127))));
+    _mm256_mul_ps(_mm256_mul_ps(p, power(half)), power(_mm256_sub_epi32(n, half)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,6 +136,37 @@ mod tests {
                     (o as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30,
                     "{level:?}: silu({g}) · {u} = {o}, not {exact}"
                 );
+            }
+        }
+    }
+
+    /// The AVX2 exponential against f64 from the underflow to the overflow
+    /// threshold: to 2 ulp where the result is normal, and denormal
+    /// results within one denormal step.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_exponential_matches_double_precision() {
+        if !Level::all_supported().contains(&Level::Avx2) {
+            return;
+        }
+        let xs: Vec<f32> = (0..=40_000).map(|i| -110.0 + i as f32 * 0.005).collect();
+        for chunk in xs.chunks_exact(8) {
+            let mut got = [0f32; 8];
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            unsafe {
+                use std::arch::x86_64::*;
+                _mm256_storeu_ps(got.as_mut_ptr(), exp_avx2(_mm256_loadu_ps(chunk.as_ptr())));
+            }
+            for (&x, &e) in chunk.iter().zip(&got) {
+                let exact = (x as f64).exp();
+                let ok = if exact > f32::MAX as f64 {
+                    e == f32::INFINITY
+                } else if exact >= f32::MIN_POSITIVE as f64 {
+                    (e as f64 - exact).abs() <= 2.5e-7 * exact
+                } else {
+                    (e as f64 - exact).abs() <= 1.5e-45
+                };
+                assert!(ok, "exp({x}) = {e}, not {exact}");
             }
         }
     }

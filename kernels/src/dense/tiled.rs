@@ -10,8 +10,9 @@
 //! - the activations are transposed once per product (`cols × tokens`,
 //!   tokens padded to a multiple of 8), so 8 tokens' values of one column
 //!   are one vector;
-//! - each work item widens its weight rows [`SLICE`] columns at a time into
-//!   f32 (24 rows × 128 columns = 12 KB), and for each slice runs tiles of
+//! - each work item takes its weight rows [`SLICE`] columns at a time (f16
+//!   and bf16 widened into f32, 24 rows × 128 columns = 12 KB; f32 read
+//!   where it lies: copying it cost 6 % of an F32 prefill), and for each slice runs tiles of
 //!   6 weight rows × 16 tokens: per column, 2 activation vectors, 6
 //!   broadcast weights and 12 FMAs, the 12 sums in registers;
 //! - sums carry from one slice to the next in a small per-item buffer and
@@ -75,27 +76,38 @@ pub(super) unsafe fn rows_avx2<W: StoredValue>(
 ) {
     let padded = x.tokens_padded;
     let row_slots = range.len().div_ceil(TILE_ROWS) * TILE_ROWS;
-    let mut wide = vec![0f32; row_slots * SLICE];
+    // Slots past the last row repeat it; their sums are dropped.
+    let row_of = |slot: usize| (range.start + slot).min(range.end - 1);
+    let mut wide = if W::WIDENS { vec![0f32; row_slots * SLICE] } else { Vec::new() };
     let mut sums = vec![0f32; row_slots * padded];
     for k0 in (0..cols).step_by(SLICE) {
         let width = SLICE.min(cols - k0);
-        for (slot, wide_row) in wide.chunks_exact_mut(SLICE).enumerate() {
-            // Slots past the last row repeat it; their sums are dropped.
-            let row = (range.start + slot).min(range.end - 1);
-            widen_into(&w[row * cols + k0..][..width], &mut wide_row[..width]);
+        if W::WIDENS {
+            for (slot, wide_row) in wide.chunks_exact_mut(SLICE).enumerate() {
+                widen_into(&w[row_of(slot) * cols + k0..][..width], &mut wide_row[..width]);
+            }
         }
+        // Where each slot's `width` weights lie as f32: f32 weights where
+        // they are, others widened into `wide`.
+        let slot_at = |slot: usize| -> *const f32 {
+            if W::WIDENS {
+                wide[slot * SLICE..].as_ptr()
+            } else {
+                W::as_f32(&w[row_of(slot) * cols + k0..], &mut Vec::new()).as_ptr()
+            }
+        };
         let x_slice = x.values[k0 * padded..].as_ptr();
         for group in 0..row_slots / TILE_ROWS {
-            let w_tile = wide[group * TILE_ROWS * SLICE..].as_ptr();
+            let w_tile: [*const f32; TILE_ROWS] = std::array::from_fn(|r| slot_at(group * TILE_ROWS + r));
             let s_tile = sums[group * TILE_ROWS * padded..].as_mut_ptr();
             let mut t0 = 0;
             while t0 < padded {
                 let x_at = x_slice.add(t0);
                 let s_at = s_tile.add(t0);
                 if padded - t0 >= 16 {
-                    tile::<2>(w_tile, x_at, s_at, padded, width);
+                    tile::<2>(&w_tile, x_at, s_at, padded, width);
                 } else {
-                    tile::<1>(w_tile, x_at, s_at, padded, width);
+                    tile::<1>(&w_tile, x_at, s_at, padded, width);
                 }
                 t0 += 8 * TILE_VECTORS;
             }
@@ -124,19 +136,25 @@ unsafe fn widen_into<W: StoredValue>(values: &[W], into: &mut [f32]) {
 }
 
 /// Adds to the sums of 6 weight rows × `V` 8-token vectors the products over
-/// `width` columns. `w` holds the 6 widened rows [`SLICE`] apart, `x` the
+/// `width` columns. `w` points at the 6 rows' first column (as f32), `x` the
 /// tile's first token in column 0 (columns `padded` apart), `sums` the
 /// tile's first sum (rows `padded` apart).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn tile<const V: usize>(w: *const f32, x: *const f32, sums: *mut f32, padded: usize, width: usize) {
+unsafe fn tile<const V: usize>(
+    w: &[*const f32; TILE_ROWS],
+    x: *const f32,
+    sums: *mut f32,
+    padded: usize,
+    width: usize,
+) {
     use std::arch::x86_64::*;
     let mut acc: [[__m256; V]; TILE_ROWS] =
         std::array::from_fn(|r| std::array::from_fn(|v| _mm256_loadu_ps(sums.add(r * padded + 8 * v))));
     for c in 0..width {
         let xv: [__m256; V] = std::array::from_fn(|v| _mm256_loadu_ps(x.add(c * padded + 8 * v)));
         for (r, acc) in acc.iter_mut().enumerate() {
-            let weight = _mm256_broadcast_ss(&*w.add(r * SLICE + c));
+            let weight = _mm256_broadcast_ss(&*w[r].add(c));
             for (acc, xv) in acc.iter_mut().zip(&xv) {
                 *acc = _mm256_fmadd_ps(weight, *xv, *acc);
             }
