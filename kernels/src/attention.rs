@@ -18,8 +18,8 @@
 //! summed across lanes in one transposition, the exponentials are a vector
 //! polynomial, and the weighted sum of values keeps its accumulators in
 //! registers. (On an AVX2 host, computing them one key at a time with
-//! libm's `expf` had taken a fifth of an F32 prompt's time.) Both read keys and values row after row, the order they lie
-//! in: during a decode step the weights stream through the caches, so the
+//! libm's `expf` had taken a fifth of an F32 prompt's time.) Both read keys
+//! and values row after row, the order they lie in: during a decode step the weights stream through the caches, so the
 //! cache of keys and values comes from memory, and the hardware prefetcher
 //! only keeps up with reads in order (column-wise reads were slower:
 //! docs/benchmarks.md, "Tuning constants").

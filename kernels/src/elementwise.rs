@@ -1,6 +1,7 @@
 //! Functions applied value by value: the exponential as a vector polynomial
-//! (libm's `expf` is a call per value; AVX-512 and AVX2 forms), and the SiLU-gated product of a
-//! gated MLP, `silu(gate) · up`, in one pass instead of three.
+//! (libm's `expf` is a call per value; AVX-512 and AVX2 forms), and the
+//! SiLU-gated product of a gated MLP, `silu(gate) · up`, in one pass
+//! instead of three.
 
 use super::cpu::Level;
 
@@ -66,6 +67,21 @@ pub(crate) fn lanes_within(len: usize, at: usize) -> std::arch::x86_64::__mmask1
     }
 }
 
+/// The vector exponentials' constants: `ln 2` split in two (355/512, so
+/// that `n · LN2_HIGH` is exact, and the rest), the inputs below and above
+/// which f32's `e^x` is 0 and infinity, and the Taylor coefficients of
+/// `e^r` from `1/7!` down to `1`, in the order Horner's rule takes them.
+#[cfg(target_arch = "x86_64")]
+const LN2_HIGH: f32 = 0.693_359_4;
+#[cfg(target_arch = "x86_64")]
+const LN2_LOW: f32 = -2.121_944_4e-4;
+#[cfg(target_arch = "x86_64")]
+const EXP_LOWEST: f32 = -104.0;
+#[cfg(target_arch = "x86_64")]
+const EXP_HIGHEST: f32 = 89.0;
+#[cfg(target_arch = "x86_64")]
+const EXP_TAYLOR: [f32; 8] = [1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0];
+
 /// `e^x` to float precision: `x = n · ln 2 + r` with `|r| ≤ ln 2 / 2`,
 /// `e^r` by its Taylor series to `r⁷` (error below 1e-8), scaled by `2ⁿ`.
 /// Below -104 the result is 0, above 89 infinity, as in f32.
@@ -73,19 +89,17 @@ pub(crate) fn lanes_within(len: usize, at: usize) -> std::arch::x86_64::__mmask1
 #[target_feature(enable = "avx512f,fma")]
 pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
-    const LN2_HIGH: f32 = 0.693_359_4; // 355/512: n · LN2_HIGH is exact
-    const LN2_LOW: f32 = -2.121_944_4e-4;
-    let x = _mm512_max_ps(x, _mm512_set1_ps(-104.0));
-    let x = _mm512_min_ps(x, _mm512_set1_ps(89.0));
+    let x = _mm512_max_ps(x, _mm512_set1_ps(EXP_LOWEST));
+    let x = _mm512_min_ps(x, _mm512_set1_ps(EXP_HIGHEST));
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
         x,
         _mm512_set1_ps(std::f32::consts::LOG2_E),
     ));
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HIGH), x);
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LOW), r);
-    let mut p = _mm512_set1_ps(1.0 / 5040.0);
-    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    let mut p = _mm512_set1_ps(EXP_TAYLOR[0]);
+    for c in &EXP_TAYLOR[1..] {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(*c));
     }
     _mm512_scalef_ps(p, n)
 }
@@ -97,19 +111,17 @@ pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn exp_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
-    const LN2_HIGH: f32 = 0.693_359_4;
-    const LN2_LOW: f32 = -2.121_944_4e-4;
-    let x = _mm256_max_ps(x, _mm256_set1_ps(-104.0));
-    let x = _mm256_min_ps(x, _mm256_set1_ps(89.0));
+    let x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LOWEST));
+    let x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HIGHEST));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
         _mm256_set1_ps(std::f32::consts::LOG2_E),
     ));
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HIGH), x);
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LOW), r);
-    let mut p = _mm256_set1_ps(1.0 / 5040.0);
-    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    let mut p = _mm256_set1_ps(EXP_TAYLOR[0]);
+    for c in &EXP_TAYLOR[1..] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
     }
     // n in [-150, 129]: halves in [-75, 65], each a normal power of two.
     let n = _mm256_cvtps_epi32(n);

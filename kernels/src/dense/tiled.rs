@@ -12,9 +12,10 @@
 //!   are one vector;
 //! - each work item takes its weight rows [`SLICE`] columns at a time (f16
 //!   and bf16 widened into f32, 24 rows × 128 columns = 12 KB; f32 read
-//!   where it lies: copying it cost 6 % of an F32 prefill), and for each slice runs tiles of
-//!   6 weight rows × 16 tokens: per column, 2 activation vectors, 6
-//!   broadcast weights and 12 FMAs, the 12 sums in registers;
+//!   where it lies: copying it cost 6 % of an F32 prefill), and for each
+//!   slice runs tiles of 6 weight rows × 16 tokens: per column, 2
+//!   activation vectors, 6 broadcast weights and 12 FMAs, the 12 sums in
+//!   registers;
 //! - sums carry from one slice to the next in a small per-item buffer and
 //!   are written out once.
 
