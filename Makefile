@@ -10,7 +10,7 @@ export RAYON_NUM_THREADS ?= 2
 TOOLS := $(CURDIR)/.tools
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: run test model deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime bench fuzz
+.PHONY: run test model deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime fixtures-luxtts bench fuzz
 
 run: build model
 	./target/release/cake
@@ -137,6 +137,25 @@ fixtures-vibevoice-realtime:
 	PYTHONPATH=$(REALTIME_SRC) OMP_NUM_THREADS=1 .venv-vibevoice/bin/python \
 		tests/fixtures/generate_tiny_vibevoice_realtime.py --seed 1 --out tests/fixtures/tiny/vibevoice_realtime
 	PYTHONPATH=$(REALTIME_SRC) .venv-vibevoice/bin/python tests/fixtures/dump_vibevoice_realtime_state_dict.py
+
+## The tiny LuxTTS fixture (docs/luxtts-research.md). LuxTTS and LinaCodec are not on PyPI:
+## LUX_SRC holds checkouts of github.com/ysharma3501/LuxTTS at 381b1609, ysharma3501/LinaCodec
+## at f75b64ea and k2-fsa/ZipVoice at 2f7326fb (for pinyin.txt and zipvoice_base.json); the
+## venv LUX_VENV stays outside the repository (plain PyPI torch pulls CUDA wheels, unused).
+LUX_SRC ?= /root/lux-src
+LUX_VENV ?= /root/venv-lux
+fixtures-luxtts:
+	test -d $(LUX_SRC)/LuxTTS/zipvoice && test -d $(LUX_SRC)/LinaCodec/src/linacodec \
+		&& test -f $(LUX_SRC)/ZipVoice/egs/zipvoice/local/pinyin.txt \
+		|| { echo "check out LuxTTS@381b1609, LinaCodec@f75b64ea and ZipVoice@2f7326fb under $(LUX_SRC)"; exit 1; }
+	test -x $(LUX_VENV)/bin/python || $(PYTHON) -m venv $(LUX_VENV)
+	nice -n 19 $(LUX_VENV)/bin/pip install --quiet torch==2.8.0 torchaudio==2.8.0 vocos==0.1.0 \
+		piper_phonemize==1.1.0 safetensors numpy pyyaml inflect librosa lhotse tensorboard pydub \
+		jsonargparse jieba pypinyin cn2an huggingface_hub onnxruntime transformers==4.57.6 "setuptools<81"
+	PYTHONPATH=$(LUX_SRC)/LuxTTS:$(LUX_SRC)/LinaCodec/src OMP_NUM_THREADS=1 nice -n 19 $(LUX_VENV)/bin/python \
+		tests/fixtures/generate_tiny_luxtts.py --seed $${SEED:-0} --zipvoice-src $(LUX_SRC)/ZipVoice
+	PYTHONPATH=$(LUX_SRC)/LuxTTS:$(LUX_SRC)/LinaCodec/src OMP_NUM_THREADS=1 nice -n 19 $(LUX_VENV)/bin/python \
+		tests/fixtures/dump_luxtts_state_dict.py --zipvoice-src $(LUX_SRC)/ZipVoice
 
 ## llama.cpp's build for the bench: never native (a VM may list AMX and trap
 ## it with SIGILL), AMX off, the AVX-512 flags on only where the CPU lists them.

@@ -2,11 +2,14 @@
 //!
 //! - [`vibevoice`]: Microsoft's VibeVoice (a Qwen2 language model that emits
 //!   speech latents through a diffusion head and a convolutional VAE).
+//! - [`luxtts`]: LuxTTS (ZipVoice-Distill), a flow-matching model over mel
+//!   features (its acoustic model so far).
 //! - [`voice_prompt`]: WAV files of the voices to imitate.
 //! - [`pieces`]: long scripts cut into pieces of whole sentences.
 //! - [`model`]: a loaded speech model of either kind, speaking a script of
 //!   any length.
 
+pub mod luxtts;
 pub mod model;
 pub mod pieces;
 pub mod vibevoice;

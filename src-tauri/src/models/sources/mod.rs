@@ -5,3 +5,4 @@ pub mod gguf;
 pub mod renamed;
 pub mod selection;
 pub mod tile_cache;
+pub mod torch_checkpoint;
