@@ -4,7 +4,10 @@
 //! mel features, the token
 //! embeddings, the text encoder, the frame layout, the decoder's time
 //! embedding, every stack of its first pass, every sampling step's
-//! velocity and the features the whole sampler makes.
+//! velocity and the features the whole sampler makes; the vocoder's
+//! backbone, both heads, the rate doubling, the band merge and the final
+//! waveform; all of it end to end; and the text normalizer against the
+//! reference tokenizer's on the sentences of luxtts_phonemes.json.
 
 mod common;
 
@@ -14,9 +17,14 @@ use cake::models::weights::{LoadPolicy, Weights};
 use cake::speech::luxtts::acoustic::AcousticModel;
 use cake::speech::luxtts::config::LuxConfig;
 use cake::speech::luxtts::mel::log_mel;
+use cake::speech::luxtts::model::{LuxTts, Settings};
+use cake::speech::luxtts::normalize::{map_punctuation, normalize_english};
 use cake::speech::luxtts::sampler::{sample, FlowSchedule};
 use cake::speech::luxtts::tokens::TokenTable;
+use cake::speech::luxtts::vocoder::config::VocoderConfig;
+use cake::speech::luxtts::vocoder::{finish, Vocoder};
 use cake::speech::luxtts::zipformer::FlowTime;
+use cake::speech::noise::NoiseTape;
 use candle_core::{DType, Device, Tensor};
 use std::path::PathBuf;
 
@@ -163,4 +171,78 @@ fn a_checkpoint_missing_a_tensor_is_refused_by_name() {
     let error = AcousticModel::load(&weights, &wider, &tokens).err().expect("a missing layer must be refused");
     let message = format!("{error:#}");
     assert!(message.contains("fm_decoder.encoders.2.encoder.layers.1.") && message.contains("missing"), "{message}");
+}
+
+fn vocoder() -> Vocoder {
+    let config = VocoderConfig::load(&dir().join("vocoder/config.yaml")).unwrap();
+    let store = TorchCheckpoint::open(&dir().join("vocoder/vocos.bin"), None).unwrap();
+    let weights = Weights::new(Box::new(store), LoadPolicy { dtype: DType::F32, keep_quantized: false }, Device::Cpu);
+    Vocoder::load(&weights, &config).unwrap()
+}
+
+fn samples(values: &[f32]) -> Tensor {
+    Tensor::new(values, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn the_vocoder_matches_part_by_part_and_as_a_whole() {
+    let f = fixture();
+    let parts = vocoder().decode_parts(&f.get("mel")).unwrap();
+    assert_close("backbone", &parts.backbone, &f.get("vocoder.backbone"));
+    assert_close("24 kHz head", &samples(&parts.low_rate), &f.get("vocoder.wav24"));
+    assert_close("24 kHz doubled", &samples(&parts.low_rate_doubled), &f.get("vocoder.wav24_up"));
+    let high = f.get("vocoder.wav48");
+    let high = high.narrow(0, 0, parts.high_rate.len()).unwrap();
+    assert_close("48 kHz head", &samples(&parts.high_rate), &high);
+    assert_close("merged bands", &samples(&parts.merged), &f.get("vocoder.merged"));
+    let mut wav = parts.merged;
+    finish(&mut wav, f.get("prompt_rms").to_vec1::<f32>().unwrap()[0], f.setting("volume_target_rms"));
+    assert_close("waveform", &samples(&wav), &f.get("wav"));
+}
+
+#[test]
+fn loud_samples_are_clamped_and_quiet_prompts_keep_their_level() {
+    let mut wav = vec![1.5, -2.0, 0.5];
+    finish(&mut wav, 0.02, 0.1);
+    for (got, expected) in wav.iter().zip([0.2, -0.2, 0.1]) {
+        assert!((got - expected).abs() < 1e-6, "{wav:?}");
+    }
+}
+
+#[test]
+fn prompt_and_tokens_become_the_references_waveform() {
+    let f = fixture();
+    let tts = LuxTts::load(&dir()).unwrap();
+    let prompt = tts.prompt(&f.get("prompt_wav").to_vec1::<f32>().unwrap(), f.tokens("prompt_tokens")).unwrap();
+    let settings = Settings {
+        steps: f.setting("num_steps") as usize,
+        guidance: f.setting("guidance_scale"),
+        t_shift: f.setting("t_shift"),
+        speed: f.setting("speed_argument"),
+    };
+    assert_eq!(settings, Settings::default(), "the fixture uses LuxTTS's defaults");
+    let mut noise = NoiseTape::new(vec![f.get("noise")]);
+    let mut steps = Vec::new();
+    let wav = tts
+        .speak(&prompt, &f.tokens("text_tokens"), &settings, &mut noise, &mut |done, of| steps.push((done, of)))
+        .unwrap();
+    assert_eq!(steps, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
+    assert_close("waveform", &samples(&wav), &f.get("wav"));
+}
+
+#[test]
+fn english_text_is_spelled_out_as_the_reference_tokenizer_does() {
+    let cases = std::fs::read_to_string(common::fixture("luxtts_phonemes.json")).unwrap();
+    let cases: serde_json::Value = serde_json::from_str(&cases).unwrap();
+    let mut checked = 0;
+    for case in cases["sentences"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(map_punctuation(text), case["mapped"].as_str().unwrap(), "{text}");
+        for segment in case["segments"].as_array().unwrap().iter().filter(|s| s["lang"] == "en") {
+            let expected = segment["normalized"].as_str().unwrap();
+            assert_eq!(normalize_english(segment["text"].as_str().unwrap()), expected, "{text}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 14, "only {checked} segments checked");
 }

@@ -10,9 +10,9 @@ mod common;
 
 use cake::formats::safetensors::SafetensorsFile;
 use cake::models::weights::WeightStore;
+use cake::speech::noise::NoiseTape;
 use cake::speech::vibevoice::config::{RealtimeConfig, Variant};
 use cake::speech::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechSettings};
-use cake::speech::vibevoice::noise::NoiseTape;
 use cake::speech::vibevoice::realtime::VibeVoiceRealtime;
 use cake::speech::vibevoice::speech_tokenizer::StreamState;
 use cake::speech::vibevoice::voice_preset::VoicePreset;

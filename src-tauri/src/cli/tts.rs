@@ -5,8 +5,8 @@
 use crate::audio::playback::LivePlayback;
 use crate::audio::{wav, Audio};
 use crate::speech::model::{SpeechModel, VoiceKind, Voices};
+use crate::speech::noise::SeededNoise;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
-use crate::speech::vibevoice::noise::SeededNoise;
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;

@@ -4,6 +4,7 @@
 //!   speech latents through a diffusion head and a convolutional VAE).
 //! - [`luxtts`]: LuxTTS (ZipVoice-Distill), a flow-matching model over mel
 //!   features (its acoustic model so far).
+//! - [`noise`]: the samplers' random numbers (seeded, or a recorded tape).
 //! - [`voice_prompt`]: WAV files of the voices to imitate.
 //! - [`pieces`]: long scripts cut into pieces of whole sentences.
 //! - [`model`]: a loaded speech model of either kind, speaking a script of
@@ -11,6 +12,7 @@
 
 pub mod luxtts;
 pub mod model;
+pub mod noise;
 pub mod pieces;
 pub mod vibevoice;
 pub mod voice_prompt;

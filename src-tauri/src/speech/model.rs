@@ -3,11 +3,11 @@
 //! (in pieces of whole sentences, joined without clicks, every frame
 //! reported as it is made).
 
+use super::noise::NoiseSource;
 use super::pieces::{split_script, split_text, PIECE_CHARS};
 use super::vibevoice::config::Variant;
 use super::vibevoice::generate::{SpeechEnd, SpeechObserver, SpeechOutput, SpeechSettings};
 use super::vibevoice::model::VibeVoice;
-use super::vibevoice::noise::NoiseSource;
 use super::vibevoice::processor::{as_script, build_prompt, parse_script, SpeechPrompt};
 use super::vibevoice::realtime::VibeVoiceRealtime;
 use super::vibevoice::voice_preset::VoicePreset;

@@ -46,12 +46,13 @@ impl AcousticModel {
         })
     }
 
-    pub fn fm_decoder(&self) -> &Zipformer {
-        &self.fm_decoder
+    /// The width of the features the model makes (100 mel bands).
+    pub fn feat_dim(&self) -> usize {
+        self.feat_dim
     }
 
-    pub fn text_encoder(&self) -> &Zipformer {
-        &self.text_encoder
+    pub fn fm_decoder(&self) -> &Zipformer {
+        &self.fm_decoder
     }
 
     /// The embeddings of `tokens` followed by one padding token, `(n + 1, text_embed_dim)`.

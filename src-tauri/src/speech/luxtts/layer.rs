@@ -6,6 +6,7 @@
 use super::activations::{swoosh_l, swoosh_r};
 use super::attention::{AttentionWeights, NonlinAttention, PaddingMask, SelfAttention};
 use super::config::ZipformerShape;
+use super::depthwise::DepthwiseConv;
 use crate::models::nn::linear::Linear;
 use crate::models::weights::Weights;
 use anyhow::Result;
@@ -30,28 +31,22 @@ impl FeedForward {
     }
 }
 
-/// A gated linear unit, a depthwise convolution over time (centred, padded
-/// frames zeroed first), SwooshR and a projection.
+/// A gated linear unit, a depthwise convolution over time (padded frames
+/// zeroed first), SwooshR and a projection.
 struct Convolution {
     in_proj: Linear,
-    /// `(channels, kernel)`, row-major.
-    depthwise: Vec<f32>,
-    depthwise_bias: Vec<f32>,
+    depthwise: DepthwiseConv,
     out_proj: Linear,
     dim: usize,
-    kernel: usize,
 }
 
 impl Convolution {
     fn load(weights: &Weights, prefix: &str, dim: usize, kernel: usize) -> Result<Self> {
-        let conv = format!("{prefix}.depthwise_conv");
         Ok(Self {
             in_proj: Linear::load(weights, &format!("{prefix}.in_proj"), dim, 2 * dim, true)?,
-            depthwise: weights.dense(&format!("{conv}.weight"), &[dim, 1, kernel])?.flatten_all()?.to_vec1()?,
-            depthwise_bias: weights.dense(&format!("{conv}.bias"), &[dim])?.to_vec1()?,
+            depthwise: DepthwiseConv::load(weights, &format!("{prefix}.depthwise_conv"), dim, kernel)?,
             out_proj: Linear::load(weights, &format!("{prefix}.out_proj"), dim, dim, true)?,
             dim,
-            kernel,
         })
     }
 
@@ -67,28 +62,8 @@ impl Convolution {
                 row.fill(0.0);
             }
         }
-        let convolved = self.depthwise_over_time(&input, frames);
-        let convolved = Tensor::from_vec(convolved, (frames, self.dim), x.device())?;
+        let convolved = Tensor::from_vec(self.depthwise.forward(&input), (frames, self.dim), x.device())?;
         self.out_proj.forward(&swoosh_r(&convolved)?)
-    }
-
-    /// `out[t][c] = b[c] + Σₖ w[c][k] · in[t + k − kernel/2][c]`, zero outside.
-    fn depthwise_over_time(&self, input: &[f32], frames: usize) -> Vec<f32> {
-        let (dim, half) = (self.dim, self.kernel / 2);
-        let mut out = Vec::with_capacity(frames * dim);
-        for _ in 0..frames {
-            out.extend_from_slice(&self.depthwise_bias);
-        }
-        for (t, out_row) in out.chunks_mut(dim).enumerate() {
-            for k in 0..self.kernel {
-                let Some(source) = (t + k).checked_sub(half).filter(|&s| s < frames) else { continue };
-                let in_row = &input[source * dim..(source + 1) * dim];
-                for ((o, &v), c) in out_row.iter_mut().zip(in_row).zip(0..dim) {
-                    *o += self.depthwise[c * self.kernel + k] * v;
-                }
-            }
-        }
-        out
     }
 }
 

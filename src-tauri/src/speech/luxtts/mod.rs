@@ -7,16 +7,27 @@
 //! - [`acoustic`]: the text encoder, the frame layout and the decoder.
 //! - [`sampler`]: the Euler steps from noise to features.
 //! - [`mel`]: the prompt's audio as the features the model conditions on.
+//! - [`vocoder`]: features to 48 kHz audio; [`window`]: the Hann window
+//!   both spectral transforms use; [`depthwise`]: the convolution over time
+//!   the Zipformer and the vocoder share.
 //!
-//! Not built yet: the text front end (phonemes), the 48 kHz vocoder and
-//! the app's use of the model.
+//! - [`model`]: all of it, from a voice prompt and tokens to 48 kHz speech.
+//! - [`normalize`]: English text spelled out as the reference does before
+//!   phonemizing it.
+//!
+//! Not built yet: the phonemizer and the app's use of the model.
 
 pub mod acoustic;
 pub mod activations;
 pub mod attention;
 pub mod config;
+pub mod depthwise;
 pub mod layer;
 pub mod mel;
+pub mod model;
+pub mod normalize;
 pub mod sampler;
 pub mod tokens;
+pub mod vocoder;
+pub mod window;
 pub mod zipformer;

@@ -4,11 +4,11 @@
 //! (adaLN: shift, scale, gate) by the condition plus a timestep embedding.
 
 use super::config::DiffusionHeadConfig;
-use super::noise::NoiseSource;
 use super::scheduler::DpmSolver;
 use crate::models::nn::linear::Linear;
 use crate::models::nn::norm::RmsNorm;
 use crate::models::weights::Weights;
+use crate::speech::noise::NoiseSource;
 use anyhow::Result;
 use candle_core::{DType, Tensor, D};
 

@@ -8,11 +8,11 @@
 
 use super::config::Variant;
 use super::model::VibeVoice;
-use super::noise::NoiseSource;
 use super::processor::SpeechPrompt;
 use super::scheduler::DpmSolver;
 use super::speech_tokenizer::StreamState;
 use crate::models::pipeline::{Session, SessionGuard};
+use crate::speech::noise::NoiseSource;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, D};
 use std::ops::ControlFlow;

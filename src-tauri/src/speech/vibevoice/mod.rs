@@ -8,7 +8,6 @@
 //! - [`speech_tokenizer`]: the acoustic encoder/decoder and the semantic encoder.
 //! - [`tokenizer_source`]: where the (unshipped) text tokenizer is found.
 //! - [`processor`]: scripts and voice prompts into the model's prompt.
-//! - [`noise`]: the sampler's random numbers (seeded, or a recorded tape).
 //! - [`model`]: a loaded checkpoint; [`generate`]: speaking a prompt.
 //! - [`realtime`]: VibeVoice-Realtime-0.5B, which speaks text as it reads
 //!   it, in a voice from a [`voice_preset`].
@@ -19,7 +18,6 @@ pub mod connector;
 pub mod diffusion_head;
 pub mod generate;
 pub mod model;
-pub mod noise;
 pub mod processor;
 pub mod realtime;
 pub mod scheduler;

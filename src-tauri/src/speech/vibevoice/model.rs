@@ -5,7 +5,6 @@
 use super::config::VibeVoiceConfig;
 use super::connector::SpeechConnector;
 use super::diffusion_head::DiffusionHead;
-use super::noise::NoiseSource;
 use super::processor::SpeechTokens;
 use super::speech_tokenizer::{Decoder as AudioDecoder, Encoder};
 use super::tokenizer_source::tokenizer_dir;
@@ -18,6 +17,7 @@ use crate::models::sources::folder::SafetensorsFolder;
 use crate::models::sources::renamed::RenamedStore;
 use crate::models::sources::selection::TensorSelection;
 use crate::models::weights::{LoadPolicy, WeightStore, Weights};
+use crate::speech::noise::NoiseSource;
 use crate::text::tokenizer::TextTokenizer;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
