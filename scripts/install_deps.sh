@@ -3,7 +3,8 @@
 # a C toolchain, Python with pip/venv, Node.js/npm, the WebKitGTK stack the
 # desktop window (Tauri) builds against, and for the end-to-end tests
 # Chromium, Xvfb, WebKitWebDriver, ImageMagick, debootstrap (a clean root
-# for the package test) and the desktop-entry and AppStream validators.
+# for the package test), the desktop-entry and AppStream validators, and
+# espeak-ng (LuxTTS's phonemizer).
 # On Debian/Ubuntu as root (or with sudo); elsewhere it names what is missing.
 set -euo pipefail
 
@@ -33,6 +34,8 @@ need_cmd WebKitWebDriver webkit2gtk-driver
 need_cmd debootstrap debootstrap
 need_cmd desktop-file-validate desktop-file-utils
 need_cmd appstreamcli appstream
+# LuxTTS's phonemizer (run as a program: espeak-ng is GPL-3.0).
+need_cmd espeak-ng espeak-ng
 
 if ((${#missing[@]})); then
   if ! command -v apt-get >/dev/null; then

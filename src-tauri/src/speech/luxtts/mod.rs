@@ -13,9 +13,9 @@
 //!
 //! - [`model`]: all of it, from a voice prompt and tokens to 48 kHz speech.
 //! - [`normalize`]: English text spelled out as the reference does before
-//!   phonemizing it.
+//!   phonemizing it; [`phonemize`]: its phonemes and tokens (espeak-ng).
 //!
-//! Not built yet: the phonemizer and the app's use of the model.
+//! Not built yet: the app's use of the model.
 
 pub mod acoustic;
 pub mod activations;
@@ -26,6 +26,7 @@ pub mod layer;
 pub mod mel;
 pub mod model;
 pub mod normalize;
+pub mod phonemize;
 pub mod sampler;
 pub mod tokens;
 pub mod vocoder;
