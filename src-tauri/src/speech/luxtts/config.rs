@@ -244,7 +244,8 @@ impl ZipformerShape {
     }
 }
 
-fn in_range(name: &str, value: usize, max: usize) -> Result<()> {
+/// Refuses `value` (a size named `name`) unless it is 1 to `max`.
+pub(crate) fn in_range(name: &str, value: usize, max: usize) -> Result<()> {
     if value == 0 || value > max {
         bail!("`{name}` is {value}; 1 to {max} was expected");
     }

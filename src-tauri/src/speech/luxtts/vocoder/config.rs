@@ -2,6 +2,7 @@
 //! class and constructor arguments. Only the classes LuxTTS uses are
 //! accepted, and sizes are checked before anything is allocated.
 
+use crate::speech::luxtts::config::in_range;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::path::Path;
@@ -172,11 +173,4 @@ fn head_shape(raw: &RawHead) -> Result<HeadShape> {
         other => bail!("padding `{other}` is neither `center` nor `same`"),
     };
     Ok(HeadShape { dim: raw.dim, n_fft: raw.n_fft, hop: raw.hop_length, padding })
-}
-
-fn in_range(name: &str, value: usize, max: usize) -> Result<()> {
-    if value == 0 || value > max {
-        bail!("`{name}` is {value}; 1 to {max} was expected");
-    }
-    Ok(())
 }
