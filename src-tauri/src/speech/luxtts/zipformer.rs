@@ -9,24 +9,13 @@ use super::config::{StackShape, ZipformerShape};
 use super::layer::{Bypass, EncoderLayer};
 use crate::models::nn::linear::Linear;
 use crate::models::weights::Weights;
+use crate::speech::time_features::sinusoidal_features;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
 /// The width of the guidance scale's sinusoidal features: ZipVoice-Distill
 /// leaves it at the constructor's default whatever `time_embed_dim` is.
 const GUIDANCE_FEATURES: usize = 192;
-
-/// `[cos(v·fᵢ) …, sin(v·fᵢ) …]` with `fᵢ = 10000^(−i/(dim/2))`: the
-/// sinusoidal features of a time or a guidance scale, in f32 as the
-/// reference computes them.
-pub fn sinusoidal_features(value: f32, dim: usize) -> Vec<f32> {
-    let half = dim / 2;
-    let log_period = -(10000f64.ln()) as f32;
-    let args: Vec<f32> = (0..half).map(|i| value * (log_period * i as f32 / half as f32).exp()).collect();
-    let mut features: Vec<f32> = args.iter().map(|a| a.cos()).chain(args.iter().map(|a| a.sin())).collect();
-    features.resize(dim, 0.0);
-    features
-}
 
 /// The decoder's time conditioning.
 struct TimeEmbedding {
@@ -215,22 +204,6 @@ impl Zipformer {
         match &self.time {
             Some(embedding) => Ok(Some(embedding.forward(flow.t, flow.guidance, device)?.squeeze(0)?)),
             None => Ok(None),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sinusoidal_features_are_cosines_then_sines() {
-        let features = sinusoidal_features(0.5, 6);
-        assert_eq!(features.len(), 6);
-        let frequencies = [1.0f32, 10000f32.powf(-1.0 / 3.0), 10000f32.powf(-2.0 / 3.0)];
-        for (i, f) in frequencies.iter().enumerate() {
-            assert!((features[i] - (0.5 * f).cos()).abs() < 1e-6);
-            assert!((features[3 + i] - (0.5 * f).sin()).abs() < 1e-6);
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::models::nn::linear::Linear;
 use crate::models::nn::norm::RmsNorm;
 use crate::models::weights::Weights;
 use crate::speech::noise::NoiseSource;
+use crate::speech::time_features::sinusoidal_features;
 use anyhow::Result;
 use candle_core::{DType, Tensor, D};
 
@@ -74,12 +75,8 @@ impl DiffusionHead {
 
     /// Sinusoidal features of timestep `t` for `rows` rows: cosines, then sines.
     fn time_features(t: f32, rows: usize, dtype: DType, device: &candle_core::Device) -> Result<Tensor> {
-        let half = TIME_FEATURES / 2;
-        let mut features = Vec::with_capacity(TIME_FEATURES);
-        let args: Vec<f32> = (0..half).map(|j| t * (-(10000f32.ln()) * j as f32 / half as f32).exp()).collect();
-        features.extend(args.iter().map(|a| a.cos()));
-        features.extend(args.iter().map(|a| a.sin()));
-        let row = Tensor::from_vec(features, (1, TIME_FEATURES), device)?.to_dtype(dtype)?;
+        let row =
+            Tensor::from_vec(sinusoidal_features(t, TIME_FEATURES), (1, TIME_FEATURES), device)?.to_dtype(dtype)?;
         Ok(row.repeat((rows, 1))?)
     }
 
