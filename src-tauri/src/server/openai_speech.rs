@@ -58,6 +58,10 @@ struct SpeechRequest {
     response_format: AudioFormat,
     #[serde(default)]
     stream_format: Option<StreamFormat>,
+    /// Cake's extension, as for chat: the sampler's seed (random if absent),
+    /// so the same request can be spoken the same way again.
+    #[serde(default)]
+    seed: Option<u64>,
     /// Accepted for compatibility; speech is always at the model's pace.
     #[serde(default)]
     #[allow(dead_code)]
@@ -104,7 +108,7 @@ async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceive
             voice_ids: vec![voice.id],
             cfg_scale: None,
             steps: None,
-            seed: None,
+            seed: request.seed,
             max_seconds: None,
         };
         let job = app.speak_job(args, false)?;
