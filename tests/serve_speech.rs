@@ -317,3 +317,88 @@ fn a_long_script_is_spoken_in_pieces_into_one_clip() {
     assert_eq!(audio[44..], pcm[..]);
     assert_eq!(wav_facts(&audio).3, frames.len() * 3200);
 }
+
+#[test]
+fn luxtts_speaks_long_texts_in_a_transcribed_voice_at_48_khz() {
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    let server = Server::start(&data, &root.path().join("hf"), &[]);
+    let model_dir = common::fixture("tiny/luxtts");
+
+    let entry = call(&server, "import_model", json!({"path": model_dir}));
+    assert_eq!(
+        (&entry["kind"], &entry["architecture"], &entry["voice"], &entry["status"]),
+        (&json!("speech"), &json!("luxtts"), &json!("transcribed_prompt"), &json!("complete")),
+        "{entry}"
+    );
+    assert!(entry["parameters"].as_u64().unwrap() > 100_000, "{entry}");
+    let model_id = entry["id"].as_str().unwrap().to_string();
+
+    // A prompt without its words cannot voice LuxTTS: refused before any work, saying why.
+    let alice =
+        call(&server, "add_voice", json!({"name": "Alice", "path": common::fixture("tiny/vibevoice/voice0.wav")}));
+    assert_eq!(alice.get("transcript"), None);
+    let speak = |script: &str| json!({"model_id": model_id, "script": script, "voice_ids": [alice["id"]], "seed": 5});
+    let (status, error) = server.post("/api/speak", &speak("Hello."));
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("no transcript"), "{error}");
+    let said =
+        call(&server, "set_voice_transcript", json!({"id": alice["id"], "transcript": "  Hello there,\n my voice. "}));
+    assert_eq!(said["transcript"], "Hello there, my voice.");
+    // Text is read once the model is loaded: nothing to read ends the stream as the request's fault.
+    let (_, events) = server.stream("/api/speak", &speak("12345 !!!"), |_, _| true);
+    let last: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!((&last["type"], &last["kind"]), (&json!("error"), &json!("bad_request")), "{last}");
+    assert!(last["message"].as_str().unwrap().contains("nothing to read"), "{last}");
+
+    // Twelve sentences come back as one clip, spoken in pieces: the first
+    // piece's audio arrives while later pieces are still being made.
+    let script = (1..=12).map(|i| format!("This is sentence number {i} of the story.")).collect::<Vec<_>>().join(" ");
+    let (status, events) = server.stream("/api/speak", &speak(&script), |_, _| true);
+    assert_eq!(status, 200);
+    let parsed: Vec<Value> = events.iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    let done = parsed.last().unwrap();
+    assert_eq!(done["type"], "done", "{:?}", &events[events.len().saturating_sub(3)..]);
+    let pieces: Vec<(u64, u64)> = parsed
+        .iter()
+        .filter(|e| e["type"] == "progress")
+        .map(|p| (p["piece"].as_u64().unwrap(), p["pieces"].as_u64().unwrap()))
+        .collect();
+    let count = pieces[0].1;
+    assert!(count >= 3, "{pieces:?}");
+    assert_eq!((pieces[0].0, pieces.last().unwrap().0), (1, count));
+    assert!(pieces.windows(2).all(|w| w[0].0 <= w[1].0), "pieces go in order");
+    let first_audio = parsed.iter().position(|e| e["type"] == "audio").unwrap();
+    let last_piece_starts = parsed.iter().position(|e| e["type"] == "progress" && e["piece"] == json!(count)).unwrap();
+    assert!(first_audio < last_piece_starts, "audio before the last piece is made");
+    assert!(parsed.iter().filter(|e| e["type"] == "audio").all(|e| e["sample_rate"] == 48_000));
+    let clip = &done["clip"];
+    let audio = unbase64(call(&server, "clip_audio", json!({"id": clip["id"]}))["wav_base64"].as_str().unwrap());
+    let (rate, channels, _, samples) = wav_facts(&audio);
+    assert_eq!((rate, channels), (48_000, 1));
+    assert!(samples > 48_000, "twelve sentences make more than a second: {samples}");
+    let (pcm, _) = streamed_pcm(&events);
+    assert_eq!(audio[44..], pcm[..], "the streamed audio is the clip's");
+    assert_eq!((&clip["steps"], &clip["cfg_scale"]), (&json!(4), &json!(3.0)), "LuxTTS's own defaults");
+
+    // OpenAI's route streams a WAV whose header gives the 48 kHz rate.
+    let body =
+        json!({"model": model_id, "input": "Hello there.", "voice": "Alice", "stream_format": "audio", "seed": 1});
+    let (status, content_type, streamed) = server.post_bytes("/v1/audio/speech", &body);
+    assert_eq!((status, content_type.as_str()), (200, "audio/wav"), "{}", String::from_utf8_lossy(&streamed));
+    assert_eq!(u32::from_le_bytes(streamed[24..28].try_into().unwrap()), 48_000);
+    assert!(streamed.len() > 44);
+
+    // `cake tts` speaks with the same model from a WAV file and its transcript.
+    let out = root.path().join("lux.wav");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cake"))
+        .args(["tts", "--model", model_dir.to_str().unwrap()])
+        .args(["--voice", common::fixture("tiny/vibevoice/voice0.wav").to_str().unwrap()])
+        .args(["--transcript", "Hello there, my voice.", "--text", "Good morning. How are you?"])
+        .args(["--out", out.to_str().unwrap(), "--seed", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (rate, _, _, samples) = wav_facts(&std::fs::read(&out).unwrap());
+    assert!(rate == 48_000 && samples > 0);
+}

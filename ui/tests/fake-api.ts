@@ -353,6 +353,12 @@ export function createFakeApi(
     }),
     listVoices: vi.fn(async () => ({ voices: structuredClone(server.voices) })),
     addVoice: vi.fn(async (source: VoiceSource) => structuredClone(acceptVoice(source))),
+    setVoiceTranscript: vi.fn(async (id: string, transcript: string) => {
+      const stored = server.voices.find((v) => v.id === id);
+      if (!stored) throw new Error(`no voice ${id}`);
+      stored.transcript = transcript.trim() === "" ? null : transcript.trim();
+      return structuredClone(stored);
+    }),
     deleteVoice: vi.fn(async (id: string) => {
       if (!server.voices.some((v) => v.id === id)) throw new Error(`no voice ${id}`);
       server.voices = server.voices.filter((v) => v.id !== id);

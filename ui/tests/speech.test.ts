@@ -37,6 +37,7 @@ describe("voice kinds", () => {
     expect(voiceKind({ kind: "prompt" })).toBe("prompt");
     expect(voiceKind({})).toBe("prompt");
     expect(modelVoiceKind({ voice: "preset" })).toBe("preset");
+    expect(modelVoiceKind({ voice: "transcribed_prompt" })).toBe("transcribed_prompt");
     expect(modelVoiceKind({ voice: null })).toBe("prompt");
     expect(modelVoiceKind({})).toBe("prompt");
   });
@@ -161,6 +162,35 @@ describe("planSpeech", () => {
       expect(planSpeech({ ...presetBase, voices: [voice("v1")] }).problem).toBe(
         "Add a voice preset first: VibeVoice-Realtime speaks in one.",
       );
+    });
+  });
+
+  describe("for a LuxTTS model", () => {
+    const said = voice("v3", { transcript: "Hello there." });
+    const luxBase = {
+      ...base,
+      modelId: "lux",
+      kind: "transcribed_prompt" as const,
+      script: "Speaker 1: Hi. Speaker 2: no speakers here.",
+      voiceIds: ["v3"],
+      voices: [...voices, said],
+    };
+
+    it("speaks the text as it is in the one transcribed prompt chosen", () => {
+      expect(planSpeech(luxBase)).toEqual({
+        request: { model_id: "lux", script: luxBase.script, voice_ids: ["v3"] },
+        problem: null,
+      });
+    });
+
+    it("says what is missing, naming a voice without its words", () => {
+      expect(planSpeech({ ...luxBase, script: "" }).problem).toBe("Write the text to speak.");
+      expect(planSpeech({ ...luxBase, voiceIds: [] }).problem).toBe("Choose a voice.");
+      expect(planSpeech({ ...luxBase, voiceIds: ["p1"] }).problem).toBe("Choose a voice.");
+      expect(planSpeech({ ...luxBase, voiceIds: ["v1"] }).problem).toBe(
+        "Add what “v1” says: LuxTTS reads the voice's transcript beside its audio.",
+      );
+      expect(planSpeech({ ...luxBase, voices: [preset("p1")] }).problem).toMatch(/^Add a voice first: a WAV/);
     });
   });
 

@@ -15,7 +15,8 @@ use crate::files::hf_cache;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::library::download::{DownloadProgress, Downloader};
 use crate::library::hub::HubConnection;
-use crate::speech::model::{VoiceKind, Voices};
+use crate::speech::family::VoiceKind;
+use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +80,10 @@ impl App {
             }
             Command::ListVoices => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
             Command::AddVoice(a) => self.add_voice(a),
+            Command::SetVoiceTranscript { id, transcript } => {
+                let voice = self.speech.set_transcript(&id, &transcript).map_err(ApiError::bad)?;
+                Ok(serde_json::to_value(voice).expect("voices serialize"))
+            }
             Command::DeleteVoice { id } => {
                 self.speech.delete_voice(&id).map_err(not_found)?;
                 Ok(json!({}))
@@ -135,7 +140,11 @@ impl App {
             }
             _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `file_base64`".into())),
         };
-        Ok(serde_json::to_value(voice.map_err(ApiError::bad)?).expect("voices serialize"))
+        let mut voice = voice.map_err(ApiError::bad)?;
+        if let Some(transcript) = a.transcript.filter(|t| !t.trim().is_empty()) {
+            voice = self.speech.set_transcript(&voice.id, &transcript).map_err(ApiError::bad)?;
+        }
+        Ok(serde_json::to_value(voice).expect("voices serialize"))
     }
 
     /// Starts a streaming command. Errors found before any work starts are
@@ -252,8 +261,22 @@ impl App {
                     self.speech.preset_path(id).map_err(|e| ApiError::BadRequest(format!("voice `{id}`: {e:#}")))?;
                 Voices::Preset(path)
             }
+            VoiceKind::TranscribedPrompt => {
+                let [id] = a.voice_ids.as_slice() else {
+                    return Err(ApiError::BadRequest(format!(
+                        "speak: {} speaks in one voice prompt with its transcript; {} voices were given",
+                        model.name,
+                        a.voice_ids.len()
+                    )));
+                };
+                let (samples, transcript) = self
+                    .speech
+                    .transcribed_prompt(id)
+                    .map_err(|e| ApiError::BadRequest(format!("voice `{id}`: {e:#}")))?;
+                Voices::Transcribed { samples, transcript }
+            }
         };
-        let defaults = SpeechSettings::defaults_for(kind.variant());
+        let defaults = kind.family().default_settings();
         let steps = a.steps.unwrap_or(defaults.steps);
         if !(1..=100).contains(&steps) {
             return Err(ApiError::BadRequest("speak: `steps` must be between 1 and 100".into()));

@@ -18,7 +18,6 @@ use crate::library::catalog::ModelEntry;
 use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::noise::SeededNoise;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
-use crate::speech::voice_prompt::SAMPLE_RATE;
 use crate::text::chat_template::ChatMessage;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
@@ -335,7 +334,8 @@ impl Worker {
             self.speech = Some((job.model.clone(), model));
         }
         let (_, model) = self.speech.as_ref().expect("just loaded");
-        let mut observer = SpeakProgress { sink, cancel, hop: model.hop(), piece: 0, pieces: 1 };
+        let sample_rate = model.sample_rate();
+        let mut observer = SpeakProgress { sink, cancel, sample_rate, samples: 0, piece: 0, pieces: 1 };
         let mut noise = SeededNoise::new(job.seed);
         let output = match model.speak(&job.script, &job.voices, &job.settings, &mut noise, &mut observer) {
             Ok(output) => output,
@@ -350,7 +350,7 @@ impl Worker {
         if output.audio.is_empty() {
             anyhow::bail!("the model produced no speech (it chose to end after {} token(s))", output.tokens.len());
         }
-        let audio = Audio { samples: output.audio, sample_rate: SAMPLE_RATE };
+        let audio = Audio { samples: output.audio, sample_rate };
         if !job.keep_clip {
             return Ok(Done::Audio { wav_base64: base64_encode(&wav::encode(&audio)?) });
         }
@@ -419,7 +419,9 @@ fn throttled_progress<'a>(sink: &'a mut EventSink, report: LoadReport, model_nam
 struct SpeakProgress<'a> {
     sink: &'a mut EventSink,
     cancel: &'a CancelFlag,
-    hop: usize,
+    sample_rate: u32,
+    /// Samples of audio so far.
+    samples: usize,
     /// The piece being spoken (from 0), of how many.
     piece: usize,
     pieces: usize,
@@ -432,9 +434,10 @@ impl SpeechObserver for SpeakProgress<'_> {
 
     fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, audio: &[f32]) -> ControlFlow<()> {
         let pcm16_base64 = base64_encode(&wav::pcm16(audio));
-        let heard = (self.sink)(EngineEvent::Audio { pcm16_base64, sample_rate: SAMPLE_RATE });
+        let heard = (self.sink)(EngineEvent::Audio { pcm16_base64, sample_rate: self.sample_rate });
         let frames = frame + 1;
-        let seconds = frames as f64 * self.hop as f64 / SAMPLE_RATE as f64;
+        self.samples += audio.len();
+        let seconds = self.samples as f64 / self.sample_rate as f64;
         let progress = Progress::Speech { frames, seconds, piece: self.piece + 1, pieces: self.pieces };
         let listening = heard && (self.sink)(EngineEvent::Progress(progress));
         if listening && !self.cancel.load(Ordering::Relaxed) {

@@ -49,6 +49,10 @@ pub enum Command {
     },
     ListVoices,
     AddVoice(AddVoiceArgs),
+    SetVoiceTranscript {
+        id: String,
+        transcript: String,
+    },
     DeleteVoice {
         id: String,
     },
@@ -136,6 +140,9 @@ pub struct AddVoiceArgs {
     /// The uploaded file's name, for messages (default: `name`).
     #[serde(default)]
     pub file_name: Option<String>,
+    /// What a WAV prompt says (LuxTTS needs it).
+    #[serde(default)]
+    pub transcript: Option<String>,
 }
 
 /// Arguments of `speak`.

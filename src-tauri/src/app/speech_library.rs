@@ -1,12 +1,13 @@
 //! The voices and speech clips the app keeps, in `voices/` and `clips/` of
 //! the data folder: each one a file with a small JSON description beside
-//! it. A clip, and a voice prompt, is a WAV file (24 kHz, 16-bit mono); a
-//! voice preset (VibeVoice-Realtime) is kept as it came, once checked.
-//! Writes are atomic.
+//! it. A voice prompt is a WAV file (24 kHz, 16-bit mono), with the words
+//! it says when they are known (LuxTTS needs them); a clip is a WAV file
+//! at its model's rate; a voice preset (VibeVoice-Realtime) is kept as it
+//! came, once checked. Writes are atomic.
 
 use crate::audio::{wav, Audio};
 use crate::files::storage::{write_atomically, write_json_atomically};
-use crate::speech::model::VoiceKind;
+use crate::speech::family::VoiceKind;
 use crate::speech::vibevoice::voice_preset::PresetSummary;
 use crate::speech::voice_prompt::{VoicePrompt, SAMPLE_RATE};
 use anyhow::{bail, Context, Result};
@@ -28,7 +29,13 @@ pub struct Voice {
     pub created_at: String,
     /// Set when the file was cut to the prompt limit.
     pub notice: Option<String>,
+    /// What the prompt says (LuxTTS reads it beside the audio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
+
+/// The longest transcript kept, in characters.
+pub const MAX_TRANSCRIPT_CHARS: usize = 1000;
 
 /// A stored piece of generated speech.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,6 +217,7 @@ impl SpeechLibrary {
             sample_rate: None,
             created_at: chrono::Utc::now().to_rfc3339(),
             notice: None,
+            transcript: None,
         };
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         write_atomically(&self.voices.data_path(&voice.id, "preset")?, &bytes)?;
@@ -228,6 +236,7 @@ impl SpeechLibrary {
             sample_rate: Some(SAMPLE_RATE),
             created_at: chrono::Utc::now().to_rfc3339(),
             notice: prompt.notice,
+            transcript: None,
         };
         self.voices.put(&voice.id, &audio, &voice)?;
         Ok(voice)
@@ -262,6 +271,33 @@ impl SpeechLibrary {
     pub fn voice_samples(&self, id: &str) -> Result<Vec<f32>> {
         let (wav_path, _) = self.voices.paths(id)?;
         Ok(wav::read(&wav_path, f64::INFINITY)?.audio.samples)
+    }
+
+    /// Sets (or, with blank text, clears) what prompt voice `id` says.
+    pub fn set_transcript(&self, id: &str, transcript: &str) -> Result<Voice> {
+        let mut voice = self.voice(id)?;
+        if voice.kind != VoiceKind::Prompt {
+            bail!("`{}` is a voice preset: it has no audio to transcribe", voice.name);
+        }
+        let transcript = transcript.split_whitespace().collect::<Vec<_>>().join(" ");
+        if transcript.chars().count() > MAX_TRANSCRIPT_CHARS {
+            bail!("a transcript holds at most {MAX_TRANSCRIPT_CHARS} characters");
+        }
+        voice.transcript = (!transcript.is_empty()).then_some(transcript);
+        write_json_atomically(&self.voices.paths(id)?.1, &voice)?;
+        Ok(voice)
+    }
+
+    /// A prompt voice's samples (24 kHz) and its transcript, which must be set.
+    pub fn transcribed_prompt(&self, id: &str) -> Result<(Vec<f32>, String)> {
+        let voice = self.voice(id)?;
+        let Some(transcript) = voice.transcript else {
+            bail!(
+                "`{}` has no transcript: LuxTTS needs the words the voice prompt says (add them to the voice)",
+                voice.name
+            );
+        };
+        Ok((self.voice_samples(id)?, transcript))
     }
 
     pub fn voice_wav(&self, id: &str) -> Result<Vec<u8>> {

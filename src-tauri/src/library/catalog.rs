@@ -13,8 +13,9 @@ use crate::formats::safetensors::SafetensorsHeader;
 use crate::models::config::Architecture;
 use crate::models::families;
 use crate::models::sources::tile_cache::TileCache;
-use crate::speech::model::VoiceKind;
-use crate::speech::vibevoice::config::{RealtimeConfig, Variant, VibeVoiceConfig};
+use crate::models::sources::torch_checkpoint::TorchCheckpoint;
+use crate::models::weights::WeightStore;
+use crate::speech::family::{SpeechFamily, VoiceKind};
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
 use crate::text::sampling::SamplingOverrides;
 use anyhow::{bail, Context, Result};
@@ -445,16 +446,17 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     }
     let text =
         std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
-    let speech = Variant::of_config(&text);
+    let speech = SpeechFamily::of_config(&text);
     let mut quantization = None;
     let mut refusal = None;
-    let architecture = if let Some(variant) = speech {
-        let (usable, architecture) = match variant {
-            Variant::Standard => (VibeVoiceConfig::parse(&text).map(drop), "vibevoice"),
-            Variant::Realtime => (RealtimeConfig::parse(&text).map(drop), "vibevoice_streaming"),
-        };
-        usable.with_context(|| format!("{}: not a usable VibeVoice config", config_path.display()))?;
-        architecture.to_string()
+    let architecture = if let Some(family) = speech {
+        family
+            .check_config(&text)
+            .with_context(|| format!("{}: not a usable {} config", config_path.display(), family.name()))?;
+        if family == SpeechFamily::LuxTts {
+            return Ok(inspect_luxtts(dir));
+        }
+        family.architecture().to_string()
     } else {
         let (hf, _) = crate::models::loader::folder_decoder_hf_config(&text)
             .with_context(|| format!("{}: invalid config", config_path.display()))?;
@@ -470,7 +472,7 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
     };
     let mut inspection = Inspection {
         kind: if speech.is_some() { ModelKind::Speech } else { ModelKind::Text },
-        voice: speech.map(VoiceKind::of),
+        voice: speech.map(SpeechFamily::voice_kind),
         architecture: Some(architecture),
         parameters: None,
         dtype: None,
@@ -522,6 +524,46 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         inspection.problem = Some("no tokenizer.json in the model folder".into());
     }
     Ok(inspection)
+}
+
+/// The files of a LuxTTS folder beside its `config.json`, and the
+/// checkpoint key its weights are kept under.
+const LUXTTS_FILES: [(&str, Option<&str>); 2] = [("model.pt", Some("model")), ("vocoder/vocos.bin", None)];
+
+/// A LuxTTS folder (its config already read): complete when its token
+/// list, vocoder config and both checkpoints are there, counted from the
+/// checkpoints' tensor lists.
+fn inspect_luxtts(dir: &Path) -> Inspection {
+    let mut inspection = Inspection {
+        kind: ModelKind::Speech,
+        voice: Some(VoiceKind::TranscribedPrompt),
+        architecture: Some(SpeechFamily::LuxTts.architecture().to_string()),
+        parameters: None,
+        dtype: Some("F32".into()),
+        quantization: None,
+        status: ModelStatus::Complete,
+        problem: None,
+        sampling_defaults: None,
+    };
+    let mut parameters = 0u64;
+    let missing = ["tokens.txt", "vocoder/config.yaml"].into_iter().find(|file| !dir.join(file).is_file());
+    let counted = match missing {
+        Some(file) => Err(anyhow::anyhow!("no {file} in the model folder")),
+        None => LUXTTS_FILES.iter().try_for_each(|&(file, key)| {
+            let checkpoint = TorchCheckpoint::open(&dir.join(file), key)?;
+            let shapes = checkpoint.names().filter_map(|name| checkpoint.shape(name));
+            parameters += shapes.map(|shape| shape.iter().product::<usize>() as u64).sum::<u64>();
+            Ok(())
+        }),
+    };
+    match counted {
+        Ok(()) => inspection.parameters = Some(parameters),
+        Err(e) => {
+            inspection.status = ModelStatus::Incomplete;
+            inspection.problem = Some(format!("{e:#}"));
+        }
+    }
+    inspection
 }
 
 /// The safetensors files a folder's weights live in; an error names a missing shard.

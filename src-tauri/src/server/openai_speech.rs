@@ -8,8 +8,9 @@
 //! - `stream_format: "sse"`: server-sent events as OpenAI sends them,
 //!   `speech.audio.delta` with base64 PCM, then `speech.audio.done`.
 //!
-//! `response_format` is `wav` (the default) or `pcm` (24 kHz 16-bit
-//! little-endian mono, no header).
+//! `response_format` is `wav` (the default) or `pcm` (16-bit little-endian
+//! mono, no header) at the model's rate: 24 kHz, LuxTTS 48 kHz; the
+//! `x-sample-rate` response header says which.
 
 use super::{channel_sink, parse_body};
 use crate::app::error::ApiError;
@@ -17,7 +18,6 @@ use crate::app::events::{Done, EngineEvent};
 use crate::app::request::SpeakArgs;
 use crate::app::App;
 use crate::audio::wav;
-use crate::speech::voice_prompt::SAMPLE_RATE;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
@@ -145,12 +145,14 @@ async fn whole_file(
         match current {
             EngineEvent::Done(Done::Audio { wav_base64 }) => {
                 let file = unbase64(&wav_base64)?;
+                let rate = wav_rate(&file).to_string();
                 let bytes = match format {
                     AudioFormat::Wav => file,
                     // A 16-bit mono WAV written by Cake: its PCM follows the 44-byte header.
                     AudioFormat::Pcm => file.get(44..).unwrap_or_default().to_vec(),
                 };
-                return Ok(([(header::CONTENT_TYPE, content_type(format))], bytes).into_response());
+                let headers = [(header::CONTENT_TYPE, content_type(format).to_string()), (SAMPLE_RATE_HEADER, rate)];
+                return Ok((headers, bytes).into_response());
             }
             EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
             _ => {}
@@ -167,8 +169,9 @@ fn events(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>) -> impl tokio_
 /// The file sent as it is made. A failure after the first audio can only
 /// end the stream early: the status has been sent.
 fn audio_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>, format: AudioFormat) -> Response {
+    let sample_rate = sample_rate_of(&first);
     let header = match format {
-        AudioFormat::Wav => wav::streaming_header(SAMPLE_RATE),
+        AudioFormat::Wav => wav::streaming_header(sample_rate),
         AudioFormat::Pcm => Vec::new(),
     };
     let chunks = events(first, rx).map_while(|event| match event {
@@ -180,7 +183,27 @@ fn audio_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>, format: 
     let body = tokio_stream::once(Ok(Bytes::from(header)))
         .chain(chunks)
         .map(|chunk| chunk.map_err(|e| std::io::Error::other(e.message())));
-    ([(header::CONTENT_TYPE, content_type(format))], Body::from_stream(body)).into_response()
+    let headers =
+        [(header::CONTENT_TYPE, content_type(format).to_string()), (SAMPLE_RATE_HEADER, sample_rate.to_string())];
+    (headers, Body::from_stream(body)).into_response()
+}
+
+/// The response header that gives the audio's sample rate.
+const SAMPLE_RATE_HEADER: header::HeaderName = header::HeaderName::from_static("x-sample-rate");
+
+/// The rate of the speech whose first event is `first` (its first audio,
+/// or the whole file).
+fn sample_rate_of(first: &EngineEvent) -> u32 {
+    match first {
+        EngineEvent::Audio { sample_rate, .. } => *sample_rate,
+        EngineEvent::Done(Done::Audio { wav_base64 }) => wav_rate(&unbase64(wav_base64).unwrap_or_default()),
+        _ => 0,
+    }
+}
+
+/// The sample rate in a WAV file written by Cake (bytes 24–27 of its header).
+fn wav_rate(file: &[u8]) -> u32 {
+    file.get(24..28).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// OpenAI's speech events: a `speech.audio.delta` per piece of audio, then

@@ -77,6 +77,28 @@ pub fn split_text(text: &str, max_chars: usize) -> Vec<String> {
     group(sentences(text), |s| s.chars().count(), max_chars).into_iter().map(|run| run.join(" ")).collect()
 }
 
+/// Plain text in pieces of whole sentences, the first of at most
+/// `first_chars` (unless its first sentence is longer), so that the first
+/// audio comes soon, and the rest of at most `max_chars`.
+pub fn split_text_first_short(text: &str, first_chars: usize, max_chars: usize) -> Vec<String> {
+    let all = sentences(text);
+    let mut first_len = 0;
+    let mut chars = 0;
+    for sentence in &all {
+        let n = sentence.chars().count() + usize::from(first_len > 0);
+        if first_len > 0 && chars + n > first_chars {
+            break;
+        }
+        chars += n;
+        first_len += 1;
+    }
+    let (first, rest) = all.split_at(first_len);
+    let mut pieces = vec![first.join(" ")];
+    pieces.extend(group(rest.to_vec(), |s| s.chars().count(), max_chars).into_iter().map(|run| run.join(" ")));
+    pieces.retain(|piece| !piece.is_empty());
+    pieces
+}
+
 /// A piece of a script, its speakers numbered from 0 in order of their
 /// numbers in the whole script.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +177,17 @@ mod tests {
         let pieces = split_text(&long, PIECE_CHARS);
         assert!(pieces.len() > 3 && pieces.iter().all(|p| p.chars().count() <= PIECE_CHARS));
         assert_eq!(pieces.join(" "), long.trim());
+    }
+
+    #[test]
+    fn the_first_piece_can_be_shorter_than_the_rest() {
+        let text = "One two. Three four. Five six seven. Eight.";
+        assert_eq!(split_text_first_short(text, 10, 40), ["One two.", "Three four. Five six seven. Eight."]);
+        assert_eq!(split_text_first_short(text, 20, 16), ["One two. Three four.", "Five six seven.", "Eight."]);
+        // A first sentence longer than the first piece still comes whole.
+        assert_eq!(split_text_first_short(text, 3, 1000), ["One two.", "Three four. Five six seven. Eight."]);
+        assert_eq!(split_text_first_short("Just one", 3, 5), ["Just one"]);
+        assert!(split_text_first_short("  ", 3, 5).is_empty());
     }
 
     #[test]

@@ -144,6 +144,9 @@ export const api = {
    */
   addVoice: (source: VoiceSource) => call<Voice>("add_voice", source),
 
+  /** Set what a prompt voice says (blank clears it); resolves with the voice. */
+  setVoiceTranscript: (id: string, transcript: string) => call<Voice>("set_voice_transcript", { id, transcript }),
+
   deleteVoice: (id: string) => call<Record<string, never>>("delete_voice", { id }),
 
   /** The stored 24 kHz prompt as a WAV file (a preset has none). */

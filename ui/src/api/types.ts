@@ -10,7 +10,11 @@ export type ModelKind = "text" | "speech";
  * speaker of a `Speaker N:` script (VibeVoice-1.5B), or one voice preset for
  * plain text (VibeVoice-Realtime-0.5B).
  */
+/** What a stored voice is: a WAV prompt (with a transcript or not) or a preset. */
 export type VoiceKind = "prompt" | "preset";
+
+/** What a speech model speaks in: prompts, one preset, or one prompt with its transcript (LuxTTS). */
+export type ModelVoiceKind = VoiceKind | "transcribed_prompt";
 
 export interface ModelEntry {
   /** Stable id: "default", "hf:org/name", "file:/abs/path". */
@@ -33,7 +37,7 @@ export interface ModelEntry {
   /** Absent from older backends: read it with `modelKind()` (state/app-state.ts), which treats it as "text". */
   kind?: ModelKind;
   /** Speech models: the voices they speak in; read it with `modelVoiceKind()` (lib/speech.ts). Null for text models. */
-  voice?: VoiceKind | null;
+  voice?: ModelVoiceKind | null;
 }
 
 export interface Sampling {
@@ -376,6 +380,8 @@ export interface Voice {
   created_at: string;
   /** Set when the file was cut to the 60 s prompt limit. */
   notice: string | null;
+  /** What a prompt says (LuxTTS reads it); absent when unknown. */
+  transcript?: string | null;
 }
 
 /** Why a clip ended. */

@@ -1,8 +1,8 @@
 // The script to speak, with how to write it for the chosen model: several
 // speakers (and how many the script has right now) for a voice prompt
-// model, plain text for a preset model.
+// model, plain text for a preset or LuxTTS model.
 
-import { MAX_SPEAKERS, scriptSpeakers } from "../lib/speech";
+import { MAX_SPEAKERS, readsPlainText, scriptSpeakers } from "../lib/speech";
 import { speechVoiceKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 
@@ -10,12 +10,13 @@ export function ScriptEditor() {
   const state = useAppState();
   const cake = useCake();
   const script = state.speechForm.script;
-  const preset = speechVoiceKind(state) === "preset";
+  const kind = speechVoiceKind(state);
+  const plain = readsPlainText(kind);
 
   return (
     <div class="script-editor">
       <label class="field" for="speech-script">
-        <span class="field-label">{preset ? "Text" : "Script"}</span>
+        <span class="field-label">{plain ? "Text" : "Script"}</span>
       </label>
       <textarea
         id="speech-script"
@@ -23,7 +24,7 @@ export function ScriptEditor() {
         rows={7}
         spellcheck={true}
         placeholder={
-          preset
+          plain
             ? "Welcome back to the show. Today we look at how bread rises."
             : "Speaker 1: Welcome back to the show.\nSpeaker 2: Thanks, it's good to be here."
         }
@@ -32,8 +33,12 @@ export function ScriptEditor() {
         onInput={(event) => cake.speech.edit({ script: event.currentTarget.value })}
       />
       <div class="script-meta">
-        {preset ? (
-          <span class="field-hint">Plain text, read in the voice preset.</span>
+        {plain ? (
+          <span class="field-hint">
+            {kind === "preset"
+              ? "Plain text, read in the voice preset."
+              : "Plain English text, read in the chosen voice; long texts are spoken sentence by sentence."}
+          </span>
         ) : (
           <SpeakerHint script={script} />
         )}

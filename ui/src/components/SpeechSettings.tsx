@@ -2,7 +2,7 @@
 // steps (empty = the model's defaults, which depend on what it speaks in),
 // seed (empty = random) and an optional length limit.
 
-import type { VoiceKind } from "../api/types";
+import type { ModelVoiceKind } from "../api/types";
 import { SPEECH_DEFAULTS, type SpeechSettingsForm } from "../lib/speech";
 import { speechVoiceKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
@@ -18,7 +18,7 @@ interface FieldSpec {
 }
 
 /** The fields, with the defaults of a model that speaks in `kind`. */
-function fields(kind: VoiceKind): FieldSpec[] {
+function fields(kind: ModelVoiceKind): FieldSpec[] {
   const defaults = SPEECH_DEFAULTS[kind];
   return [
     {

@@ -1,6 +1,7 @@
 // One stored voice: name and delete (with confirmation), and for a voice
-// prompt its length, play and a small waveform; a preset holds no audio,
-// so it only says that it is one.
+// prompt its length, play, a small waveform and the words it says (which
+// LuxTTS needs; editable here); a preset holds no audio, so it only says
+// that it is one.
 
 import { useState } from "preact/hooks";
 import type { Voice } from "../api/types";
@@ -57,6 +58,7 @@ export function VoiceItem({ voice }: { voice: Voice }) {
         </button>
       </div>
       {kind === "prompt" ? <VoiceWaveform voice={voice} progress={control.progress} /> : null}
+      {kind === "prompt" ? <VoiceTranscript voice={voice} /> : null}
       {voice.notice ? <span class="voice-notice small">{voice.notice}</span> : null}
       {confirming ? (
         <ConfirmDialog
@@ -72,6 +74,75 @@ export function VoiceItem({ voice }: { voice: Voice }) {
         />
       ) : null}
     </li>
+  );
+}
+
+/** What a voice prompt says: shown, and written or corrected in place. */
+function VoiceTranscript({ voice }: { voice: Voice }) {
+  const cake = useCake();
+  const [draft, setDraft] = useState<string | null>(null);
+  const [saving, setSaving] = useState(false);
+  const transcript = voice.transcript ?? "";
+
+  if (draft === null) {
+    return (
+      <div class="voice-transcript small">
+        <span class={transcript ? "" : "muted"} data-testid="voice-transcript">
+          {transcript ? `“${transcript}”` : "No transcript (LuxTTS needs one)"}
+        </span>
+        <button
+          type="button"
+          class="link-button"
+          data-testid="voice-transcript-edit"
+          aria-label={`${transcript ? "Edit" : "Add"} what ${voice.name} says`}
+          onClick={() => setDraft(transcript)}
+        >
+          {transcript ? "Edit" : "Add"}
+        </button>
+      </div>
+    );
+  }
+
+  const save = async () => {
+    setSaving(true);
+    const kept = await cake.speech.setTranscript(voice.id, draft);
+    setSaving(false);
+    if (kept) setDraft(null);
+  };
+  return (
+    <form
+      class="voice-transcript-form small"
+      onSubmit={(event) => {
+        event.preventDefault();
+        void save();
+      }}
+    >
+      <textarea
+        data-testid="voice-transcript-input"
+        aria-label={`What ${voice.name} says`}
+        rows={2}
+        maxLength={1000}
+        placeholder="The exact words spoken in the recording"
+        value={draft}
+        disabled={saving}
+        onInput={(event) => setDraft(event.currentTarget.value)}
+        onKeyDown={(event) => {
+          if (event.key === "Escape") setDraft(null);
+          if (event.key === "Enter" && !event.shiftKey) {
+            event.preventDefault();
+            void save();
+          }
+        }}
+      />
+      <div class="voice-transcript-actions">
+        <button type="submit" data-testid="voice-transcript-save" disabled={saving}>
+          Save
+        </button>
+        <button type="button" class="ghost" disabled={saving} onClick={() => setDraft(null)}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
 

@@ -1,7 +1,8 @@
 // The voices the script is spoken in, as the chosen model needs them: a
 // voice prompt per speaker of the script, in order of the speakers' numbers
-// (`voice_ids[k]` of `speak`), or one voice preset. Each picker lists only
-// the voices of that kind.
+// (`voice_ids[k]` of `speak`), one voice preset, or (LuxTTS) one voice
+// prompt whose words are known. Each picker lists only the voices of the
+// kind the model takes.
 
 import type { VoiceKind } from "../api/types";
 import { MAX_SPEAKERS, MODEL_NEEDS, scriptSpeakers, voiceLabel, voicesOfKind } from "../lib/speech";
@@ -13,13 +14,13 @@ export function VoiceSlots() {
   const kind = speechVoiceKind(state);
   return (
     <div class="voice-slots" data-testid="speech-voices" data-voice-kind={kind}>
-      <span class="field-label">{kind === "preset" ? "Voice preset" : "Voices"}</span>
+      <span class="field-label">{{ prompt: "Voices", preset: "Voice preset", transcribed_prompt: "Voice" }[kind]}</span>
       {speechModelId(state) !== null ? (
         <p class="muted small slot-hint" data-testid="speech-model-needs">
           {MODEL_NEEDS[kind]}
         </p>
       ) : null}
-      {kind === "preset" ? <PresetSlot /> : <PromptSlots />}
+      {{ prompt: <PromptSlots />, preset: <PresetSlot />, transcribed_prompt: <TranscribedSlot /> }[kind]}
     </div>
   );
 }
@@ -59,6 +60,36 @@ function PresetSlot() {
           <code>demo/voices/streaming_model/*.pt</code> in <code>github.com/microsoft/VibeVoice</code>) or a{" "}
           <code>.safetensors</code> preset. A preset cannot be made from a WAV recording: Microsoft has not released how
           presets are made.
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+/** LuxTTS's one voice: a prompt, and whether its words are known. */
+function TranscribedSlot() {
+  const state = useAppState();
+  const prompts = voicesOfKind(state.voices, "prompt");
+  const chosen = prompts.find((voice) => voice.id === (state.speechForm.voiceIds[0] ?? ""));
+  let hint: string | null = null;
+  if (state.voicesReady && prompts.length === 0) {
+    hint = "Add a voice first: drop a WAV recording of someone speaking into Voices, then write what it says.";
+  } else if (chosen !== undefined && !chosen.transcript) {
+    hint = `LuxTTS reads what the voice says beside its audio: write the words of “${chosen.name}” under it in Voices.`;
+  }
+  return (
+    <>
+      <div class="voice-slot-grid">
+        <VoiceSlot kind="prompt" slot={0} title="Voice" />
+      </div>
+      {chosen?.transcript ? (
+        <p class="muted small slot-hint" data-testid="speech-transcript-shown">
+          Says: “{chosen.transcript}”
+        </p>
+      ) : null}
+      {hint !== null ? (
+        <p class="muted small slot-hint" data-testid="speech-transcript-hint">
+          {hint}
         </p>
       ) : null}
     </>

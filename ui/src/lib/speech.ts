@@ -2,7 +2,7 @@
 // prompts or a preset), reading a script's speakers the way the backend
 // does, checking the form before `speak`, and small texts.
 
-import type { Clip, ClipEnd, ModelEntry, SpeakRequest, Voice, VoiceKind } from "../api/types";
+import type { Clip, ClipEnd, ModelEntry, ModelVoiceKind, SpeakRequest, Voice, VoiceKind } from "../api/types";
 import { formatSeconds } from "./format";
 
 // ---- Voice kinds -------------------------------------------------------------
@@ -13,8 +13,18 @@ export function voiceKind(voice: Pick<Voice, "kind">): VoiceKind {
 }
 
 /** What a speech model speaks in; a missing `voice` (an older backend) means voice prompts. */
-export function modelVoiceKind(model: Pick<ModelEntry, "voice">): VoiceKind {
-  return model.voice === "preset" ? "preset" : "prompt";
+export function modelVoiceKind(model: Pick<ModelEntry, "voice">): ModelVoiceKind {
+  return model.voice === "preset" || model.voice === "transcribed_prompt" ? model.voice : "prompt";
+}
+
+/** The kind of stored voice a model speaking in `kind` picks from. */
+export function storedKind(kind: ModelVoiceKind): VoiceKind {
+  return kind === "preset" ? "preset" : "prompt";
+}
+
+/** Whether a model speaking in `kind` reads plain text in one voice (no speaker lines). */
+export function readsPlainText(kind: ModelVoiceKind): boolean {
+  return kind !== "prompt";
 }
 
 /** The voices of one kind, in their order. */
@@ -23,9 +33,10 @@ export function voicesOfKind(voices: readonly Voice[], kind: VoiceKind): Voice[]
 }
 
 /** What a model of each kind needs, in one line. */
-export const MODEL_NEEDS: Record<VoiceKind, string> = {
+export const MODEL_NEEDS: Record<ModelVoiceKind, string> = {
   prompt: "VibeVoice-1.5B: a WAV voice prompt per speaker",
   preset: "VibeVoice-Realtime: one voice preset",
+  transcribed_prompt: "LuxTTS: one WAV voice prompt and the words it says (English)",
 };
 
 // ---- Scripts -----------------------------------------------------------------
@@ -112,9 +123,10 @@ export interface SpeechSettingsForm {
  * The CFG scale and steps a model uses when `speak` leaves them out, by what
  * it speaks in. The form sends them only when typed.
  */
-export const SPEECH_DEFAULTS: Record<VoiceKind, { cfgScale: number; steps: number }> = {
+export const SPEECH_DEFAULTS: Record<ModelVoiceKind, { cfgScale: number; steps: number }> = {
   prompt: { cfgScale: 1.3, steps: 10 },
   preset: { cfgScale: 1.5, steps: 5 },
+  transcribed_prompt: { cfgScale: 3, steps: 4 },
 };
 
 export const DEFAULT_SPEECH_SETTINGS: SpeechSettingsForm = { cfgScale: "", steps: "", seed: "", maxSeconds: "" };
@@ -164,7 +176,7 @@ export function speakSettings(form: SpeechSettingsForm): { settings: Settings; p
 export interface SpeechPlanInput {
   modelId: string | null;
   /** What the model speaks in. */
-  kind: VoiceKind;
+  kind: ModelVoiceKind;
   script: string;
   /** The voice chosen for each speaker slot ("" = none yet); a preset model reads only the first. */
   voiceIds: readonly string[];
@@ -178,8 +190,9 @@ export function planSpeech(input: SpeechPlanInput): { request: SpeakRequest | nu
   const refuse = (problem: string) => ({ request: null, problem });
   if (input.modelId === null) return refuse("Choose a speech model.");
   if (input.script.trim() === "")
-    return refuse(input.kind === "preset" ? "Write the text to speak." : "Write a script to speak.");
-  const voices = input.kind === "preset" ? presetVoice(input) : promptVoices(input);
+    return refuse(readsPlainText(input.kind) ? "Write the text to speak." : "Write a script to speak.");
+  const choose = { prompt: promptVoices, preset: presetVoice, transcribed_prompt: transcribedVoice }[input.kind];
+  const voices = choose(input);
   if ("problem" in voices) return refuse(voices.problem);
   const { settings, problem } = speakSettings(input.settings);
   if (problem !== null) return refuse(problem);
@@ -214,6 +227,18 @@ function presetVoice(input: SpeechPlanInput): VoiceChoice {
   if (usable.size === 0) return { problem: "Add a voice preset first: VibeVoice-Realtime speaks in one." };
   const id = input.voiceIds[0] ?? "";
   return usable.has(id) ? { voiceIds: [id] } : { problem: "Choose a voice preset." };
+}
+
+/** A LuxTTS model: one voice prompt whose words are known. */
+function transcribedVoice(input: SpeechPlanInput): VoiceChoice {
+  const prompts = voicesOfKind(input.voices, "prompt");
+  if (prompts.length === 0) return { problem: "Add a voice first: a WAV recording of someone speaking." };
+  const voice = prompts.find((prompt) => prompt.id === (input.voiceIds[0] ?? ""));
+  if (voice === undefined) return { problem: "Choose a voice." };
+  if (!voice.transcript) {
+    return { problem: `Add what “${voice.name}” says: LuxTTS reads the voice's transcript beside its audio.` };
+  }
+  return { voiceIds: [voice.id] };
 }
 
 // ---- Progress ----------------------------------------------------------------

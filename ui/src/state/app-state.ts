@@ -11,8 +11,8 @@ import type {
   DownloadProgressEvent,
   ModelEntry,
   ModelKind,
+  ModelVoiceKind,
   Voice,
-  VoiceKind,
 } from "../api/types";
 import { DEFAULT_SPEECH_SETTINGS, modelVoiceKind, type SpeakProgress, type SpeechSettingsForm } from "../lib/speech";
 import type { Prefs } from "./prefs";
@@ -208,7 +208,7 @@ export function speechModelId(state: AppState): string | null {
 }
 
 /** What the Speech screen's model speaks in (voice prompts when there is no model yet). */
-export function speechVoiceKind(state: AppState): VoiceKind {
+export function speechVoiceKind(state: AppState): ModelVoiceKind {
   const id = speechModelId(state);
   const model = state.models.find((entry) => entry.id === id);
   return model ? modelVoiceKind(model) : "prompt";

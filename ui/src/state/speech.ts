@@ -99,6 +99,18 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     return addVoice({ name: fileStem(fileName), file_base64: bytesToBase64(bytes), file_name: fileName });
   }
 
+  /** Set what prompt voice `id` says (blank clears it); a refusal is reported. Resolves with whether it was kept. */
+  async function setTranscript(id: string, transcript: string): Promise<boolean> {
+    try {
+      const voice = await api.setVoiceTranscript(id, transcript);
+      store.update((state) => ({ voices: state.voices.map((v) => (v.id === id ? voice : v)) }));
+      return true;
+    } catch (error) {
+      notices.report(error);
+      return false;
+    }
+  }
+
   async function deleteVoice(id: string): Promise<void> {
     try {
       await api.deleteVoice(id);
@@ -281,6 +293,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     addVoice,
     addVoicePaths,
     addVoiceUpload,
+    setTranscript,
     deleteVoice,
     deleteClip,
     edit,

@@ -14,8 +14,6 @@
 //! - [`model`]: all of it, from a voice prompt and tokens to 48 kHz speech.
 //! - [`normalize`]: English text spelled out as the reference does before
 //!   phonemizing it; [`phonemize`]: its phonemes and tokens (espeak-ng).
-//!
-//! Not built yet: the app's use of the model.
 
 pub mod acoustic;
 pub mod activations;

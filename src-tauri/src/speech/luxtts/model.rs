@@ -52,6 +52,17 @@ pub struct VoicePrompt {
     tokens: Vec<u32>,
 }
 
+/// Speech made from a text.
+pub struct Spoken {
+    /// The log-mel features spoken, `(frames, 100)`.
+    pub mel: Tensor,
+    /// 48 kHz samples: [`OUTPUT_SAMPLES_PER_FRAME`] per feature frame after the first.
+    pub samples: Vec<f32>,
+}
+
+/// Output samples per feature frame (256 at 24 kHz, twice that at 48 kHz).
+pub const OUTPUT_SAMPLES_PER_FRAME: usize = 512;
+
 pub struct LuxTts {
     acoustic: AcousticModel,
     vocoder: Vocoder,
@@ -104,7 +115,7 @@ impl LuxTts {
         settings: &Settings,
         noise: &mut dyn NoiseSource,
         progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Spoken> {
         let prompt_frames = prompt.features.dim(0)?;
         let condition =
             self.acoustic.text_condition(&prompt.tokens, text, prompt_frames, settings.speed * SPEED_FACTOR)?;
@@ -122,6 +133,6 @@ impl LuxTts {
         let mel = (features.narrow(0, prompt_frames, frames - prompt_frames)? / FEATURE_SCALE)?;
         let mut samples = self.vocoder.decode(&mel)?;
         finish(&mut samples, prompt.rms, OUTPUT_RMS);
-        Ok(samples)
+        Ok(Spoken { mel, samples })
     }
 }

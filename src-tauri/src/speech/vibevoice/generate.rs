@@ -6,7 +6,6 @@
 //! and the latent plus the new audio's semantic features become the
 //! language model's next input.
 
-use super::config::Variant;
 use super::model::VibeVoice;
 use super::processor::SpeechPrompt;
 use super::scheduler::DpmSolver;
@@ -27,18 +26,6 @@ pub struct SpeechSettings {
     /// Stop after about this many seconds of audio (whole frames, at least
     /// one); VibeVoice-1.5B's own cap is twice the prompt's length in steps.
     pub max_seconds: Option<f64>,
-}
-
-impl SpeechSettings {
-    /// The reference demo's settings for `variant`: guidance 1.3 and 10
-    /// steps for VibeVoice-1.5B, 1.5 and 5 for Realtime.
-    pub fn defaults_for(variant: Variant) -> Self {
-        let (cfg_scale, steps) = match variant {
-            Variant::Standard => (1.3, 10),
-            Variant::Realtime => (1.5, 5),
-        };
-        Self { cfg_scale, steps, max_seconds: None }
-    }
 }
 
 /// What the generation loop reports, and where a caller may steer it.
