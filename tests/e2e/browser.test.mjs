@@ -498,6 +498,84 @@ test("speech: a Realtime preset voice plays while it is made, and a long script 
   await page.close();
 });
 
+test("speech: LuxTTS asks for a voice's words, plays while it is made, and a long text comes back as one 48 kHz clip", async () => {
+  const model = path.resolve(here, "../fixtures/tiny/luxtts");
+  const page = await browser.newPage({ acceptDownloads: true });
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await openSpeechWith(page, model);
+  assert.match(await page.locator('[data-testid="speech-model-needs"]').innerText(), /LuxTTS: one WAV voice prompt and the words it says/);
+
+  // A dropped WAV becomes a voice without words; choosing it says what is missing.
+  const wav = readFileSync(path.resolve(here, "../fixtures/tiny/vibevoice/voice0.wav"));
+  await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "alice.wav", bytes: wav, type: "audio/wav" }]);
+  const item = page.locator('[data-testid="voice-item"][data-voice-kind="prompt"]').first();
+  await item.waitFor();
+  assert.match(await item.locator('[data-testid="voice-transcript"]').innerText(), /No transcript/);
+  const slot = page.locator('[data-testid="speech-voice-slot"]').first();
+  await slot.locator('[data-testid="speech-voice-select"]').selectOption(await item.getAttribute("data-voice-id"));
+  assert.match(await page.locator('[data-testid="speech-transcript-hint"]').innerText(), /what the voice says/);
+  assert.ok(await page.locator('[data-testid="speech-generate"]').isDisabled(), "no words, no speech");
+
+  // The words are written under the voice and kept across a reload.
+  await item.locator('[data-testid="voice-transcript-edit"]').click();
+  await item.locator('[data-testid="voice-transcript-input"]').fill("Hello there, this is my voice.");
+  await item.locator('[data-testid="voice-transcript-save"]').click();
+  await item.locator('[data-testid="voice-transcript"]', { hasText: "this is my voice" }).waitFor();
+  await page.reload();
+  await page.locator('[data-testid="speech-button"]').click();
+  await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
+  await item.locator('[data-testid="voice-transcript"]', { hasText: "this is my voice" }).waitFor();
+  await slot.locator('[data-testid="speech-voice-select"]').selectOption(await item.getAttribute("data-voice-id"));
+  await page.locator('[data-testid="speech-transcript-shown"]').waitFor();
+
+  const script = Array.from({ length: 120 }, (_, i) => `This is sentence number ${i + 1} of the story.`).join(" ");
+  await page.locator('[data-testid="speech-script"]').fill(script);
+  const clipsBefore = await page.locator('[data-testid="clip-item"]').count();
+  await page.locator('[data-testid="speech-generate"]').click();
+  const samples = [];
+  const deadline = Date.now() + 120_000;
+  while ((await page.locator('[data-testid="clip-result"]').count()) === 0 && Date.now() < deadline) {
+    samples.push(
+      await page.evaluate(() => {
+        const progress = document.querySelector('[data-testid="speech-progress"]');
+        const live = document.querySelector('[data-testid="live-playback"]');
+        return {
+          text: progress?.querySelector(".progress-detail")?.textContent ?? null,
+          percent: progress?.querySelector('[role="progressbar"]')?.getAttribute("aria-valuenow") ?? null,
+          played: live ? Number(live.getAttribute("data-played-seconds")) : null,
+        };
+      }),
+    );
+    await page.waitForTimeout(20);
+  }
+  const generating = samples.filter((s) => s.text !== null && s.percent !== null && Number(s.percent) < 100);
+  assert.ok(
+    generating.some((s) => s.played !== null && s.played > 0.2),
+    `audio plays before generation ends: ${JSON.stringify(samples.slice(-8))}`,
+  );
+  const pieces = generating.map((s) => /^Piece (\d+) of (\d+)/.exec(s.text)).filter(Boolean);
+  assert.ok(pieces.length > 0 && Number(pieces[0][2]) >= 10, `a long text makes many pieces: ${pieces.map((m) => m[0])}`);
+  assert.ok(new Set(pieces.map((m) => m[1])).size >= 2, `progress moves piece to piece: ${pieces.map((m) => m[0])}`);
+
+  // One clip holds every piece, at LuxTTS's 48 kHz.
+  await page.locator('[data-testid="clip-item"]').nth(clipsBefore).waitFor();
+  assert.equal(await page.locator('[data-testid="clip-item"]').count(), clipsBefore + 1);
+  await page.screenshot({ path: path.join(outDir, "browser-speech-luxtts.png") });
+  const [download] = await Promise.all([page.waitForEvent("download"), page.locator('[data-testid="clip-save"]').click()]);
+  const saved = path.join(outDir, "browser-speech-luxtts.wav");
+  await download.saveAs(saved);
+  const clip = readFileSync(saved);
+  assert.equal(clip.readUInt32LE(24), 48000, "sample rate");
+  assert.ok(clip.readUInt32LE(40) / 2 / 48000 > 10, "120 sentences take more than 10 s");
+  const live = page.locator('[data-testid="live-playback"]');
+  if ((await live.count()) > 0) {
+    await live.locator('[data-testid="live-playback-silence"]').click();
+    await live.waitFor({ state: "detached" });
+  }
+  await page.close();
+});
+
 test("the Cluster screen generates a key, warns about a weak typed one, and never shows a saved key", async () => {
   const page = await browser.newPage();
   page.setDefaultTimeout(30_000);

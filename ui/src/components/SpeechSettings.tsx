@@ -37,7 +37,7 @@ function fields(kind: ModelVoiceKind): FieldSpec[] {
       min: 1,
       step: 1,
       placeholder: String(defaults.steps),
-      hint: `diffusion steps per frame; more is slower (default ${defaults.steps})`,
+      hint: `${kind === "transcribed_prompt" ? "flow steps" : "diffusion steps per frame"}; more is slower (default ${defaults.steps})`,
     },
     {
       key: "seed",

@@ -68,7 +68,8 @@ export function VoiceDrop() {
       </p>
       <p class="muted small">
         For VibeVoice-1.5B, a WAV of one person speaking clearly for a few seconds to a minute (longer recordings are
-        cut at 60 s); for VibeVoice-Realtime, a voice preset (<code>.pt</code> or <code>.safetensors</code>).
+        cut at 60 s); for VibeVoice-Realtime, a voice preset (<code>.pt</code> or <code>.safetensors</code>); for
+        LuxTTS, a WAV of a few seconds, then the words it says under the voice.
         {nativeFiles ? " You can also drop files anywhere on this window." : ""}
       </p>
       <div class="form-row">
