@@ -1,7 +1,9 @@
 //! Functions applied value by value: the exponential as a vector polynomial
-//! (libm's `expf` is a call per value; AVX-512 and AVX2 forms), and the
+//! (libm's `expf` is a call per value; AVX-512 and AVX2 forms), the
 //! SiLU-gated product of a gated MLP, `silu(gate) · up`, in one pass
-//! instead of three.
+//! instead of three, the Zipformer's Swoosh activations and its sigmoid-
+//! and tanh-gated products. (The last two have no AVX-512 form: on such a
+//! CPU they take the AVX2 one, as their cost is the exponential's.)
 
 use super::cpu::Level;
 
@@ -54,6 +56,107 @@ unsafe fn silu_mul_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
     for i in whole..n {
         out[i] = gate[i] / (1.0 + (-gate[i]).exp()) * up[i];
     }
+}
+
+/// `values[i] ← softplus(values[i] − shift) − slope · values[i] − offset`,
+/// with `softplus(z) = log(1 + eᶻ)`: the Zipformer's SwooshL (shift 4,
+/// slope 0.08, offset 0.035) and SwooshR (shift 1, offset 0.313261687).
+pub fn swoosh(values: &mut [f32], shift: f32, slope: f32, offset: f32, level: Level) {
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
+        return unsafe { swoosh_avx2(values, shift, slope, offset) };
+    }
+    let _ = level;
+    for v in values {
+        let z = *v - shift;
+        *v = z.max(0.0) + (-z.abs()).exp().ln_1p() - slope * *v - offset;
+    }
+}
+
+/// The function that gates values in [`gated`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// `σ(g) = 1 / (1 + e⁻ᵍ)`.
+    Sigmoid,
+    /// `tanh(g) = 2σ(2g) − 1`.
+    Tanh,
+}
+
+/// `out[i] = values[i] · gate(gates[i])`.
+pub fn gated(values: &[f32], gates: &[f32], out: &mut [f32], gate: Gate, level: Level) {
+    assert!(values.len() == gates.len() && gates.len() == out.len(), "lengths disagree");
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
+        return unsafe { gated_avx2(values, gates, out, gate) };
+    }
+    let _ = level;
+    for ((o, &v), &g) in out.iter_mut().zip(values).zip(gates) {
+        *o = v * match gate {
+            Gate::Sigmoid => 1.0 / (1.0 + (-g).exp()),
+            Gate::Tanh => g.tanh(),
+        };
+    }
+}
+
+/// `log(1 + eᶻ)` as `max(z, 0) + log(1 + e)` with `e = e^−|z|` in (0, 1]:
+/// `log(1 + e) = 2 atanh(s)`, `s = e / (2 + e) ≤ 1/3`, by its series to
+/// `s¹⁵` (error below 1e-9), exact in relative terms however small `e` is.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softplus_avx2(z: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0), z);
+    let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), magnitude));
+    let s = _mm256_div_ps(e, _mm256_add_ps(_mm256_set1_ps(2.0), e));
+    let s2 = _mm256_mul_ps(s, s);
+    let mut series = _mm256_set1_ps(1.0 / 15.0);
+    for odd in [13.0f32, 11.0, 9.0, 7.0, 5.0, 3.0, 1.0] {
+        series = _mm256_fmadd_ps(series, s2, _mm256_set1_ps(1.0 / odd));
+    }
+    let log1p = _mm256_mul_ps(_mm256_add_ps(s, s), series);
+    _mm256_add_ps(_mm256_max_ps(z, _mm256_setzero_ps()), log1p)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swoosh_avx2(values: &mut [f32], shift: f32, slope: f32, offset: f32) {
+    use std::arch::x86_64::*;
+    let (n, whole) = (values.len(), values.len() / 8 * 8);
+    let (shift_v, slope_v, offset_v) = (_mm256_set1_ps(shift), _mm256_set1_ps(slope), _mm256_set1_ps(offset));
+    for at in (0..whole).step_by(8) {
+        let v = _mm256_loadu_ps(values.as_ptr().add(at));
+        let soft = softplus_avx2(_mm256_sub_ps(v, shift_v));
+        let y = _mm256_sub_ps(_mm256_fnmadd_ps(slope_v, v, soft), offset_v);
+        _mm256_storeu_ps(values.as_mut_ptr().add(at), y);
+    }
+    swoosh(&mut values[whole..n], shift, slope, offset, Level::Plain);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gated_avx2(values: &[f32], gates: &[f32], out: &mut [f32], gate: Gate) {
+    use std::arch::x86_64::*;
+    let (n, whole) = (out.len(), out.len() / 8 * 8);
+    let one = _mm256_set1_ps(1.0);
+    for at in (0..whole).step_by(8) {
+        let v = _mm256_loadu_ps(values.as_ptr().add(at));
+        let g = _mm256_loadu_ps(gates.as_ptr().add(at));
+        let y = match gate {
+            Gate::Sigmoid => {
+                let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+                _mm256_div_ps(v, _mm256_add_ps(one, e))
+            }
+            Gate::Tanh => {
+                let e = exp_avx2(_mm256_mul_ps(_mm256_set1_ps(-2.0), g));
+                let sigmoid = _mm256_div_ps(one, _mm256_add_ps(one, e));
+                _mm256_mul_ps(v, _mm256_fmsub_ps(_mm256_set1_ps(2.0), sigmoid, one))
+            }
+        };
+        _mm256_storeu_ps(out.as_mut_ptr().add(at), y);
+    }
+    gated(&values[whole..n], &gates[whole..n], &mut out[whole..n], gate, Level::Plain);
 }
 
 /// The lanes of a 16-lane load at `at` that fall inside `len` values.
@@ -148,6 +251,41 @@ mod tests {
                     (o as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30,
                     "{level:?}: silu({g}) · {u} = {o}, not {exact}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn swoosh_and_gates_match_double_precision_at_every_level() {
+        let x: Vec<f32> = (0..2053).map(|i| (i as f32 - 1026.0) * 0.037).chain([-200.0, 95.0, 0.0]).collect();
+        let gates: Vec<f32> = x.iter().map(|v| v * 0.7 - 0.3).collect();
+        let softplus = |z: f64| z.max(0.0) + (-z.abs()).exp().ln_1p();
+        for level in Level::all_supported() {
+            for (shift, offset) in [(4.0f32, 0.035f32), (1.0, 0.313_261_7)] {
+                let mut y = x.clone();
+                swoosh(&mut y, shift, 0.08, offset, level);
+                for (&v, &got) in x.iter().zip(&y) {
+                    let v64 = v as f64;
+                    let exact = softplus(v64 - shift as f64) - 0.08 * v64 - offset as f64;
+                    let tolerance = 2e-7 * (exact.abs() + v64.abs() * 0.08 + 1.0);
+                    assert!((got as f64 - exact).abs() <= tolerance, "{level:?}: swoosh({v}) = {got}, not {exact}");
+                }
+            }
+            for gate in [Gate::Sigmoid, Gate::Tanh] {
+                let mut out = vec![f32::NAN; x.len()];
+                gated(&x, &gates, &mut out, gate, level);
+                for ((&v, &g), &got) in x.iter().zip(&gates).zip(&out) {
+                    let g64 = g as f64;
+                    let factor = match gate {
+                        Gate::Sigmoid => 1.0 / (1.0 + (-g64).exp()),
+                        Gate::Tanh => g64.tanh(),
+                    };
+                    let exact = v as f64 * factor;
+                    assert!(
+                        (got as f64 - exact).abs() <= 3e-7 * (v as f64).abs() + 1e-30,
+                        "{level:?}: {v} · {gate:?}({g}) = {got}, not {exact}"
+                    );
+                }
             }
         }
     }

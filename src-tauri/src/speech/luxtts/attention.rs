@@ -3,9 +3,11 @@
 //! then shared by two value attentions and the non-linear attention.
 //! Tensors are `(frames, channels)`; weights are `(heads, frames, frames)`.
 
+use super::activations::gated_product;
 use crate::models::nn::linear::Linear;
 use crate::models::weights::Weights;
 use anyhow::Result;
+use cake_kernels::elementwise::Gate;
 use candle_core::{Device, Tensor, D};
 
 /// The score given to padded keys (the reference's, not −∞).
@@ -173,7 +175,7 @@ impl NonlinAttention {
         let projected = self.in_proj.forward(x)?;
         let part = |i: usize| projected.narrow(D::Minus1, i * self.hidden, self.hidden);
         let (s, values, y) = (part(0)?, part(1)?, part(2)?);
-        let gated = (values * s.tanh()?)?;
+        let gated = gated_product(&values, &s, Gate::Tanh)?;
         let mixed = (first_head.matmul(&gated.contiguous()?)? * y)?;
         self.out_proj.forward(&mixed)
     }

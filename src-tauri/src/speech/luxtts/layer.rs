@@ -3,13 +3,14 @@
 //! attention weights, two convolution modules, a BiasNorm, and learned
 //! per-channel bypasses back to the layer's input.
 
-use super::activations::{swoosh_l, swoosh_r};
+use super::activations::{gated_product, swoosh_l, swoosh_r};
 use super::attention::{AttentionWeights, NonlinAttention, PaddingMask, SelfAttention};
 use super::config::ZipformerShape;
 use super::depthwise::DepthwiseConv;
 use crate::models::nn::linear::Linear;
 use crate::models::weights::Weights;
 use anyhow::Result;
+use cake_kernels::elementwise::Gate;
 use candle_core::{Tensor, D};
 
 /// `in → SwooshL → out`.
@@ -54,7 +55,7 @@ impl Convolution {
         let projected = self.in_proj.forward(x)?;
         let (values, gate) =
             (projected.narrow(D::Minus1, 0, self.dim)?, projected.narrow(D::Minus1, self.dim, self.dim)?);
-        let gated = (values * candle_nn::ops::sigmoid(&gate)?)?;
+        let gated = gated_product(&values, &gate, Gate::Sigmoid)?;
         let frames = gated.dim(0)?;
         let mut input = gated.flatten_all()?.to_vec1::<f32>()?;
         if let Some(mask) = mask {
