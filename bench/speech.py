@@ -37,13 +37,10 @@ so a disturbed run would distort the ratio.
 
 import argparse
 import json
-import math
 import os
 import platform
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +112,7 @@ from vibevoice.processor.vibevoice_tokenizer_processor import VibeVoiceTokenizer
 
 # The fixture generator's model helpers (it sets one torch thread on import: reset after).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
+from tts_run import run_tts  # noqa: E402  (bench/, the script's own folder)
 from generate_tiny_vibevoice import head_config, reinit_weights, tokenizer_config  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
@@ -335,11 +333,6 @@ def run_reference(model, processor, script, voice, frames, args, seed):
     }
 
 
-LOADED = re.compile(r"^loaded .* in ([0-9.]+) s$")
-FIRST = re.compile(r"^frame 1: ")
-WROTE = re.compile(r"^wrote .* \(([0-9.]+) s of audio, (\d+) frames, (\w+)\) in ([0-9.]+) s$")
-
-
 def run_cake(cake, model_dir, voice_path, script_path, out_path, frames, args, seed):
     # ceil(max_seconds * 24000 / 3200) frames: half a frame under N gives exactly N.
     max_seconds = (frames - 0.5) * HOP / SAMPLE_RATE
@@ -348,39 +341,22 @@ def run_cake(cake, model_dir, voice_path, script_path, out_path, frames, args, s
         "--out", str(out_path), "--cfg-scale", str(args.cfg_scale), "--steps", str(args.steps),
         "--seed", str(seed), "--max-seconds", f"{max_seconds:.6f}",
     ]
-    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
-    t_loaded = t_wrote = t_first = None
-    printed_load = printed_gen = None
-    result = {}
-    lines = []
-    for line in proc.stderr:
-        now = time.perf_counter()
-        line = line.rstrip("\n")
-        lines.append(line)
-        if (m := LOADED.match(line)) and t_loaded is None:
-            t_loaded, printed_load = now, float(m.group(1))
-        elif FIRST.match(line):  # printed when the first frame came 0.5 s or more after the prefill began
-            t_first = now
-        elif m := WROTE.match(line):
-            t_wrote, printed_gen = now, float(m.group(4))
-            result = {"audio_s": float(m.group(1)), "frames": int(m.group(2)), "end": m.group(3)}
-    rc = proc.wait()
-    total = time.perf_counter() - start
-    if rc != 0 or t_loaded is None or t_wrote is None:
-        raise RuntimeError(f"cake tts failed (exit {rc}):\n" + "\n".join(lines[-20:]))
+    run = run_tts(cmd, dict(os.environ, RAYON_NUM_THREADS=str(args.threads)))
     with wave.open(str(out_path), "rb") as w:
-        assert w.getnframes() == result["frames"] * HOP, (w.getnframes(), result["frames"])
-    result.update(
-        seconds=t_wrote - t_loaded,  # build prompt + generate + write the WAV
-        first=None if t_first is None else t_first - t_loaded,
-        load=t_loaded - start,  # process start, voice WAV, model load
-        printed_load=printed_load,
-        printed_gen=printed_gen,
-        total=total,
-    )
-    return result
+        assert w.getnframes() == run["frames"] * HOP, (w.getnframes(), run["frames"])
+    # "frame 1" is printed when the first frame came 0.5 s or more after the prefill began.
+    first = run["first_frame"]
+    return {
+        "audio_s": run["audio_s"],
+        "frames": run["frames"],
+        "end": run["end"],
+        "seconds": run["wrote"] - run["loaded"],  # build prompt + generate + write the WAV
+        "first": None if first is None else first - run["loaded"],
+        "load": run["loaded"] - run["start"],  # process start, voice WAV, model load
+        "printed_load": run["load_s"],
+        "printed_gen": run["generation_s"],
+        "total": run["ended"] - run["start"],
+    }
 
 
 # --------------------------------------------------------------------------------------

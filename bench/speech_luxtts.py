@@ -34,10 +34,8 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +47,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+from tts_run import run_tts  # noqa: E402  (bench/, the script's own folder)
 import generate_tiny_luxtts as tiny  # noqa: E402  (sets one torch thread: reset below)
 import torch  # noqa: E402
 import yaml  # noqa: E402
@@ -72,9 +71,6 @@ TEXTS = {
         "Then he went back to work, because the town would soon be awake.",
     ]),
 }
-LOADED = re.compile(r"^loaded .* in ")
-FIRST_FRAME = re.compile(r"^frame 1: .* after ([0-9.]+) s")
-WROTE = re.compile(r"^wrote .* \(([0-9.]+) s of audio")
 
 
 def parse_args():
@@ -153,24 +149,8 @@ def run_reference(loaded, prompt_path: Path, text: str):
 def run_cake(args, folder: Path, prompt: Path, text: str, out: Path):
     cmd = [args.cake, "tts", "--model", str(folder), "--voice", str(prompt), "--transcript", PROMPT_TEXT,
            "--text", text, "--out", str(out), "--seed", str(args.seed)]
-    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
-    t_loaded = t_wrote = first = None
-    result, lines = {}, []
-    for line in proc.stderr:
-        now = time.perf_counter()
-        lines.append(line.rstrip("\n"))
-        if LOADED.match(line) and t_loaded is None:
-            t_loaded = now
-        elif m := FIRST_FRAME.match(line):
-            first = float(m.group(1))
-        elif m := WROTE.match(line):
-            t_wrote = now
-            result = {"audio_s": float(m.group(1))}
-    if proc.wait() != 0 or t_loaded is None or t_wrote is None:
-        raise RuntimeError("cake tts failed:\n" + "\n".join(lines[-20:]))
-    result.update(seconds=t_wrote - t_loaded, first=first)
-    return result
+    run = run_tts(cmd, dict(os.environ, RAYON_NUM_THREADS=str(args.threads)))
+    return {"audio_s": run["audio_s"], "seconds": run["wrote"] - run["loaded"], "first": run["first_frame_s"]}
 
 
 def main():

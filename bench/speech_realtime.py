@@ -26,9 +26,7 @@ first acoustic-decoder call. Model load is not counted.
 import argparse
 import copy
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
+from tts_run import run_tts  # noqa: E402  (bench/, the script's own folder)
 import generate_tiny_vibevoice_realtime as tiny  # noqa: E402  (sets one torch thread: reset below)
 from vibevoice_fixture_common import head_config, reinit_weights, tokenizer_config  # noqa: E402
 from vibevoice.modular.configuration_vibevoice_streaming import VibeVoiceStreamingConfig  # noqa: E402
@@ -51,9 +50,6 @@ from safetensors.torch import save_file  # noqa: E402
 
 HOP, SAMPLE_RATE = 3200, 24000
 TEXT = "Hi."
-LOADED = re.compile(r"^loaded .* in ")
-PLAYING = re.compile(r"^playing from ([0-9.]+) s")
-WROTE = re.compile(r"^wrote .* \(([0-9.]+) s of audio, (\d+) frames")
 
 
 def parse_args():
@@ -145,24 +141,9 @@ def run_cake_once(args, folder: Path, frames: int, alsa: Path, out: Path, play: 
            "--out", str(out), "--seed", str(args.seed), "--max-seconds", f"{max_seconds:.6f}"]
     if play:
         cmd.append("--play")
-    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads), ALSA_CONFIG_PATH=str(alsa))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
-    t_loaded = t_wrote = first = None
-    result, lines = {}, []
-    for line in proc.stderr:
-        now = time.perf_counter()
-        lines.append(line.rstrip("\n"))
-        if LOADED.match(line) and t_loaded is None:
-            t_loaded = now
-        elif m := PLAYING.match(line):
-            first = float(m.group(1))
-        elif m := WROTE.match(line):
-            t_wrote = now
-            result = {"audio_s": float(m.group(1)), "frames": int(m.group(2))}
-    if proc.wait() != 0 or t_loaded is None or t_wrote is None:
-        raise RuntimeError("cake tts failed:\n" + "\n".join(lines[-20:]))
-    result.update(seconds=t_wrote - t_loaded, first=first)
-    return result
+    run = run_tts(cmd, dict(os.environ, RAYON_NUM_THREADS=str(args.threads), ALSA_CONFIG_PATH=str(alsa)))
+    return {"audio_s": run["audio_s"], "frames": run["frames"], "seconds": run["wrote"] - run["loaded"],
+            "first": run["playing_s"]}
 
 
 def main():

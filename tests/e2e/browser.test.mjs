@@ -361,6 +361,31 @@ async function openSpeechWith(page, model) {
   await page.locator('[data-testid="speech-model"]').selectOption(`file:${model}`);
 }
 
+/**
+ * Samples the Speech screen every 20 ms until the clip appears (at most
+ * 2 minutes): the progress text and percentage, and the seconds live
+ * playback has played.
+ */
+async function watchSpeaking(page) {
+  const samples = [];
+  const deadline = Date.now() + 120_000;
+  while ((await page.locator('[data-testid="clip-result"]').count()) === 0 && Date.now() < deadline) {
+    samples.push(
+      await page.evaluate(() => {
+        const progress = document.querySelector('[data-testid="speech-progress"]');
+        const live = document.querySelector('[data-testid="live-playback"]');
+        return {
+          text: progress?.querySelector(".progress-detail")?.textContent ?? null,
+          percent: progress?.querySelector('[role="progressbar"]')?.getAttribute("aria-valuenow") ?? null,
+          played: live ? Number(live.getAttribute("data-played-seconds")) : null,
+        };
+      }),
+    );
+    await page.waitForTimeout(20);
+  }
+  return samples;
+}
+
 test("speech: drop a voice, generate with progress and a waveform, download the WAV", async () => {
   const model = path.join(workDir, "talkative-vibevoice");
   execFileSync("python3", [path.join(here, "../fixtures/make_talkative_vibevoice.py"), model]);
@@ -458,21 +483,7 @@ test("speech: a Realtime preset voice plays while it is made, and a long script 
   await page.locator('[data-testid="speech-generate"]').click();
 
   // While it is made: progress by piece, and audio heard before the end.
-  const samples = [];
-  const deadline = Date.now() + 120_000;
-  while ((await page.locator('[data-testid="clip-result"]').count()) === 0 && Date.now() < deadline) {
-    const sample = await page.evaluate(() => {
-      const progress = document.querySelector('[data-testid="speech-progress"]');
-      const live = document.querySelector('[data-testid="live-playback"]');
-      return {
-        text: progress?.querySelector(".progress-detail")?.textContent ?? null,
-        percent: progress?.querySelector('[role="progressbar"]')?.getAttribute("aria-valuenow") ?? null,
-        played: live ? Number(live.getAttribute("data-played-seconds")) : null,
-      };
-    });
-    samples.push(sample);
-    await page.waitForTimeout(20);
-  }
+  const samples = await watchSpeaking(page);
   const generating = samples.filter((s) => s.text !== null && s.percent !== null && Number(s.percent) < 100);
   const heardEarly = generating.filter((s) => s.played !== null && s.played > 0.2);
   assert.ok(heardEarly.length > 0, `audio plays before generation ends: ${JSON.stringify(samples.slice(-8))}`);
@@ -533,22 +544,7 @@ test("speech: LuxTTS asks for a voice's words, plays while it is made, and a lon
   await page.locator('[data-testid="speech-script"]').fill(script);
   const clipsBefore = await page.locator('[data-testid="clip-item"]').count();
   await page.locator('[data-testid="speech-generate"]').click();
-  const samples = [];
-  const deadline = Date.now() + 120_000;
-  while ((await page.locator('[data-testid="clip-result"]').count()) === 0 && Date.now() < deadline) {
-    samples.push(
-      await page.evaluate(() => {
-        const progress = document.querySelector('[data-testid="speech-progress"]');
-        const live = document.querySelector('[data-testid="live-playback"]');
-        return {
-          text: progress?.querySelector(".progress-detail")?.textContent ?? null,
-          percent: progress?.querySelector('[role="progressbar"]')?.getAttribute("aria-valuenow") ?? null,
-          played: live ? Number(live.getAttribute("data-played-seconds")) : null,
-        };
-      }),
-    );
-    await page.waitForTimeout(20);
-  }
+  const samples = await watchSpeaking(page);
   const generating = samples.filter((s) => s.text !== null && s.percent !== null && Number(s.percent) < 100);
   assert.ok(
     generating.some((s) => s.played !== null && s.played > 0.2),
