@@ -27,6 +27,7 @@ use cake::speech::luxtts::vocoder::{finish, Vocoder};
 use cake::speech::luxtts::zipformer::FlowTime;
 use cake::speech::noise::NoiseTape;
 use candle_core::{DType, Device, Tensor};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 /// Largest difference allowed, relative to the reference's largest value.
@@ -151,8 +152,12 @@ fn every_step_and_the_whole_sampler_match_the_reference() {
         &schedule,
         &f.get("noise"),
         |x, t| f.model.velocity(x, &text, &speech, FlowTime { t, guidance }),
-        |step| finished.push(step),
+        |step| {
+            finished.push(step);
+            ControlFlow::Continue(())
+        },
     )
+    .unwrap()
     .unwrap();
     assert_eq!(finished, (1..=schedule.steps()).collect::<Vec<_>>());
     let prompt_frames = f.prompt_frames();
@@ -225,7 +230,11 @@ fn prompt_and_tokens_become_the_references_waveform() {
     let mut noise = NoiseTape::new(vec![f.get("noise")]);
     let mut steps = Vec::new();
     let spoken = tts
-        .speak(&prompt, &f.tokens("text_tokens"), &settings, &mut noise, &mut |done, of| steps.push((done, of)))
+        .speak(&prompt, &f.tokens("text_tokens"), &settings, &mut noise, &mut |done, of| {
+            steps.push((done, of));
+            ControlFlow::Continue(())
+        })
+        .unwrap()
         .unwrap();
     assert_eq!(steps, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
     // The inverse STFTs give one hop per feature frame after the first.

@@ -368,6 +368,13 @@ fn luxtts_speaks_long_texts_in_a_transcribed_voice_at_48_khz() {
     assert!(count >= 3, "{pieces:?}");
     assert_eq!((pieces[0].0, pieces.last().unwrap().0), (1, count));
     assert!(pieces.windows(2).all(|w| w[0].0 <= w[1].0), "pieces go in order");
+    // Each piece is made all at once: its four sampling steps are reported as they end.
+    let steps: Vec<(u64, u64)> = parsed
+        .iter()
+        .filter(|e| e["type"] == "progress" && e["piece"] == json!(1) && e["frames"] == json!(0))
+        .map(|e| (e["step"].as_u64().unwrap(), e["steps"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, [(1, 4), (2, 4), (3, 4), (4, 4)]);
     let first_audio = parsed.iter().position(|e| e["type"] == "audio").unwrap();
     let last_piece_starts = parsed.iter().position(|e| e["type"] == "progress" && e["piece"] == json!(count)).unwrap();
     assert!(first_audio < last_piece_starts, "audio before the last piece is made");

@@ -231,6 +231,22 @@ describe("speak progress", () => {
     expect(speakProgressFraction({ ...progress, piece: 1, pieces: 5 }, null)).toBe(0);
     expect(speakProgressFraction(progress, null)).toBeNull();
   });
+
+  it("counts the sampling steps of a piece made all at once (LuxTTS)", () => {
+    const lux = { frames: 0, seconds: 0, piece: 1, pieces: 3, step: 2, steps: 4 };
+    expect(speakProgressText(lux)).toBe("Piece 1 of 3 · step 2 of 4");
+    expect(speakProgressText({ ...lux, pieces: 1 })).toBe("Step 2 of 4");
+    expect(speakProgressText({ ...lux, piece: 2, step: 1, frames: 20, seconds: 1.7 })).toBe(
+      "Piece 2 of 3 · step 1 of 4 · 20 frames · 1.70 s of audio",
+    );
+    // The last step done: the piece's audio follows.
+    expect(speakProgressText({ ...lux, step: 4, frames: 20, seconds: 1.7 })).toBe(
+      "Piece 1 of 3 · 20 frames · 1.70 s of audio",
+    );
+    expect(speakProgressFraction(lux, null)).toBeCloseTo(0.5 / 3);
+    expect(speakProgressFraction({ ...lux, piece: 3, step: 4 }, null)).toBe(1);
+    expect(speakProgressFraction({ ...lux, pieces: 1 }, null)).toBe(0.5);
+  });
 });
 
 describe("speech texts", () => {

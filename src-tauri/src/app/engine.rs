@@ -335,7 +335,8 @@ impl Worker {
         }
         let (_, model) = self.speech.as_ref().expect("just loaded");
         let sample_rate = model.sample_rate();
-        let mut observer = SpeakProgress { sink, cancel, sample_rate, samples: 0, piece: 0, pieces: 1 };
+        let mut observer =
+            SpeakProgress { sink, cancel, sample_rate, frames: 0, samples: 0, piece: 0, pieces: 1, steps: None };
         let mut noise = SeededNoise::new(job.seed);
         let output = match model.speak(&job.script, &job.voices, &job.settings, &mut noise, &mut observer) {
             Ok(output) => output,
@@ -420,8 +421,11 @@ struct SpeakProgress<'a> {
     sink: &'a mut EventSink,
     cancel: &'a CancelFlag,
     sample_rate: u32,
-    /// Samples of audio so far.
+    /// Frames and samples of audio so far.
+    frames: usize,
     samples: usize,
+    /// The current piece's sampling steps done, of how many (LuxTTS).
+    steps: Option<(usize, usize)>,
     /// The piece being spoken (from 0), of how many.
     piece: usize,
     pieces: usize,
@@ -429,17 +433,40 @@ struct SpeakProgress<'a> {
 
 impl SpeechObserver for SpeakProgress<'_> {
     fn on_piece(&mut self, piece: usize, pieces: usize) {
-        (self.piece, self.pieces) = (piece, pieces);
+        (self.piece, self.pieces, self.steps) = (piece, pieces, None);
     }
 
     fn on_frame(&mut self, frame: usize, _latent: &candle_core::Tensor, audio: &[f32]) -> ControlFlow<()> {
         let pcm16_base64 = base64_encode(&wav::pcm16(audio));
         let heard = (self.sink)(EngineEvent::Audio { pcm16_base64, sample_rate: self.sample_rate });
-        let frames = frame + 1;
+        self.frames = frame + 1;
         self.samples += audio.len();
-        let seconds = self.samples as f64 / self.sample_rate as f64;
-        let progress = Progress::Speech { frames, seconds, piece: self.piece + 1, pieces: self.pieces };
-        let listening = heard && (self.sink)(EngineEvent::Progress(progress));
+        if heard {
+            self.report()
+        } else {
+            ControlFlow::Break(())
+        }
+    }
+
+    fn on_step(&mut self, step: usize, steps: usize) -> ControlFlow<()> {
+        self.steps = Some((step, steps));
+        self.report()
+    }
+}
+
+impl SpeakProgress<'_> {
+    /// Sends the progress so far; breaks when the listener has gone or
+    /// cancelled.
+    fn report(&mut self) -> ControlFlow<()> {
+        let progress = Progress::Speech {
+            frames: self.frames,
+            seconds: self.samples as f64 / self.sample_rate as f64,
+            piece: self.piece + 1,
+            pieces: self.pieces,
+            step: self.steps.map(|(step, _)| step),
+            steps: self.steps.map(|(_, steps)| steps),
+        };
+        let listening = (self.sink)(EngineEvent::Progress(progress));
         if listening && !self.cancel.load(Ordering::Relaxed) {
             ControlFlow::Continue(())
         } else {

@@ -42,8 +42,19 @@ pub enum Progress {
     /// of those not already cached.
     Prompt { read_tokens: usize, prompt_tokens: usize },
     /// `speak`: frames made and the seconds of audio they hold, and which
-    /// piece of the script (from 1) of how many is being spoken.
-    Speech { frames: usize, seconds: f64, piece: usize, pieces: usize },
+    /// piece of the script (from 1) of how many is being spoken; for a
+    /// model that makes a piece all at once (LuxTTS), the steps of the
+    /// piece's sampling done so far, of how many.
+    Speech {
+        frames: usize,
+        seconds: f64,
+        piece: usize,
+        pieces: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        step: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        steps: Option<usize>,
+    },
     /// `download_model`.
     Download(DownloadProgress),
 }

@@ -223,7 +223,10 @@ fn lux_piece(
 ) -> Result<SpeechOutput> {
     let defaults = LuxSettings::default();
     let lux_settings = LuxSettings { steps: settings.steps, guidance: settings.cfg_scale as f32, ..defaults };
-    let spoken = model.speak(prompt, tokens, &lux_settings, noise, &mut |_, _| {})?;
+    let spoken = model.speak(prompt, tokens, &lux_settings, noise, &mut |step, steps| observer.on_step(step, steps))?;
+    let Some(spoken) = spoken else {
+        return Ok(SpeechOutput { audio: Vec::new(), tokens: Vec::new(), frames: 0, end: SpeechEnd::Stopped });
+    };
     let rate = SpeechFamily::LuxTts.sample_rate() as f64;
     let limit = settings.max_seconds.map_or(usize::MAX, |seconds| (seconds * rate).ceil() as usize);
     let samples = &spoken.samples[..spoken.samples.len().min(limit)];
@@ -292,5 +295,9 @@ impl SpeechObserver for Joined<'_> {
 
     fn on_end_probability(&mut self, frame: usize, probability: f32) {
         self.inner.on_end_probability(self.frames_before + frame, probability);
+    }
+
+    fn on_step(&mut self, step: usize, steps: usize) -> ControlFlow<()> {
+        self.inner.on_step(step, steps)
     }
 }

@@ -451,6 +451,9 @@ export interface SpeakProgressEvent {
   /** 1-based. */
   piece?: number;
   pieces?: number;
+  /** LuxTTS: the current piece's sampling steps done, of how many. */
+  step?: number;
+  steps?: number;
 }
 
 /** The next audio made: mono signed 16-bit little-endian PCM, right after the previous chunk. */

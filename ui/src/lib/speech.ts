@@ -249,23 +249,39 @@ export interface SpeakProgress {
   seconds: number;
   piece: number;
   pieces: number;
+  /** (LuxTTS, which makes a piece all at once) the piece's sampling steps done, of how many. */
+  step?: number | null;
+  steps?: number | null;
 }
 
-/** "Starting…", "37 frames · 4.93 s of audio", or "Piece 2 of 5 · 37 frames · 4.93 s of audio". */
+/**
+ * "Starting…", "37 frames · 4.93 s of audio", "Piece 2 of 5 · 37 frames ·
+ * 4.93 s of audio", or, while LuxTTS samples a piece, "Piece 2 of 5 · step
+ * 3 of 4 · …".
+ */
 export function speakProgressText(progress: SpeakProgress): string {
-  const { frames, seconds, piece, pieces } = progress;
-  if (frames === 0) return "Starting…";
-  const made = `${frames} ${frames === 1 ? "frame" : "frames"} · ${formatSeconds(seconds)} of audio`;
-  return pieces > 1 ? `Piece ${piece} of ${pieces} · ${made}` : made;
+  const { frames, seconds, piece, pieces, step, steps } = progress;
+  if (frames === 0 && step == null) return "Starting…";
+  const parts: string[] = [];
+  if (pieces > 1) parts.push(`Piece ${piece} of ${pieces}`);
+  if (step != null && steps != null && step < steps) parts.push(`step ${step} of ${steps}`);
+  if (frames > 0) parts.push(`${frames} ${frames === 1 ? "frame" : "frames"} · ${formatSeconds(seconds)} of audio`);
+  if (parts.length === 0) return "Starting…";
+  const text = parts.join(" · ");
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /**
  * How much of the bar to fill: the share of `maxSeconds` made when there is
- * a limit, else the pieces done of a long script; null when unknown.
+ * a limit, else the pieces done of a long script (and the steps done of the
+ * current piece, when they are reported); null when unknown.
  */
 export function speakProgressFraction(progress: SpeakProgress, maxSeconds: number | null): number | null {
   if (maxSeconds !== null) return progress.seconds / maxSeconds;
-  return progress.pieces > 1 ? (progress.piece - 1) / progress.pieces : null;
+  const { piece, pieces, step, steps } = progress;
+  const within = step != null && steps ? step / steps : null;
+  if (pieces > 1) return (piece - 1 + (within ?? 0)) / pieces;
+  return within;
 }
 
 // ---- Texts -------------------------------------------------------------------

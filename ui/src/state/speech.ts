@@ -200,8 +200,9 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
             const { fraction, message } = event;
             store.update((s) => ({ speaking: { ...(s.speaking ?? STARTING), loading: { fraction, message } } }));
           } else if (event.type === "progress") {
-            const { frames, seconds, piece = 1, pieces = 1 } = event;
-            store.update({ speaking: { loading: null, frames, seconds, piece, pieces } });
+            const { frames, seconds, piece = 1, pieces = 1, step, steps } = event;
+            const sampling = step !== undefined && steps !== undefined ? { step, steps } : {};
+            store.update({ speaking: { loading: null, frames, seconds, piece, pieces, ...sampling } });
           } else {
             hear(event);
           }

@@ -15,6 +15,7 @@ use crate::models::weights::{LoadPolicy, Weights};
 use crate::speech::noise::NoiseSource;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 /// LuxTTS reads only the start of the prompt: this many seconds.
@@ -107,15 +108,16 @@ impl LuxTts {
     }
 
     /// 48 kHz speech of `text` (tokens) in `prompt`'s voice. The sampler's
-    /// noise comes from `noise`; `progress(done, of)` follows its steps.
+    /// noise comes from `noise`; `progress(done, of)` follows its steps
+    /// and may break to stop them (then there is no speech: `None`).
     pub fn speak(
         &self,
         prompt: &VoicePrompt,
         text: &[u32],
         settings: &Settings,
         noise: &mut dyn NoiseSource,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Spoken> {
+        progress: &mut dyn FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> Result<Option<Spoken>> {
         let prompt_frames = prompt.features.dim(0)?;
         let condition =
             self.acoustic.text_condition(&prompt.tokens, text, prompt_frames, settings.speed * SPEED_FACTOR)?;
@@ -124,15 +126,18 @@ impl LuxTts {
         let schedule = FlowSchedule::new(settings.steps, settings.t_shift);
         let start = noise.normal(&[frames, self.acoustic.feat_dim()], &Device::Cpu)?;
         let steps = schedule.steps();
-        let features = sample(
+        let Some(features) = sample(
             &schedule,
             &start,
             |x, t| self.acoustic.velocity(x, &condition.features, &speech, FlowTime { t, guidance: settings.guidance }),
             |done| progress(done, steps),
-        )?;
+        )?
+        else {
+            return Ok(None);
+        };
         let mel = (features.narrow(0, prompt_frames, frames - prompt_frames)? / FEATURE_SCALE)?;
         let mut samples = self.vocoder.decode(&mel)?;
         finish(&mut samples, prompt.rms, OUTPUT_RMS);
-        Ok(Spoken { mel, samples })
+        Ok(Some(Spoken { mel, samples }))
     }
 }

@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use candle_core::Tensor;
+use std::ops::ControlFlow;
 
 /// The times `t₀ = 0 < … < t_N = 1` the sampler visits.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,13 +38,14 @@ impl FlowSchedule {
 }
 
 /// Follows the flow from `noise` through `schedule`: `velocity(x, t)` is the
-/// model's; `progress(step)` is told of each finished step.
+/// model's; `progress(step)` is told of each finished step and may break
+/// to stop (then there are no features: `None`).
 pub fn sample(
     schedule: &FlowSchedule,
     noise: &Tensor,
     mut velocity: impl FnMut(&Tensor, f32) -> Result<Tensor>,
-    mut progress: impl FnMut(usize),
-) -> Result<Tensor> {
+    mut progress: impl FnMut(usize) -> ControlFlow<()>,
+) -> Result<Option<Tensor>> {
     let times = schedule.times();
     let mut x = noise.clone();
     for step in 0..schedule.steps() {
@@ -58,9 +60,11 @@ pub fn sample(
         } else {
             clean
         };
-        progress(step + 1);
+        if progress(step + 1).is_break() {
+            return Ok(None);
+        }
     }
-    Ok(x)
+    Ok(Some(x))
 }
 
 #[cfg(test)]

@@ -51,6 +51,12 @@ pub trait SpeechObserver {
     /// (A long script, spoken in pieces) piece `piece` (from 0) of `pieces`
     /// starts; frames keep counting across pieces.
     fn on_piece(&mut self, _piece: usize, _pieces: usize) {}
+
+    /// (LuxTTS, which makes a piece's frames all at once) step `step` of
+    /// the piece's `steps` is done. Break to stop.
+    fn on_step(&mut self, _step: usize, _steps: usize) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
 }
 
 /// An observer that takes the defaults.
