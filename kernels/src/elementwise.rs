@@ -159,6 +159,53 @@ unsafe fn gated_avx2(values: &[f32], gates: &[f32], out: &mut [f32], gate: Gate)
     gated(&values[whole..n], &gates[whole..n], &mut out[whole..n], gate, Level::Plain);
 }
 
+/// `row ← softmax(row)`: `e^(x − max)` over their sum.
+pub fn softmax(row: &mut [f32], level: Level) {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    if row.is_empty() || max == f32::NEG_INFINITY {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let sum = if level >= Level::Avx2 {
+        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
+        unsafe { exp_shifted_avx2(row, max) }
+    } else {
+        exp_shifted(row, max)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let sum = {
+        let _ = level;
+        exp_shifted(row, max)
+    };
+    let scale = 1.0 / sum;
+    row.iter_mut().for_each(|v| *v *= scale);
+}
+
+/// `v ← e^(v − shift)` for each value; their sum.
+fn exp_shifted(row: &mut [f32], shift: f32) -> f32 {
+    row.iter_mut().fold(0.0, |sum, v| {
+        *v = (*v - shift).exp();
+        sum + *v
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_shifted_avx2(row: &mut [f32], shift: f32) -> f32 {
+    use std::arch::x86_64::*;
+    let (n, whole) = (row.len(), row.len() / 8 * 8);
+    let shift_v = _mm256_set1_ps(shift);
+    let mut sums = _mm256_setzero_ps();
+    for at in (0..whole).step_by(8) {
+        let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row.as_ptr().add(at)), shift_v));
+        _mm256_storeu_ps(row.as_mut_ptr().add(at), e);
+        sums = _mm256_add_ps(sums, e);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
+    lanes.iter().sum::<f32>() + exp_shifted(&mut row[whole..n], shift)
+}
+
 /// The lanes of a 16-lane load at `at` that fall inside `len` values.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn lanes_within(len: usize, at: usize) -> std::arch::x86_64::__mmask16 {
@@ -288,6 +335,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn softmax_matches_double_precision_at_every_level() {
+        let row: Vec<f32> = (0..1031).map(|i| ((i * 7919) % 613) as f32 * 0.05 - 15.0).chain([-1000.0, 30.0]).collect();
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        for level in Level::all_supported() {
+            let mut got = row.clone();
+            softmax(&mut got, level);
+            for (&v, &p) in row.iter().zip(&got) {
+                let exact = (v as f64 - max).exp() / sum;
+                assert!(
+                    (p as f64 - exact).abs() <= 1e-6 * exact + 1e-12,
+                    "{level:?}: softmax of {v} = {p}, not {exact}"
+                );
+            }
+        }
+        let mut empty: [f32; 0] = [];
+        softmax(&mut empty, Level::Plain);
     }
 
     /// The AVX2 exponential against f64 from the underflow to the overflow

@@ -7,7 +7,8 @@ use super::activations::gated_product;
 use crate::models::nn::linear::Linear;
 use crate::models::weights::Weights;
 use anyhow::Result;
-use cake_kernels::elementwise::Gate;
+use cake_kernels::cpu::Level;
+use cake_kernels::elementwise::{softmax, Gate};
 use candle_core::{Device, Tensor, D};
 
 /// The score given to padded keys (the reference's, not −∞).
@@ -22,12 +23,6 @@ impl PaddingMask {
     /// Every `step`-th frame's flag, as a stack at `1/step` of the rate sees them.
     pub fn every(&self, step: usize) -> Self {
         Self(self.0.iter().step_by(step).copied().collect())
-    }
-
-    /// `(1, frames)` with 1 at padding, for `where_cond`.
-    fn row(&self, device: &Device) -> Result<Tensor> {
-        let flags: Vec<u8> = self.0.iter().map(|&p| u8::from(p)).collect();
-        Ok(Tensor::from_vec(flags, (1, self.0.len()), device)?)
     }
 }
 
@@ -95,34 +90,38 @@ impl AttentionWeights {
         let q = per_head(0, dq)?;
         let k = per_head(h * dq, dq)?;
         let p = per_head(2 * h * dq, self.pos_dim)?;
-        let mut scores = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
+        let scores = q.matmul(&k.transpose(1, 2)?.contiguous()?)?;
         // (heads, pos_dim, 2n−1): every head's projection of every offset.
         let offsets = self.linear_pos.forward(positions)?.reshape((2 * n - 1, h, self.pos_dim))?;
         let offsets = offsets.permute((1, 2, 0))?.contiguous()?;
-        let by_offset = p.matmul(&offsets)?; // (heads, n, 2n−1)
-        scores = (scores + relative_shift(&by_offset, n)?)?;
-        if let Some(mask) = mask {
-            let masked = mask.row(x.device())?.unsqueeze(0)?.broadcast_as(scores.shape())?;
-            let fill = Tensor::new(MASKED_SCORE, x.device())?.broadcast_as(scores.shape())?;
-            scores = masked.where_cond(&fill, &scores)?;
-        }
-        Ok(candle_nn::ops::softmax_last_dim(&scores)?)
+        softmax_of_scores(&scores, &p, &offsets, mask)
     }
 }
 
-/// `out[h, i, j] = by_offset[h, i, n − 1 − i + j]`: the term of query `i`
-/// and key `j` is the one of offset `j − i`.
-fn relative_shift(by_offset: &Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(by_offset.clone());
-    }
-    let heads = by_offset.dim(0)?;
-    // Row i of the flattened table starts at i·(2n−1); reading rows of
-    // 2n−2 values from offset n−1 lands column j of row i on
-    // i·(2n−1) + n−1−i+j.
-    let flat = by_offset.reshape((heads, n * (2 * n - 1)))?;
-    let shifted = flat.narrow(1, n - 1, n * (2 * n - 2))?.reshape((heads, n, 2 * n - 2))?;
-    Ok(shifted.narrow(2, 0, n)?.contiguous()?)
+/// Rows of `scores (heads, n, n)` plus their relative-position terms, padded
+/// keys given [`MASKED_SCORE`], through a softmax: one pass per row, the
+/// rows spread over the kernel pool. The term of query `i` and key `j` is
+/// that of offset `j − i`: `p[h, i] · offsets[h, :, n − 1 − i + j]`, with
+/// `p (heads, n, pos_dim)` and `offsets (heads, pos_dim, 2n−1)`.
+fn softmax_of_scores(scores: &Tensor, p: &Tensor, offsets: &Tensor, mask: Option<&PaddingMask>) -> Result<Tensor> {
+    let (heads, n, _) = scores.dims3()?;
+    let pos_dim = p.dim(2)?;
+    let mut rows = scores.flatten_all()?.to_vec1::<f32>()?;
+    let p = p.flatten_all()?.to_vec1::<f32>()?;
+    let offsets = offsets.flatten_all()?.to_vec1::<f32>()?;
+    let level = Level::detected();
+    cake_kernels::pool::global().for_each_chunk(&mut rows, n, &|index, row| {
+        let (head, query) = (index / n, index % n);
+        for (d, &weight) in p[index * pos_dim..][..pos_dim].iter().enumerate() {
+            let terms = &offsets[(head * pos_dim + d) * (2 * n - 1) + (n - 1 - query)..][..n];
+            row.iter_mut().zip(terms).for_each(|(score, term)| *score += weight * term);
+        }
+        if let Some(mask) = mask {
+            row.iter_mut().zip(&mask.0).filter(|(_, &padded)| padded).for_each(|(score, _)| *score = MASKED_SCORE);
+        }
+        softmax(row, level);
+    });
+    Ok(Tensor::from_vec(rows, (heads, n, n), scores.device())?)
 }
 
 /// Values weighted by the shared attention weights, per head.
@@ -186,20 +185,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_relative_shift_reads_the_offset_of_key_minus_query() {
-        let n = 4;
-        // Entry (h, i, c) holds 100·h + 10·i + (c − (n−1)): its offset.
-        let values: Vec<f32> = (0..2)
-            .flat_map(|h| {
-                (0..n).flat_map(move |i| (0..2 * n - 1).map(move |c| (100 * h + 10 * i) as f32 + c as f32 - 3.0))
-            })
+    fn scores_take_the_term_of_key_minus_query_and_padded_keys_get_nothing() {
+        let (heads, n, pos_dim) = (2, 4, 2);
+        // Offset c − (n−1) of head h: (0.1·(10h + offset), 0.05); query i's weights (1 + i, 2).
+        let offset = |h: usize, d: usize, c: usize| {
+            if d == 0 {
+                0.1 * (10.0 * h as f32 + c as f32 - (n - 1) as f32)
+            } else {
+                0.05
+            }
+        };
+        let table: Vec<f32> = (0..heads)
+            .flat_map(|h| (0..pos_dim).flat_map(move |d| (0..2 * n - 1).map(move |c| offset(h, d, c))))
             .collect();
-        let table = Tensor::from_vec(values, (2, n, 2 * n - 1), &Device::Cpu).unwrap();
-        let shifted = relative_shift(&table, n).unwrap().to_vec3::<f32>().unwrap();
-        for (h, rows) in shifted.iter().enumerate() {
-            for (i, row) in rows.iter().enumerate() {
-                for (j, &v) in row.iter().enumerate() {
-                    assert_eq!(v, (100 * h + 10 * i) as f32 + j as f32 - i as f32, "head {h}, query {i}, key {j}");
+        let offsets = Tensor::from_vec(table, (heads, pos_dim, 2 * n - 1), &Device::Cpu).unwrap();
+        let weights: Vec<f32> = (0..heads).flat_map(|_| (0..n).flat_map(|i| [1.0 + i as f32, 2.0])).collect();
+        let p = Tensor::from_vec(weights, (heads, n, pos_dim), &Device::Cpu).unwrap();
+        let scores = Tensor::ones((heads, n, n), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let mask = PaddingMask(vec![false, false, false, true]);
+        let got = softmax_of_scores(&scores, &p, &offsets, Some(&mask)).unwrap().to_vec3::<f32>().unwrap();
+        for (h, head) in got.iter().enumerate() {
+            for (i, row) in head.iter().enumerate() {
+                let term = |j: usize| {
+                    let c = n - 1 - i + j;
+                    (1.0 + i as f64) * offset(h, 0, c) as f64 + 2.0 * offset(h, 1, c) as f64
+                };
+                let logits: Vec<f64> = (0..n).map(|j| 1.0 + term(j)).collect();
+                let total: f64 = logits[..3].iter().map(|l| l.exp()).sum();
+                for (j, &logit) in logits.iter().enumerate() {
+                    let expected = if j == 3 { 0.0 } else { logit.exp() / total };
+                    assert!((row[j] as f64 - expected).abs() < 1e-6, "head {h}, query {i}, key {j}");
                 }
             }
         }
