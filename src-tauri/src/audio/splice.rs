@@ -3,7 +3,7 @@
 //! piece ended on, so the signal never jumps at a seam. The ramp changes
 //! only the new piece's start, so audio already played stays as it was.
 
-/// Samples in a seam's ramp: 10 ms at 24 kHz.
+/// Samples in a seam's ramp: 10 ms at 24 kHz (5 ms at LuxTTS's 48 kHz).
 pub const RAMP_SAMPLES: usize = 240;
 
 /// The state of a run of pieces: where the audio so far ended, and how

@@ -78,7 +78,7 @@ pub enum SpeechEnd {
 /// The spoken result.
 #[derive(Debug, Clone)]
 pub struct SpeechOutput {
-    /// 24 kHz mono samples.
+    /// Mono samples at the model's rate (24 kHz; LuxTTS 48 kHz).
     pub audio: Vec<f32>,
     /// Every token the model chose, in order.
     pub tokens: Vec<u32>,
