@@ -50,7 +50,6 @@ sys.path.insert(0, str(FIXTURES))
 from tts_run import run_tts  # noqa: E402  (bench/, the script's own folder)
 import generate_tiny_luxtts as tiny  # noqa: E402  (sets one torch thread: reset below)
 import torch  # noqa: E402
-import yaml  # noqa: E402
 from linacodec.vocoder.vocos import Vocos  # noqa: E402
 from torch.nn.utils import parametrize  # noqa: E402
 from zipvoice.models.zipvoice_distill import ZipVoiceDistill  # noqa: E402
@@ -103,7 +102,6 @@ def build(folder: Path, seed: int):
     tiny.perturb(vocos, seed + 1)
     torch.save(vocos.state_dict(), folder / "vocoder" / "vocos.bin")
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    yaml.safe_load((folder / "vocoder" / "config.yaml").read_text())
 
 
 def write_prompt(path: Path, seed: int):

@@ -250,25 +250,13 @@ impl App {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             VoiceKind::Preset => {
-                let [id] = a.voice_ids.as_slice() else {
-                    return Err(ApiError::BadRequest(format!(
-                        "speak: {} speaks in one voice preset; {} voices were given",
-                        model.name,
-                        a.voice_ids.len()
-                    )));
-                };
+                let id = only_voice(&a.voice_ids, &model, "one voice preset")?;
                 let path =
                     self.speech.preset_path(id).map_err(|e| ApiError::BadRequest(format!("voice `{id}`: {e:#}")))?;
                 Voices::Preset(path)
             }
             VoiceKind::TranscribedPrompt => {
-                let [id] = a.voice_ids.as_slice() else {
-                    return Err(ApiError::BadRequest(format!(
-                        "speak: {} speaks in one voice prompt with its transcript; {} voices were given",
-                        model.name,
-                        a.voice_ids.len()
-                    )));
-                };
+                let id = only_voice(&a.voice_ids, &model, "one voice prompt with its transcript")?;
                 let (samples, transcript) = self
                     .speech
                     .transcribed_prompt(id)
@@ -350,6 +338,19 @@ fn download(
         Ok(model) => EngineEvent::Done(Done::Model { model }),
         Err(e) => EngineEvent::error(ErrorKind::Failed, format!("{e:#}")),
     });
+}
+
+/// The one voice of a model that speaks in `what` (a 400 naming the model
+/// when `ids` holds another number of voices).
+fn only_voice<'a>(ids: &'a [String], model: &ModelEntry, what: &str) -> Result<&'a String, ApiError> {
+    match ids {
+        [id] => Ok(id),
+        _ => Err(ApiError::BadRequest(format!(
+            "speak: {} speaks in {what}; {} voices were given",
+            model.name,
+            ids.len()
+        ))),
+    }
 }
 
 fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {

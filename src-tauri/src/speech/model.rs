@@ -54,6 +54,8 @@ enum Piece<'a> {
 
 /// LuxTTS's audio is reported in frames of this many feature frames (85 ms).
 const LUX_FEATURES_PER_FRAME: usize = 8;
+/// Samples in one of those frames.
+const LUX_FRAME_SAMPLES: usize = LUX_FEATURES_PER_FRAME * OUTPUT_SAMPLES_PER_FRAME;
 /// LuxTTS speaks a whole piece at once: its first piece is short, so the
 /// first audio comes soon.
 const LUX_FIRST_PIECE_CHARS: usize = 120;
@@ -93,15 +95,6 @@ impl SpeechModel {
     /// The rate of the audio the model makes.
     pub fn sample_rate(&self) -> u32 {
         self.family().sample_rate()
-    }
-
-    /// Audio samples per frame.
-    pub fn hop(&self) -> usize {
-        match self {
-            Self::Script(model) => model.hop(),
-            Self::Realtime(model) => model.hop(),
-            Self::Lux(_) => LUX_FEATURES_PER_FRAME * OUTPUT_SAMPLES_PER_FRAME,
-        }
     }
 
     /// Speaks `script` in `voices`: a text longer than a piece is spoken
@@ -231,9 +224,8 @@ fn lux_piece(
     let limit = settings.max_seconds.map_or(usize::MAX, |seconds| (seconds * rate).ceil() as usize);
     let samples = &spoken.samples[..spoken.samples.len().min(limit)];
     let mut end = if samples.len() < spoken.samples.len() { SpeechEnd::Length } else { SpeechEnd::EndOfText };
-    let hop = LUX_FEATURES_PER_FRAME * OUTPUT_SAMPLES_PER_FRAME;
     let mut frames = 0;
-    for (frame, audio) in samples.chunks(hop).enumerate() {
+    for (frame, audio) in samples.chunks(LUX_FRAME_SAMPLES).enumerate() {
         let first = frame * LUX_FEATURES_PER_FRAME;
         let features = spoken.mel.narrow(0, first, LUX_FEATURES_PER_FRAME.min(spoken.mel.dim(0)? - first))?;
         frames += 1;

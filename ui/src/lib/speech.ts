@@ -17,11 +17,6 @@ export function modelVoiceKind(model: Pick<ModelEntry, "voice">): ModelVoiceKind
   return model.voice === "preset" || model.voice === "transcribed_prompt" ? model.voice : "prompt";
 }
 
-/** The kind of stored voice a model speaking in `kind` picks from. */
-export function storedKind(kind: ModelVoiceKind): VoiceKind {
-  return kind === "preset" ? "preset" : "prompt";
-}
-
 /** Whether a model speaking in `kind` reads plain text in one voice (no speaker lines). */
 export function readsPlainText(kind: ModelVoiceKind): boolean {
   return kind !== "prompt";
