@@ -285,39 +285,41 @@ fn unknown_commands_and_bad_arguments_are_client_errors() {
     assert!(body["error"]["message"].as_str().unwrap().contains("wizard"));
 }
 
+/// The reply of a fresh `cake run` (no cache) to `messages` through the
+/// default model's own chat template, 16 tokens at temperature 0.
+fn fresh_run(messages: &[Value]) -> String {
+    use cake::text::chat_template::ChatMessage;
+    use cake::text::model::{LoadOptions, TextModel};
+    let model_file = common::server::default_model_file();
+    let model = TextModel::load(&model_file, &LoadOptions::default()).unwrap();
+    let (template, tokenizer) = (model.chat_template().unwrap(), model.tokenizer().unwrap());
+    let history: Vec<ChatMessage> = messages
+        .iter()
+        .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    let ids = tokenizer.encode(&template.render(&history, true).unwrap(), false).unwrap();
+    let ids = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let run = cake_json(&[
+        "run",
+        "--model",
+        model_file.to_str().unwrap(),
+        "--prompt-tokens",
+        &ids,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "16",
+        "--json",
+    ]);
+    run["text"].as_str().unwrap().to_string()
+}
+
 /// An OpenAI client resending the history every turn: later turns read
 /// only their new tokens (the usage says how many came from the cache),
 /// and every reply equals a fresh `cake run` on the same prompt tokens.
 #[test]
 fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fresh_runs() {
-    use cake::text::chat_template::ChatMessage;
-    use cake::text::model::{LoadOptions, TextModel};
     let root = tempfile::tempdir().unwrap();
-    let model_file = common::server::default_model_file();
-    // The model's own template and tokenizer give `cake run` the same prompt tokens.
-    let model = TextModel::load(&model_file, &LoadOptions::default()).unwrap();
-    let (template, tokenizer) = (model.chat_template().unwrap(), model.tokenizer().unwrap());
-    let fresh_run = |messages: &[Value]| {
-        let history: Vec<ChatMessage> = messages
-            .iter()
-            .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
-        let ids = tokenizer.encode(&template.render(&history, true).unwrap(), false).unwrap();
-        let ids = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let run = cake_json(&[
-            "run",
-            "--model",
-            model_file.to_str().unwrap(),
-            "--prompt-tokens",
-            &ids,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "16",
-            "--json",
-        ]);
-        run["text"].as_str().unwrap().to_string()
-    };
     let converse = |server: &Server| {
         let mut messages: Vec<Value> = vec![json!({"role": "system", "content": "You answer in one short sentence."})];
         let mut turns = Vec::new();
@@ -346,6 +348,41 @@ fn a_conversation_resent_each_turn_reads_only_its_new_tokens_and_replies_as_fres
             *reused >= previous_prompt && reused < prompt,
             "turn {turn}: {reused} of {prompt} prompt tokens from the cache, the last prompt had {previous_prompt}"
         );
+    }
+}
+
+/// Conversations that share a system prompt, started one after another
+/// or together, each read only what follows the shared start (copied from
+/// the last request's cache, which stays for the next) and reply as
+/// fresh runs.
+#[test]
+fn conversations_sharing_a_system_prompt_skip_it_and_reply_as_fresh_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let system = json!({"role": "system", "content": "You are a careful assistant who answers in one short sentence."});
+    let ask = |question: &str| {
+        let messages = vec![system.clone(), json!({"role": "user", "content": question})];
+        let body = json!({"model": "default", "messages": messages, "temperature": 0, "max_tokens": 16});
+        let (status, reply) = server.post("/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{reply}");
+        let usage = &reply["usage"];
+        let text = reply["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+        let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+        (messages, text, cached, usage["prompt_tokens"].as_u64().unwrap())
+    };
+    // A longer question than the later ones: a prompt that shares more
+    // than half of the cached tokens is taken as the same conversation.
+    let first = ask("What is bread made of, and how did bakers in different countries make it long ago?");
+    assert_eq!(first.2, 0, "nothing cached before the first request");
+    let questions = ["Why is the sky blue?", "Name a large river.", "What do bees make?"];
+    let later: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = questions.iter().map(|q| scope.spawn(move || ask(q))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (messages, text, cached, prompt) in std::iter::once(first).chain(later).skip(1) {
+        // The system turn alone is more than 12 tokens of the template.
+        assert!((12..prompt).contains(&cached), "{cached} of {prompt} prompt tokens from the cache");
+        assert_eq!(text, fresh_run(&messages), "the reply to {messages:?}");
     }
 }
 

@@ -84,7 +84,13 @@ impl LayerPipeline {
 
     /// A new sequence with empty caches.
     pub fn new_session(&self) -> Session {
-        Session { cache: self.decoder.new_cache(), sequence: rand::random() }
+        self.session_with(self.decoder.new_cache())
+    }
+
+    /// A new sequence starting from `cache` (positions another sequence
+    /// computed); only on a single machine, where no worker holds a part.
+    pub fn session_with(&self, cache: KvCache) -> Session {
+        Session { cache, sequence: rand::random() }
     }
 
     /// `session`, ended (its workers' caches freed) when the guard drops,

@@ -4,11 +4,17 @@
 //!
 //! The kept session holds the keys and values of `tokens`. A new prompt
 //! reuses the longest common prefix of the two (never all of the prompt:
-//! its last token must run to give the next token's logits). Cutting the
-//! cache back is possible where every layer allows it (see
-//! [`crate::models::nn::kv_cache::KvCache::truncate`]) and the layers all
-//! run here; otherwise the session is reused only when nothing needs
-//! cutting, else a fresh one starts.
+//! its last token must run to give the next token's logits). A prompt that
+//! continues the kept tokens takes the session, and so does one that
+//! shares most of them (the same conversation with its last turn edited
+//! or regenerated), cut back. One that shares at most half (another
+//! conversation with the same system prompt) gets a copy of the shared
+//! positions and leaves the session kept for the next, so that
+//! conversations started together or one after another all skip their
+//! common start, for a copy no larger than that start. Copying needs every
+//! layer to allow it (see
+//! [`crate::models::nn::kv_cache::KvCache::copy_prefix`]) and the layers
+//! all to run here, as cutting back does; otherwise a fresh session starts.
 
 use super::model::TextModel;
 use crate::models::pipeline::Session;
@@ -40,6 +46,16 @@ impl PromptCache {
         let reuse = common.min(prompt.len().saturating_sub(1));
         let cut_needed = reuse < tokens.len();
         let local_only = model.pipeline.remote_stages.is_empty();
+        if reuse > 0 && cut_needed && local_only && reuse <= tokens.len() / 2 {
+            match session.cache.copy_prefix(reuse) {
+                Ok(Some(cache)) => {
+                    self.kept = Some(Kept { session, tokens });
+                    return (model.pipeline.session_with(cache), reuse);
+                }
+                Ok(None) => {}
+                Err(error) => tracing::warn!("cannot copy {reuse} cached positions: {error:#}"),
+            }
+        }
         let reusable = reuse > 0 && (!cut_needed || (local_only && session.cache.truncate(reuse)));
         if reusable {
             (session, reuse)

@@ -207,6 +207,28 @@ impl LayerCache {
         n <= self.len()
     }
 
+    /// A new cache holding copies of this one's first `n` positions; only
+    /// after [`Self::can_truncate`] said yes.
+    fn copy_prefix(&self, n: usize) -> Result<Self> {
+        let kv = match &self.kv {
+            Some(buffers) if buffers.stored.min(n - self.dropped) > 0 => {
+                let kept = buffers.stored.min(n - self.dropped);
+                let (keys, values) = buffers.filled()?;
+                let room = room_for(kept, self.max_positions);
+                let dtype = keys.dtype();
+                Some(KvBuffers::holding(&keys.narrow(2, 0, kept)?, &values.narrow(2, 0, kept)?, 0, room, dtype)?)
+            }
+            _ => None,
+        };
+        Ok(Self {
+            kv,
+            dropped: self.dropped,
+            recurrent: self.recurrent.clone(),
+            precision: self.precision,
+            max_positions: self.max_positions,
+        })
+    }
+
     /// Only after [`Self::can_truncate`] said yes.
     fn truncate(&mut self, n: usize) {
         if let Some(buffers) = &mut self.kv {
@@ -340,6 +362,17 @@ impl KvCache {
         true
     }
 
+    /// A new cache holding copies of the first `n` positions, which a
+    /// sequence starting with the same tokens would have computed; `None`
+    /// where some layer cannot give them (as for [`Self::truncate`]).
+    pub fn copy_prefix(&self, n: usize) -> Result<Option<Self>> {
+        if !self.layers.iter().all(|layer| layer.can_truncate(n)) {
+            return Ok(None);
+        }
+        let layers = self.layers.iter().map(|layer| layer.copy_prefix(n)).collect::<Result<_>>()?;
+        Ok(Some(Self { layers }))
+    }
+
     /// Forgets everything (a new conversation).
     pub fn clear(&mut self) {
         for layer in &mut self.layers {
@@ -412,5 +445,35 @@ mod tests {
         let computed_in_bf16 = step(2, 0.0).to_dtype(DType::BF16).unwrap();
         let (k, _) = half.layers[0].append(&computed_in_bf16, &computed_in_bf16).unwrap();
         assert_eq!(k.dtype(), DType::BF16, "only f32 steps are narrowed");
+    }
+
+    /// A copied prefix holds the first positions' values and grows on its
+    /// own: appending to it leaves the original as it was. A window that
+    /// has let positions go gives no prefix but its whole self.
+    #[test]
+    fn a_copied_prefix_is_the_first_positions_and_grows_apart() {
+        let mut cache = KvCache::new(2, KvPrecision::F16);
+        for layer in &mut cache.layers {
+            layer.append(&step(10, 0.0), &step(10, 100.0)).unwrap();
+        }
+        let mut copy = cache.copy_prefix(6).unwrap().unwrap();
+        assert_eq!(copy.position(), 6);
+        let values = |cache: &KvCache, n: usize| {
+            let (_, v) = cache.layers[1].kv.as_ref().unwrap().filled().unwrap();
+            v.narrow(2, 0, n).unwrap().to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        };
+        assert_eq!(values(&copy, 6), values(&cache, 6));
+        for layer in &mut copy.layers {
+            layer.append(&step(1, 50.0), &step(1, 50.0)).unwrap();
+        }
+        assert_eq!((copy.position(), cache.position()), (7, 10));
+        assert_eq!(values(&copy, 6), values(&cache, 6), "the shared positions are unchanged");
+        assert!(cache.copy_prefix(11).unwrap().is_none(), "no more than it holds");
+
+        let mut window = KvCache::bounded(KvPrecision::F32, vec![8]);
+        window.layers[0].append(&step(10, 0.0), &step(10, 0.0)).unwrap();
+        window.layers[0].keep_last(8).unwrap();
+        assert!(window.copy_prefix(6).unwrap().is_none(), "positions 0 and 1 are gone");
+        assert_eq!(window.copy_prefix(10).unwrap().unwrap().layers[0].first_position(), 2);
     }
 }
