@@ -342,6 +342,37 @@ fn cake_serve_answers_through_the_cluster() {
     });
     assert_eq!(together.iter().map(|(text, _)| text.clone()).collect::<Vec<_>>(), alone);
     assert!(together.iter().any(|&(_, n)| n >= 2), "never decoded together over the cluster: {together:?}");
+
+    // A conversation sharing the last one's system prompt starts from a
+    // copy of its cached positions, here and on the worker, and replies
+    // as one process does.
+    let system = "You are a careful assistant who answers in one short sentence.";
+    let questions =
+        ["What is bread made of, and how did bakers in different countries make it long ago?", "Name a river."];
+    for (turn, question) in questions.into_iter().enumerate() {
+        let body = serde_json::json!({"model": "default", "temperature": 0, "max_tokens": 12,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]});
+        let (status, reply) = server.post("/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{reply}");
+        let single = cake_json(&[
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--chat",
+            "--system",
+            system,
+            "--prompt",
+            question,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "12",
+            "--json",
+        ]);
+        assert_eq!(reply["choices"][0]["message"]["content"], single["text"], "{question}");
+        let cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+        assert!(turn == 0 || cached >= 12, "{cached} prompt tokens from the cache over the cluster");
+    }
 }
 
 #[test]

@@ -55,6 +55,9 @@ pub enum Request {
     Relay { inbox: u64, step: Box<Request> },
     /// Drop sequence `sequence`'s KV cache.
     Forget { sequence: u64 },
+    /// Start sequence `to`'s KV cache with copies of sequence `from`'s
+    /// first `positions` positions (a conversation sharing another's start).
+    CopyPrefix { from: u64, to: u64, positions: usize },
     /// Keep-alive during idle periods.
     Heartbeat,
     /// Send the payload back (the master times it to measure the link).

@@ -451,6 +451,12 @@ impl RemoteWorker {
     pub fn forget(&self, sequence: u64) -> Result<()> {
         self.ask(&Request::Forget { sequence }, &[]).map(|_| ())
     }
+
+    /// Starts the worker's cache of `to` with copies of `from`'s first
+    /// `positions` positions.
+    pub fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()> {
+        self.ask(&Request::CopyPrefix { from, to, positions }, &[]).map(|_| ())
+    }
 }
 
 impl Connection {
@@ -497,6 +503,10 @@ impl RemoteLayers for RemoteWorker {
 
     fn forget(&self, sequence: u64) -> Result<()> {
         RemoteWorker::forget(self, sequence)
+    }
+
+    fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()> {
+        RemoteWorker::copy_prefix(self, from, to, positions)
     }
 
     fn stages_reached(&self) -> usize {

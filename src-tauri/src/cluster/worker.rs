@@ -408,6 +408,10 @@ impl State<'_> {
                 self.caches.remove(&sequence);
                 (Response::Done, Vec::new())
             }
+            Request::CopyPrefix { from, to, positions } => {
+                self.copy_prefix(from, to, positions)?;
+                (Response::Done, Vec::new())
+            }
         })
     }
 
@@ -561,6 +565,21 @@ impl State<'_> {
         })
     }
 
+    /// Starts sequence `to`'s cache as a copy of sequence `from`'s first
+    /// `positions` positions, which it must hold (checked before copying).
+    fn copy_prefix(&mut self, from: u64, to: u64, positions: usize) -> Result<()> {
+        if self.caches.contains_key(&to) {
+            bail!("sequence {to} already has a cache here");
+        }
+        self.check_room_for(&[to])?;
+        let source = self.caches.get(&from).with_context(|| format!("no sequence {from} here to copy from"))?;
+        let copy = source.copy_prefix(positions)?.with_context(|| {
+            format!("sequence {from} cannot give its first {positions} positions (it has seen {})", source.position())
+        })?;
+        self.caches.insert(to, copy);
+        Ok(())
+    }
+
     /// Refuses to start caches beyond [`MAX_SEQUENCES`] for this master.
     fn check_room_for(&self, sequences: &[u64]) -> Result<()> {
         let new = sequences.iter().filter(|s| !self.caches.contains_key(s)).count();
@@ -606,5 +625,27 @@ mod tests {
         worker.stop();
         assert!(master.ping().is_err(), "a stopped worker closes its connections");
         assert!(TcpStream::connect(&address).is_err(), "a stopped worker no longer listens");
+    }
+
+    /// A master's copy of a sequence the worker does not hold is refused
+    /// with the reason, and the connection goes on.
+    #[test]
+    fn a_copy_of_a_sequence_not_held_is_refused_and_the_connection_goes_on() {
+        let key = ClusterKey::from_passphrase("copy test key").unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let config = WorkerConfig {
+            name: "copy".into(),
+            key: key.clone(),
+            cache_dir: cache.path().to_path_buf(),
+            memory_bytes: Some(1 << 20),
+            idle_timeout: Duration::from_secs(5),
+        };
+        let worker = start(TcpListener::bind("127.0.0.1:0").unwrap(), config).unwrap();
+        let master = RemoteWorker::connect(&worker.address.to_string(), &key).unwrap();
+        let refused = master.copy_prefix(1, 2, 5).unwrap_err();
+        assert!(format!("{refused:#}").contains("no sequence 1 here"), "{refused:#}");
+        master.ping().expect("a refused copy leaves the connection usable");
+        assert!(master.lost_reason().is_none());
+        worker.stop();
     }
 }

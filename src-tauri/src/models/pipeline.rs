@@ -24,6 +24,8 @@ pub trait RemoteLayers: Send + Sync {
     fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor>;
     /// Frees the cache of `sequence`.
     fn forget(&self, sequence: u64) -> Result<()>;
+    /// Starts the cache of `to` with copies of `from`'s first `positions`.
+    fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()>;
     /// How many stages, this one first, its `forward` runs: more than one
     /// when it passes hidden states on to the next stages' machines itself.
     fn stages_reached(&self) -> usize {
@@ -84,13 +86,26 @@ impl LayerPipeline {
 
     /// A new sequence with empty caches.
     pub fn new_session(&self) -> Session {
-        self.session_with(self.decoder.new_cache())
+        Session { cache: self.decoder.new_cache(), sequence: rand::random() }
     }
 
-    /// A new sequence starting from `cache` (positions another sequence
-    /// computed); only on a single machine, where no worker holds a part.
-    pub fn session_with(&self, cache: KvCache) -> Session {
-        Session { cache, sequence: rand::random() }
+    /// A new sequence whose caches, here and on every worker, start as
+    /// copies of `session`'s first `positions` positions; `None` where a
+    /// layer here cannot give them (see [`KvCache::copy_prefix`]).
+    pub fn copy_prefix(&self, session: &Session, positions: usize) -> Result<Option<Session>> {
+        let Some(cache) = session.cache.copy_prefix(positions)? else {
+            return Ok(None);
+        };
+        let copy = Session { cache, sequence: rand::random() };
+        for (copied, stage) in self.remote_stages.iter().enumerate() {
+            if let Err(error) = stage.worker.copy_prefix(session.sequence, copy.sequence, positions) {
+                for stage in &self.remote_stages[..copied] {
+                    let _ = stage.worker.forget(copy.sequence);
+                }
+                return Err(error.context(format!("copying cached positions on {}", stage.worker.name())));
+            }
+        }
+        Ok(Some(copy))
     }
 
     /// `session`, ended (its workers' caches freed) when the guard drops,

@@ -11,10 +11,11 @@
 //! conversation with the same system prompt) gets a copy of the shared
 //! positions and leaves the session kept for the next, so that
 //! conversations started together or one after another all skip their
-//! common start, for a copy no larger than that start. Copying needs every
-//! layer to allow it (see
-//! [`crate::models::nn::kv_cache::KvCache::copy_prefix`]) and the layers
-//! all to run here, as cutting back does; otherwise a fresh session starts.
+//! common start, for a copy no larger than that start; on a cluster each
+//! worker copies its own layers' positions. Copying needs every layer to
+//! allow it (see [`crate::models::nn::kv_cache::KvCache::copy_prefix`]);
+//! cutting back needs that and every layer to run here (workers do not cut
+//! their caches back); otherwise a fresh session starts.
 
 use super::model::TextModel;
 use crate::models::pipeline::Session;
@@ -46,11 +47,11 @@ impl PromptCache {
         let reuse = common.min(prompt.len().saturating_sub(1));
         let cut_needed = reuse < tokens.len();
         let local_only = model.pipeline.remote_stages.is_empty();
-        if reuse > 0 && cut_needed && local_only && reuse <= tokens.len() / 2 {
-            match session.cache.copy_prefix(reuse) {
-                Ok(Some(cache)) => {
+        if reuse > 0 && cut_needed && reuse <= tokens.len() / 2 {
+            match model.pipeline.copy_prefix(&session, reuse) {
+                Ok(Some(copy)) => {
                     self.kept = Some(Kept { session, tokens });
-                    return (model.pipeline.session_with(cache), reuse);
+                    return (copy, reuse);
                 }
                 Ok(None) => {}
                 Err(error) => tracing::warn!("cannot copy {reuse} cached positions: {error:#}"),
