@@ -307,20 +307,14 @@ fn cake_serve_answers_through_the_cluster() {
                             "temperature": 0, "max_tokens": 12}),
     );
     assert_eq!(status, 200, "{reply}");
-    let single = cake_json(&[
-        "run",
-        "--model",
-        model.to_str().unwrap(),
-        "--chat",
-        "--prompt",
-        "What is the capital of France?",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "12",
-        "--json",
-    ]);
-    assert_eq!(reply["choices"][0]["message"]["content"], single["text"]);
+    // One process's chat reply to `prompt` (after `system`, if any).
+    let single = |system: Option<&str>, prompt: &str| {
+        let mut args = vec!["run", "--model", model.to_str().unwrap(), "--chat", "--prompt", prompt];
+        args.extend(["--temperature", "0", "--max-tokens", "12", "--json"]);
+        args.extend(system.iter().flat_map(|system| ["--system", system]));
+        cake_json(&args)["text"].clone()
+    };
+    assert_eq!(reply["choices"][0]["message"]["content"], single(None, "What is the capital of France?"));
     let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
     assert_eq!(cached, 1, "the worker received the weights of its layers");
 
@@ -354,22 +348,7 @@ fn cake_serve_answers_through_the_cluster() {
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]});
         let (status, reply) = server.post("/v1/chat/completions", &body);
         assert_eq!(status, 200, "{reply}");
-        let single = cake_json(&[
-            "run",
-            "--model",
-            model.to_str().unwrap(),
-            "--chat",
-            "--system",
-            system,
-            "--prompt",
-            question,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "12",
-            "--json",
-        ]);
-        assert_eq!(reply["choices"][0]["message"]["content"], single["text"], "{question}");
+        assert_eq!(reply["choices"][0]["message"]["content"], single(Some(system), question), "{question}");
         let cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
         assert!(turn == 0 || cached >= 12, "{cached} prompt tokens from the cache over the cluster");
     }
