@@ -352,6 +352,16 @@ fn cake_serve_answers_through_the_cluster() {
         let cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
         assert!(turn == 0 || cached >= 12, "{cached} prompt tokens from the cache over the cluster");
     }
+    // Asked again (as Regenerate does), the last prompt is read from its
+    // own cache cut back, here and on the worker, but for its last token.
+    let body = serde_json::json!({"model": "default", "temperature": 0, "max_tokens": 12,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": questions[1]}]});
+    let (status, reply) = server.post("/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], single(Some(system), questions[1]), "asked again");
+    let (cached, prompt) =
+        (&reply["usage"]["prompt_tokens_details"]["cached_tokens"], &reply["usage"]["prompt_tokens"]);
+    assert_eq!(cached.as_u64().unwrap() + 1, prompt.as_u64().unwrap(), "asked again: {}", reply["usage"]);
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub enum Request {
     /// Start sequence `to`'s KV cache with copies of sequence `from`'s
     /// first `positions` positions (a conversation sharing another's start).
     CopyPrefix { from: u64, to: u64, positions: usize },
+    /// Keep only the first `positions` positions of sequence `sequence`'s
+    /// KV cache (a conversation whose last turn is edited or regenerated).
+    Truncate { sequence: u64, positions: usize },
     /// Keep-alive during idle periods.
     Heartbeat,
     /// Send the payload back (the master times it to measure the link).

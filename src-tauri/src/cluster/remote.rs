@@ -457,6 +457,12 @@ impl RemoteWorker {
     pub fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()> {
         self.ask(&Request::CopyPrefix { from, to, positions }, &[]).map(|_| ())
     }
+
+    /// Keeps only the first `positions` positions of the worker's cache of
+    /// `sequence`.
+    pub fn truncate(&self, sequence: u64, positions: usize) -> Result<()> {
+        self.ask(&Request::Truncate { sequence, positions }, &[]).map(|_| ())
+    }
 }
 
 impl Connection {
@@ -507,6 +513,10 @@ impl RemoteLayers for RemoteWorker {
 
     fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()> {
         RemoteWorker::copy_prefix(self, from, to, positions)
+    }
+
+    fn truncate(&self, sequence: u64, positions: usize) -> Result<()> {
+        RemoteWorker::truncate(self, sequence, positions)
     }
 
     fn stages_reached(&self) -> usize {

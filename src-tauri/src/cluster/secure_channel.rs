@@ -38,7 +38,7 @@ use std::time::Duration;
 /// Version of the cluster protocol this build speaks (2: SPAKE2 handshake;
 /// 3: `Load` names the context length, hidden states travel in f16 or f32;
 /// 6: hidden states hop from worker to worker along a route; 7: a sequence's
-/// cache can start as a copy of another's first positions).
+/// cache can start as a copy of another's first positions, or be cut back).
 pub const PROTOCOL_VERSION: u16 = 7;
 /// How long a whole handshake may take, from the first byte to the last.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);

@@ -412,6 +412,16 @@ impl State<'_> {
                 self.copy_prefix(from, to, positions)?;
                 (Response::Done, Vec::new())
             }
+            Request::Truncate { sequence, positions } => {
+                let cache = self.caches.get_mut(&sequence).with_context(|| format!("no sequence {sequence} here"))?;
+                if !cache.truncate(positions) {
+                    bail!(
+                        "sequence {sequence} cannot be cut back to {positions} positions (it has seen {})",
+                        cache.position()
+                    );
+                }
+                (Response::Done, Vec::new())
+            }
         })
     }
 
@@ -627,10 +637,10 @@ mod tests {
         assert!(TcpStream::connect(&address).is_err(), "a stopped worker no longer listens");
     }
 
-    /// A master's copy of a sequence the worker does not hold is refused
-    /// with the reason, and the connection goes on.
+    /// A master's copy or cut of a sequence the worker does not hold is
+    /// refused with the reason, and the connection goes on.
     #[test]
-    fn a_copy_of_a_sequence_not_held_is_refused_and_the_connection_goes_on() {
+    fn a_copy_or_cut_of_a_sequence_not_held_is_refused_and_the_connection_goes_on() {
         let key = ClusterKey::from_passphrase("copy test key").unwrap();
         let cache = tempfile::tempdir().unwrap();
         let config = WorkerConfig {
@@ -644,7 +654,9 @@ mod tests {
         let master = RemoteWorker::connect(&worker.address.to_string(), &key).unwrap();
         let refused = master.copy_prefix(1, 2, 5).unwrap_err();
         assert!(format!("{refused:#}").contains("no sequence 1 here"), "{refused:#}");
-        master.ping().expect("a refused copy leaves the connection usable");
+        let refused = master.truncate(3, 1).unwrap_err();
+        assert!(format!("{refused:#}").contains("no sequence 3 here"), "{refused:#}");
+        master.ping().expect("a refused copy or cut leaves the connection usable");
         assert!(master.lost_reason().is_none());
         worker.stop();
     }

@@ -6,7 +6,7 @@
 
 use super::decoder::Decoder;
 use super::nn::kv_cache::KvCache;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::Tensor;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +26,8 @@ pub trait RemoteLayers: Send + Sync {
     fn forget(&self, sequence: u64) -> Result<()>;
     /// Starts the cache of `to` with copies of `from`'s first `positions`.
     fn copy_prefix(&self, from: u64, to: u64, positions: usize) -> Result<()>;
+    /// Keeps only the first `positions` of the cache of `sequence`.
+    fn truncate(&self, sequence: u64, positions: usize) -> Result<()>;
     /// How many stages, this one first, its `forward` runs: more than one
     /// when it passes hidden states on to the next stages' machines itself.
     fn stages_reached(&self) -> usize {
@@ -106,6 +108,23 @@ impl LayerPipeline {
             }
         }
         Ok(Some(copy))
+    }
+
+    /// Keeps only `session`'s first `positions` positions, here and on every
+    /// worker; false (nothing changed) where a layer here cannot be cut
+    /// back (see [`KvCache::truncate`]). An error leaves the session
+    /// unusable: end it.
+    pub fn truncate(&self, session: &mut Session, positions: usize) -> Result<bool> {
+        if !session.cache.truncate(positions) {
+            return Ok(false);
+        }
+        for stage in &self.remote_stages {
+            stage
+                .worker
+                .truncate(session.sequence, positions)
+                .with_context(|| format!("cutting cached positions back on {}", stage.worker.name()))?;
+        }
+        Ok(true)
     }
 
     /// `session`, ended (its workers' caches freed) when the guard drops,

@@ -11,11 +11,11 @@
 //! conversation with the same system prompt) gets a copy of the shared
 //! positions and leaves the session kept for the next, so that
 //! conversations started together or one after another all skip their
-//! common start, for a copy no larger than that start; on a cluster each
-//! worker copies its own layers' positions. Copying needs every layer to
-//! allow it (see [`crate::models::nn::kv_cache::KvCache::copy_prefix`]);
-//! cutting back needs that and every layer to run here (workers do not cut
-//! their caches back); otherwise a fresh session starts.
+//! common start, for a copy no larger than that start. On a cluster each
+//! worker copies or cuts back its own layers' positions. Both need every
+//! layer to allow it (see
+//! [`crate::models::nn::kv_cache::KvCache::copy_prefix`]); otherwise a
+//! fresh session starts.
 
 use super::model::TextModel;
 use crate::models::pipeline::Session;
@@ -46,7 +46,6 @@ impl PromptCache {
         let common = tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         let reuse = common.min(prompt.len().saturating_sub(1));
         let cut_needed = reuse < tokens.len();
-        let local_only = model.pipeline.remote_stages.is_empty();
         if reuse > 0 && cut_needed && reuse <= tokens.len() / 2 {
             match model.pipeline.copy_prefix(&session, reuse) {
                 Ok(Some(copy)) => {
@@ -57,7 +56,13 @@ impl PromptCache {
                 Err(error) => tracing::warn!("cannot copy {reuse} cached positions: {error:#}"),
             }
         }
-        let reusable = reuse > 0 && (!cut_needed || (local_only && session.cache.truncate(reuse)));
+        let cut_back = |session: &mut Session| {
+            model.pipeline.truncate(session, reuse).unwrap_or_else(|error| {
+                tracing::warn!("cannot cut the cached positions back: {error:#}");
+                false
+            })
+        };
+        let reusable = reuse > 0 && (!cut_needed || cut_back(&mut session));
         if reusable {
             (session, reuse)
         } else {
