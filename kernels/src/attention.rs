@@ -26,6 +26,7 @@
 
 use super::cpu::Level;
 use super::dense::dot;
+use super::elementwise::exp_shifted;
 use super::pool::Pool;
 use super::values::StoredValue;
 #[cfg(test)]
@@ -399,26 +400,6 @@ fn scaled_max(scores: &mut [f32], scale: f32, softcap: Option<f32>, level: Level
     max
 }
 
-/// Replaces each score `s` by `exp(s - max)`; returns their sum.
-fn exp_shifted(scores: &mut [f32], max: f32, level: Level) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx512Vnni {
-        // SAFETY: `Level` is only this high when the CPU has AVX-512.
-        return unsafe { avx512::exp_shifted(scores, max) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx2 {
-        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
-        return unsafe { avx2::exp_shifted(scores, max) };
-    }
-    let mut sum = 0.0;
-    for s in scores.iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
-    sum
-}
-
 /// Each query head's `acc = Σ_j weights[g][j] · value j`, into its record.
 fn weighted_values(weights: &[f32], kv: &BlockKv<f32>, records: &mut [f32]) {
     let (n, d) = (kv.n, kv.d);
@@ -452,7 +433,7 @@ fn merge<'a>(parts: impl Iterator<Item = Partial<'a>> + Clone, out: &mut [f32]) 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{BlockKv, Partial, StoredValue};
-    use crate::elementwise::{exp_avx512, lanes_within};
+    use crate::elementwise::lanes_within;
     use std::arch::x86_64::*;
 
     /// `out[i · n + j] = query i · key j` for each query (`queries`: rows
@@ -630,21 +611,6 @@ mod avx512 {
         _mm512_reduce_max_ps(max)
     }
 
-    /// [`super::exp_shifted`] 16 scores at a time.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn exp_shifted(scores: &mut [f32], max: f32) -> f32 {
-        let (m, n) = (_mm512_set1_ps(max), scores.len());
-        let mut sum = _mm512_setzero_ps();
-        for at in (0..n).step_by(16) {
-            let k = lanes_within(n, at);
-            let p = scores.as_mut_ptr().add(at);
-            let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
-            _mm512_mask_storeu_ps(p, k, e);
-            sum = _mm512_mask_add_ps(sum, k, sum, e);
-        }
-        _mm512_reduce_add_ps(sum)
-    }
-
     /// [`super::weighted_values`] in panels of 64 columns × 4 queries: the
     /// 16 accumulators stay in registers while the value rows are read in
     /// the order they lie, each once for the 4 queries (fewer than 4 repeat
@@ -694,7 +660,7 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{BlockKv, Partial};
-    use crate::elementwise::exp_avx2;
+    use crate::elementwise::eight_lanes_within as lanes_within;
     use std::arch::x86_64::*;
 
     /// `out[i · n + j] = query i · key j` for each query (`queries`: rows
@@ -739,13 +705,6 @@ mod avx2 {
         _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(low, high), _mm256_permute2f128_ps::<0x31>(low, high))
     }
 
-    /// The lanes of an 8-lane access at `at` that fall inside `len` values.
-    #[target_feature(enable = "avx2")]
-    unsafe fn lanes_within(len: usize, at: usize) -> __m256i {
-        let left = (len - at).min(8) as i32;
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
-    }
-
     /// [`super::scaled_max`] without a cap, 8 scores at a time.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn scaled_max(scores: &mut [f32], scale: f32) -> f32 {
@@ -762,23 +721,6 @@ mod avx2 {
         let mut lanes = [0f32; 8];
         _mm256_storeu_ps(lanes.as_mut_ptr(), max);
         lanes.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l))
-    }
-
-    /// [`super::exp_shifted`] 8 scores at a time.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn exp_shifted(scores: &mut [f32], max: f32) -> f32 {
-        let (m, n) = (_mm256_set1_ps(max), scores.len());
-        let mut sum = _mm256_setzero_ps();
-        for at in (0..n).step_by(8) {
-            let k = lanes_within(n, at);
-            let p = scores.as_mut_ptr().add(at);
-            let e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(p, k), m)), _mm256_castsi256_ps(k));
-            _mm256_maskstore_ps(p, k, e);
-            sum = _mm256_add_ps(sum, e);
-        }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
-        lanes.iter().sum()
     }
 
     /// [`super::weighted_values`] in panels of 16 columns × up to 4 queries:

@@ -165,45 +165,74 @@ pub fn softmax(row: &mut [f32], level: Level) {
     if row.is_empty() || max == f32::NEG_INFINITY {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    let sum = if level >= Level::Avx2 {
-        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
-        unsafe { exp_shifted_avx2(row, max) }
-    } else {
-        exp_shifted(row, max)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let sum = {
-        let _ = level;
-        exp_shifted(row, max)
-    };
-    let scale = 1.0 / sum;
+    let scale = 1.0 / exp_shifted(row, max, level);
     row.iter_mut().for_each(|v| *v *= scale);
 }
 
-/// `v ← e^(v − shift)` for each value; their sum.
-fn exp_shifted(row: &mut [f32], shift: f32) -> f32 {
-    row.iter_mut().fold(0.0, |sum, v| {
+/// Replaces each value `v` by `e^(v − shift)`; returns their sum.
+pub(crate) fn exp_shifted(values: &mut [f32], shift: f32, level: Level) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx512Vnni {
+        // SAFETY: `Level` is only this high when the CPU has AVX-512.
+        return unsafe { exp_shifted_avx512(values, shift) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx2 {
+        // SAFETY: `Level` is only this high when the CPU has AVX2 and FMA.
+        return unsafe { exp_shifted_avx2(values, shift) };
+    }
+    let _ = level;
+    let mut sum = 0.0;
+    for v in values.iter_mut() {
         *v = (*v - shift).exp();
-        sum + *v
-    })
+        sum += *v;
+    }
+    sum
 }
 
+/// [`exp_shifted`] 16 values at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn exp_shifted_avx512(values: &mut [f32], shift: f32) -> f32 {
+    use std::arch::x86_64::*;
+    let (m, n) = (_mm512_set1_ps(shift), values.len());
+    let mut sum = _mm512_setzero_ps();
+    for at in (0..n).step_by(16) {
+        let k = lanes_within(n, at);
+        let p = values.as_mut_ptr().add(at);
+        let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p), m));
+        _mm512_mask_storeu_ps(p, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    _mm512_reduce_add_ps(sum)
+}
+
+/// [`exp_shifted`] 8 values at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp_shifted_avx2(row: &mut [f32], shift: f32) -> f32 {
+unsafe fn exp_shifted_avx2(values: &mut [f32], shift: f32) -> f32 {
     use std::arch::x86_64::*;
-    let (n, whole) = (row.len(), row.len() / 8 * 8);
-    let shift_v = _mm256_set1_ps(shift);
-    let mut sums = _mm256_setzero_ps();
-    for at in (0..whole).step_by(8) {
-        let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row.as_ptr().add(at)), shift_v));
-        _mm256_storeu_ps(row.as_mut_ptr().add(at), e);
-        sums = _mm256_add_ps(sums, e);
+    let (m, n) = (_mm256_set1_ps(shift), values.len());
+    let mut sum = _mm256_setzero_ps();
+    for at in (0..n).step_by(8) {
+        let k = eight_lanes_within(n, at);
+        let p = values.as_mut_ptr().add(at);
+        let e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(p, k), m)), _mm256_castsi256_ps(k));
+        _mm256_maskstore_ps(p, k, e);
+        sum = _mm256_add_ps(sum, e);
     }
     let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
-    lanes.iter().sum::<f32>() + exp_shifted(&mut row[whole..n], shift)
+    _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
+    lanes.iter().sum()
+}
+
+/// The lanes of an 8-lane access at `at` that fall inside `len` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn eight_lanes_within(len: usize, at: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let left = (len - at).min(8) as i32;
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 }
 
 /// The lanes of a 16-lane load at `at` that fall inside `len` values.
@@ -237,7 +266,7 @@ const EXP_TAYLOR: [f32; 8] = [1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0
 /// Below -104 the result is 0, above 89 infinity, as in f32.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
     let x = _mm512_max_ps(x, _mm512_set1_ps(EXP_LOWEST));
     let x = _mm512_min_ps(x, _mm512_set1_ps(EXP_HIGHEST));
@@ -259,7 +288,7 @@ pub(crate) unsafe fn exp_avx512(x: std::arch::x86_64::__m512) -> std::arch::x86_
 /// the normal range), so results below `2⁻¹²⁶` round as f32 does.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn exp_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+unsafe fn exp_avx2(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
     let x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LOWEST));
     let x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HIGHEST));
