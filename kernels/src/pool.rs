@@ -9,6 +9,12 @@
 //! each reads the weights in order. A thread done with its share takes
 //! chunks from the back of the others': a helper that starts late (its core
 //! was busy, or it was asleep) then leaves less for the rest to wait on.
+//! A helper that has not started by the time every item is claimed is not
+//! waited for at all: the caller closes the job, and the helper, when its
+//! core comes back, finds it closed and leaves it alone. Where more
+//! threads want the cores than there are (other programs, or cluster
+//! workers on the same machine), a step then never waits for a helper's
+//! turn on a core.
 
 use std::cell::UnsafeCell;
 use std::ops::Range;
@@ -130,8 +136,11 @@ struct Shared {
     /// Bumped for each job; threads wait for it to change.
     generation: AtomicUsize,
     job: UnsafeCell<Option<Job>>,
-    /// Helper threads still working on the current job.
-    running: AtomicUsize,
+    /// Which job helpers may still join, how many have joined, and whether
+    /// it is closed to more (see [`Entry`]).
+    entry: AtomicU64,
+    /// Helpers that joined the current job and are done with it.
+    finished: AtomicUsize,
     panicked: AtomicBool,
     sleeping: AtomicUsize,
     lock: Mutex<()>,
@@ -163,7 +172,8 @@ impl Pool {
             shares: (0..threads.max(1)).map(|_| Share::new()).collect(),
             generation: AtomicUsize::new(0),
             job: UnsafeCell::new(None),
-            running: AtomicUsize::new(0),
+            entry: AtomicU64::new(Entry { generation: 0, joined: 0, closed: true }.pack()),
+            finished: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             sleeping: AtomicUsize::new(0),
             lock: Mutex::new(()),
@@ -209,15 +219,19 @@ impl Pool {
         for (index, own) in shared.shares.iter().enumerate() {
             own.set(share(items, index, shared.threads));
         }
-        shared.running.store(shared.threads - 1, Ordering::SeqCst);
-        shared.generation.fetch_add(1, Ordering::SeqCst);
+        shared.finished.store(0, Ordering::SeqCst);
+        let generation = shared.generation.load(Ordering::SeqCst).wrapping_add(1);
+        shared.entry.store(Entry { generation: generation as u32, joined: 0, closed: false }.pack(), Ordering::SeqCst);
+        shared.generation.store(generation, Ordering::SeqCst);
         if shared.sleeping.load(Ordering::SeqCst) > 0 {
             let _lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
             shared.wake.notify_all();
         }
         let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, 0, items, work)));
+        // Every item is claimed now: helpers that have not joined never will.
+        let joined = Entry::unpack(shared.entry.fetch_or(CLOSED, Ordering::AcqRel)).joined;
         let mut spins = 0u32;
-        while shared.running.load(Ordering::Acquire) != 0 {
+        while shared.finished.load(Ordering::Acquire) != joined {
             spins += 1;
             if spins < CALLER_SPINS {
                 std::hint::spin_loop();
@@ -257,12 +271,57 @@ impl Pool {
     }
 }
 
+/// Where helpers join a job: packed into one word so that joining and
+/// closing exclude each other with one atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    /// The low half of the job's `generation`.
+    generation: u32,
+    /// Helpers that joined it.
+    joined: usize,
+    /// The caller claimed its last item: no helper may join any more.
+    closed: bool,
+}
+
+const CLOSED: u64 = 1 << 31;
+
+impl Entry {
+    fn pack(self) -> u64 {
+        ((self.generation as u64) << 32) | if self.closed { CLOSED } else { 0 } | self.joined as u64
+    }
+
+    fn unpack(word: u64) -> Self {
+        Self { generation: (word >> 32) as u32, joined: (word & (CLOSED - 1)) as usize, closed: word & CLOSED != 0 }
+    }
+}
+
+/// Joins job `generation` if it is still open (counted in `entry`); false
+/// when it is closed or already replaced by the next.
+fn join(shared: &Shared, generation: usize) -> bool {
+    let mut word = shared.entry.load(Ordering::Acquire);
+    loop {
+        let entry = Entry::unpack(word);
+        if entry.closed || entry.generation != generation as u32 {
+            return false;
+        }
+        let joined = Entry { joined: entry.joined + 1, ..entry }.pack();
+        match shared.entry.compare_exchange_weak(word, joined, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(now) => word = now,
+        }
+    }
+}
+
 fn helper(shared: &Shared, index: usize) {
     let mut seen = 0usize;
     loop {
         seen = wait_for_job(shared, seen);
+        if !join(shared, seen) {
+            continue;
+        }
         // SAFETY: the caller wrote the job before bumping `generation` and
-        // keeps it (and the work it points to) alive until `running` is 0.
+        // keeps it (and the work it points to) alive until every helper
+        // that joined it has finished.
         let job = unsafe { (*shared.job.get()).expect("a job was posted") };
         let work = unsafe { &*job.work };
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work_on_shares(shared, index, job.items, work)))
@@ -270,7 +329,7 @@ fn helper(shared: &Shared, index: usize) {
         {
             shared.panicked.store(true, Ordering::SeqCst);
         }
-        shared.running.fetch_sub(1, Ordering::Release);
+        shared.finished.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -376,6 +435,21 @@ mod tests {
         assert_eq!(share.take_back(4), Some(7..9));
         assert_eq!(share.take_front(4), None);
         assert_eq!(share.take_back(1), None);
+    }
+
+    #[test]
+    fn helpers_join_an_open_job_only_and_closing_counts_those_that_did() {
+        let pool = Pool::new(1);
+        let shared = &*pool.shared;
+        shared.entry.store(Entry { generation: 7, joined: 0, closed: false }.pack(), Ordering::SeqCst);
+        assert!(join(shared, 7) && join(shared, 7));
+        assert!(!join(shared, 6), "a helper that saw an earlier job joins none");
+        let closing = Entry::unpack(shared.entry.fetch_or(CLOSED, Ordering::AcqRel));
+        assert_eq!(closing, Entry { generation: 7, joined: 2, closed: false });
+        assert!(!join(shared, 7), "a helper late for a closed job leaves it alone");
+        let generation = (u32::MAX as usize) + 8;
+        shared.entry.store(Entry { generation: generation as u32, joined: 0, closed: false }.pack(), Ordering::SeqCst);
+        assert!(join(shared, generation), "generations past 32 bits compare by their low half");
     }
 
     #[test]
