@@ -16,7 +16,14 @@ one machine and on three, the aggregate tok/s of 1, 2, 4 and 8 OpenAI
 requests in flight at once (greedy, `--serve-tokens` each, generated
 tokens over the wall time from the first request to the last answer,
 median of `--reps`). Needs root (namespaces); the machines share
-this computer's cores, so only one of them computes at a time.
+this computer's cores, so only one of them computes at a time (and the
+cluster sends decode steps one at a time: they share a kernel).
+
+Last, pipelined decode steps where machines do not share cores: with
+`--pinned`, two machines of one core each (master and worker pinned to
+cores 0 and 1 with `taskset`, one thread each) against one such machine
+alone, the requests' steps sent one at a time and pipelined (each
+machine working on a different half of the requests at once).
 
     python bench/cluster.py --cake target/release/cake
 """
@@ -55,8 +62,8 @@ def default_model() -> Path:
     return Path(data) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def start_worker(net, host, cake, name, max_memory, threads, data_dir):
-    args = [cake, "worker", "--name", name, "--host", net.address(host), "--port", str(PORT), "--no-mdns",
+def start_worker(net, host, cake, name, max_memory, threads, data_dir, core=None):
+    args = pinned(core) + [cake, "worker", "--name", name, "--host", net.address(host), "--port", str(PORT), "--no-mdns",
             "--threads", str(threads)]
     if max_memory:
         args += ["--max-memory", str(max_memory)]
@@ -66,6 +73,11 @@ def start_worker(net, host, cake, name, max_memory, threads, data_dir):
         if " ready on " in line:
             return
     raise SystemExit(f"worker {name} did not start")
+
+
+def pinned(core):
+    """The command prefix that keeps a process on `core` (none if None)."""
+    return [] if core is None else ["taskset", "-c", str(core)]
 
 
 def run(net, cake, model, prompt, decode, threads, extra):
@@ -105,12 +117,14 @@ def client_main(base: str, model: str, requests: int, max_tokens: int) -> None:
     print(json.dumps({"tokens": sum(counts), "seconds": time.perf_counter() - start}))
 
 
-def aggregate(net, args, flags, data_dir):
-    """Aggregate tok/s of `cake serve` (on host 0, with `flags`) for each
-    number of requests in flight: {requests: median tok/s}."""
+def aggregate(net, args, flags, data_dir, threads=None, core=None):
+    """Aggregate tok/s of `cake serve` (on host 0, with `flags`, `threads`
+    of its own, on `core` if one is given) for each number of requests in
+    flight: {requests: median tok/s}."""
     env = dict(os.environ, CAKE_CLUSTER_KEY=KEY, CAKE_DATA_DIR=data_dir, HF_HUB_CACHE=os.path.join(data_dir, "hf"))
-    serve = net.popen(0, [args.cake, "serve", "--host", "127.0.0.1", "--port", str(SERVE_PORT), "--model",
-                          str(args.model), "--threads", str(args.threads)] + flags,
+    threads = threads or args.threads
+    serve = net.popen(0, pinned(core) + [args.cake, "serve", "--host", "127.0.0.1", "--port", str(SERVE_PORT),
+                                         "--model", str(args.model), "--threads", str(threads)] + flags,
                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     base = None
     for line in serve.stdout:
@@ -204,6 +218,26 @@ def measure_profile(args, profile, subnet):
     return rows, rtt_ms, served
 
 
+def measure_pipelining(args, profile, subnet):
+    """Aggregate tok/s on two one-core machines (cores 0 and 1) against one:
+    {setup: {requests: tok/s}}."""
+    size = args.model.stat().st_size
+    half = size // 2 + 50_000_000
+    scratch = tempfile.TemporaryDirectory(prefix="cake-bench-")
+    with Network(2, profile, subnet) as net:
+        start_worker(net, 1, args.cake, "a", None, 1, os.path.join(scratch.name, "a"), core=1)
+        two = ["--ctx", str(args.ctx), "--max-memory", str(half), "--worker", net.reach_from_all(1, PORT)]
+        setups = {
+            "1": ["--ctx", str(args.ctx)],
+            "2, one step at a time": two + ["--decode-steps", "one-at-a-time"],
+            "2, pipelined": two + ["--decode-steps", "pipelined"],
+        }
+        served = {name: aggregate(net, args, flags, os.path.join(scratch.name, f"serve-{i}"), threads=1, core=0)
+                  for i, (name, flags) in enumerate(setups.items())}
+    scratch.cleanup()
+    return served
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cake", default="target/release/cake")
@@ -215,6 +249,8 @@ def main():
     parser.add_argument("--ctx", type=int, default=1024, help="context the cluster plans its caches for")
     parser.add_argument("--profiles", default="unshaped,gigabit,wifi")
     parser.add_argument("--serve-tokens", type=int, default=64, help="tokens each concurrent request generates")
+    parser.add_argument("--pinned", action="store_true",
+                        help="also measure pipelined steps on two one-core machines (cores 0 and 1)")
     if sys.argv[1:2] == ["--client"]:
         client_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
         return
@@ -250,6 +286,20 @@ def main():
         for machines, rates in by_machines.items():
             cells = [f"{rates[n]:.1f} ({rates[n] / rates[1]:.2f}x; {rates[n] / alone:.2f}x)" for n in CONCURRENCY]
             print(f"| {network} | {machines} | " + " | ".join(cells) + " |")
+    if args.pinned:
+        print()
+        print("Pipelined decode steps on machines of one core each (aggregate tok/s through `cake serve`; ratio to "
+              "one request on one machine):")
+        print()
+        print("| network | machines | " + " | ".join(f"{n} in flight" for n in CONCURRENCY) + " |")
+        print("|---|---|" + "---|" * len(CONCURRENCY))
+        for subnet, name in enumerate(filter(None, args.profiles.split(",")), start=10):
+            profile = PROFILES[name]
+            rates = measure_pipelining(args, profile, subnet)
+            alone = rates["1"][1]
+            for machines, by_n in rates.items():
+                cells = [f"{by_n[n]:.1f} ({by_n[n] / alone:.2f}x)" for n in CONCURRENCY]
+                print(f"| {profile.name} | {machines} | " + " | ".join(cells) + " |", flush=True)
     # Where a 3-machine token's time goes (the last run; prefill included).
     steps = args.decode + 1
     print()

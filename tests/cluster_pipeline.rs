@@ -298,7 +298,8 @@ fn cake_serve_answers_through_the_cluster() {
     let server = common::server::Server::start_with_env(
         &data,
         &root.path().join("hf"),
-        &["--worker", &worker.address, "--max-memory", &memory],
+        // Master and worker share this machine's kernel: pipelining is asked for.
+        &["--worker", &worker.address, "--max-memory", &memory, "--decode-steps", "pipelined"],
         &[("CAKE_CLUSTER_KEY", KEY)],
     );
     let (status, reply) = server.post(
@@ -318,8 +319,9 @@ fn cake_serve_answers_through_the_cluster() {
     let cached = std::fs::read_dir(worker.data.path().join("worker-cache")).map_or(0, |d| d.count());
     assert_eq!(cached, 1, "the worker received the weights of its layers");
 
-    // Chats in flight together step together on both machines, and each
-    // replies as it does alone.
+    // Chats in flight together step together on both machines, in two
+    // groups whose steps are in flight at once (one on each machine), and
+    // each replies as it does alone.
     let prompts = ["Name three rivers.", "Count to four.", "Say good night in German."];
     let chat = |prompt: &str| {
         let body = serde_json::json!({
@@ -327,15 +329,17 @@ fn cake_serve_answers_through_the_cluster() {
             "sampling": {"temperature": 0.0}, "max_tokens": 16,
         });
         let done = server.chat_done(&body);
-        (done["text"].as_str().unwrap().to_string(), done["stats"]["decoded_together"].as_u64().unwrap_or(1))
+        let stat = |name: &str| done["stats"][name].as_u64().unwrap_or(1);
+        (done["text"].as_str().unwrap().to_string(), stat("decoded_together"), stat("groups_in_flight"))
     };
     let alone: Vec<String> = prompts.iter().map(|p| chat(p).0).collect();
-    let together: Vec<(String, u64)> = std::thread::scope(|scope| {
+    let together: Vec<(String, u64, u64)> = std::thread::scope(|scope| {
         let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| chat(p))).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert_eq!(together.iter().map(|(text, _)| text.clone()).collect::<Vec<_>>(), alone);
-    assert!(together.iter().any(|&(_, n)| n >= 2), "never decoded together over the cluster: {together:?}");
+    assert_eq!(together.iter().map(|(text, _, _)| text.clone()).collect::<Vec<_>>(), alone);
+    assert!(together.iter().any(|&(_, n, _)| n >= 2), "never decoded together over the cluster: {together:?}");
+    assert!(together.iter().any(|&(_, _, g)| g == 2), "steps never pipelined over the cluster: {together:?}");
 
     // A conversation sharing the last one's system prompt starts from a
     // copy of its cached positions, here and on the worker, and replies

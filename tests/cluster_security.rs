@@ -594,6 +594,7 @@ fn rogue_info(memory_bytes: u64, bytes_per_second: f64) -> Response {
         bytes_per_second,
         prompt_bytes_per_second: bytes_per_second,
         layer_overhead_seconds: 0.0,
+        kernel_boot: String::new(),
     })
 }
 

@@ -19,7 +19,7 @@ use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::ChatMessage;
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
-    context_length, step_together, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream,
+    context_length, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream,
 };
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
@@ -100,6 +100,9 @@ struct ChatState {
     load_s: Option<f64>,
     /// The most chats decoded in one step with this one (itself included).
     decoded_together: usize,
+    /// The most groups of chats whose steps were in flight across the
+    /// cluster at once while this one decoded.
+    groups_in_flight: usize,
     /// Tokens and text generated before a worker was lost.
     earlier_tokens: Vec<u32>,
     earlier_text: String,
@@ -129,6 +132,7 @@ impl Prepared {
                     dropped_messages,
                     load_s,
                     decoded_together: 1,
+                    groups_in_flight: 1,
                     earlier_tokens: Vec::new(),
                     earlier_text: String::new(),
                 },
@@ -241,6 +245,7 @@ impl<'m> Answering<'m> {
                     finish_reason: reply.finish_reason,
                     load_s: state.load_s,
                     decoded_together: state.decoded_together,
+                    groups_in_flight: state.groups_in_flight,
                 },
                 text: state.earlier_text + &reply.text,
             }),
@@ -331,12 +336,17 @@ fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Wor
         streams.push(&mut chat.stream);
         listeners.push((&mut chat.state.sink, &chat.state.cancel));
     }
-    let result = step_together(model, &mut streams, |index, event| {
+    let result = step_pipelined(model, &mut streams, |index, event| {
         let (sink, cancel) = &mut listeners[index];
         relay(sink, cancel, event)
     });
     match result {
-        Ok(()) => Ok(()),
+        Ok(groups) => {
+            for chat in decoding {
+                chat.state.groups_in_flight = chat.state.groups_in_flight.max(groups);
+            }
+            Ok(())
+        }
         Err(error) => match error.downcast::<WorkerLost>() {
             Ok(lost) => Err(lost),
             Err(error) => {

@@ -92,6 +92,11 @@ pub struct ReplyStats {
     /// (absent when it was decoded alone).
     #[serde(skip_serializing_if = "is_one")]
     pub decoded_together: usize,
+    /// The most groups of replies whose decode steps were in flight across
+    /// the cluster's machines at once while this one decoded, each machine
+    /// on a different group (absent when steps went one at a time).
+    #[serde(skip_serializing_if = "is_one")]
+    pub groups_in_flight: usize,
 }
 
 /// Whose fault a failure was: HTTP answers 400 for the first, 500 for the second.

@@ -11,7 +11,7 @@ mod worker;
 
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::scope_from;
-use crate::cluster::master::ClusterSettings;
+use crate::cluster::master::{ClusterSettings, DecodeSteps};
 use crate::cluster::protocol::HiddenRoute;
 use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;
@@ -113,6 +113,13 @@ pub struct ClusterArgs {
     /// through-master (every worker answers this machine).
     #[arg(long, value_enum, default_value = "worker-to-worker")]
     pub hidden_route: HiddenRoute,
+    /// How the decode steps of several conversations go through the
+    /// machines: pipelined (split into groups, each machine working on a
+    /// different one at once), one-at-a-time (all together, machine after
+    /// machine), or auto (pipelined unless machines share a kernel, and so
+    /// its cores: processes or containers of one host).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub decode_steps: DecodeSteps,
 }
 
 impl ClusterArgs {
@@ -130,6 +137,7 @@ impl ClusterArgs {
         settings.master_memory = self.max_memory;
         settings.wire_format = self.wire;
         settings.hidden_route = self.hidden_route;
+        settings.decode_steps = self.decode_steps;
         settings.topology = self.topology.as_deref().map(Topology::from_file).transpose()?;
         Ok(Some(settings))
     }

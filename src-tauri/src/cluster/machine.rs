@@ -235,5 +235,17 @@ pub fn describe(name: &str, memory_limit: Option<u64>) -> WorkerInfo {
         bytes_per_second: speed.decode_bytes_per_second,
         prompt_bytes_per_second: speed.prompt_bytes_per_second,
         layer_overhead_seconds: speed.layer_overhead_seconds,
+        kernel_boot: kernel_boot(),
+    }
+}
+
+/// The first 16 hex digits of the SHA-256 of the running kernel's boot id
+/// (random at each boot, shared by everything running on that kernel);
+/// empty where there is none to read.
+fn kernel_boot() -> String {
+    use sha2::Digest;
+    match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(id) => sha2::Sha256::digest(id.trim().as_bytes())[..8].iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => String::new(),
     }
 }

@@ -64,6 +64,7 @@ pub fn load_distributed<M>(
     workers: Vec<PlannedWorker>,
     me: &WorkerInfo,
     route: HiddenRoute,
+    decode_steps: DecodeSteps,
     monitor: Option<&ClusterMonitor>,
     on_progress: LoadProgress,
     load_local: impl FnOnce(LocalPart) -> Result<(M, Arc<AtomicU64>)>,
@@ -146,6 +147,19 @@ pub fn load_distributed<M>(
     if let (HiddenRoute::WorkerToWorker, [first, rest @ ..]) = (route, loaded.as_slice()) {
         first.route_through(rest.to_vec());
     }
+    if let Some(first) = loaded.first() {
+        let machines: Vec<&WorkerInfo> = std::iter::once(me).chain(loaded.iter().map(|w| &w.info)).collect();
+        let pipelined = decode_steps.pipelines(&machines);
+        first.pipeline_steps(pipelined);
+        tracing::info!(
+            "decode steps of several conversations: {}",
+            match (pipelined, decode_steps) {
+                (true, _) => "pipelined, each machine on a different group at once",
+                (false, DecodeSteps::Auto) => "one at a time (machines here share a kernel, and so its cores)",
+                (false, _) => "one at a time",
+            }
+        );
+    }
     let local_part = (parts - 1) as f64;
     let mut on_layer = |done: usize, total: usize| {
         let message = format!("loading layers here: {done} of {total}");
@@ -222,6 +236,43 @@ pub struct ClusterSettings {
     /// Which way hidden states go between workers (default: straight from
     /// one worker to the next).
     pub hidden_route: HiddenRoute,
+    /// Whether decode steps of several conversations are pipelined over
+    /// the machines (default: unless they share a kernel).
+    pub decode_steps: DecodeSteps,
+}
+
+/// How the decode steps of several conversations in flight go through a
+/// cluster whose workers form one route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DecodeSteps {
+    /// Pipelined unless two of the machines run on one kernel (processes,
+    /// containers or network namespaces of one host), whose cores they
+    /// share: steps in flight at once would only make them take turns.
+    #[default]
+    Auto,
+    /// The conversations split into as many groups as there are machines,
+    /// each machine working on a different group at once.
+    Pipelined,
+    /// Every conversation's step together, through one machine after the other.
+    OneAtATime,
+}
+
+impl DecodeSteps {
+    /// Whether steps are pipelined over `machines`.
+    pub fn pipelines(self, machines: &[&WorkerInfo]) -> bool {
+        match self {
+            Self::Pipelined => true,
+            Self::OneAtATime => false,
+            Self::Auto => {
+                let mut boots: Vec<&str> =
+                    machines.iter().map(|m| m.kernel_boot.as_str()).filter(|b| !b.is_empty()).collect();
+                let known = boots.len();
+                boots.sort_unstable();
+                boots.dedup();
+                boots.len() == known
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -235,6 +286,7 @@ impl std::fmt::Debug for ClusterSettings {
             .field("discovery_timeout", &self.discovery_timeout)
             .field("wire_format", &self.wire_format)
             .field("hidden_route", &self.hidden_route)
+            .field("decode_steps", &self.decode_steps)
             .finish_non_exhaustive()
     }
 }
@@ -278,6 +330,7 @@ impl ClusterSettings {
             monitor: Arc::default(),
             wire_format: WireFormat::F32,
             hidden_route: HiddenRoute::default(),
+            decode_steps: DecodeSteps::default(),
         }
     }
 
@@ -460,6 +513,7 @@ impl ClusterSettings {
             workers,
             &me,
             self.hidden_route,
+            self.decode_steps,
             Some(&self.monitor),
             on_progress,
             load_local,
@@ -468,5 +522,27 @@ impl ClusterSettings {
             tracing::info!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }
         Ok(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_kernel(kernel_boot: &str) -> WorkerInfo {
+        let mut info = machine::describe("m", Some(1 << 30));
+        info.kernel_boot = kernel_boot.to_string();
+        info
+    }
+
+    #[test]
+    fn auto_pipelines_steps_unless_two_machines_share_a_kernel() {
+        let (a, b, c, unknown) = (on_kernel("a"), on_kernel("b"), on_kernel("c"), on_kernel(""));
+        assert!(DecodeSteps::Auto.pipelines(&[&a, &b, &c]));
+        assert!(DecodeSteps::Auto.pipelines(&[&a, &unknown, &unknown]), "unknown kernels count as distinct");
+        assert!(!DecodeSteps::Auto.pipelines(&[&a, &b, &a]));
+        assert!(DecodeSteps::Pipelined.pipelines(&[&a, &a]));
+        assert!(!DecodeSteps::OneAtATime.pipelines(&[&a, &b]));
+        assert_eq!(machine::describe("m", None).kernel_boot.len(), 16, "read on Linux");
     }
 }

@@ -88,6 +88,11 @@ pub enum HiddenRoute {
     ThroughMaster,
 }
 
+/// Most forward steps a master has in flight on a route at once (see
+/// `remote::StepsInFlight`); a worker keeps this many relayed steps waiting
+/// per master, so no worker of the route ever needs more.
+pub const MOST_STEPS_IN_FLIGHT: usize = 4;
+
 /// Most hops a route may name (more workers than any cluster has).
 pub const MAX_ROUTE: usize = 32;
 
@@ -122,6 +127,11 @@ pub struct WorkerInfo {
     /// not reported).
     #[serde(default)]
     pub layer_overhead_seconds: f64,
+    /// Equal on processes that run on one kernel (containers or network
+    /// namespaces of one host), which share its cores: a hash of the
+    /// kernel's boot id; empty when unknown.
+    #[serde(default)]
+    pub kernel_boot: String,
 }
 
 /// A worker's answer.

@@ -24,10 +24,6 @@ pub struct Relayed {
     pub payload: Vec<u8>,
 }
 
-/// Relayed steps a session may have waiting (its master waits for each
-/// step's answer, so one is ever queued).
-pub const QUEUED_STEPS: usize = 4;
-
 /// Where relayed steps for one session go, and how it is woken for them.
 pub struct Inbox {
     pub steps: SyncSender<Relayed>,

@@ -7,13 +7,15 @@ use super::cluster_key::ClusterKey;
 use super::prediction::LinkSpeed;
 use super::protocol::{
     decode, encode, tensor_from_bytes, tensor_to_bytes, Hop, Request, Response, WireFormat, WorkerInfo,
+    MOST_STEPS_IN_FLIGHT,
 };
 use super::secure_channel::SecureChannel;
 use super::weight_transfer::{read_chunk, ModelManifest};
 use crate::models::loader::ComputeDtype;
-use crate::models::pipeline::{RemoteLayers, StageTimings};
+use crate::models::pipeline::{RemoteLayers, RemoteSteps, StageTimings};
 use anyhow::{bail, Context, Result};
-use candle_core::Tensor;
+use candle_core::{DType, Device, Tensor};
+use std::collections::VecDeque;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,6 +85,9 @@ pub struct RemoteWorker {
     /// The workers after this one that its forward steps reach directly,
     /// worker to worker (see [`RemoteWorker::route_through`]).
     route: Mutex<Vec<Arc<RemoteWorker>>>,
+    /// Whether decode steps may be sent before earlier ones are answered
+    /// (see [`RemoteWorker::pipeline_steps`]).
+    pipelined: AtomicBool,
 }
 
 /// The channel and when the master last sent on it (the worker drops a
@@ -90,6 +95,9 @@ pub struct RemoteWorker {
 struct Connection {
     channel: SecureChannel<TcpStream>,
     last_sent: Instant,
+    /// Messages of steps in flight still to come on it (see
+    /// [`StepsInFlight`]): nothing else may be asked meanwhile.
+    awaited: usize,
 }
 
 impl Drop for RemoteWorker {
@@ -134,6 +142,9 @@ pub(crate) fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInf
     info.layer_overhead_seconds =
         if info.layer_overhead_seconds.is_finite() { info.layer_overhead_seconds.clamp(0.0, 0.1) } else { 0.0 };
     info.memory_bytes = info.memory_bytes.min(MAX_CLAIMED_MEMORY);
+    if info.kernel_boot.len() > 64 {
+        info.kernel_boot.clear();
+    }
     Ok(info)
 }
 
@@ -171,12 +182,14 @@ impl RemoteWorker {
                 bytes_per_second: 0.0,
                 prompt_bytes_per_second: 0.0,
                 layer_overhead_seconds: 0.0,
+                kernel_boot: String::new(),
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,
-            channel: Arc::new(Mutex::new(Connection { channel, last_sent: Instant::now() })),
+            channel: Arc::new(Mutex::new(Connection { channel, last_sent: Instant::now(), awaited: 0 })),
             inbox: AtomicU64::new(0),
             route: Mutex::default(),
+            pipelined: AtomicBool::new(false),
             closed: Arc::default(),
         };
         match worker.ask(&Request::Info, &[])? {
@@ -205,7 +218,8 @@ impl RemoteWorker {
                 std::thread::sleep(HEARTBEAT_INTERVAL / 4);
                 // A busy connection needs no heartbeat: skip it if in use.
                 let Ok(mut connection) = channel.try_lock() else { continue };
-                if connection.last_sent.elapsed() < HEARTBEAT_INTERVAL || closed.load(Ordering::Relaxed) {
+                let busy = connection.awaited > 0 || connection.last_sent.elapsed() < HEARTBEAT_INTERVAL;
+                if busy || closed.load(Ordering::Relaxed) {
                     continue;
                 }
                 let answer = connection.round_trip(&encode(&Request::Heartbeat, &[]), &stats);
@@ -260,6 +274,9 @@ impl RemoteWorker {
     /// error here, and a broken connection is a [`WorkerLost`].
     fn ask(&self, request: &Request, payload: &[u8]) -> Result<(Response, Vec<u8>)> {
         let mut connection = self.channel.lock().expect("worker channel");
+        if connection.awaited > 0 {
+            bail!("worker {}: answers to earlier steps are still to be read", self.info.name);
+        }
         let frame = connection.round_trip(&encode(request, payload), &self.stats).map_err(|e| self.lost(e))?;
         drop(connection);
         self.answer_of(&frame)
@@ -289,6 +306,12 @@ impl RemoteWorker {
     pub fn route_through(&self, next: Vec<Arc<RemoteWorker>>) {
         let reachable = next.iter().all(|w| w.inbox.load(Ordering::Relaxed) != 0);
         *self.route.lock().expect("worker route") = if reachable { next } else { Vec::new() };
+    }
+
+    /// Lets the engine send decode steps of several groups of conversations
+    /// before earlier ones are answered ([`StepsInFlight`]), or not.
+    pub fn pipeline_steps(&self, pipelined: bool) {
+        self.pipelined.store(pipelined, Ordering::Relaxed);
     }
 
     /// Stages of the pipeline its forward steps run: itself and its route.
@@ -361,75 +384,21 @@ impl RemoteWorker {
     /// Sends `hidden` with the request `request(shape, format, route)`
     /// makes, to this worker and on along its route, and returns the hidden
     /// states the last worker sends back, counting each worker's part.
-    ///
-    /// Every worker of the route tells the master how its part went on its
-    /// own connection, once per step: this one answers, the others push
-    /// (`Relayed` from those that passed the states on, `Hidden` from the
-    /// last); all their connections are held until then, so no heartbeat
-    /// comes between. A worker that fails sends its error and the workers
-    /// after it get nothing, so nothing more is read.
     fn exchange_hidden(
         &self,
         hidden: &Tensor,
         request: impl FnOnce(Vec<usize>, WireFormat, Vec<Hop>) -> Request,
     ) -> Result<Tensor> {
-        let (shape, format, bytes) = tensor_to_bytes(hidden, self.wire_format)?;
-        let next = self.route.lock().expect("worker route").clone();
-        let hops =
-            next.iter().map(|w| Hop { address: w.address.clone(), inbox: w.inbox.load(Ordering::Relaxed) }).collect();
-        let workers: Vec<&RemoteWorker> = std::iter::once(self).chain(next.iter().map(|w| &**w)).collect();
-        let mut connections: Vec<_> = workers.iter().map(|w| w.channel.lock().expect("worker channel")).collect();
-        let started = Instant::now();
-        connections[0].send(&encode(&request(shape, format, hops), &bytes), &self.stats).map_err(|e| self.lost(e))?;
-        let mut part_started = started;
-        for (i, (worker, connection)) in workers.iter().zip(connections.iter_mut()).enumerate() {
-            let frame = connection.receive(&worker.stats).map_err(|e| worker.lost(e))?;
-            let part = part_started.elapsed().as_nanos() as u64;
-            part_started = Instant::now();
-            worker.stats.forward_nanos.fetch_add(part, Ordering::Relaxed);
-            worker.stats.forwards.fetch_add(1, Ordering::Relaxed);
-            if hidden.dims().get(1) == Some(&1) {
-                worker.stats.single_position_forwards.fetch_add(1, Ordering::Relaxed);
-                worker.stats.single_position_nanos.fetch_add(part, Ordering::Relaxed);
-            }
-            let last = i + 1 == workers.len();
-            match worker.answer_of(&frame)? {
-                (Response::Relayed { compute_nanos, kv_bytes, relayed_bytes }, _) if !last => {
-                    worker.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
-                    worker.stats.compute_nanos.fetch_add(compute_nanos.min(part), Ordering::Relaxed);
-                    worker.stats.bytes_relayed.fetch_add(relayed_bytes, Ordering::Relaxed);
-                }
-                (Response::Hidden { shape, format, compute_nanos, kv_bytes }, payload) if last => {
-                    worker.stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
-                    if shape != hidden.dims() {
-                        bail!(
-                            "worker {} answered hidden states of shape {shape:?} to {:?}",
-                            worker.address,
-                            hidden.dims()
-                        );
-                    }
-                    worker.stats.compute_nanos.fetch_add(compute_nanos.min(part), Ordering::Relaxed);
-                    let states = tensor_from_bytes(&shape, format, &payload, hidden.device()).with_context(|| {
-                        format!("worker {} ({}) sent unusable hidden states", worker.info.name, worker.address)
-                    })?;
-                    return states.to_dtype(hidden.dtype()).map_err(Into::into);
-                }
-                (Response::RelayFailed { next, reason }, _) if !last => {
-                    let next_worker = workers[i + 1];
-                    let reason = format!("{} could not pass hidden states on to it: {reason}", worker.info.name);
-                    if next_worker.address != next {
-                        bail!(
-                            "worker {} passed hidden states to {next}, not to {}",
-                            worker.address,
-                            next_worker.address
-                        );
-                    }
-                    return Err(next_worker.lost(anyhow::anyhow!(reason)).into());
-                }
-                (other, _) => bail!("worker {} answered {other:?} to hidden states", worker.address),
-            }
-        }
-        unreachable!("the last worker of a route answers or fails")
+        let mut steps = self.steps_in_flight();
+        steps.send(hidden, request)?;
+        steps.receive()
+    }
+
+    /// Steps sent to this worker and on along its route whose answers are
+    /// read later, in the order they went (see [`StepsInFlight`]).
+    pub fn steps_in_flight(&self) -> StepsInFlight<'_> {
+        let route = self.route.lock().expect("worker route").clone();
+        StepsInFlight { first: self, route, pending: VecDeque::new() }
     }
 
     /// Weight bytes per second this worker has shown on its `stage_bytes` of
@@ -463,6 +432,190 @@ impl RemoteWorker {
     pub fn truncate(&self, sequence: u64, positions: usize) -> Result<()> {
         self.ask(&Request::Truncate { sequence, positions }, &[]).map(|_| ())
     }
+}
+
+/// Forward steps sent to a worker (and on along its route, worker to
+/// worker) whose answers are still to be read. Several may be in flight:
+/// while the last worker runs one step, the one before it runs the next and
+/// the master its own layers of a third, so each machine works on a
+/// different group of conversations at once. Workers take steps in the
+/// order they come and answer in that order; the master reads one message
+/// per worker and step, oldest step first, and nothing else is asked of
+/// those connections meanwhile (no heartbeat either). Dropped with steps
+/// unread, it reads and discards their answers, so the connections stay in
+/// step, unless a worker of the route was lost (the cluster is then
+/// re-planned and these connections are not used again).
+pub struct StepsInFlight<'w> {
+    first: &'w RemoteWorker,
+    /// The workers after `first` that its steps reach directly.
+    route: Vec<Arc<RemoteWorker>>,
+    pending: VecDeque<PendingStep>,
+}
+
+/// What reading the answers of a step in flight needs.
+struct PendingStep {
+    /// The hidden states as sent: what comes back must have this shape.
+    shape: Vec<usize>,
+    dtype: DType,
+    device: Device,
+    sent: Instant,
+    /// Sent with no other step in flight: only then do the parts' times
+    /// measure the workers rather than the wait behind other steps.
+    alone: bool,
+}
+
+impl StepsInFlight<'_> {
+    /// The workers a step passes through, in order.
+    fn workers(&self) -> Vec<&RemoteWorker> {
+        std::iter::once(self.first).chain(self.route.iter().map(|w| &**w)).collect()
+    }
+
+    /// Sends `hidden` with the request `request(shape, format, route)`
+    /// makes, without waiting for the answers.
+    pub fn send(
+        &mut self,
+        hidden: &Tensor,
+        request: impl FnOnce(Vec<usize>, WireFormat, Vec<Hop>) -> Request,
+    ) -> Result<()> {
+        let first = self.first;
+        let (shape, format, bytes) = tensor_to_bytes(hidden, first.wire_format)?;
+        let hops = self
+            .route
+            .iter()
+            .map(|w| Hop { address: w.address.clone(), inbox: w.inbox.load(Ordering::Relaxed) })
+            .collect();
+        let frame = encode(&request(shape, format, hops), &bytes);
+        // Marked awaited first, so that no heartbeat slips in before an answer.
+        let workers = self.workers();
+        for worker in &workers {
+            worker.channel.lock().expect("worker channel").awaited += 1;
+        }
+        let sent = first.channel.lock().expect("worker channel").send(&frame, &first.stats);
+        if let Err(error) = sent {
+            for worker in &workers {
+                worker.channel.lock().expect("worker channel").awaited -= 1;
+            }
+            return Err(first.lost(error).into());
+        }
+        let alone = self.pending.is_empty();
+        let (dtype, device) = (hidden.dtype(), hidden.device().clone());
+        self.pending.push_back(PendingStep {
+            shape: hidden.dims().to_vec(),
+            dtype,
+            device,
+            sent: Instant::now(),
+            alone,
+        });
+        Ok(())
+    }
+
+    /// The hidden states of the oldest step in flight, as the last worker
+    /// of the route sends them back, after every worker's account of its
+    /// part. Every worker of the route tells the master how its part went,
+    /// on its own connection: the first answers, each later one pushes
+    /// `Relayed` (those that passed the states on) or `Hidden` (the last).
+    /// A worker that fails sends its error and the workers after it get
+    /// nothing, so nothing more is read for the step.
+    pub fn receive(&mut self) -> Result<Tensor> {
+        let step = self.pending.pop_front().context("no step in flight")?;
+        let workers = self.workers();
+        let mut answered = 0;
+        let result = read_answers(&workers, &step, &mut answered);
+        for worker in &workers[answered..] {
+            worker.channel.lock().expect("worker channel").awaited -= 1;
+        }
+        result
+    }
+}
+
+impl RemoteSteps for StepsInFlight<'_> {
+    fn send(&mut self, sequences: &[u64], hidden: &Tensor) -> Result<()> {
+        let sequences = sequences.to_vec();
+        StepsInFlight::send(self, hidden, |shape, format, route| Request::ForwardStreams {
+            sequences,
+            shape,
+            format,
+            route,
+        })
+    }
+
+    fn receive(&mut self) -> Result<Tensor> {
+        StepsInFlight::receive(self)
+    }
+
+    fn most_in_flight(&self) -> usize {
+        MOST_STEPS_IN_FLIGHT
+    }
+}
+
+impl Drop for StepsInFlight<'_> {
+    fn drop(&mut self) {
+        while !self.pending.is_empty() {
+            if self.workers().iter().any(|w| w.stats.lost.load(Ordering::Relaxed)) {
+                return;
+            }
+            let _ = self.receive();
+        }
+    }
+}
+
+/// Reads `step`'s message from each of `workers` in order (counting them in
+/// `answered`), as [`StepsInFlight::receive`] describes.
+fn read_answers(workers: &[&RemoteWorker], step: &PendingStep, answered: &mut usize) -> Result<Tensor> {
+    let mut part_started = step.sent;
+    for (i, worker) in workers.iter().enumerate() {
+        let frame = {
+            let mut connection = worker.channel.lock().expect("worker channel");
+            connection.awaited -= 1;
+            *answered += 1;
+            connection.receive(&worker.stats).map_err(|e| worker.lost(e))?
+        };
+        let part = part_started.elapsed().as_nanos() as u64;
+        part_started = Instant::now();
+        let stats = &worker.stats;
+        if step.alone {
+            stats.forward_nanos.fetch_add(part, Ordering::Relaxed);
+            stats.forwards.fetch_add(1, Ordering::Relaxed);
+            if step.shape.get(1) == Some(&1) {
+                stats.single_position_forwards.fetch_add(1, Ordering::Relaxed);
+                stats.single_position_nanos.fetch_add(part, Ordering::Relaxed);
+            }
+        }
+        let counted_compute = |compute_nanos: u64| {
+            if step.alone {
+                stats.compute_nanos.fetch_add(compute_nanos.min(part), Ordering::Relaxed);
+            }
+        };
+        let last = i + 1 == workers.len();
+        match worker.answer_of(&frame)? {
+            (Response::Relayed { compute_nanos, kv_bytes, relayed_bytes }, _) if !last => {
+                stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
+                counted_compute(compute_nanos);
+                stats.bytes_relayed.fetch_add(relayed_bytes, Ordering::Relaxed);
+            }
+            (Response::Hidden { shape, format, compute_nanos, kv_bytes }, payload) if last => {
+                stats.kv_bytes.fetch_max(kv_bytes, Ordering::Relaxed);
+                if shape != step.shape {
+                    bail!("worker {} answered hidden states of shape {shape:?} to {:?}", worker.address, step.shape);
+                }
+                counted_compute(compute_nanos);
+                let states = tensor_from_bytes(&shape, format, &payload, &step.device).with_context(|| {
+                    format!("worker {} ({}) sent unusable hidden states", worker.info.name, worker.address)
+                })?;
+                return states.to_dtype(step.dtype).map_err(Into::into);
+            }
+            (Response::RelayFailed { next, reason }, _) if !last => {
+                let next_worker = workers[i + 1];
+                let reason = format!("{} could not pass hidden states on to it: {reason}", worker.info.name);
+                if next_worker.address != next {
+                    bail!("worker {} passed hidden states to {next}, not to {}", worker.address, next_worker.address);
+                }
+                return Err(next_worker.lost(anyhow::anyhow!(reason)).into());
+            }
+            (other, _) => bail!("worker {} answered {other:?} to hidden states", worker.address),
+        }
+    }
+    unreachable!("the last worker of a route answers or fails")
 }
 
 impl Connection {
@@ -521,6 +674,11 @@ impl RemoteLayers for RemoteWorker {
 
     fn stages_reached(&self) -> usize {
         RemoteWorker::stages_reached(self)
+    }
+
+    fn steps_in_flight(&self) -> Option<Box<dyn RemoteSteps + '_>> {
+        let pipelined = self.pipelined.load(Ordering::Relaxed);
+        pipelined.then(|| Box::new(RemoteWorker::steps_in_flight(self)) as Box<dyn RemoteSteps + '_>)
     }
 
     fn timings(&self) -> StageTimings {

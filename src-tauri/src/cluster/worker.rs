@@ -12,9 +12,9 @@ use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
     check_hidden_shape, check_route, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Hop,
-    Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES,
+    Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES, MOST_STEPS_IN_FLIGHT,
 };
-use super::relay::{Inbox, Inboxes, Links, Relayed, QUEUED_STEPS};
+use super::relay::{Inbox, Inboxes, Links, Relayed};
 use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
@@ -251,7 +251,7 @@ fn session(
     let (wake, woken) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;
     woken.set_nonblocking(true)?;
-    let (steps, relayed) = sync_channel(QUEUED_STEPS);
+    let (steps, relayed) = sync_channel(MOST_STEPS_IN_FLIGHT);
     let inbox = inboxes.open(Inbox { steps, wake });
     let inbox_number = inbox.number;
     let mut stage: Option<Decoder> = None;

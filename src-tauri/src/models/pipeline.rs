@@ -35,6 +35,23 @@ pub trait RemoteLayers: Send + Sync {
     }
     /// What the exchanges with it cost so far.
     fn timings(&self) -> StageTimings;
+    /// Decode steps that can be sent before earlier ones are answered
+    /// (`None` where the machine takes one at a time).
+    fn steps_in_flight(&self) -> Option<Box<dyn RemoteSteps + '_>> {
+        None
+    }
+}
+
+/// Decode steps sent to a remote stage whose answers are read later, in
+/// the order the steps went.
+pub trait RemoteSteps {
+    /// Sends one decode step of several sequences (row `i` of `hidden (1,
+    /// n, hidden)` is the next position of `sequences[i]`) without waiting.
+    fn send(&mut self, sequences: &[u64], hidden: &Tensor) -> Result<()>;
+    /// The hidden states of the oldest step sent and not yet received.
+    fn receive(&mut self) -> Result<Tensor>;
+    /// The most steps that may be in flight at once.
+    fn most_in_flight(&self) -> usize;
 }
 
 /// Counters of one remote stage.
@@ -159,17 +176,35 @@ impl LayerPipeline {
     /// position of each of `n` sessions (row `i` is `sessions[i]`'s): every
     /// stage, local or remote, reads its weights once for all rows.
     pub fn run_layers_streams(&self, embedded: &Tensor, sessions: &mut [&mut Session]) -> Result<Tensor> {
-        let started = Instant::now();
-        let mut caches: Vec<&mut KvCache> = sessions.iter_mut().map(|s| &mut s.cache).collect();
-        let mut hidden = self.decoder.forward_layers_streams(embedded, &mut caches)?;
-        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let sequences: Vec<u64> = sessions.iter().map(|s| s.sequence).collect();
+        let (mut hidden, sequences) = self.local_layers_streams(embedded, sessions)?;
         let mut next = 0;
         while let Some(stage) = self.remote_stages.get(next) {
             hidden = stage.worker.forward_streams(&sequences, &hidden)?;
             next += stage.worker.stages_reached();
         }
         Ok(hidden)
+    }
+
+    /// The local layers' part of [`Self::run_layers_streams`], and the
+    /// sessions' sequence ids.
+    fn local_layers_streams(&self, embedded: &Tensor, sessions: &mut [&mut Session]) -> Result<(Tensor, Vec<u64>)> {
+        let started = Instant::now();
+        let mut caches: Vec<&mut KvCache> = sessions.iter_mut().map(|s| &mut s.cache).collect();
+        let hidden = self.decoder.forward_layers_streams(embedded, &mut caches)?;
+        self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok((hidden, sessions.iter().map(|s| s.sequence).collect()))
+    }
+
+    /// Decode steps of several groups of sessions in flight at once, each
+    /// machine working on a different group ([`PipelinedSteps`]); `None` on
+    /// a single machine, or where the workers do not form one route (each
+    /// answers this machine) or take one step at a time.
+    pub fn pipelined_steps(&self) -> Option<PipelinedSteps<'_>> {
+        let first = self.remote_stages.first()?;
+        if first.worker.stages_reached() != self.remote_stages.len() {
+            return None;
+        }
+        Some(PipelinedSteps { pipeline: self, remote: first.worker.steps_in_flight()? })
     }
 
     /// Bytes exchanged with workers so far (0 on a single machine).
@@ -181,6 +216,38 @@ impl LayerPipeline {
                 timings.bytes_sent + timings.bytes_received
             })
             .sum()
+    }
+}
+
+/// Decode steps sent through the pipeline without waiting for earlier ones
+/// to come back: this machine runs its layers of a group of sessions and
+/// sends them on while the workers run earlier groups'. Each group's rows
+/// come out exactly as [`LayerPipeline::run_layers_streams`] gives them.
+pub struct PipelinedSteps<'p> {
+    pipeline: &'p LayerPipeline,
+    remote: Box<dyn RemoteSteps + 'p>,
+}
+
+impl PipelinedSteps<'_> {
+    /// How many groups of sessions to keep in flight: one per machine a
+    /// step passes through (each then works on a different one), as far
+    /// as the workers take that many.
+    pub fn groups(&self) -> usize {
+        (1 + self.pipeline.remote_stages.len()).min(self.remote.most_in_flight())
+    }
+
+    /// Runs the local layers on one new position of each of `sessions`
+    /// (embedded in `embedded`, row `i` for `sessions[i]`) and sends the
+    /// result on to the workers.
+    pub fn send(&mut self, embedded: &Tensor, sessions: &mut [&mut Session]) -> Result<()> {
+        let (hidden, sequences) = self.pipeline.local_layers_streams(embedded, sessions)?;
+        self.remote.send(&sequences, &hidden)
+    }
+
+    /// Hidden states `(1, n, hidden)` after every layer for the oldest
+    /// group sent and not yet received.
+    pub fn receive(&mut self) -> Result<Tensor> {
+        self.remote.receive()
     }
 }
 

@@ -14,7 +14,7 @@ use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::{StopCheck, StopStrings};
 use crate::models::context::PREFILL_CHUNK;
 use crate::models::decoder::LogitsFor;
-use crate::models::pipeline::{Session, SessionGuard};
+use crate::models::pipeline::{PipelinedSteps, Session, SessionGuard};
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::ops::ControlFlow;
@@ -416,17 +416,11 @@ impl<'m> Stream<'m> {
     }
 }
 
-/// One decode step for the streams in [`Phase::Decoding`] together
-/// (weights read once for all): samples each one's next token and reports
-/// it through `on_event(index in streams, event)`. Streams in other phases
-/// are left as they are.
-pub fn step_together(
-    model: &TextModel,
-    streams: &mut [&mut Stream],
-    mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
-) -> Result<()> {
-    let mut tokens = Vec::new();
+/// The streams in [`Phase::Decoding`] that can take another step, by index
+/// in `streams`, with the token each feeds.
+fn decoding_inputs(streams: &mut [&mut Stream]) -> Result<(Vec<usize>, Vec<u32>)> {
     let mut stepping = Vec::new();
+    let mut tokens = Vec::new();
     for (index, stream) in streams.iter_mut().enumerate() {
         if stream.request.no_kv_cache {
             bail!("a stream without a KV cache cannot step together with others");
@@ -440,20 +434,90 @@ pub fn step_together(
             stepping.push(index);
         }
     }
+    Ok((stepping, tokens))
+}
+
+/// The sessions of `streams[i]` for each `i` of `indices` (ascending).
+fn sessions_of<'s>(streams: &'s mut [&mut Stream], indices: &[usize]) -> Vec<&'s mut Session> {
+    let chosen = streams.iter_mut().enumerate().filter(|(index, _)| indices.contains(index));
+    chosen.map(|(_, stream)| &mut *stream.session).collect()
+}
+
+/// One decode step for the streams in [`Phase::Decoding`] together
+/// (weights read once for all): samples each one's next token and reports
+/// it through `on_event(index in streams, event)`. Streams in other phases
+/// are left as they are.
+pub fn step_together(
+    model: &TextModel,
+    streams: &mut [&mut Stream],
+    mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
+) -> Result<()> {
+    let (stepping, tokens) = decoding_inputs(streams)?;
     if tokens.is_empty() {
         return Ok(());
     }
-    let logits = {
-        let mut sessions: Vec<&mut Session> = streams
-            .iter_mut()
-            .enumerate()
-            .filter(|(index, _)| stepping.contains(index))
-            .map(|(_, stream)| &mut *stream.session)
-            .collect();
-        model.forward_streams(&tokens, &mut sessions)?.to_vec2::<f32>()?
-    };
+    let logits = model.forward_streams(&tokens, &mut sessions_of(streams, &stepping))?.to_vec2::<f32>()?;
     for (index, logits) in stepping.into_iter().zip(logits) {
         streams[index].accept(logits, &mut |event| on_event(index, event))?;
     }
     Ok(())
+}
+
+/// Decode steps each stream takes at most in one call of
+/// [`step_pipelined`], which then hands back so that new chats can join
+/// and prompts be read.
+pub const PIPELINED_STEPS: usize = 8;
+
+/// Decode steps of the streams in [`Phase::Decoding`], up to
+/// [`PIPELINED_STEPS`] each, pipelined over the cluster's machines: the
+/// streams split into as many groups as a step passes machines (at most),
+/// and while the workers run one group's step, this machine samples
+/// another's and runs its own layers of the next step, so every machine
+/// works on a different group at once. Each stream gets the tokens
+/// [`step_together`] gives it. Where steps cannot be in flight together
+/// (one machine, workers that do not form one route, a single stream) it
+/// is one [`step_together`]. Returns how many groups were in flight.
+pub fn step_pipelined(
+    model: &TextModel,
+    streams: &mut [&mut Stream],
+    mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
+) -> Result<usize> {
+    let (stepping, _) = decoding_inputs(streams)?;
+    let pipelined = if stepping.len() >= 2 { model.pipeline.pipelined_steps() } else { None };
+    let Some(mut steps) = pipelined else {
+        return step_together(model, streams, on_event).map(|()| 1);
+    };
+    let groups = steps.groups().min(stepping.len());
+    let mut in_flight = std::collections::VecDeque::new();
+    for g in 0..groups {
+        let group = stepping[g * stepping.len() / groups..(g + 1) * stepping.len() / groups].to_vec();
+        send_group(model, &mut steps, streams, &group)?;
+        in_flight.push_back((group, 1));
+    }
+    while let Some((group, taken)) = in_flight.pop_front() {
+        let logits = model.decoder().logits(&steps.receive()?, LogitsFor::All)?.to_vec2::<f32>()?;
+        for (&index, logits) in group.iter().zip(logits) {
+            streams[index].accept(logits, &mut |event| on_event(index, event))?;
+        }
+        if taken < PIPELINED_STEPS {
+            let going: Vec<usize> = group.into_iter().filter(|&i| streams[i].next_step_input().is_some()).collect();
+            if !going.is_empty() {
+                send_group(model, &mut steps, streams, &going)?;
+                in_flight.push_back((going, taken + 1));
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Sends the next step of `streams[i]` for each `i` of `group` (ascending,
+/// each decoding one token at a time) into `steps`.
+fn send_group(
+    model: &TextModel,
+    steps: &mut PipelinedSteps,
+    streams: &mut [&mut Stream],
+    group: &[usize],
+) -> Result<()> {
+    let tokens: Vec<u32> = group.iter().map(|&i| streams[i].next_input[0]).collect();
+    steps.send(&model.decoder().embed(&tokens)?, &mut sessions_of(streams, group))
 }
