@@ -337,15 +337,17 @@ fn attend_block<T: StoredValue>(
         // SAFETY: as above.
         return unsafe { avx512::weighted_values(scores, &kv, records) };
     }
-    let kv = BlockKv { keys: T::as_f32(kv.keys, keys), values: T::as_f32(kv.values, values), n, d };
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx2 && d.is_multiple_of(8) {
+        // SAFETY (all four): `Level` is only this high when the CPU has AVX2, FMA and F16C.
+        let kv =
+            unsafe { BlockKv { keys: avx2::widened(kv.keys, keys), values: avx2::widened(kv.values, values), n, d } };
         scores.resize(visible.len() * n, 0.0);
-        // SAFETY (all three): `Level` is only this high when the CPU has AVX2 and FMA.
         unsafe { avx2::scores(queries, &kv, scores) };
         weigh_scores(visible, n, scale, softcap, scores, records, level);
         return unsafe { avx2::weighted_values(scores, &kv, records) };
     }
+    let kv = BlockKv { keys: T::as_f32(kv.keys, keys), values: T::as_f32(kv.values, values), n, d };
     scores.clear();
     for q in queries.chunks_exact(d) {
         scores.extend(kv.keys.chunks_exact(d).map(|key| dot(q, key, level)));
@@ -661,7 +663,19 @@ mod avx512 {
 mod avx2 {
     use super::{BlockKv, Partial};
     use crate::elementwise::eight_lanes_within as lanes_within;
+    use crate::values::{widen_into, StoredValue};
     use std::arch::x86_64::*;
+
+    /// `values` as f32: borrowed when they are, else widened into `scratch`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn widened<'s, T: StoredValue>(values: &'s [T], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        if !T::WIDENS {
+            return T::as_f32(values, scratch);
+        }
+        scratch.resize(values.len(), 0.0);
+        widen_into(values, scratch);
+        scratch
+    }
 
     /// `out[i · n + j] = query i · key j` for each query (`queries`: rows
     /// of `d` values) and each key of the block. Each key's products are

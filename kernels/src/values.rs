@@ -121,6 +121,24 @@ impl StoredValue for bf16 {
     }
 }
 
+/// `values` as f32 into `into` (same length), 8 at a time: the `half`
+/// crate's slice conversion calls a function per 8 values on x86.
+///
+/// # Safety
+/// The CPU has AVX2 and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn widen_into<W: StoredValue>(values: &[W], into: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let whole = values.len() / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        _mm256_storeu_ps(into.as_mut_ptr().add(i), W::load8(values.as_ptr().add(i)));
+    }
+    for i in whole..values.len() {
+        into[i] = values[i].widen();
+    }
+}
+
 /// Half-precision `values` widened into `scratch`.
 fn widened<'s, H>(values: &[H], scratch: &'s mut Vec<f32>) -> &'s [f32]
 where

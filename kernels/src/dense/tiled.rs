@@ -20,7 +20,7 @@
 //!   are written out once.
 
 use super::Output;
-use crate::values::StoredValue;
+use crate::values::{widen_into, StoredValue};
 use std::ops::Range;
 
 /// Weight columns widened at a time.
@@ -120,19 +120,6 @@ pub(super) unsafe fn rows_avx2<W: StoredValue>(
             // SAFETY: in bounds; this work item alone writes `row`.
             *out.0.add(t * stride + row) = sums[slot * padded + t];
         }
-    }
-}
-
-/// `values` as f32 into `into` (same length).
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn widen_into<W: StoredValue>(values: &[W], into: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let whole = values.len() / 8 * 8;
-    for i in (0..whole).step_by(8) {
-        _mm256_storeu_ps(into.as_mut_ptr().add(i), W::load8(values.as_ptr().add(i)));
-    }
-    for i in whole..values.len() {
-        into[i] = values[i].widen();
     }
 }
 
