@@ -67,6 +67,8 @@ export interface ReplyStats {
   load_s?: number;
   /** The most replies decoded in one step with this one, itself included (absent: alone). */
   decoded_together?: number;
+  /** The most groups of replies whose steps were in flight across the cluster at once (absent: one at a time). */
+  groups_in_flight?: number;
   completion_tokens: number;
   ttft_s: number;
   decode_tok_s: number;
