@@ -339,13 +339,11 @@ fn attend_block<T: StoredValue>(
     }
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx2 && d.is_multiple_of(8) {
-        // SAFETY (all four): `Level` is only this high when the CPU has AVX2, FMA and F16C.
-        let kv =
-            unsafe { BlockKv { keys: avx2::widened(kv.keys, keys), values: avx2::widened(kv.values, values), n, d } };
         scores.resize(visible.len() * n, 0.0);
-        unsafe { avx2::scores(queries, &kv, scores) };
+        // SAFETY (both): `Level` is only this high when the CPU has AVX2, FMA and F16C.
+        unsafe { avx2::scores(queries, kv, scores) };
         weigh_scores(visible, n, scale, softcap, scores, records, level);
-        return unsafe { avx2::weighted_values(scores, &kv, records) };
+        return unsafe { avx2::weighted_values(scores, kv, records) };
     }
     let kv = BlockKv { keys: T::as_f32(kv.keys, keys), values: T::as_f32(kv.values, values), n, d };
     scores.clear();
@@ -663,48 +661,57 @@ mod avx512 {
 mod avx2 {
     use super::{BlockKv, Partial};
     use crate::elementwise::eight_lanes_within as lanes_within;
-    use crate::values::{widen_into, StoredValue};
+    use crate::values::StoredValue;
     use std::arch::x86_64::*;
 
-    /// `values` as f32: borrowed when they are, else widened into `scratch`.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn widened<'s, T: StoredValue>(values: &'s [T], scratch: &'s mut Vec<f32>) -> &'s [f32] {
-        if !T::WIDENS {
-            return T::as_f32(values, scratch);
-        }
-        scratch.resize(values.len(), 0.0);
-        widen_into(values, scratch);
-        scratch
-    }
-
     /// `out[i · n + j] = query i · key j` for each query (`queries`: rows
-    /// of `d` values) and each key of the block. Each key's products are
-    /// summed lane-wise in column order, then across lanes by [`sum_each`]:
-    /// a score depends on its query and key alone.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn scores(queries: &[f32], kv: &BlockKv<f32>, out: &mut [f32]) {
-        let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
+    /// of `d` values) and each key of the block, read as stored (a half
+    /// precision key is widened as it is loaded, once for up to 3 queries).
+    /// Each key's products are summed lane-wise in column order, then
+    /// across lanes by [`sum_each`]: a score depends on its query and key
+    /// alone.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn scores<T: StoredValue>(queries: &[f32], kv: &BlockKv<T>, out: &mut [f32]) {
+        let (n, d) = (kv.n, kv.d);
         let count = queries.len() / d;
         assert!(d.is_multiple_of(8) && out.len() == count * n && kv.keys.len() >= n * d);
-        for (query, row) in queries.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
-            for j in (0..n).step_by(8) {
-                let count = 8.min(n - j);
-                // Eight keys side by side, each column's query value loaded once for them.
-                let mut acc = [_mm256_setzero_ps(); 8];
-                for c in (0..d).step_by(8) {
-                    let q = _mm256_loadu_ps(query.as_ptr().add(c));
-                    for (k, acc) in acc.iter_mut().enumerate().take(count) {
-                        *acc = _mm256_fmadd_ps(q, _mm256_loadu_ps(keys.add((j + k) * d + c)), *acc);
+        for first in (0..count).step_by(3) {
+            match count - first {
+                1 => scores_of::<1, T>(queries, first, kv, out),
+                2 => scores_of::<2, T>(queries, first, kv, out),
+                _ => scores_of::<3, T>(queries, first, kv, out),
+            }
+        }
+    }
+
+    /// Queries `first..first + Q` of [`scores`], 4 keys at a time: 4 × Q
+    /// accumulators, each key loaded once per column vector for all Q.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn scores_of<const Q: usize, T: StoredValue>(
+        queries: &[f32],
+        first: usize,
+        kv: &BlockKv<T>,
+        out: &mut [f32],
+    ) {
+        let (n, d, keys) = (kv.n, kv.d, kv.keys.as_ptr());
+        let query = queries.as_ptr().add(first * d);
+        for j in (0..n).step_by(4) {
+            let here = 4.min(n - j);
+            let mut acc = [[_mm256_setzero_ps(); 4]; Q];
+            for c in (0..d).step_by(8) {
+                let q: [__m256; Q] = std::array::from_fn(|i| _mm256_loadu_ps(query.add(i * d + c)));
+                for k in 0..here {
+                    let key = T::load8(keys.add((j + k) * d + c));
+                    for (acc, q) in acc.iter_mut().zip(&q) {
+                        acc[k] = _mm256_fmadd_ps(*q, key, acc[k]);
                     }
                 }
-                let sums = sum_each(&acc);
-                if count == 8 {
-                    _mm256_storeu_ps(row.as_mut_ptr().add(j), sums);
-                } else {
-                    let mut all = [0f32; 8];
-                    _mm256_storeu_ps(all.as_mut_ptr(), sums);
-                    row[j..j + count].copy_from_slice(&all[..count]);
-                }
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                let mut sums = [0f32; 4];
+                _mm_storeu_ps(sums.as_mut_ptr(), sum_each(acc));
+                out[(first + i) * n + j..][..here].copy_from_slice(&sums[..here]);
             }
         }
     }
@@ -712,11 +719,10 @@ mod avx2 {
     /// Lane `i` of the result is the sum of the 8 lanes of `v[i]`: each
     /// lane's sum depends on its own vector alone.
     #[target_feature(enable = "avx2")]
-    unsafe fn sum_each(v: &[__m256; 8]) -> __m256 {
-        // Per 128-bit half: the half's sums of v[a..a + 4].
-        let quads = |a: usize| _mm256_hadd_ps(_mm256_hadd_ps(v[a], v[a + 1]), _mm256_hadd_ps(v[a + 2], v[a + 3]));
-        let (low, high) = (quads(0), quads(4));
-        _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(low, high), _mm256_permute2f128_ps::<0x31>(low, high))
+    unsafe fn sum_each(v: &[__m256; 4]) -> __m128 {
+        // Per 128-bit half: the half's sums of each vector.
+        let halves = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+        _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps::<1>(halves))
     }
 
     /// [`super::scaled_max`] without a cap, 8 scores at a time.
@@ -740,8 +746,8 @@ mod avx2 {
     /// [`super::weighted_values`] in panels of 16 columns × up to 4 queries:
     /// the accumulators stay in registers while the value rows are read in
     /// the order they lie, each once for the panel's queries.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn weighted_values(weights: &[f32], kv: &BlockKv<f32>, records: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn weighted_values<T: StoredValue>(weights: &[f32], kv: &BlockKv<T>, records: &mut [f32]) {
         let (n, d) = (kv.n, kv.d);
         let group = weights.len() / n;
         assert!(d.is_multiple_of(8) && kv.values.len() >= n * d && records.len() >= group * Partial::len(d));
@@ -749,10 +755,10 @@ mod avx2 {
             let mut g0 = 0;
             while g0 < group {
                 match group - g0 {
-                    1 => panel_sums::<1>(weights, kv, records, panel, g0),
-                    2 => panel_sums::<2>(weights, kv, records, panel, g0),
-                    3 => panel_sums::<3>(weights, kv, records, panel, g0),
-                    _ => panel_sums::<4>(weights, kv, records, panel, g0),
+                    1 => panel_sums::<1, T>(weights, kv, records, panel, g0),
+                    2 => panel_sums::<2, T>(weights, kv, records, panel, g0),
+                    3 => panel_sums::<3, T>(weights, kv, records, panel, g0),
+                    _ => panel_sums::<4, T>(weights, kv, records, panel, g0),
                 }
                 g0 += 4;
             }
@@ -761,11 +767,11 @@ mod avx2 {
 
     /// Queries `g0..g0 + Q`, columns `panel..panel + 16` (or 8 at the end of
     /// an odd number of 8-column vectors) of [`weighted_values`].
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn panel_sums<const Q: usize>(
+    unsafe fn panel_sums<const Q: usize, T: StoredValue>(
         weights: &[f32],
-        kv: &BlockKv<f32>,
+        kv: &BlockKv<T>,
         records: &mut [f32],
         panel: usize,
         g0: usize,
@@ -775,8 +781,7 @@ mod avx2 {
         let mut acc = [[_mm256_setzero_ps(); 2]; Q];
         for j in 0..n {
             let row = kv.values.as_ptr().add(j * d + panel);
-            let v =
-                [_mm256_loadu_ps(row), if vectors == 2 { _mm256_loadu_ps(row.add(8)) } else { _mm256_setzero_ps() }];
+            let v = [T::load8(row), if vectors == 2 { T::load8(row.add(8)) } else { _mm256_setzero_ps() }];
             for (q, acc) in acc.iter_mut().enumerate() {
                 let w = _mm256_set1_ps(*weights.get_unchecked((g0 + q) * n + j));
                 for (a, &v) in acc.iter_mut().zip(&v) {
