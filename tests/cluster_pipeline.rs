@@ -333,10 +333,18 @@ fn cake_serve_answers_through_the_cluster() {
         (done["text"].as_str().unwrap().to_string(), stat("decoded_together"), stat("groups_in_flight"))
     };
     let alone: Vec<String> = prompts.iter().map(|p| chat(p).0).collect();
+    // A fourth chat, closed after its first tokens, leaves the others as they were.
+    let long = serde_json::json!({
+        "model_id": "default", "messages": [{"role": "user", "content": "Tell me a very long story."}],
+        "sampling": {"temperature": 0.0}, "max_tokens": 2000,
+    });
     let together: Vec<(String, u64, u64)> = std::thread::scope(|scope| {
         let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| chat(p))).collect();
+        let (status, payloads) = server.stream("/api/chat", &long, |i, _| i < 3);
+        assert_eq!((status, payloads.len()), (200, 4));
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
+    assert_eq!(chat(prompts[0]).1, 1, "the closed chat was still decoding");
     assert_eq!(together.iter().map(|(text, _, _)| text.clone()).collect::<Vec<_>>(), alone);
     assert!(together.iter().any(|&(_, n, _)| n >= 2), "never decoded together over the cluster: {together:?}");
     assert!(together.iter().any(|&(_, _, g)| g == 2), "steps never pipelined over the cluster: {together:?}");
