@@ -437,7 +437,17 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     let server = common::server::Server::start_with_env(
         &data,
         &root.path().join("hf"),
-        &["--worker", &steady.address, "--worker", &doomed.address, "--max-memory", &memory],
+        // Pipelined: the worker dies with steps of both chats in flight.
+        &[
+            "--worker",
+            &steady.address,
+            "--worker",
+            &doomed.address,
+            "--max-memory",
+            &memory,
+            "--decode-steps",
+            "pipelined",
+        ],
         &[("CAKE_CLUSTER_KEY", KEY)],
     );
     let request = serde_json::json!({
@@ -481,6 +491,8 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     assert_eq!(done["type"], "done", "{events:#?}");
     let tokens_streamed = events.iter().filter(|e| e.contains("\"token\"")).count();
     assert!(tokens_streamed > 9, "the reply went on after the loss: {events:#?}");
+    let groups = |done: &Value| done["stats"]["groups_in_flight"].as_u64().unwrap_or(1);
+    assert!(groups(&done).max(groups(&other_done)) == 2, "never pipelined: {done} {other_done}");
     // The cluster view names the lost machine; the next reply re-plans without it.
     let (_, status) = server.post("/api/cluster_status", &serde_json::json!({}));
     let stages = status["run"]["stages"].as_array().unwrap();
