@@ -136,6 +136,9 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         assert!(on_worker["layers"][1].as_u64() > on_worker["layers"][0].as_u64(), "the worker holds layers: {status}");
         assert!(on_worker["reason"].as_str().unwrap().contains("layers"), "{status}");
         assert!(on_worker["weights_to_send"].as_u64().unwrap() > 0, "weights were streamed: {status}");
+        // Both apps run on this machine's kernel: their steps go one after the other.
+        assert_eq!(run["decode_steps"]["pipelined"], false, "{status}");
+        assert!(run["decode_steps"]["why"].as_str().unwrap().contains("share a kernel"), "{status}");
 
         // A reply runs through the worker, which reports the master's session.
         let (code, events) = master_app.stream(

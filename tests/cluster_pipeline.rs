@@ -348,6 +348,8 @@ fn cake_serve_answers_through_the_cluster() {
     assert_eq!(together.iter().map(|(text, _, _)| text.clone()).collect::<Vec<_>>(), alone);
     assert!(together.iter().any(|&(_, n, _)| n >= 2), "never decoded together over the cluster: {together:?}");
     assert!(together.iter().any(|&(_, _, g)| g == 2), "steps never pipelined over the cluster: {together:?}");
+    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    assert_eq!(cluster["run"]["decode_steps"]["pipelined"], true, "the cluster view says so: {cluster}");
 
     // A conversation sharing the last one's system prompt starts from a
     // copy of its cached positions, here and on the worker, and replies
@@ -498,6 +500,7 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     let stages = status["run"]["stages"].as_array().unwrap();
     assert!(stages.iter().all(|s| s["node"] != "doomed"), "re-planned without the lost worker: {status}");
     assert!(stages.iter().any(|s| s["node"] == "steady"), "{status}");
+    assert_eq!(status["run"]["decode_steps"]["pipelined"], true, "{status}");
 }
 
 #[test]

@@ -151,14 +151,16 @@ pub fn load_distributed<M>(
         let machines: Vec<&WorkerInfo> = std::iter::once(me).chain(loaded.iter().map(|w| &w.info)).collect();
         let pipelined = decode_steps.pipelines(&machines);
         first.pipeline_steps(pipelined);
-        tracing::info!(
-            "decode steps of several conversations: {}",
-            match (pipelined, decode_steps) {
-                (true, _) => "pipelined, each machine on a different group at once",
-                (false, DecodeSteps::Auto) => "one at a time (machines here share a kernel, and so its cores)",
-                (false, _) => "one at a time",
-            }
-        );
+        let why = match (pipelined, decode_steps) {
+            (true, _) => "each machine works on a different group of them at once",
+            (false, DecodeSteps::Auto) => "machines here share a kernel, and so its cores: they would only take turns",
+            (false, _) => "as asked (--decode-steps one-at-a-time)",
+        };
+        let how = if pipelined { "pipelined" } else { "one machine after another" };
+        tracing::info!("decode steps of several conversations: {how} ({why})");
+        if let Some(monitor) = monitor {
+            monitor.decode_steps_chosen(pipelined, why);
+        }
     }
     let local_part = (parts - 1) as f64;
     let mut on_layer = |done: usize, total: usize| {

@@ -53,6 +53,9 @@ struct Run {
     workers: Vec<Option<Arc<RemoteWorker>>>,
     /// The master's time in its own layers, once the model is loaded.
     local_nanos: Option<Arc<AtomicU64>>,
+    /// Whether several conversations' decode steps are pipelined over the
+    /// machines, and why (once the workers are loaded).
+    decode_steps: Option<(bool, String)>,
 }
 
 #[derive(Default)]
@@ -107,13 +110,27 @@ impl ClusterMonitor {
     ) {
         let mut state = self.state.lock().expect("cluster monitor");
         state.remember_measured_speeds();
-        state.run = Some(Run { model_name: model_name.to_string(), total_layers, plan, workers, local_nanos: None });
+        state.run = Some(Run {
+            model_name: model_name.to_string(),
+            total_layers,
+            plan,
+            workers,
+            local_nanos: None,
+            decode_steps: None,
+        });
     }
 
     /// The planned model is loaded; `local_nanos` counts the master's compute time.
     pub fn run_ready(&self, local_nanos: Arc<AtomicU64>) {
         if let Some(run) = self.state.lock().expect("cluster monitor").run.as_mut() {
             run.local_nanos = Some(local_nanos);
+        }
+    }
+
+    /// How the run's decode steps of several conversations go, and why.
+    pub fn decode_steps_chosen(&self, pipelined: bool, why: &str) {
+        if let Some(run) = self.state.lock().expect("cluster monitor").run.as_mut() {
+            run.decode_steps = Some((pipelined, why.to_string()));
         }
     }
 
@@ -228,6 +245,7 @@ fn run_snapshot(run: &Run) -> Value {
         "total_layers": run.total_layers,
         "context_length": run.plan.context_length,
         "ready": run.local_nanos.is_some(),
+        "decode_steps": run.decode_steps.as_ref().map(|(pipelined, why)| json!({"pipelined": pipelined, "why": why})),
         "stages": stages,
     })
 }

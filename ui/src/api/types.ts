@@ -348,6 +348,8 @@ export interface ClusterRun {
   context_length: number;
   /** False while weights are still being sent. */
   ready: boolean;
+  /** How several conversations' decode steps go over the machines (absent before the workers load). */
+  decode_steps?: { pipelined: boolean; why: string } | null;
   /** Pipeline order; this machine first. */
   stages: ClusterStage[];
 }

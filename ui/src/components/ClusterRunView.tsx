@@ -27,6 +27,13 @@ export function ClusterRunView({ run }: { run: ClusterRun }) {
         ) : null}
       </div>
       <LayerBar run={run} />
+      {run.decode_steps ? (
+        <p class="muted small" data-testid="cluster-decode-steps">
+          Several conversations at once:{" "}
+          {run.decode_steps.pipelined ? "pipelined over the machines" : "one machine after another"} (
+          {run.decode_steps.why}).
+        </p>
+      ) : null}
       <ClusterStages run={run} colours={colours} />
     </section>
   );
