@@ -19,7 +19,7 @@ use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::ChatMessage;
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
-    context_length, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream,
+    context_length, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
 };
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
@@ -323,6 +323,9 @@ fn end_finished<'m>(answering: Vec<Answering<'m>>, cache: &mut PromptCache) -> V
 /// One decode step of every decoding chat together; a lost worker
 /// interrupts, another failure ends them all.
 fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), WorkerLost> {
+    // A prompt being read gets its next chunk after each step, not after a round.
+    let prompt_waits = answering.iter().any(|c| c.failed.is_none() && c.stream.phase() == Phase::ReadingPrompt);
+    let most_steps = if prompt_waits { 1 } else { PIPELINED_STEPS };
     let mut decoding: Vec<&mut Answering> =
         answering.iter_mut().filter(|c| c.failed.is_none() && c.stream.phase() == Phase::Decoding).collect();
     if decoding.is_empty() {
@@ -336,7 +339,7 @@ fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Wor
         streams.push(&mut chat.stream);
         listeners.push((&mut chat.state.sink, &chat.state.cancel));
     }
-    let result = step_pipelined(model, &mut streams, |index, event| {
+    let result = step_pipelined(model, &mut streams, most_steps, |index, event| {
         let (sink, cancel) = &mut listeners[index];
         relay(sink, cancel, event)
     });

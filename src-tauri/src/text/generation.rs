@@ -464,12 +464,12 @@ pub fn step_together(
 }
 
 /// Decode steps each stream takes at most in one call of
-/// [`step_pipelined`], which then hands back so that new chats can join
-/// and prompts be read.
+/// [`step_pipelined`] while no prompt waits to be read: it then hands
+/// back so that new chats can join.
 pub const PIPELINED_STEPS: usize = 8;
 
-/// Decode steps of the streams in [`Phase::Decoding`], up to
-/// [`PIPELINED_STEPS`] each, pipelined over the cluster's machines: the
+/// Decode steps of the streams in [`Phase::Decoding`], up to `most_steps`
+/// each (see [`PIPELINED_STEPS`]), pipelined over the cluster's machines: the
 /// streams split into as many groups as a step passes machines (at most),
 /// and while the workers run one group's step, this machine samples
 /// another's and runs its own layers of the next step, so every machine
@@ -480,6 +480,7 @@ pub const PIPELINED_STEPS: usize = 8;
 pub fn step_pipelined(
     model: &TextModel,
     streams: &mut [&mut Stream],
+    most_steps: usize,
     mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
 ) -> Result<usize> {
     let (stepping, _) = decoding_inputs(streams)?;
@@ -499,7 +500,7 @@ pub fn step_pipelined(
         for (&index, logits) in group.iter().zip(logits) {
             streams[index].accept(logits, &mut |event| on_event(index, event))?;
         }
-        if taken < PIPELINED_STEPS {
+        if taken < most_steps {
             let going: Vec<usize> = group.into_iter().filter(|&i| streams[i].next_step_input().is_some()).collect();
             if !going.is_empty() {
                 send_group(model, &mut steps, streams, &going)?;
