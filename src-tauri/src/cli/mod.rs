@@ -10,8 +10,9 @@ mod tts;
 mod worker;
 
 use crate::cluster::cluster_key::ClusterKey;
+use crate::cluster::decode_steps::DecodeSteps;
 use crate::cluster::discovery::scope_from;
-use crate::cluster::master::{ClusterSettings, DecodeSteps};
+use crate::cluster::master::ClusterSettings;
 use crate::cluster::protocol::HiddenRoute;
 use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;

@@ -7,6 +7,7 @@
 
 use super::assignment::{plan_with_fixed, NodeCapacity, Plan};
 use super::cluster_key::ClusterKey;
+use super::decode_steps::DecodeSteps;
 use super::discovery::{browse, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
@@ -149,17 +150,12 @@ pub fn load_distributed<M>(
     }
     if let Some(first) = loaded.first() {
         let machines: Vec<&WorkerInfo> = std::iter::once(me).chain(loaded.iter().map(|w| &w.info)).collect();
-        let pipelined = decode_steps.pipelines(&machines);
-        first.pipeline_steps(pipelined);
-        let why = match (pipelined, decode_steps) {
-            (true, _) => "each machine works on a different group of them at once",
-            (false, DecodeSteps::Auto) => "machines here share a kernel, and so its cores: they would only take turns",
-            (false, _) => "as asked (--decode-steps one-at-a-time)",
-        };
-        let how = if pipelined { "pipelined" } else { "one machine after another" };
-        tracing::info!("decode steps of several conversations: {how} ({why})");
+        let chosen = decode_steps.choose(&machines);
+        first.pipeline_steps(chosen.pipelined);
+        let how = if chosen.pipelined { "pipelined" } else { "one machine after another" };
+        tracing::info!("decode steps of several conversations: {how} ({})", chosen.why);
         if let Some(monitor) = monitor {
-            monitor.decode_steps_chosen(pipelined, why);
+            monitor.decode_steps_chosen(chosen);
         }
     }
     let local_part = (parts - 1) as f64;
@@ -241,40 +237,6 @@ pub struct ClusterSettings {
     /// Whether decode steps of several conversations are pipelined over
     /// the machines (default: unless they share a kernel).
     pub decode_steps: DecodeSteps,
-}
-
-/// How the decode steps of several conversations in flight go through a
-/// cluster whose workers form one route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum DecodeSteps {
-    /// Pipelined unless two of the machines run on one kernel (processes,
-    /// containers or network namespaces of one host), whose cores they
-    /// share: steps in flight at once would only make them take turns.
-    #[default]
-    Auto,
-    /// The conversations split into as many groups as there are machines,
-    /// each machine working on a different group at once.
-    Pipelined,
-    /// Every conversation's step together, through one machine after the other.
-    OneAtATime,
-}
-
-impl DecodeSteps {
-    /// Whether steps are pipelined over `machines`.
-    pub fn pipelines(self, machines: &[&WorkerInfo]) -> bool {
-        match self {
-            Self::Pipelined => true,
-            Self::OneAtATime => false,
-            Self::Auto => {
-                let mut boots: Vec<&str> =
-                    machines.iter().map(|m| m.kernel_boot.as_str()).filter(|b| !b.is_empty()).collect();
-                let known = boots.len();
-                boots.sort_unstable();
-                boots.dedup();
-                boots.len() == known
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -524,27 +486,5 @@ impl ClusterSettings {
             tracing::info!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }
         Ok(model)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn on_kernel(kernel_boot: &str) -> WorkerInfo {
-        let mut info = machine::describe("m", Some(1 << 30));
-        info.kernel_boot = kernel_boot.to_string();
-        info
-    }
-
-    #[test]
-    fn auto_pipelines_steps_unless_two_machines_share_a_kernel() {
-        let (a, b, c, unknown) = (on_kernel("a"), on_kernel("b"), on_kernel("c"), on_kernel(""));
-        assert!(DecodeSteps::Auto.pipelines(&[&a, &b, &c]));
-        assert!(DecodeSteps::Auto.pipelines(&[&a, &unknown, &unknown]), "unknown kernels count as distinct");
-        assert!(!DecodeSteps::Auto.pipelines(&[&a, &b, &a]));
-        assert!(DecodeSteps::Pipelined.pipelines(&[&a, &a]));
-        assert!(!DecodeSteps::OneAtATime.pipelines(&[&a, &b]));
-        assert_eq!(machine::describe("m", None).kernel_boot.len(), 16, "read on Linux");
     }
 }

@@ -11,6 +11,7 @@
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
 //! - [`relay`]: hidden states passed from one worker straight to the next.
 //! - [`master`]: loading a model split over the master and its workers.
+//! - [`decode_steps`]: pipelined decode steps or one machine after another.
 //! - [`topology`]: a hand-written layout overriding the automatic one.
 //! - [`recovery`]: finishing a reply after losing a worker.
 //! - [`monitor`]: the master's live view of its cluster, for the UI.
@@ -19,6 +20,7 @@
 pub mod admission;
 pub mod assignment;
 pub mod cluster_key;
+pub mod decode_steps;
 pub mod discovery;
 pub mod layer_probe;
 pub mod machine;

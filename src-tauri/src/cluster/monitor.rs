@@ -7,6 +7,7 @@
 //! [`ClusterMonitor::snapshot`].
 
 use super::assignment::Plan;
+use super::decode_steps::StepsChoice;
 use super::protocol::WorkerInfo;
 use super::remote::RemoteWorker;
 use serde::Serialize;
@@ -55,7 +56,7 @@ struct Run {
     local_nanos: Option<Arc<AtomicU64>>,
     /// Whether several conversations' decode steps are pipelined over the
     /// machines, and why (once the workers are loaded).
-    decode_steps: Option<(bool, String)>,
+    decode_steps: Option<StepsChoice>,
 }
 
 #[derive(Default)]
@@ -128,9 +129,9 @@ impl ClusterMonitor {
     }
 
     /// How the run's decode steps of several conversations go, and why.
-    pub fn decode_steps_chosen(&self, pipelined: bool, why: &str) {
+    pub fn decode_steps_chosen(&self, chosen: StepsChoice) {
         if let Some(run) = self.state.lock().expect("cluster monitor").run.as_mut() {
-            run.decode_steps = Some((pipelined, why.to_string()));
+            run.decode_steps = Some(chosen);
         }
     }
 
@@ -245,7 +246,7 @@ fn run_snapshot(run: &Run) -> Value {
         "total_layers": run.total_layers,
         "context_length": run.plan.context_length,
         "ready": run.local_nanos.is_some(),
-        "decode_steps": run.decode_steps.as_ref().map(|(pipelined, why)| json!({"pipelined": pipelined, "why": why})),
+        "decode_steps": run.decode_steps,
         "stages": stages,
     })
 }

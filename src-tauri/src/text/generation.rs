@@ -453,10 +453,22 @@ pub fn step_together(
     mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
 ) -> Result<()> {
     let (stepping, tokens) = decoding_inputs(streams)?;
+    step_rows(model, streams, stepping, &tokens, &mut on_event)
+}
+
+/// One decode step of `streams[i]` for each `i` of `stepping`, fed
+/// `tokens` (row for row), as [`step_together`] describes.
+fn step_rows(
+    model: &TextModel,
+    streams: &mut [&mut Stream],
+    stepping: Vec<usize>,
+    tokens: &[u32],
+    on_event: &mut impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
+) -> Result<()> {
     if tokens.is_empty() {
         return Ok(());
     }
-    let logits = model.forward_streams(&tokens, &mut sessions_of(streams, &stepping))?.to_vec2::<f32>()?;
+    let logits = model.forward_streams(tokens, &mut sessions_of(streams, &stepping))?.to_vec2::<f32>()?;
     for (index, logits) in stepping.into_iter().zip(logits) {
         streams[index].accept(logits, &mut |event| on_event(index, event))?;
     }
@@ -483,10 +495,10 @@ pub fn step_pipelined(
     most_steps: usize,
     mut on_event: impl FnMut(usize, GenerationEvent) -> ControlFlow<()>,
 ) -> Result<usize> {
-    let (stepping, _) = decoding_inputs(streams)?;
+    let (stepping, tokens) = decoding_inputs(streams)?;
     let pipelined = if stepping.len() >= 2 { model.pipeline.pipelined_steps() } else { None };
     let Some(mut steps) = pipelined else {
-        return step_together(model, streams, on_event).map(|()| 1);
+        return step_rows(model, streams, stepping, &tokens, &mut on_event).map(|()| 1);
     };
     let groups = steps.groups().min(stepping.len());
     let mut in_flight = std::collections::VecDeque::new();
