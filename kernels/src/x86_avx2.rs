@@ -1,8 +1,8 @@
 //! The kernels with AVX2: each tile is taken as two halves of 8 rows;
 //! `vpmaddubsw` multiplies unsigned by signed bytes into `i16` pairs and
-//! `vpmaddwd` sums those into one `i32` per row. Up to 2 or 4 activation
-//! rows share each unpacked half tile. Same arithmetic, in the same order, as
-//! [`super::plain`].
+//! `vpmaddwd` sums those into one `i32` per row. Up to 4 activation rows
+//! share each unpacked half tile (Q4_0 and Q4_1: each unpacked vector of
+//! it). Same arithmetic, in the same order, as [`super::plain`].
 
 use super::activations::{QuantizedActivations, BLOCK};
 use super::ggml_blocks::IQ4_VALUES;
