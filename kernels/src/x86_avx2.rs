@@ -43,14 +43,20 @@ type Weights = [__m256i; 8];
 /// The low 4 bits of half `h` of a tile's values (layout of [`TileQ4`]).
 #[inline(always)]
 unsafe fn nibbles(qs: &[[u8; 64]; 4], h: usize) -> Weights {
-    let low = _mm256_set1_epi8(0x0F);
     let mut w = [_mm256_setzero_si256(); 8];
-    for p in 0..4 {
-        let packed = _mm256_loadu_si256(qs[p].as_ptr().add(32 * h) as *const __m256i);
-        w[2 * p] = _mm256_and_si256(packed, low);
-        w[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+    for (p, plane) in qs.iter().enumerate() {
+        [w[2 * p], w[2 * p + 1]] = plane_nibbles(plane, h);
     }
     w
+}
+
+/// `w[2p]` and `w[2p + 1]` of [`nibbles`] from plane `p`: its bytes' low
+/// and high 4 bits.
+#[inline(always)]
+unsafe fn plane_nibbles(plane: &[u8; 64], h: usize) -> [__m256i; 2] {
+    let low = _mm256_set1_epi8(0x0F);
+    let packed = _mm256_loadu_si256(plane.as_ptr().add(32 * h) as *const __m256i);
+    [_mm256_and_si256(packed, low), _mm256_and_si256(_mm256_srli_epi16(packed, 4), low)]
 }
 
 /// Bits `shift..` of each byte of `plane`, masked by `mask`.
@@ -216,15 +222,13 @@ unsafe fn nibble_tokens<const N: usize>(
     out: &Output,
 ) {
     let blocks = tiles.len();
-    let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+    let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); 2]; N];
     for (b, tile) in tiles.iter().enumerate() {
         for h in 0..2 {
             let mut pairs = [_mm256_setzero_si256(); N];
             for (p, plane) in tile.qs().iter().enumerate() {
-                let packed = _mm256_loadu_si256(plane.as_ptr().add(32 * h) as *const __m256i);
-                let halves = [_mm256_and_si256(packed, low), _mm256_and_si256(_mm256_srli_epi16(packed, 4), low)];
-                for (k, w) in halves.into_iter().enumerate() {
+                for (k, w) in plane_nibbles(plane, h).into_iter().enumerate() {
                     for (n, pairs) in pairs.iter_mut().enumerate() {
                         let a = broadcast_four(acts, (t0 + n) * blocks + b, 2 * p + k);
                         *pairs = _mm256_add_epi16(*pairs, _mm256_maddubs_epi16(w, a));
