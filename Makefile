@@ -7,6 +7,9 @@ SHELL := /bin/bash
 CARGO ?= cargo
 PYTHON ?= python3
 export RAYON_NUM_THREADS ?= 2
+## Every build here is a first build: incremental data would only take
+## disk (gigabytes for this workspace's debug tests) and time.
+export CARGO_INCREMENTAL ?= 0
 TOOLS := $(CURDIR)/.tools
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 

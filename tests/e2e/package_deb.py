@@ -43,6 +43,9 @@ MIRROR = os.environ.get("CAKE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SECURITY_MIRROR = os.environ.get("CAKE_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 USER = "cakeuser"
 DESKTOP_ENTRY = "usr/share/applications/dev.cake.Cake.desktop"
+# A copy of the minimal root with WebKit, its drivers and Cake installed takes
+# about 1.2 GB, plus the downloaded packages the first time.
+NEEDED_FREE_BYTES = 2_000_000_000
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
@@ -215,6 +218,13 @@ def main() -> int:
         print("the package test needs root (chroot, mounts, network namespaces)", file=sys.stderr)
         return 1
     OUT.mkdir(parents=True, exist_ok=True)
+    for folder in (Path("/var/tmp"), next(p for p in (CACHE, *CACHE.parents) if p.exists())):
+        free = shutil.disk_usage(folder).free
+        print(f"free space in {folder}: {free / 1e9:.1f} GB", flush=True)
+        if free < NEEDED_FREE_BYTES:
+            print(f"the package test needs {NEEDED_FREE_BYTES / 1e9:.0f} GB free in {folder} for a Debian root "
+                  f"with WebKit and Cake installed; it has {free / 1e9:.1f} GB", file=sys.stderr)
+            return 1
     print(f"package: {deb.name}, {deb.stat().st_size / 1e6:.1f} MB", flush=True)
     base = base_root()
     processes = []
@@ -232,6 +242,8 @@ def main() -> int:
         run("desktop-file-validate", root.path(DESKTOP_ENTRY))
         run("appstreamcli", "validate", "--no-net", root.path("/usr/share/metainfo/dev.cake.Cake.metainfo.xml"))
         root.run("apt-get install -y -qq --no-install-recommends webkit2gtk-driver >/dev/null")
+        used = subprocess.run(["du", "-sxm", root.dir], check=True, capture_output=True, text=True).stdout.split()[0]
+        print(f"the root with Cake and the test tools installed takes {used} MB", flush=True)
         root.run(f"useradd --create-home --shell /bin/sh {USER}")
         assert not root.path(f"/home/{USER}/.local").exists(), "the user starts with no Cake data"
 
