@@ -22,6 +22,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -82,6 +84,7 @@ pub enum ModelKind {
 }
 
 /// What inspecting a model's files found.
+#[derive(Clone)]
 struct Inspection {
     kind: ModelKind,
     voice: Option<VoiceKind>,
@@ -414,7 +417,36 @@ fn inspect(path: &Path, hf_cache: &Path) -> Inspection {
     result.unwrap_or_else(|e| Inspection::not_a_model(format!("{e:#}")))
 }
 
+/// What identifies one version of a file: its size and modification time.
+type FileStamp = (u64, Option<SystemTime>);
+
+/// GGUF files inspected before, with the stamp they had: a chat request
+/// names its model, and parsing a header that holds a 49 152-token
+/// vocabulary again for each request took 8 ms. A changed file (another
+/// size or time) is inspected again.
+static GGUF_INSPECTIONS: OnceLock<Mutex<BTreeMap<PathBuf, (FileStamp, Inspection)>>> = OnceLock::new();
+
+/// At most this many files' inspections are remembered.
+const REMEMBERED_INSPECTIONS: usize = 256;
+
 fn inspect_gguf(path: &Path) -> Result<Inspection> {
+    let stamp = std::fs::metadata(path).map(|m| (m.len(), m.modified().ok()))?;
+    let memo = GGUF_INSPECTIONS.get_or_init(Default::default);
+    if let Some((seen, inspection)) = memo.lock().expect("not poisoned").get(path) {
+        if *seen == stamp {
+            return Ok(inspection.clone());
+        }
+    }
+    let inspection = read_gguf_inspection(path)?;
+    let mut remembered = memo.lock().expect("not poisoned");
+    if remembered.len() >= REMEMBERED_INSPECTIONS {
+        remembered.clear();
+    }
+    remembered.insert(path.to_path_buf(), (stamp, inspection.clone()));
+    Ok(inspection)
+}
+
+fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
     let file = GgufFile::open(path)?;
     let config = families::from_gguf(&file)?;
     let mut parameters = 0u64;
@@ -607,6 +639,21 @@ fn most_common(counts: BTreeMap<String, u64>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gguf_file_is_inspected_again_once_it_changes() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/gemma3_gguf");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.gguf");
+        std::fs::copy(fixtures.join("model-q8_0.gguf"), &path).unwrap();
+        let first = inspect(&path, dir.path());
+        assert_eq!((first.status, first.dtype.as_deref()), (ModelStatus::Complete, Some("Q8_0")));
+        assert_eq!(inspect(&path, dir.path()).dtype.as_deref(), Some("Q8_0"), "remembered");
+        std::fs::copy(fixtures.join("model-f32.gguf"), &path).unwrap();
+        assert_eq!(inspect(&path, dir.path()).dtype.as_deref(), Some("F32"), "another file at the same path");
+        std::fs::write(&path, b"GGUF but not really").unwrap();
+        assert_eq!(inspect(&path, dir.path()).status, ModelStatus::NotAModel);
+    }
 
     #[test]
     fn a_folder_recommends_the_sampling_of_its_generation_config() {
