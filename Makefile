@@ -179,7 +179,7 @@ bench: deps model
 	.venv-bench/bin/python bench/quant_types.py --cake target/release/cake
 	.venv-bench/bin/python bench/large_models.py --cake target/release/cake
 	$(PYTHON) bench/chat_turns.py --cake target/release/cake
-	$(PYTHON) bench/cluster.py --cake target/release/cake
+	.venv-bench/bin/python bench/cluster.py --cake target/release/cake
 
 ## libFuzzer on the readers of untrusted bytes (fuzz/, nightly Rust), for
 ## FUZZ_SECONDS per target; a summary goes to target/fuzz-report.txt. Inputs

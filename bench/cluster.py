@@ -19,13 +19,18 @@ median of `--reps`). Needs root (namespaces); the machines share
 this computer's cores, so only one of them computes at a time (and the
 cluster sends decode steps one at a time: they share a kernel).
 
+The same requests through llama.cpp on the same file (bench/llama_batched.py,
+one context with a sequence per request) give the peer's ratios.
+
 Last, pipelined decode steps where machines do not share cores: with
 `--pinned`, two machines of one core each (master and worker pinned to
 cores 0 and 1 with `taskset`, one thread each) against one such machine
 alone, the requests' steps sent one at a time and pipelined (each
 machine working on a different half of the requests at once).
 
-    python bench/cluster.py --cake target/release/cake
+    .venv-bench/bin/python bench/cluster.py --cake target/release/cake
+
+(the interpreter of `make bench`'s venv, which has llama-cpp-python).
 """
 
 import argparse
@@ -151,6 +156,18 @@ def aggregate(net, args, flags, data_dir, threads=None, core=None):
     finally:
         serve.terminate()
         serve.wait()
+
+
+def llama_cpp_rates(args):
+    """llama.cpp's aggregate tok/s for the same requests on the same file
+    and threads (one machine): {requests: median tok/s}."""
+    try:
+        from llama_batched import aggregate_rates
+        return aggregate_rates(str(args.model), args.threads, SERVE_PROMPTS, CONCURRENCY, args.serve_tokens,
+                               args.reps)
+    except ImportError as error:
+        raise SystemExit(f"the llama.cpp peer needs llama-cpp-python and numpy (run with make bench's "
+                         f".venv-bench/bin/python): {error}")
 
 
 def measure_profile(args, profile, subnet):
@@ -286,6 +303,9 @@ def main():
         for machines, rates in by_machines.items():
             cells = [f"{rates[n]:.1f} ({rates[n] / rates[1]:.2f}x; {rates[n] / alone:.2f}x)" for n in CONCURRENCY]
             print(f"| {network} | {machines} | " + " | ".join(cells) + " |")
+    peer = llama_cpp_rates(args)
+    cells = [f"{peer[n]:.1f} ({peer[n] / peer[1]:.2f}x)" for n in CONCURRENCY]
+    print("| (none) | llama.cpp, 1 | " + " | ".join(cells) + " |")
     if args.pinned:
         print()
         print("Pipelined decode steps on machines of one core each (aggregate tok/s through `cake serve`; ratio to "
