@@ -430,15 +430,18 @@ static GGUF_INSPECTIONS: OnceLock<Mutex<BTreeMap<PathBuf, (FileStamp, Inspection
 const REMEMBERED_INSPECTIONS: usize = 256;
 
 fn inspect_gguf(path: &Path) -> Result<Inspection> {
-    let stamp = std::fs::metadata(path).map(|m| (m.len(), m.modified().ok()))?;
+    let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let stamp = (metadata.len(), metadata.modified().ok());
     let memo = GGUF_INSPECTIONS.get_or_init(Default::default);
-    if let Some((seen, inspection)) = memo.lock().expect("not poisoned").get(path) {
+    // A thread that panicked while holding the lock left a whole map behind.
+    let lock = || memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((seen, inspection)) = lock().get(path) {
         if *seen == stamp {
             return Ok(inspection.clone());
         }
     }
     let inspection = read_gguf_inspection(path)?;
-    let mut remembered = memo.lock().expect("not poisoned");
+    let mut remembered = lock();
     if remembered.len() >= REMEMBERED_INSPECTIONS {
         remembered.clear();
     }
@@ -446,6 +449,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     Ok(inspection)
 }
 
+/// Parses the GGUF header at `path` to describe its model.
 fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
     let file = GgufFile::open(path)?;
     let config = families::from_gguf(&file)?;
