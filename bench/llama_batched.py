@@ -8,7 +8,10 @@ are read one after another, then every step decodes one token of each
 sequence in a single batch, greedily, until each has `tokens` tokens (end
 of sequence ignored, so every run does the same work). Aggregate tok/s is
 the generated tokens over the wall time from the first prompt to the last
-token, the way bench/cluster.py measures `cake serve`.
+token, the way bench/cluster.py measures `cake serve`. llama.cpp's own
+rendering of the template adds no system prompt (18 tokens per prompt on
+the default model); Cake's adds SmolLM2's, whose positions later requests
+copy from its prompt cache instead of reading them.
 
     .venv-bench/bin/python bench/llama_batched.py MODEL.gguf --threads 2
 """
