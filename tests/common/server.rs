@@ -117,6 +117,23 @@ impl Server {
         self.post_raw(path, &body.to_string())
     }
 
+    /// POSTs `body`; its status, or `None` if the request did not get an
+    /// answer (the server died).
+    pub fn try_post(&self, path: &str, body: &Value) -> Option<u16> {
+        let sent = self.request("POST", path).set("content-type", "application/json").send_string(&body.to_string());
+        match sent {
+            Ok(response) | Err(ureq::Error::Status(_, response)) => Some(response.status()),
+            Err(_) => None,
+        }
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would; requests in
+    /// flight on other threads see their connections fail.
+    pub fn kill(&self) {
+        // SAFETY: a signal to this test's own child process.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
+    }
+
     /// POSTs `body` as JSON; the response whatever its status.
     fn post_json(&self, path: &str, body: &Value) -> ureq::Response {
         any_status(self.request("POST", path).set("content-type", "application/json").send_string(&body.to_string()))

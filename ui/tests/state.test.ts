@@ -4,6 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { createCake } from "../src/state";
 import { selectedConversation } from "../src/state/app-state";
 import { newConversation } from "../src/lib/conversation";
+import type { Api } from "../src/api/commands";
 import type { Conversation } from "../src/api/types";
 import { StreamError } from "../src/transport";
 import { STATS, createFakeApi, memoryStorage, model, replyUntilStopped, replyWith } from "./fake-api";
@@ -18,6 +19,28 @@ async function started(setup: Parameters<typeof createFakeApi>[0] = { models: [m
 
 function saved(id: string, title: string, updatedAt: string, extra: Partial<Conversation> = {}): Conversation {
   return { ...newConversation("m1"), id, title, updated_at: updatedAt, ...extra };
+}
+
+/**
+ * Makes the fake server hold each save until the test lets it through
+ * (`release`, oldest first), and counts how many are in flight at once.
+ */
+function heldSaves(api: Api, server: ReturnType<typeof createFakeApi>["server"]) {
+  const waiting: (() => void)[] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
+  vi.mocked(api.saveConversation).mockImplementation(async (conversation) => {
+    mostInFlight = Math.max(mostInFlight, ++inFlight);
+    await new Promise<void>((resolve) => waiting.push(resolve));
+    server.conversations.set(conversation.id, structuredClone(conversation));
+    inFlight--;
+    return {};
+  });
+  return {
+    release: () => waiting.shift()!(),
+    mostInFlight: () => mostInFlight,
+    sent: () => vi.mocked(api.saveConversation).mock.calls.map(([conversation]) => conversation),
+  };
 }
 
 describe("start", () => {
@@ -285,6 +308,69 @@ describe("conversations", () => {
     expect(state().summaries.map((s) => s.id)).toEqual(["a"]);
     await Promise.resolve();
     expect(state().selectedId).toBe("a");
+  });
+
+  it("saves one conversation one save at a time, the last with the latest state", async () => {
+    const { cake, api, server } = await started({ conversations: [saved("a", "A", "2024-01-01T00:00:00Z")] });
+    const saves = heldSaves(api, server);
+    cake.conversations.update("a", { system_prompt: "first" });
+    const first = cake.conversations.save("a");
+    cake.conversations.update("a", { system_prompt: "second" });
+    const second = cake.conversations.save("a");
+    expect(saves.sent()).toHaveLength(1); // the second waits for the first
+    saves.release();
+    await first;
+    await vi.waitFor(() => expect(saves.sent()).toHaveLength(2));
+    saves.release();
+    await second;
+    expect(saves.mostInFlight()).toBe(1);
+    expect(saves.sent().map((c) => c.system_prompt)).toEqual(["first", "second"]);
+    expect(server.conversations.get("a")!.system_prompt).toBe("second");
+  });
+
+  it("makes the saves asked for while one is in flight into one more save", async () => {
+    const { cake, api, server, state } = await started({
+      conversations: [saved("a", "A", "2024-01-01T00:00:00Z")],
+    });
+    const saves = heldSaves(api, server);
+    const first = cake.conversations.save("a");
+    const later = ["x", "y", "z"].map((prompt) => {
+      cake.conversations.update("a", { system_prompt: prompt });
+      return cake.conversations.save("a");
+    });
+    expect(saves.sent()).toHaveLength(1);
+    let laterDone = false;
+    void Promise.all(later).then(() => (laterDone = true));
+    saves.release();
+    await first;
+    await vi.waitFor(() => expect(saves.sent()).toHaveLength(2));
+    expect(laterDone).toBe(false); // not until their state is acknowledged
+    saves.release();
+    await Promise.all(later);
+    expect(saves.sent()).toHaveLength(2);
+    expect(saves.sent()[1].system_prompt).toBe("z");
+    expect(state().summaries[0]).toMatchObject({ id: "a", updated_at: saves.sent()[1].updated_at });
+  });
+
+  it("deletes a conversation after its save in flight, and drops the saves queued behind it", async () => {
+    const a = saved("a", "A", "2024-01-01T00:00:00Z");
+    const b = saved("b", "B", "2024-02-01T00:00:00Z");
+    const { cake, api, server, state } = await started({ conversations: [a, b] });
+    const saves = heldSaves(api, server);
+    const saving = cake.conversations.save("b");
+    cake.conversations.update("b", { system_prompt: "queued" });
+    const queued = cake.conversations.save("b");
+    const deleting = cake.deleteConversation("b");
+    await Promise.resolve();
+    expect(api.deleteConversation).not.toHaveBeenCalled();
+    saves.release();
+    await Promise.all([saving, queued, deleting]);
+    expect(saves.sent()).toHaveLength(1);
+    expect(api.deleteConversation).toHaveBeenCalledWith("b");
+    const savedAt = vi.mocked(api.saveConversation).mock.invocationCallOrder[0];
+    expect(vi.mocked(api.deleteConversation).mock.invocationCallOrder[0]).toBeGreaterThan(savedAt);
+    expect(server.conversations.has("b")).toBe(false);
+    expect(state().summaries.map((s) => s.id)).toEqual(["a"]);
   });
 
   it("stops a streaming reply when its conversation is deleted, without saving it back", async () => {

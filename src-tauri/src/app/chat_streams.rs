@@ -2,29 +2,38 @@
 //! streams of one batch, so that four conversations cost little more per
 //! step than one (a decode step's time goes mostly to reading weights).
 //!
-//! Chats join in queue order while fewer than [`MAX_STREAMS`] run; each
-//! round reads one prompt chunk of each stream still reading (so a long
+//! A chat's conversation is rendered and tokenized on a thread of its own
+//! while the others decode (a long prompt costs no one else a token). Chats
+//! join while fewer than [`MAX_STREAMS`] run and their KV caches, as filled
+//! now plus a round's growth, fit the context length the model was planned
+//! for (the memory its plan counted): a reply allowed many tokens reserves
+//! nothing it has not used, so it cannot keep a short chat waiting. When the
+//! caches together would outgrow that memory, the chat holding the most
+//! positions gives way and continues, from where it was, once there is room.
+//! Each round reads one prompt chunk of each stream still reading (so a long
 //! prompt does not freeze the others' replies for its whole length), takes
 //! first tokens, then one decode step for all decoding streams together.
 //! A stream whose listener has gone or whose cancel flag is set stops at
-//! its next token, as a reply alone does. Streams beyond the first join
-//! only while their KV caches together fit the context length the model
-//! was planned for. When a worker of a cluster is lost, every chat under
-//! way is handed back with what it generated so far, to continue once the
-//! pipeline is rebuilt over the machines left.
+//! its next token, as a reply alone does. When a worker of a cluster is
+//! lost, every chat under way is handed back with what it generated so far,
+//! to continue once the pipeline is rebuilt over the machines left.
 
 use super::engine::{CancelFlag, ChatJob, EventSink};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use crate::cluster::remote::WorkerLost;
-use crate::text::chat_template::ChatMessage;
+use crate::text::chat_template::{ChatMessage, ChatTemplate};
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
-    context_length, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
+    step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
 };
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
+use crate::text::sampling::SamplingParams;
+use crate::text::tokenizer::TextTokenizer;
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
+use std::thread::ScopedJoinHandle;
 
 /// The most replies decoded together.
 pub const MAX_STREAMS: usize = 8;
@@ -36,29 +45,63 @@ pub struct QueuedChat {
     pub cancel: CancelFlag,
 }
 
-/// A chat's generation request (the conversation rendered and tokenized,
-/// its oldest turns left out if it asked for that) and how many messages
-/// were left out.
-fn chat_request(model: &TextModel, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
-    let (template, tokenizer) = (model.chat_template()?, model.tokenizer()?);
-    let tokenize = |messages: &[ChatMessage]| tokenizer.encode(&template.render(messages, true)?, false);
-    let mut request = GenerationRequest::new(Vec::new());
-    request.context_limit = job.context_length;
-    let mut dropped_messages = 0;
-    request.prompt_tokens = if job.drop_oldest_turns {
-        let context = context_length(model, &request);
-        // Room for a reply: the whole budget, or a quarter of the context.
-        let reserve = job.max_tokens.min(context / 4);
-        let fitted = drop_oldest_turns(&job.messages, context, reserve, tokenize)?;
-        dropped_messages = fitted.dropped_messages;
-        fitted.tokens
-    } else {
-        tokenize(&job.messages)?
-    };
-    request.max_new_tokens = job.max_tokens;
-    request.stop_strings = job.stop.clone();
-    request.sampling = job.sampling.apply_to(&model.sampling_defaults);
-    Ok((request, dropped_messages))
+/// A prompt's text is refused untokenized when it is longer than the
+/// context's tokens times the longest token's bytes times this: room for
+/// normalizers that make text shorter before it is split.
+const NORMALIZER_SLACK: usize = 4;
+
+/// What turning chats into generation requests needs of a model; shared by
+/// the threads that tokenize them.
+pub struct RequestMaker<'m> {
+    /// The chat template and tokenizer, or why the model has none.
+    parts: Result<(ChatTemplate, &'m TextTokenizer), String>,
+    model_context: usize,
+    sampling_defaults: &'m SamplingParams,
+}
+
+impl<'m> RequestMaker<'m> {
+    pub fn new(model: &'m TextModel) -> Self {
+        let parts = model.chat_template().and_then(|template| Ok((template, model.tokenizer()?)));
+        Self {
+            parts: parts.map_err(|e| format!("{e:#}")),
+            model_context: model.decoder().context_length(),
+            sampling_defaults: &model.sampling_defaults,
+        }
+    }
+
+    /// A chat's generation request (the conversation rendered and
+    /// tokenized, its oldest turns left out if it asked for that) and how
+    /// many messages were left out. A text far longer than the context is
+    /// refused before it is tokenized.
+    fn make(&self, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
+        let (template, tokenizer) = self.parts.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let context = job.context_length.map_or(self.model_context, |limit| limit.min(self.model_context));
+        let most_bytes = context.saturating_mul(tokenizer.longest_token_bytes()).saturating_mul(NORMALIZER_SLACK);
+        let tokenize = |messages: &[ChatMessage]| {
+            let text = template.render(messages, true)?;
+            if text.len() > most_bytes {
+                let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
+                return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
+            }
+            tokenizer.encode(&text, false)
+        };
+        let mut request = GenerationRequest::new(Vec::new());
+        request.context_limit = job.context_length;
+        let mut dropped_messages = 0;
+        request.prompt_tokens = if job.drop_oldest_turns {
+            // Room for a reply: the whole budget, or a quarter of the context.
+            let reserve = job.max_tokens.min(context / 4);
+            let fitted = drop_oldest_turns(&job.messages, context, reserve, tokenize)?;
+            dropped_messages = fitted.dropped_messages;
+            fitted.tokens
+        } else {
+            tokenize(&job.messages)?
+        };
+        request.max_new_tokens = job.max_tokens;
+        request.stop_strings = job.stop.clone();
+        request.sampling = job.sampling.apply_to(self.sampling_defaults);
+        Ok((request, dropped_messages))
+    }
 }
 
 /// Passes a generation event on to a chat's listener; `Break` once the
@@ -118,12 +161,12 @@ pub struct Prepared {
 impl Prepared {
     /// Renders and tokenizes `chat`'s conversation; a chat already
     /// cancelled gives `None`, one that cannot run is told why.
-    pub fn new(model: &TextModel, chat: QueuedChat, load_s: Option<f64>) -> Option<Self> {
+    pub fn new(maker: &RequestMaker, chat: QueuedChat, load_s: Option<f64>) -> Option<Self> {
         let QueuedChat { job, mut sink, cancel } = chat;
         if cancel.load(Ordering::Relaxed) {
             return None;
         }
-        match chat_request(model, &job) {
+        match maker.make(&job) {
             Ok((request, dropped_messages)) => Some(Self {
                 state: ChatState {
                     sink,
@@ -145,11 +188,9 @@ impl Prepared {
         }
     }
 
-    /// KV cache positions the chat may fill: its prompt and budget, at
-    /// most its context.
-    fn positions(&self, model: &TextModel) -> usize {
-        let wanted = self.request.prompt_tokens.len() + self.request.max_new_tokens;
-        wanted.min(context_length(model, &self.request))
+    /// KV cache positions the chat needs to start: its prompt and a first token.
+    fn positions_to_start(&self) -> usize {
+        self.request.prompt_tokens.len().saturating_add(1)
     }
 
     /// Tells the chat's listener `message` (a lost worker, say).
@@ -167,18 +208,15 @@ impl Prepared {
 struct Answering<'m> {
     stream: Stream<'m>,
     state: ChatState,
-    /// See [`Prepared::positions`].
-    positions: usize,
     /// The error event that ended it, if one did.
     failed: Option<EngineEvent>,
 }
 
 impl<'m> Answering<'m> {
     fn start(model: &'m TextModel, cache: &mut PromptCache, prepared: Prepared) -> Option<Self> {
-        let positions = prepared.positions(model);
         let Prepared { mut state, request } = prepared;
         match Stream::start(model, request, cache) {
-            Ok(stream) => Some(Self { stream, state, positions, failed: None }),
+            Ok(stream) => Some(Self { stream, state, failed: None }),
             Err(error) => {
                 (state.sink)(chat_failure(&error));
                 None
@@ -188,6 +226,12 @@ impl<'m> Answering<'m> {
 
     fn is_over(&self) -> bool {
         self.failed.is_some() || self.stream.phase() == Phase::Finished
+    }
+
+    /// KV cache positions the chat holds (its prompt counted whole from
+    /// the start, however much of it is read yet).
+    fn positions(&self) -> usize {
+        self.stream.request().prompt_tokens.len() + self.stream.generated().len()
     }
 
     /// Reads a prompt chunk or takes the first token, whichever is next; a
@@ -265,10 +309,9 @@ pub enum Answered {
 }
 
 /// Answers the chats `first` and those `next_chat` hands over while
-/// streams run: at most [`MAX_STREAMS`] at once, and beyond the first only
-/// while their KV caches together fit the model's context length (the
-/// memory its plan counted). Returns when all are answered and `next_chat`
-/// has no more, or when a worker is lost.
+/// streams run: at most [`MAX_STREAMS`] at once, while their KV caches fit
+/// the model's context length (see the module's notes). Returns when all
+/// are answered and `next_chat` has no more, or when a worker is lost.
 pub fn answer_together(
     model: &TextModel,
     cache: &mut PromptCache,
@@ -276,39 +319,92 @@ pub fn answer_together(
     mut next_chat: impl FnMut() -> Option<QueuedChat>,
 ) -> Answered {
     let budget = model.decoder().context_length();
-    let mut waiting: std::collections::VecDeque<Prepared> = first.into();
+    let maker = RequestMaker::new(model);
+    let mut waiting: VecDeque<Prepared> = first.into();
     let mut answering: Vec<Answering> = Vec::new();
-    let lost = loop {
-        loop {
-            if waiting.is_empty() {
+    std::thread::scope(|scope| {
+        // Chats being tokenized, in arrival order.
+        let mut preparing: VecDeque<ScopedJoinHandle<Option<Prepared>>> = VecDeque::new();
+        let lost = loop {
+            while preparing.len() + waiting.len() < MAX_STREAMS {
                 let Some(chat) = next_chat() else { break };
-                waiting.extend(Prepared::new(model, chat, None));
+                let maker = &maker;
+                preparing.push_back(scope.spawn(move || Prepared::new(maker, chat, None)));
+            }
+            // With nothing else to do, wait for the next chat's tokens.
+            let idle = answering.is_empty() && waiting.is_empty();
+            while preparing.front().is_some_and(|p| idle && waiting.is_empty() || p.is_finished()) {
+                let prepared = preparing.pop_front().expect("not empty").join();
+                waiting.extend(prepared.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            }
+            admit(model, cache, &mut waiting, &mut answering, budget);
+            if answering.is_empty() {
+                if preparing.is_empty() {
+                    return Answered::All;
+                }
                 continue;
             }
-            let reserved: usize = answering.iter().map(|a| a.positions).sum();
-            let next = waiting.front().expect("not empty");
-            let fits = answering.len() < MAX_STREAMS && reserved + next.positions(model) <= budget;
-            if !answering.is_empty() && !fits {
-                break;
+            give_way(&mut waiting, &mut answering, budget);
+            if let Err(lost) = answering.iter_mut().try_for_each(Answering::advance_alone) {
+                break lost;
             }
-            let prepared = waiting.pop_front().expect("not empty");
+            if let Err(lost) = decode_step(model, &mut answering) {
+                break lost;
+            }
+            answering = end_finished(std::mem::take(&mut answering), cache);
+        };
+        let going = end_finished(std::mem::take(&mut answering), cache);
+        let mut continuations: Vec<Prepared> = going.into_iter().map(Answering::into_continuation).collect();
+        continuations.extend(waiting.drain(..));
+        for prepared in preparing {
+            continuations.extend(prepared.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        Answered::WorkerLost { lost, waiting: continuations }
+    })
+}
+
+/// KV cache positions one round adds to a decoding chat at most.
+const ROUND_GROWTH: usize = PIPELINED_STEPS;
+
+/// Starts the waiting chats, in arrival order, that fit beside those
+/// answering (the first always starts when none is answered); a chat that
+/// does not fit lets later, smaller ones go first.
+fn admit<'m>(
+    model: &'m TextModel,
+    cache: &mut PromptCache,
+    waiting: &mut VecDeque<Prepared>,
+    answering: &mut Vec<Answering<'m>>,
+    budget: usize,
+) {
+    let mut index = 0;
+    while index < waiting.len() && answering.len() < MAX_STREAMS {
+        let held: usize = answering.iter().map(Answering::positions).sum();
+        let growth = ROUND_GROWTH * (answering.len() + 1);
+        let fits = held.saturating_add(growth).saturating_add(waiting[index].positions_to_start()) <= budget;
+        if answering.is_empty() || fits {
+            let prepared = waiting.remove(index).expect("in range");
             answering.extend(Answering::start(model, cache, prepared));
+        } else {
+            index += 1;
         }
-        if answering.is_empty() {
-            return Answered::All;
+    }
+}
+
+/// While the answered chats' caches would outgrow `budget` in the next
+/// round, the one holding the most positions stops and waits to continue
+/// from where it was (its generated tokens become part of its prompt).
+fn give_way(waiting: &mut VecDeque<Prepared>, answering: &mut Vec<Answering>, budget: usize) {
+    while answering.len() > 1 {
+        let held: usize = answering.iter().map(Answering::positions).sum();
+        if held.saturating_add(ROUND_GROWTH * answering.len()) <= budget {
+            return;
         }
-        if let Err(lost) = answering.iter_mut().try_for_each(Answering::advance_alone) {
-            break lost;
-        }
-        if let Err(lost) = decode_step(model, &mut answering) {
-            break lost;
-        }
-        answering = end_finished(answering, cache);
-    };
-    let going = end_finished(answering, cache);
-    let mut continuations: Vec<Prepared> = going.into_iter().map(Answering::into_continuation).collect();
-    continuations.extend(waiting);
-    Answered::WorkerLost { lost, waiting: continuations }
+        let going = (0..answering.len()).filter(|&i| !answering[i].is_over());
+        let Some(largest) = going.max_by_key(|&i| answering[i].positions()) else { return };
+        let chat = answering.remove(largest);
+        tracing::info!(positions = chat.positions(), "a reply waits for room in the KV cache");
+        waiting.push_back(chat.into_continuation());
+    }
 }
 
 /// Sends the last event of the chats that are over; returns the others.

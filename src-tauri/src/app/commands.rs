@@ -42,7 +42,7 @@ impl App {
                 Ok(json!({"models": models, "loaded": self.engine.loaded().map(|e| e.id)}))
             }
             Command::ImportModel { path } => {
-                let entry = self.catalog.import(std::path::Path::new(&path)).map_err(ApiError::bad)?;
+                let entry = self.catalog.import(std::path::Path::new(&path)).map_err(ApiError::of)?;
                 Ok(serde_json::to_value(entry).expect("entries serialize"))
             }
             Command::DeleteModel { id } => {
@@ -56,17 +56,13 @@ impl App {
                 self.engine.unload();
                 Ok(json!({}))
             }
-            Command::ListConversations => {
-                Ok(json!({"conversations": self.conversations.list().map_err(ApiError::server)?}))
-            }
-            Command::GetConversation { id } => self.conversations.get(&id).map_err(not_found),
+            Command::ListConversations => Ok(json!({"conversations": self.conversations.list()?})),
+            Command::GetConversation { id } => self.conversations.get(&id),
             Command::SaveConversation { conversation } => {
-                self.conversations.save(&conversation).map_err(ApiError::bad)?;
+                self.conversations.save(&conversation)?;
                 Ok(json!({}))
             }
-            Command::SearchConversations { query } => {
-                Ok(json!({"conversations": self.conversations.search(&query).map_err(ApiError::bad)?}))
-            }
+            Command::SearchConversations { query } => Ok(json!({"conversations": self.conversations.search(&query)?})),
             Command::SearchHub { query } => {
                 Ok(json!({"models": HubConnection::from_env().search_models(&query).map_err(ApiError::server)?}))
             }
@@ -75,13 +71,13 @@ impl App {
                     .expect("file lists serialize"))
             }
             Command::DeleteConversation { id } => {
-                self.conversations.delete(&id).map_err(not_found)?;
+                self.conversations.delete(&id)?;
                 Ok(json!({}))
             }
             Command::ListVoices => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
             Command::AddVoice(a) => self.add_voice(a),
             Command::SetVoiceTranscript { id, transcript } => {
-                let voice = self.speech.set_transcript(&id, &transcript).map_err(ApiError::bad)?;
+                let voice = self.speech.set_transcript(&id, &transcript).map_err(ApiError::of)?;
                 Ok(serde_json::to_value(voice).expect("voices serialize"))
             }
             Command::DeleteVoice { id } => {
@@ -104,7 +100,7 @@ impl App {
             Command::ClusterStatus => Ok(self.cluster.status()),
             Command::GenerateClusterKey => Ok(json!({"key": ClusterKey::generate()})),
             Command::SetClusterSettings(update) => {
-                self.cluster.update(update).map_err(ApiError::bad)?;
+                self.cluster.update(update).map_err(ApiError::of)?;
                 self.engine.configure(self.cluster.master_settings(), self.cluster.context_length());
                 Ok(self.cluster.status())
             }
@@ -140,9 +136,9 @@ impl App {
             }
             _ => return Err(ApiError::BadRequest("add_voice: give either `path` or `file_base64`".into())),
         };
-        let mut voice = voice.map_err(ApiError::bad)?;
+        let mut voice = voice.map_err(ApiError::of)?;
         if let Some(transcript) = a.transcript.filter(|t| !t.trim().is_empty()) {
-            voice = self.speech.set_transcript(&voice.id, &transcript).map_err(ApiError::bad)?;
+            voice = self.speech.set_transcript(&voice.id, &transcript).map_err(ApiError::of)?;
         }
         Ok(serde_json::to_value(voice).expect("voices serialize"))
     }

@@ -2,12 +2,16 @@
 //!
 //! The UI owns the conversation's shape (see docs/api.md); the store checks
 //! the id, stamps nothing it does not own, and never lets one unreadable
-//! file hide the others.
+//! file hide the others: a damaged file is listed as damaged and kept.
+//! Errors say whose fault they are: a bad id or shape is the request's,
+//! a file that cannot be written or read is the machine's.
 
-use crate::files::storage::write_json_atomically;
-use anyhow::{bail, Context, Result};
+use super::error::ApiError;
+use crate::files::storage::{read_json, write_json_atomically, StorageError};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+type Result<T> = std::result::Result<T, ApiError>;
 
 pub struct ConversationStore {
     dir: PathBuf,
@@ -33,14 +37,31 @@ impl ConversationStore {
 
     fn path(&self, id: &str) -> Result<PathBuf> {
         if !valid_id(id) {
-            bail!("invalid conversation id `{id}` (use 1–64 letters, digits, - or _)");
+            return Err(ApiError::BadRequest(format!(
+                "invalid conversation id `{id}` (use 1–64 letters, digits, - or _)"
+            )));
         }
         Ok(self.dir.join(format!("{id}.json")))
     }
 
-    /// `{id, title, updated_at}` of every readable conversation, newest first.
+    /// `{id, title, updated_at}` of every conversation, newest first; a
+    /// file that cannot be read is listed with `damaged` saying why (and
+    /// its id as title), so the user sees it is there.
     pub fn list(&self) -> Result<Vec<Value>> {
-        let mut items: Vec<Value> = self.readable().iter().map(summary).collect();
+        let mut items: Vec<Value> = self
+            .files()
+            .into_iter()
+            .map(|(id, read)| match read {
+                Ok(conversation) => summary(&conversation),
+                Err(e) => {
+                    let modified = std::fs::metadata(self.dir.join(format!("{id}.json"))).and_then(|m| m.modified());
+                    let updated_at = modified.map(|t| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339());
+                    serde_json::json!({
+                        "id": id, "title": id, "updated_at": updated_at.unwrap_or_default(), "damaged": e.to_string(),
+                    })
+                }
+            })
+            .collect();
         newest_first(&mut items);
         Ok(items)
     }
@@ -51,21 +72,22 @@ impl ConversationStore {
     pub fn search(&self, query: &str) -> Result<Vec<Value>> {
         let needle = query.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
         if needle.is_empty() {
-            bail!("type something to search for");
+            return Err(ApiError::BadRequest("type something to search for".into()));
         }
         if needle.chars().count() > MAX_QUERY_CHARS {
-            bail!("a search is at most {MAX_QUERY_CHARS} characters");
+            return Err(ApiError::BadRequest(format!("a search is at most {MAX_QUERY_CHARS} characters")));
         }
         let mut found: Vec<Value> = self
-            .readable()
-            .iter()
+            .files()
+            .into_iter()
+            .filter_map(|(_, read)| read.ok())
             .filter_map(|conversation| {
                 // The title is shown beside the snippet: a message's words say more.
                 let title = conversation["title"].as_str().into_iter();
                 let messages = conversation["messages"].as_array().into_iter().flatten();
                 let mut texts = messages.filter_map(|m| m["content"].as_str()).chain(title);
                 let snippet = texts.find_map(|text| snippet_around(text, &needle))?;
-                let mut item = summary(conversation);
+                let mut item = summary(&conversation);
                 item["snippet"] = Value::String(snippet);
                 Some(item)
             })
@@ -75,37 +97,50 @@ impl ConversationStore {
         Ok(found)
     }
 
-    /// Every conversation file that reads as JSON (one bad file hides nothing else).
-    fn readable(&self) -> Vec<Value> {
+    /// Every conversation file by id, read or not (one bad file hides
+    /// nothing else).
+    fn files(&self) -> Vec<(String, std::result::Result<Value, StorageError>)> {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
         dir.filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-            .filter_map(|e| read(&e.path()).ok())
+            .filter_map(|e| {
+                let path = e.path();
+                let id = path.file_stem()?.to_str()?.to_string();
+                let is_conversation = path.extension().is_some_and(|x| x == "json") && valid_id(&id);
+                is_conversation.then(|| (id, read_json(&path).map(Option::unwrap_or_default)))
+            })
             .collect()
     }
 
     pub fn get(&self, id: &str) -> Result<Value> {
         let path = self.path(id)?;
-        if !path.exists() {
-            bail!("no conversation `{id}`");
+        match read_json(&path) {
+            Ok(Some(conversation)) => Ok(conversation),
+            Ok(None) => Err(ApiError::NotFound(format!("no conversation `{id}`"))),
+            Err(e) => Err(ApiError::Server(e.to_string())),
         }
-        read(&path)
     }
 
     /// Saves a conversation object (which must carry a valid `id`).
     pub fn save(&self, conversation: &Value) -> Result<()> {
-        let id = conversation["id"].as_str().context("the conversation has no `id`")?;
+        let id =
+            conversation["id"].as_str().ok_or_else(|| ApiError::BadRequest("the conversation has no `id`".into()))?;
         if !conversation["messages"].is_array() {
-            bail!("the conversation has no `messages` list");
+            return Err(ApiError::BadRequest("the conversation has no `messages` list".into()));
         }
-        write_json_atomically(&self.path(id)?, conversation)
+        write_json_atomically(&self.path(id)?, conversation).map_err(ApiError::server)
     }
 
     pub fn delete(&self, id: &str) -> Result<()> {
         let path = self.path(id)?;
-        std::fs::remove_file(&path).with_context(|| format!("no conversation `{id}`"))
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(ApiError::NotFound(format!("no conversation `{id}`")))
+            }
+            Err(e) => Err(ApiError::Server(format!("cannot delete {}: {e}", path.display()))),
+        }
     }
 }
 
@@ -144,11 +179,6 @@ fn snippet_around(text: &str, needle: &str) -> Option<String> {
     Some(snippet)
 }
 
-fn read(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,8 +194,14 @@ mod tests {
         store.save(&b).unwrap();
         std::fs::write(dir.path().join("broken.json"), "{not json").unwrap();
         let listed = store.list().unwrap();
-        assert_eq!(listed.iter().map(|c| c["id"].as_str().unwrap()).collect::<Vec<_>>(), vec!["b2", "a1"]);
+        // A damaged file is dated by its last change.
+        assert_eq!(listed.iter().map(|c| c["id"].as_str().unwrap()).collect::<Vec<_>>(), vec!["broken", "b2", "a1"]);
+        assert!(listed[0]["damaged"].as_str().unwrap().contains("not valid JSON"), "{listed:?}");
         assert_eq!(store.get("a1").unwrap(), a);
+        let damaged = store.get("broken").unwrap_err();
+        assert_eq!(damaged.status(), 500, "{damaged}");
+        assert!(dir.path().join("broken.json").exists(), "a damaged file is kept");
+        assert_eq!(store.get("zz").unwrap_err().status(), 404);
         store.delete("a1").unwrap();
         assert!(store.get("a1").is_err());
     }

@@ -8,12 +8,12 @@
 //! the sink's receiver has gone (a closed browser tab) or the job's cancel
 //! flag is set, the job stops at the next token.
 
-use super::chat_streams::{answer_together, chat_failure, Answered, Prepared, QueuedChat};
+use super::chat_streams::{answer_together, chat_failure, Answered, Prepared, QueuedChat, RequestMaker};
 use super::events::{Done, EngineEvent, ErrorKind, Progress};
 use super::speech_library::{Clip, SpeechLibrary};
 use crate::audio::{wav, Audio};
 use crate::cluster::master::ClusterSettings;
-use crate::cluster::remote::WorkerLost;
+use crate::cluster::remote::{Unreachable, WorkerLost};
 use crate::library::catalog::ModelEntry;
 use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::noise::SeededNoise;
@@ -205,7 +205,7 @@ impl Worker {
                 }
                 let event = match self.ensure_loaded(&model, &mut sink, LoadReport::Progress) {
                     Ok(()) => EngineEvent::Done(Done::Model { model }),
-                    Err(message) => EngineEvent::error(ErrorKind::BadRequest, message),
+                    Err(failed) => *failed,
                 };
                 sink(event);
             }
@@ -215,8 +215,8 @@ impl Worker {
                 }
                 let loading = self.model.as_ref().is_none_or(|(loaded, _)| loaded.id != chat.job.model.id);
                 let started = std::time::Instant::now();
-                if let Err(message) = self.ensure_loaded(&chat.job.model, &mut chat.sink, LoadReport::Loading) {
-                    (chat.sink)(EngineEvent::error(ErrorKind::BadRequest, message));
+                if let Err(failed) = self.ensure_loaded(&chat.job.model, &mut chat.sink, LoadReport::Loading) {
+                    (chat.sink)(*failed);
                     return;
                 }
                 let load_s = loading.then(|| started.elapsed().as_secs_f64());
@@ -251,8 +251,14 @@ impl Worker {
         self.model = model;
     }
 
-    /// Loads `entry` unless it is already loaded, reporting progress as `report` says.
-    fn ensure_loaded(&mut self, entry: &ModelEntry, sink: &mut EventSink, report: LoadReport) -> Result<(), String> {
+    /// Loads `entry` unless it is already loaded, reporting progress as
+    /// `report` says; the error event says why it could not.
+    fn ensure_loaded(
+        &mut self,
+        entry: &ModelEntry,
+        sink: &mut EventSink,
+        report: LoadReport,
+    ) -> Result<(), Box<EngineEvent>> {
         if self.model.as_ref().is_some_and(|(e, _)| e.id == entry.id) {
             return Ok(());
         }
@@ -265,9 +271,10 @@ impl Worker {
                 on_progress(done as f64 / total.max(1) as f64, &format!("layer {done} of {total}"))
             }),
         };
-        let model = loaded.map_err(|e| format!("cannot load {}: {e:#}", entry.name))?;
+        let model = loaded.map_err(|e| Box::new(failure(&e.context(format!("cannot load {}", entry.name)))))?;
         if model.tokenizer.is_none() {
-            return Err(format!("cannot chat with {}: it has no tokenizer", entry.name));
+            let message = format!("cannot chat with {}: it has no tokenizer", entry.name);
+            return Err(Box::new(EngineEvent::error(ErrorKind::BadRequest, message)));
         }
         self.set_model(Some((entry.clone(), model)));
         Ok(())
@@ -281,7 +288,7 @@ impl Worker {
         let (entry, model) = self.model.take().expect("ensure_loaded succeeded");
         let mut cache = std::mem::take(&mut self.prompt_cache);
         let mut recoveries_left = model.pipeline.remote_stages.len();
-        let mut chats: Vec<Prepared> = Prepared::new(&model, first, load_s).into_iter().collect();
+        let mut chats: Vec<Prepared> = Prepared::new(&RequestMaker::new(&model), first, load_s).into_iter().collect();
         let mut lost_addresses: Vec<String> = Vec::new();
         let mut model = Some(model);
         while let Some(loaded) = &model {
@@ -291,19 +298,27 @@ impl Worker {
                 break;
             };
             cache.clear(loaded);
+            if let Some(cluster) = &self.cluster {
+                cluster.monitor.worker_lost(&lost.address, &lost.reason);
+            }
             // Free the old model first: two at once may not fit.
             model = None;
             let reloaded = if recoveries_left == 0 {
-                Err(anyhow::anyhow!("{lost}"))
+                Err(anyhow::Error::new(lost.clone()))
             } else {
                 recoveries_left -= 1;
                 lost_addresses.push(lost.address.clone());
-                self.reload(&entry, &lost_addresses).map_err(|e| anyhow::anyhow!("{lost}; re-planning failed: {e:#}"))
+                self.reload(&entry, &lost_addresses).map_err(|e| e.context(lost.clone()).context("re-planning failed"))
             };
             chats = waiting;
             match reloaded {
                 Ok(again) => {
-                    let message = format!("{lost}: re-planning over the remaining machines and continuing the reply");
+                    let machines_left = match again.pipeline.remote_stages.len() {
+                        0 => "on this machine alone".to_string(),
+                        1 => "over this machine and 1 worker".to_string(),
+                        n => format!("over this machine and {n} workers"),
+                    };
+                    let message = format!("{lost}: the reply continues {machines_left}");
                     chats.iter_mut().for_each(|chat| chat.notice(&message));
                     model = Some(again);
                 }
@@ -382,11 +397,18 @@ enum LoadReport {
 }
 
 /// The `error` event for a job that failed: the request's fault when the
-/// error is one of the request's own (a prompt too long, a bad script).
+/// error is one of the request's own (a prompt too long, a bad script),
+/// unavailable when a cluster's workers cannot be reached or were lost.
 fn failure(error: &anyhow::Error) -> EngineEvent {
-    match error.downcast_ref::<BadSpeechRequest>() {
-        Some(_) => EngineEvent::error(ErrorKind::BadRequest, format!("{error:#}")),
-        None => chat_failure(error),
+    let cluster_gone = error.downcast_ref::<WorkerLost>().is_some()
+        || error.downcast_ref::<Unreachable>().is_some()
+        || error.chain().any(|cause| cause.is::<WorkerLost>() || cause.is::<Unreachable>());
+    if error.downcast_ref::<BadSpeechRequest>().is_some() {
+        EngineEvent::error(ErrorKind::BadRequest, format!("{error:#}"))
+    } else if cluster_gone {
+        EngineEvent::error(ErrorKind::Unavailable, format!("{error:#}"))
+    } else {
+        chat_failure(error)
     }
 }
 

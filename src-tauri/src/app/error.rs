@@ -11,7 +11,12 @@ pub enum ApiError {
     NotFound(String),
     /// Something failed on our side (500).
     Server(String),
+    /// What would serve it is not there now; retrying later may work (503).
+    Unavailable(String),
 }
+
+/// Seconds a client is asked to wait before retrying an `Unavailable` request.
+pub const RETRY_AFTER_S: u32 = 5;
 
 impl ApiError {
     /// A failed stream's error, by the kind the engine gave it.
@@ -19,12 +24,13 @@ impl ApiError {
         match kind {
             super::events::ErrorKind::BadRequest | super::events::ErrorKind::PromptTooLong => Self::BadRequest(message),
             super::events::ErrorKind::Failed => Self::Server(message),
+            super::events::ErrorKind::Unavailable => Self::Unavailable(message),
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Self::BadRequest(m) | Self::NotFound(m) | Self::Server(m) => m,
+            Self::BadRequest(m) | Self::NotFound(m) | Self::Server(m) | Self::Unavailable(m) => m,
         }
     }
 
@@ -33,6 +39,7 @@ impl ApiError {
             Self::BadRequest(_) => 400,
             Self::NotFound(_) => 404,
             Self::Server(_) => 500,
+            Self::Unavailable(_) => 503,
         }
     }
 
@@ -41,12 +48,11 @@ impl ApiError {
         let kind = match self {
             Self::BadRequest(_) => "invalid_request_error",
             Self::NotFound(_) => "not_found_error",
-            Self::Server(_) => "server_error",
+            Self::Server(_) | Self::Unavailable(_) => "server_error",
         };
         json!({"error": {"message": self.message(), "type": kind, "param": null, "code": null}})
     }
 
-    /// A bad request from any error, keeping its whole context chain.
     /// A failure on the serving side, with its causes.
     pub fn server(error: anyhow::Error) -> Self {
         Self::Server(format!("{error:#}"))
@@ -54,6 +60,17 @@ impl ApiError {
 
     pub fn bad(error: impl std::fmt::Display) -> Self {
         Self::BadRequest(format!("{error:#}"))
+    }
+
+    /// A failure of a command that checks the request and then stores
+    /// something: the machine's (500) where a file could not be read or
+    /// written, else the request's (400).
+    pub fn of(error: anyhow::Error) -> Self {
+        if crate::files::storage::StorageError::is_in(&error) {
+            Self::server(error)
+        } else {
+            Self::BadRequest(format!("{error:#}"))
+        }
     }
 }
 

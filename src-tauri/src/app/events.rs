@@ -110,6 +110,9 @@ pub enum ErrorKind {
     PromptTooLong,
     /// Something failed while serving a valid request.
     Failed,
+    /// The machines to serve it are not there now (a cluster's workers
+    /// cannot be reached); asking again later may work.
+    Unavailable,
 }
 
 fn is_zero(count: &usize) -> bool {

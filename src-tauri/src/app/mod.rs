@@ -47,6 +47,7 @@ impl App {
     /// (from the command line) instead of the stored cluster settings.
     /// A context length given on the command line wins over the stored one.
     pub fn with_cluster(catalog: Catalog, mut options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
+        sweep_orphans(catalog.data_dir());
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         let cluster = ClusterControl::open(catalog.data_dir(), cluster);
         let speech = SpeechLibrary::new(catalog.data_dir());
@@ -58,6 +59,21 @@ impl App {
             conversations,
             cluster,
             streams: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+}
+
+/// The folders of the data folder that the app writes files in.
+const WRITTEN_FOLDERS: [&str; 4] = ["", "conversations", "voices", "clips"];
+
+/// Removes the temporary files that a crash mid-write left in the data
+/// folder; a folder that cannot be swept is logged and left.
+fn sweep_orphans(data_dir: &std::path::Path) {
+    for folder in WRITTEN_FOLDERS.map(|name| data_dir.join(name)) {
+        match crate::files::storage::sweep_orphans(&folder) {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(folder = %folder.display(), removed, "removed unfinished writes"),
+            Err(e) => tracing::warn!(folder = %folder.display(), cause = %format!("{e:#}"), "cannot sweep"),
         }
     }
 }

@@ -389,6 +389,7 @@ impl ClusterSettings {
             let name = candidate.name.clone().unwrap_or_else(|| candidate.address.clone());
             match contact {
                 Ok(mut worker) => {
+                    self.monitor.answered(&candidate.address);
                     worker.wire_format = self.wire_format;
                     self.monitor.machine_seen(MachineView {
                         name: worker.info.name.clone(),
@@ -402,7 +403,10 @@ impl ClusterSettings {
                 Err(e) => {
                     let problem = format!("{e:#}");
                     tracing::warn!("leaving out {name} ({}): {problem}", candidate.address);
-                    let state = if e.downcast_ref::<Unreachable>().is_some() {
+                    let was_lost = self.monitor.is_lost(&candidate.address);
+                    let state = if was_lost {
+                        MachineState::Lost
+                    } else if e.downcast_ref::<Unreachable>().is_some() {
                         MachineState::Unreachable
                     } else {
                         MachineState::Rejected
@@ -414,7 +418,9 @@ impl ClusterSettings {
                         problem: Some(problem),
                         info: None,
                     });
-                    if candidate.required {
+                    // A worker lost while in use is left out, named or not:
+                    // the machines left may hold the model without it.
+                    if candidate.required && !was_lost {
                         return Err(e.context(format!("cannot use worker {name}")));
                     }
                 }

@@ -66,6 +66,9 @@ struct State {
     run: Option<Run>,
     /// Weight bytes per second each worker showed in earlier runs, by address.
     measured: BTreeMap<String, f64>,
+    /// Workers that stopped answering while in use, by address, with why:
+    /// left out of plans until they answer again.
+    lost: BTreeMap<String, String>,
 }
 
 /// A claimed speed this many times what the master measured is doubted.
@@ -135,6 +138,22 @@ impl ClusterMonitor {
         }
     }
 
+    /// A worker in use stopped answering: it stays out of plans (named by
+    /// the user or not) until [`Self::answered`] says it is back.
+    pub fn worker_lost(&self, address: &str, reason: &str) {
+        self.state.lock().expect("cluster monitor").lost.insert(address.to_string(), reason.to_string());
+    }
+
+    /// Whether the worker at `address` was lost and has not answered since.
+    pub fn is_lost(&self, address: &str) -> bool {
+        self.state.lock().expect("cluster monitor").lost.contains_key(address)
+    }
+
+    /// The worker at `address` proved the key again: it may be planned.
+    pub fn answered(&self, address: &str) {
+        self.state.lock().expect("cluster monitor").lost.remove(address);
+    }
+
     /// No model runs over the cluster any more.
     pub fn end_run(&self) {
         let mut state = self.state.lock().expect("cluster monitor");
@@ -155,7 +174,14 @@ impl ClusterMonitor {
     pub fn snapshot(&self) -> Value {
         let state = self.state.lock().expect("cluster monitor");
         let mut machines: Vec<MachineView> = state.machines.values().cloned().collect();
-        // A worker in use that stopped answering shows as lost.
+        // A worker lost earlier shows as lost until it answers again, and one
+        // in use that stopped answering shows as lost.
+        for m in &mut machines {
+            if let Some(reason) = m.address.as_ref().and_then(|a| state.lost.get(a)) {
+                m.state = MachineState::Lost;
+                m.problem = Some(format!("{reason}; left out until it answers again"));
+            }
+        }
         if let Some(run) = &state.run {
             for worker in run.workers.iter().flatten() {
                 if let Some(reason) = worker.lost_reason() {

@@ -251,16 +251,17 @@ impl Catalog {
     }
 
     fn imports(&self) -> Result<Vec<PathBuf>> {
-        let path = self.imports_file();
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).with_context(|| format!("{}: not a list of paths", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
+        Ok(crate::files::storage::read_json(&self.imports_file())?.unwrap_or_default())
     }
 
-    fn save_imports(&self, imports: &[PathBuf]) -> Result<()> {
-        crate::files::storage::write_json_atomically(&self.imports_file(), &imports)
+    /// Changes the list of imported paths under its file's lock, so imports
+    /// made at the same time all stay listed.
+    fn update_imports(&self, change: impl FnOnce(&mut Vec<PathBuf>)) -> Result<()> {
+        crate::files::storage::update_json(&self.imports_file(), |imports: &mut Vec<PathBuf>| {
+            change(imports);
+            Ok(())
+        })
+        .with_context(|| format!("{}: cannot update the list of imported models", self.imports_file().display()))
     }
 
     /// Adds a GGUF file or model folder to the list; refuses what is not a
@@ -278,11 +279,11 @@ impl Catalog {
             }
             ModelStatus::Complete | ModelStatus::Incomplete => {}
         }
-        let mut imports = self.imports()?;
-        if !imports.contains(&path) {
-            imports.push(path.clone());
-            self.save_imports(&imports)?;
-        }
+        self.update_imports(|imports| {
+            if !imports.contains(&path) {
+                imports.push(path.clone());
+            }
+        })?;
         self.find(&format!("file:{}", path.display()))
     }
 
@@ -313,9 +314,7 @@ impl Catalog {
                 }
             }
             ModelSource::Imported => {
-                let mut imports = self.imports()?;
-                imports.retain(|p| *p != entry.path);
-                self.save_imports(&imports)?;
+                self.update_imports(|imports| imports.retain(|p| *p != entry.path))?;
             }
         }
         TileCache::drop_stale();

@@ -4,10 +4,10 @@
 //! machine (or page in its browser) uses the app without that key.
 
 use super::access::AccessPolicy;
+use super::connections::{self, Limits};
 use super::router;
 use crate::app::App;
 use anyhow::{anyhow, Context, Result};
-use std::future::IntoFuture;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -42,14 +42,10 @@ impl BackgroundServer {
                     Ok(listener) => listener,
                     Err(e) => return tracing::error!("the OpenAI API server cannot use its socket: {e}"),
                 };
-                tokio::select! {
-                    result = axum::serve(listener, router(app, policy)).into_future() => {
-                        if let Err(e) = result {
-                            tracing::error!("the OpenAI API server stopped: {e}");
-                        }
-                    }
-                    _ = stopped => {}
-                }
+                let stopped = async {
+                    let _ = stopped.await;
+                };
+                connections::serve(listener, router(app, policy), Limits::default(), stopped).await;
             });
             // Open streams end now: their clients see the connection close,
             // and a reply being generated stops when its client is gone.

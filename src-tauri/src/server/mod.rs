@@ -13,6 +13,7 @@
 pub mod access;
 pub mod api_switch;
 pub mod background;
+pub mod connections;
 pub mod openai;
 pub mod openai_speech;
 mod ui_assets;
@@ -73,7 +74,7 @@ pub async fn serve(app: Arc<App>, options: ServeOptions) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     let policy = Arc::new(AccessPolicy::new(address, options.api_key, &options.allowed_hosts)?);
     println!("Cake is serving on http://{address}/");
-    axum::serve(listener, router(app, policy)).await?;
+    connections::serve(listener, router(app, policy), connections::Limits::default(), std::future::pending()).await;
     Ok(())
 }
 
@@ -114,7 +115,11 @@ async fn log_in(State(policy): State<Arc<AccessPolicy>>, axum::Form(form): axum:
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.body())).into_response()
+        let mut response = (status, Json(self.body())).into_response();
+        if let ApiError::Unavailable(_) = self {
+            response.headers_mut().insert(header::RETRY_AFTER, crate::app::error::RETRY_AFTER_S.into());
+        }
+        response
     }
 }
 

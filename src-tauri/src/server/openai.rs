@@ -217,28 +217,35 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
     let first = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
-    let events = rx.map(move |event| -> Vec<String> {
+    let data = |value: Value| Event::default().data(value.to_string());
+    let events = rx.map(move |event| -> Vec<Event> {
         match event {
-            EngineEvent::Token { text } => vec![chunk(json!({"content": text}), Value::Null).to_string()],
+            EngineEvent::Token { text } => vec![data(chunk(json!({"content": text}), Value::Null))],
+            // Clients skip comment lines; people watching the stream see why it paused.
+            EngineEvent::Notice { message } => vec![Event::default().comment(format!("notice: {message}"))],
             EngineEvent::Done(Done::Reply { stats, .. }) => {
-                let mut out = vec![chunk(json!({}), json!(openai_finish_reason(stats.finish_reason))).to_string()];
+                let mut out = vec![data(chunk(json!({}), json!(openai_finish_reason(stats.finish_reason))))];
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
                     last["choices"] = json!([]);
                     last["usage"] = usage(&stats);
-                    out.push(last.to_string());
+                    out.push(data(last));
                 }
-                out.push("[DONE]".into());
+                out.push(Event::default().data("[DONE]"));
                 out
             }
-            EngineEvent::Error { message, kind } => vec![ApiError::from_kind(kind, message).body().to_string()],
+            // A failure after the 200 status: OpenAI's error object (the
+            // SDKs raise it), then an end a plain reader recognizes too.
+            EngineEvent::Error { message, kind } => vec![
+                data(ApiError::from_kind(kind, message).body()),
+                data(chunk(json!({}), json!("error"))),
+                Event::default().data("[DONE]"),
+            ],
             _ => Vec::new(),
         }
     });
-    let lines = futures_util::StreamExt::flat_map(
-        tokio_stream::once(vec![first.to_string()]).chain(events),
-        tokio_stream::iter,
-    )
-    .map(|data| Ok::<_, Infallible>(Event::default().data(data)));
+    let lines =
+        futures_util::StreamExt::flat_map(tokio_stream::once(vec![data(first)]).chain(events), tokio_stream::iter)
+            .map(Ok::<_, Infallible>);
     Ok(Sse::new(lines).into_response())
 }

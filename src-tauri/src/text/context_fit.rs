@@ -37,11 +37,11 @@ pub fn drop_oldest_turns(
         return Ok(FittedPrompt { tokens: whole, dropped_messages: 0 });
     }
     let Some(&last_cut) = cuts.last() else {
-        return Err(PromptTooLong { tokens: whole.len(), context }.into());
+        return Err(PromptTooLong { tokens: whole.len(), context, at_least: false }.into());
     };
     let shortest = prompt_from(last_cut)?;
     if !fits(&shortest) {
-        return Err(PromptTooLong { tokens: shortest.len(), context }.into());
+        return Err(PromptTooLong { tokens: shortest.len(), context, at_least: false }.into());
     }
     // Leaving out more turns never makes the prompt longer: the first cut
     // that fits is found by bisection, in a few renders however long the

@@ -123,7 +123,7 @@ fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize
     }
     let context = context_length(model, request);
     if prompt.len() >= context {
-        return Err(PromptTooLong { tokens: prompt.len(), context }.into());
+        return Err(PromptTooLong { tokens: prompt.len(), context, at_least: false }.into());
     }
     request.sampling.validate()?;
     Ok(context)
@@ -174,12 +174,24 @@ fn held_back_text(detokenizer: Option<&mut Detokenizer>, stops: &mut StopStrings
 
 /// A prompt that does not fit the model's context length: the request's
 /// fault, which callers tell from other failures by downcasting.
-#[derive(Debug, thiserror::Error)]
-#[error("the prompt has {tokens} tokens but the context length is {context}")]
+#[derive(Debug)]
 pub struct PromptTooLong {
     pub tokens: usize,
     pub context: usize,
+    /// `tokens` is a lower bound, told from the text's length without
+    /// tokenizing all of it.
+    pub at_least: bool,
 }
+
+impl std::fmt::Display for PromptTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { tokens, context, at_least } = self;
+        let bound = if *at_least { "at least " } else { "" };
+        write!(f, "the prompt has {bound}{tokens} tokens but the context length is {context}")
+    }
+}
+
+impl std::error::Error for PromptTooLong {}
 
 /// Runs `request` on `model` in a fresh session, calling `on_event` as it
 /// reads the prompt and for every new token.

@@ -24,6 +24,8 @@ pub struct TextTokenizer {
     inner: Tokenizer,
     pub bos_token: Option<String>,
     pub eos_token: Option<String>,
+    /// See [`Self::longest_token_bytes`]; found on first use.
+    longest_token: std::sync::OnceLock<usize>,
 }
 
 impl TextTokenizer {
@@ -37,7 +39,12 @@ impl TextTokenizer {
             .map_err(|e| anyhow::anyhow!("{}: cannot load tokenizer: {e}", path.display()))?;
         let config = read_tokenizer_config(dir)?;
         let name = |key: &str| config.as_ref().and_then(|c| special_token_name(c.get(key)?));
-        Ok(Self { inner, bos_token: name("bos_token"), eos_token: name("eos_token") })
+        Ok(Self {
+            inner,
+            bos_token: name("bos_token"),
+            eos_token: name("eos_token"),
+            longest_token: Default::default(),
+        })
     }
 
     /// Builds the tokenizer a GGUF file describes.
@@ -126,7 +133,7 @@ impl TextTokenizer {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             inner.with_post_processor(Some(processor));
         }
-        Ok(Self { inner, bos_token, eos_token })
+        Ok(Self { inner, bos_token, eos_token, longest_token: Default::default() })
     }
 
     /// Token ids of `text`; `add_special_tokens` adds what the tokenizer itself adds (e.g. BOS).
@@ -139,6 +146,13 @@ impl TextTokenizer {
     /// Text of `ids`, optionally leaving out special tokens.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| anyhow::anyhow!("cannot decode tokens: {e}"))
+    }
+
+    /// The most bytes of text one token stands for, at most: the longest
+    /// vocabulary entry as stored (the markers vocabularies store for a
+    /// space or a byte take at least as many bytes as what they stand for).
+    pub fn longest_token_bytes(&self) -> usize {
+        *self.longest_token.get_or_init(|| self.inner.get_vocab(true).keys().map(String::len).max().unwrap_or(1))
     }
 
     /// The id of a token string, if it is in the vocabulary.

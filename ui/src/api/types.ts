@@ -111,6 +111,8 @@ export interface ConversationSummary {
   id: string;
   title: string;
   updated_at: string;
+  /** Why the conversation's file cannot be read; it is kept as it is. */
+  damaged?: string;
 }
 
 /** A conversation found by `search_conversations`, with the text around the match. */
@@ -160,12 +162,14 @@ export interface ErrorEvent {
   message: string;
   /**
    * `bad_request`: the request cannot work as sent; `prompt_too_long`: the
-   * conversation does not fit the model's context; `failed`: it failed while served.
+   * conversation does not fit the model's context; `unavailable`: the
+   * cluster's machines cannot run it now (try again later); `failed`: it
+   * failed while served.
    */
   kind: ErrorKind;
 }
 
-export type ErrorKind = "bad_request" | "prompt_too_long" | "failed";
+export type ErrorKind = "bad_request" | "prompt_too_long" | "failed" | "unavailable";
 
 export interface DownloadProgressEvent {
   type: "progress";

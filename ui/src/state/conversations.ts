@@ -24,6 +24,9 @@ export function createConversationActions(
   storage: KeyValueStorage | null,
 ) {
   const pendingSaves = new Map<string, ReturnType<typeof setTimeout>>();
+  /** Per conversation: the last save asked for (in flight or queued), and the one queued, not yet started. */
+  const lastSave = new Map<string, Promise<void>>();
+  const queuedSave = new Map<string, Promise<void>>();
 
   function put(conversation: Conversation): void {
     store.update((state) => ({ conversations: { ...state.conversations, [conversation.id]: conversation } }));
@@ -99,23 +102,53 @@ export function createConversationActions(
     );
   }
 
+  /**
+   * Run `send` (which must not reject) once the save of conversation `id` in
+   * flight, if any, is done. Overlapping saves could reach the server out of
+   * order and let an older state win. Requests made meanwhile share one queued
+   * run, which sends the state current when it starts.
+   */
+  function oneSaveAtATime(id: string, send: () => Promise<void>): Promise<void> {
+    const queued = queuedSave.get(id);
+    if (queued) return queued;
+    const previous = lastSave.get(id);
+    const start = () => {
+      queuedSave.delete(id);
+      return send();
+    };
+    const task = previous ? previous.then(start) : start();
+    if (previous) queuedSave.set(id, task);
+    lastSave.set(id, task);
+    void task.then(() => {
+      if (lastSave.get(id) === task) lastSave.delete(id);
+    });
+    return task;
+  }
+
   /** Write a conversation to the server and move it to the top of the sidebar. */
-  async function save(id: string): Promise<void> {
+  function save(id: string): Promise<void> {
     clearTimeout(pendingSaves.get(id));
     pendingSaves.delete(id);
-    const current = get(id);
-    if (!current) return;
-    const conversation: Conversation = { ...current, title: savedTitle(current), updated_at: new Date().toISOString() };
-    put(conversation);
-    try {
-      await api.saveConversation(conversation);
-      const summary = { id, title: conversation.title, updated_at: conversation.updated_at };
-      store.update((state) => ({
-        summaries: [summary, ...state.summaries.filter((s) => s.id !== id)],
-      }));
-    } catch (error) {
-      notices.report(error);
-    }
+    return oneSaveAtATime(id, async () => {
+      const current = get(id);
+      if (!current) return; // deleted (or never there): nothing to save
+      const conversation: Conversation = {
+        ...current,
+        title: savedTitle(current),
+        updated_at: new Date().toISOString(),
+      };
+      put(conversation);
+      try {
+        await api.saveConversation(conversation);
+        if (!get(id)) return; // deleted while in flight: it stays off the sidebar
+        const summary = { id, title: conversation.title, updated_at: conversation.updated_at };
+        store.update((state) => ({
+          summaries: [summary, ...state.summaries.filter((s) => s.id !== id)],
+        }));
+      } catch (error) {
+        notices.report(error);
+      }
+    });
   }
 
   /** Delete a conversation. It leaves the screen at once and comes back if the server refuses. */
@@ -123,7 +156,7 @@ export function createConversationActions(
     clearTimeout(pendingSaves.get(id));
     pendingSaves.delete(id);
     const before = store.get();
-    const wasSaved = isSaved(before, id);
+    const wasSaved = isSaved(before, id) || lastSave.has(id);
     store.update((state) => {
       const conversations = { ...state.conversations };
       delete conversations[id];
@@ -140,13 +173,15 @@ export function createConversationActions(
     }
     if (!wasSaved) return;
     try {
+      // After the save in flight, so that it cannot bring the conversation
+      // back; saves queued behind it find it gone and send nothing.
+      await lastSave.get(id);
       await api.deleteConversation(id);
     } catch (error) {
       notices.report(error);
-      const summary = before.summaries.find((s) => s.id === id)!;
       store.update((state) => ({
         conversations: { ...state.conversations, ...pick(before.conversations, id) },
-        summaries: newestFirst([...state.summaries, summary]),
+        summaries: newestFirst([...state.summaries, ...before.summaries.filter((s) => s.id === id)]),
       }));
     }
   }
