@@ -503,6 +503,81 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     assert_eq!(status["run"]["decode_steps"]["pipelined"], true, "{status}");
 }
 
+/// Streams an OpenAI chat completion, killing `doomed` once `after`
+/// chunks have come; returns the stream's lines.
+fn stream_killing(server: &common::server::Server, doomed: &mut Worker, after: usize) -> Vec<String> {
+    let request = serde_json::json!({
+        "model": "default", "stream": true, "max_tokens": 40, "temperature": 0,
+        "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}],
+    });
+    let mut chunks = 0;
+    let (status, lines) = server.stream_lines("/v1/chat/completions", &request, |line| {
+        chunks += usize::from(line.starts_with("data: {"));
+        if chunks == after {
+            doomed.child.kill().unwrap(); // SIGKILL
+            let _ = doomed.child.wait();
+        }
+    });
+    assert_eq!(status, 200);
+    assert_eq!(lines.last().map(String::as_str), Some("data: [DONE]"), "{lines:#?}");
+    lines
+}
+
+/// Workers lost in two requests, one after the other: the second re-plan
+/// leaves out the first lost worker too (named with --worker or not), each
+/// reply goes on over the machines left and says so in a comment line,
+/// the next request is served, and the cluster view shows both as lost.
+/// When no machine is left that can hold the model, a stream ends with an
+/// error chunk, a finish reason and [DONE], and the next request gets 503.
+#[test]
+fn workers_lost_one_after_another_leave_the_cluster_serving_with_those_left() {
+    let model = common::server::default_model_file();
+    let quarter = common::layer_count(&model) / 4;
+    let mut first = Worker::start(KEY, "first-lost", None);
+    let mut second = Worker::start(KEY, "second-lost", None);
+    let mut last = Worker::start(KEY, "last-lost", None);
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(root.path());
+    // The master alone cannot hold the model: a worker must stay.
+    let memory = share(&model, None, 0..quarter, true).to_string();
+    let mut args = vec!["--max-memory", &memory];
+    for worker in [&first, &second, &last] {
+        args.extend(["--worker", worker.address.as_str()]);
+    }
+    let server =
+        common::server::Server::start_with_env(&data, &root.path().join("hf"), &args, &[("CAKE_CLUSTER_KEY", KEY)]);
+    for (doomed, name) in [(&mut first, "first-lost"), (&mut second, "second-lost")] {
+        let lines = stream_killing(&server, doomed, 6);
+        let notice = lines.iter().find(|l| l.starts_with(": notice:")).unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(notice.contains(&format!("lost worker {name}")), "{notice}");
+        assert!(lines.iter().any(|l| l.contains("\"finish_reason\":\"length\"")), "finished: {lines:#?}");
+    }
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "default", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}),
+    );
+    assert_eq!(status, 200, "served by the machines left: {reply}");
+    let (_, view) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let state = |name: &str| {
+        let machines = view["machines"].as_array().unwrap();
+        machines.iter().find(|m| m["name"] == name).map(|m| m["state"].clone()).unwrap_or_default()
+    };
+    assert_eq!((state("first-lost"), state("second-lost")), ("lost".into(), "lost".into()), "{view}");
+    let stages = view["run"]["stages"].as_array().unwrap();
+    assert!(stages.iter().all(|s| s["node"] != "first-lost" && s["node"] != "second-lost"), "{view}");
+
+    // The last worker goes too: the master cannot hold the model alone.
+    let lines = stream_killing(&server, &mut last, 6);
+    let error = lines.iter().find(|l| l.contains("\"error\":{")).unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(error.contains("lost worker last-lost"), "{error}");
+    assert!(lines.iter().any(|l| l.contains("\"finish_reason\":\"error\"")), "{lines:#?}");
+    let (status, body) = server.post(
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "default", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}),
+    );
+    assert_eq!(status, 503, "retrying may help once a worker is back: {body}");
+}
+
 #[test]
 fn a_workers_mdns_record_holds_its_cluster_id_and_nothing_from_the_secret() {
     use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent};

@@ -184,6 +184,21 @@ impl Server {
         (status, payloads)
     }
 
+    /// POSTs to a streaming endpoint and returns its status and every
+    /// non-empty line of the stream (`data: …` and `: comment` lines alike),
+    /// calling `on_line` with each.
+    pub fn stream_lines(&self, path: &str, body: &Value, mut on_line: impl FnMut(&str)) -> (u16, Vec<String>) {
+        let response = self.post_json(path, body);
+        let status = response.status();
+        let lines: Vec<String> = BufReader::new(response.into_reader())
+            .lines()
+            .map_while(Result::ok)
+            .filter(|line| !line.trim().is_empty())
+            .inspect(|line| on_line(line))
+            .collect();
+        (status, lines)
+    }
+
     /// Streams the app's `chat` with `body` to its end and returns the
     /// last event, which must be `done`.
     pub fn chat_done(&self, body: &Value) -> Value {

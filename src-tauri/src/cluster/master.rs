@@ -487,7 +487,16 @@ impl ClusterSettings {
             Some(&self.monitor),
             on_progress,
             load_local,
-        )?;
+        )
+        .map_err(|e| {
+            // The machines left may be too few only because some are gone.
+            let lost = self.monitor.lost_addresses();
+            if lost.is_empty() {
+                e
+            } else {
+                e.context(Unreachable { address: lost.join(", ") })
+            }
+        })?;
         for stage in &plan.stages {
             tracing::info!("{}: layers {:?} — {}", stage.node, stage.layers, stage.reason);
         }

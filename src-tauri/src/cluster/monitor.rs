@@ -92,9 +92,16 @@ pub struct ClusterMonitor {
 
 impl ClusterMonitor {
     /// Records (or updates) what is known about a machine.
-    pub fn machine_seen(&self, view: MachineView) {
+    pub fn machine_seen(&self, mut view: MachineView) {
         let key = view.address.clone().unwrap_or_else(|| view.name.clone());
-        self.state.lock().expect("cluster monitor").machines.insert(key, view);
+        let mut state = self.state.lock().expect("cluster monitor");
+        // A machine that cannot be reached is named by its address only;
+        // keep the name and description it gave when it last answered.
+        if let Some(known) = state.machines.get(&key).filter(|_| Some(&view.name) == view.address.as_ref()) {
+            view.name = known.name.clone();
+            view.info = view.info.or_else(|| known.info.clone());
+        }
+        state.machines.insert(key, view);
     }
 
     /// Forgets every machine except this one (before a new discovery round).
@@ -147,6 +154,11 @@ impl ClusterMonitor {
     /// Whether the worker at `address` was lost and has not answered since.
     pub fn is_lost(&self, address: &str) -> bool {
         self.state.lock().expect("cluster monitor").lost.contains_key(address)
+    }
+
+    /// The workers lost and not heard from since, by address.
+    pub fn lost_addresses(&self) -> Vec<String> {
+        self.state.lock().expect("cluster monitor").lost.keys().cloned().collect()
     }
 
     /// The worker at `address` proved the key again: it may be planned.
