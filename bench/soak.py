@@ -57,6 +57,7 @@ WORKER_NAME = "soak-worker"
 CONVERSATION_ID = "soak-saves"
 RSS_GROWTH_LIMIT_PCT = 5.0
 SAMPLE_EVERY_S = 10.0
+END_MARGIN_S = 10.0  # no worker kill whose restart comes closer than this to the deadline
 PROMPTS = [
     "Say hello in French.", "Name a color.", "What is two plus two?", "Give me a word that rhymes with cat.",
     "Name a river in Europe.", "Tell me a fun fact about cats.", "What is the capital of Italy?",
@@ -331,7 +332,7 @@ class Stats:
         bucket = self.failures["expected" if expected else "unexpected"]
         bucket[kind] = bucket.get(kind, 0) + 1
         examples = self.examples.setdefault(f"{'expected' if expected else 'unexpected'} {kind}", [])
-        if len(examples) < 3 and message not in examples:
+        if len(examples) < 3 and message[:300] not in examples:
             examples.append(message[:300])
 
     def _note_recovery(self, when: float) -> None:
@@ -552,8 +553,8 @@ def soak(args, model: Path, root: Path, children: list) -> dict:
     warm = process_sample(serve.pid)
     summary["warm_up_s"] = round(time.monotonic() - started, 1)
     summary["plan_after_warm_up"] = plan(port, cookie)
-    samples = [dict(warm, t_s=summary["warm_up_s"])]
-    kills = drive(serve, worker, stats, deadline, args, samples, started)
+    samples = [warm]
+    kills = drive(serve, worker, stats, deadline, args, samples)
     end = process_sample(serve.pid) if serve.poll() is None else None
 
     for thread in threads:  # each ends within one request's timeout after the deadline
@@ -571,14 +572,15 @@ def soak(args, model: Path, root: Path, children: list) -> dict:
     return summary
 
 
-def drive(serve, worker: Worker, stats: Stats, deadline: float, args, samples: list, started: float) -> int:
+def drive(serve, worker: Worker, stats: Stats, deadline: float, args, samples: list) -> int:
     """Until the deadline: kills and restarts the worker every `--kill-every`
-    seconds and samples the server's memory. Returns the number of kills."""
+    seconds (none so close to the deadline that the end sample would fall
+    in the loss) and samples the server's memory. Returns the number of kills."""
     kills = 0
     next_kill = time.monotonic() + args.kill_every
     next_sample = time.monotonic() + SAMPLE_EVERY_S
     while (now := time.monotonic()) < deadline and serve.poll() is None:
-        if now >= next_kill and now + args.restart_after < deadline:
+        if now >= next_kill and now + args.restart_after + END_MARGIN_S < deadline:
             worker.kill()
             stats.worker_killed()
             kills += 1
@@ -591,7 +593,7 @@ def drive(serve, worker: Worker, stats: Stats, deadline: float, args, samples: l
             stats.worker_restarted()
             next_kill += args.kill_every
         if now >= next_sample:
-            samples.append(dict(process_sample(serve.pid), t_s=round(now - started, 1)))
+            samples.append(process_sample(serve.pid))
             next_sample += SAMPLE_EVERY_S
         time.sleep(max(0.0, min(0.5, deadline - time.monotonic())))
     return kills
@@ -614,7 +616,9 @@ def results(stats: Stats, kills: int, saver: Saver, lost: int, stored, warm: dic
         }
     out["saves"] = {"attempted": saver.attempts, "last_acknowledged": saver.acknowledged, "stored": stored,
                     "lost": lost}
-    out["serve_process"] = {"after_warm_up": warm, "end": end, "samples": samples}
+    out["serve_process"] = {"after_warm_up": warm, "end": end, "sampled_every_10_s": {
+        "rss_mib_min_max": [min(s["rss_mib"] for s in samples), max(s["rss_mib"] for s in samples)],
+        "fds_min_max": [min(s["fds"] for s in samples), max(s["fds"] for s in samples)]}}
     if end:
         out["serve_process"]["rss_growth_pct"] = growth_pct(warm["rss_mib"], end["rss_mib"])
         out["serve_process"]["fd_growth_pct"] = growth_pct(warm["fds"], end["fds"])
