@@ -24,7 +24,7 @@ use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::{ChatMessage, ChatTemplate};
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
-    step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
+    context_within, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
 };
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
@@ -75,7 +75,7 @@ impl<'m> RequestMaker<'m> {
     /// refused before it is tokenized.
     fn make(&self, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
         let (template, tokenizer) = self.parts.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let context = job.context_length.map_or(self.model_context, |limit| limit.min(self.model_context));
+        let context = context_within(self.model_context, job.context_length);
         let most_bytes = context.saturating_mul(tokenizer.longest_token_bytes()).saturating_mul(NORMALIZER_SLACK);
         let tokenize = |messages: &[ChatMessage]| {
             let text = template.render(messages, true)?;
@@ -331,9 +331,10 @@ pub fn answer_together(
                 let maker = &maker;
                 preparing.push_back(scope.spawn(move || Prepared::new(maker, chat, None)));
             }
-            // With nothing else to do, wait for the next chat's tokens.
-            let idle = answering.is_empty() && waiting.is_empty();
-            while preparing.front().is_some_and(|p| idle && waiting.is_empty() || p.is_finished()) {
+            // Chats tokenized by now wait their turn; with nothing else to
+            // do, wait for the next chat's tokens.
+            let must_wait = |waiting: &VecDeque<Prepared>| answering.is_empty() && waiting.is_empty();
+            while preparing.front().is_some_and(|p| p.is_finished() || must_wait(&waiting)) {
                 let prepared = preparing.pop_front().expect("not empty").join();
                 waiting.extend(prepared.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
             }

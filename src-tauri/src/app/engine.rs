@@ -400,9 +400,8 @@ enum LoadReport {
 /// error is one of the request's own (a prompt too long, a bad script),
 /// unavailable when a cluster's workers cannot be reached or were lost.
 fn failure(error: &anyhow::Error) -> EngineEvent {
-    let cluster_gone = error.downcast_ref::<WorkerLost>().is_some()
-        || error.downcast_ref::<Unreachable>().is_some()
-        || error.chain().any(|cause| cause.is::<WorkerLost>() || cause.is::<Unreachable>());
+    // `downcast_ref` finds a type among the error's contexts and its cause alike.
+    let cluster_gone = error.downcast_ref::<WorkerLost>().is_some() || error.downcast_ref::<Unreachable>().is_some();
     if error.downcast_ref::<BadSpeechRequest>().is_some() {
         EngineEvent::error(ErrorKind::BadRequest, format!("{error:#}"))
     } else if cluster_gone {

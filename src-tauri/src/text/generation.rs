@@ -111,8 +111,12 @@ pub struct Generation {
 /// The tokens `request` may hold on `model`: the context it was loaded
 /// with, or the request's smaller limit.
 pub fn context_length(model: &TextModel, request: &GenerationRequest) -> usize {
-    let own = model.decoder().context_length();
-    request.context_limit.map_or(own, |limit| limit.min(own))
+    context_within(model.decoder().context_length(), request.context_limit)
+}
+
+/// The context a request runs in: the model's own, or less if it asks.
+pub fn context_within(model_context: usize, limit: Option<usize>) -> usize {
+    limit.map_or(model_context, |limit| limit.min(model_context))
 }
 
 /// Checks `request` before any work; returns the context length it runs in.
