@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cluster_message gguf_header safetensors_header wav chat_template torch_pickle)
+[ ${#targets[@]} -gt 0 ] || targets=(cluster_message master_load worker_step gguf_header safetensors_header wav chat_template torch_pickle)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 export PATH="$PWD/.tools/bin:$PATH"

@@ -725,3 +725,48 @@ fn walk_bytes(folder: &Path) -> u64 {
             .sum()
     })
 }
+
+/// Two adverts naming the port of one real worker (say, spoofed by
+/// someone on the LAN) lead to one machine in every plan, not three stages
+/// on one process: the worker's per-process id gives them away.
+#[test]
+fn adverts_that_all_reach_one_worker_plan_it_once() {
+    use cake::cluster::secure_channel::PROTOCOL_VERSION;
+    use mdns_sd::{IfKind, ServiceDaemon, ServiceInfo};
+
+    let place = Place::new("spoof");
+    let genuine = Worker::advertised(&place, DISCOVERY_KEY, "genuine", None);
+    let port: u16 = genuine.address.rsplit(':').next().unwrap().parse().unwrap();
+    let spoofer = place.run(|| {
+        let daemon = ServiceDaemon::new().unwrap();
+        daemon.disable_interface(IfKind::All).unwrap();
+        daemon.enable_interface(IfKind::LoopbackV4).unwrap();
+        for name in ["spoof-1", "spoof-2"] {
+            let properties =
+                [("name", name.to_string()), ("v", PROTOCOL_VERSION.to_string()), ("cluster", "discover".to_string())];
+            let host = format!("{name}.local.");
+            let info = ServiceInfo::new("_cake._tcp.local.", name, &host, "127.0.0.1", port, &properties[..]).unwrap();
+            daemon.register(info).unwrap();
+        }
+        daemon
+    });
+    let model = fixture("tiny/llama_tied");
+    let out = place
+        .command(env!("CARGO_BIN_EXE_cake"))
+        .args(["run", "--model", model.to_str().unwrap(), "--plan", "--json"])
+        .args(["--cluster-key", DISCOVERY_KEY, "--mdns-iface", "lo", "--discovery-timeout", "3"])
+        .output()
+        .unwrap();
+    let _ = spoofer.shutdown();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    for name in ["genuine", "spoof-1", "spoof-2"] {
+        assert!(err.contains(&format!("found worker {name}")), "{name} was not found: {err}");
+    }
+    assert_eq!(err.matches("is worker genuine again: planned once").count(), 2, "{err}");
+    let preview: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for option in preview["options"].as_array().unwrap() {
+        let machines: Vec<&str> = option["machines"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+        assert!(machines.len() <= 2 && !machines.iter().any(|m| m.contains("spoof")), "{preview:#}");
+    }
+}

@@ -324,37 +324,6 @@ fn a_version_mismatch_names_both_versions() {
     );
 }
 
-/// A TCP connection to `to` from the loopback address `source`.
-fn connect_from(source: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
-    use std::os::fd::FromRawFd;
-    let address = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
-        sin_zero: [0; 8],
-    };
-    let SocketAddr::V4(to) = to else { panic!("IPv4 only") };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: a fresh socket owned by the TcpStream (closed on drop), and
-    // addresses that live across the calls.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let stream = TcpStream::from_raw_fd(fd);
-        let from = address(source, 0);
-        if libc::bind(fd, &from as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let to = address(*to.ip(), to.port());
-        if libc::connect(fd, &to as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(stream)
-    }
-}
-
 /// Threads and open descriptors of process `pid`.
 fn threads_and_descriptors(pid: u32) -> (usize, usize) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -417,7 +386,7 @@ fn a_thousand_idle_connections_cost_a_worker_a_fixed_share_and_a_master_still_ge
     thread::sleep(Duration::from_millis(300));
     let (threads_before, descriptors_before) = threads_and_descriptors(worker.child.id());
     let attacker = Ipv4Addr::new(127, 0, 0, 2);
-    let idle: Vec<TcpStream> = (0..1000).filter_map(|_| connect_from(attacker, address).ok()).collect();
+    let idle: Vec<TcpStream> = (0..1000).filter_map(|_| common::connect_from(attacker, address).ok()).collect();
     assert!(idle.len() >= 900, "only {} connections opened", idle.len());
     thread::sleep(Duration::from_secs(1));
     let (threads, descriptors) = threads_and_descriptors(worker.child.id());
@@ -429,6 +398,63 @@ fn a_thousand_idle_connections_cost_a_worker_a_fixed_share_and_a_master_still_ge
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(master.info.name, "flood");
     drop(idle);
+}
+
+/// Four addresses, each holding four idle connections and reopening any
+/// that is dropped at once, do not keep a genuine master out: a newcomer
+/// takes the slot of the address holding the most.
+#[test]
+fn addresses_squatting_every_handshake_slot_do_not_keep_a_master_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let worker = Worker::start("correct horse battery", "squatted", None);
+    let address: SocketAddr = worker.address.parse().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let squatters: Vec<_> = (2..6)
+        .map(|last| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let source = Ipv4Addr::new(127, 0, 0, last);
+                let (mut held, mut opened) = (Vec::<TcpStream>::new(), 0);
+                while !stop.load(Ordering::Relaxed) {
+                    held.retain(|stream| !hung_up(stream));
+                    while held.len() < 4 {
+                        let Ok(stream) = common::connect_from(source, address) else { break };
+                        held.push(stream);
+                        opened += 1;
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                }
+                opened
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    for attempt in 0..12 {
+        let started = Instant::now();
+        let master = RemoteWorker::connect(&worker.address, &key("correct horse battery"))
+            .unwrap_or_else(|e| panic!("try {attempt}: {e:#}"));
+        assert!(started.elapsed() < Duration::from_secs(2), "try {attempt}: {:?}", started.elapsed());
+        assert_eq!(master.info.name, "squatted");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let opened: usize = squatters.into_iter().map(|s| s.join().unwrap()).sum();
+    assert!(opened > 16, "the squatters reopened what was dropped ({opened} connections)");
+}
+
+/// The identity (a point of small order) as the master's SPAKE2 message
+/// is refused before the worker answers with anything derived from it.
+#[test]
+fn a_small_order_point_as_a_handshake_message_is_refused() {
+    let (port, worker) = worker(key("correct horse battery"));
+    let mut stream = connect(port);
+    stream.write_all(&head()).unwrap();
+    let _worker_hello = read_bytes(&mut stream, HEAD_LEN + PAKE_LEN);
+    let mut identity = vec![b'A', 1];
+    identity.resize(PAKE_LEN, 0);
+    stream.write_all(&identity).unwrap();
+    assert_eq!(stream.read(&mut [0u8; CONFIRM_LEN]).unwrap_or(0), 0, "no confirmation for the identity");
+    let err = worker.join().unwrap().unwrap_err();
+    assert!(format!("{err:#}").contains("not a usable group element"), "{err:#}");
 }
 
 #[test]
@@ -469,6 +495,46 @@ fn assert_refused(answer: Response, expected: &str) {
     }
 }
 
+/// Sends `load` (a `Load` of the model at `model`), then every chunk the
+/// worker asks for, then `load` again; the worker's last answer.
+fn load_fully(channel: &mut SecureChannel<TcpStream>, model: &std::path::Path, load: &Request) -> Response {
+    let Request::Load { manifest, .. } = load else { panic!("not a Load: {load:?}") };
+    let answer = ask(channel, load, &[]);
+    let Response::NeedChunks { chunks } = answer else { return answer };
+    for chunk in chunks {
+        let (sha256, packed) = read_chunk(model, manifest, chunk).unwrap();
+        let request = Request::Chunk { manifest_key: manifest.key.clone(), chunk, sha256 };
+        assert_eq!(ask(channel, &request, &packed), Response::Done);
+    }
+    ask(channel, load, &[])
+}
+
+/// A load of layer 1 of the model at `model`, for `context_length` tokens.
+fn load_layer_one(model: &std::path::Path, context_length: usize) -> Request {
+    let checkpoint = Checkpoint::open(model).unwrap();
+    let selection = TensorSelection { layers: 1..2, embedding: false, head: false };
+    let manifest =
+        ModelManifest::for_selection(model, &selection, checkpoint.config().tie_word_embeddings, checkpoint.layout())
+            .unwrap();
+    Request::Load { manifest, start: 1, end: 2, dtype: None, context_length }
+}
+
+/// A master connection holding the key.
+fn master_channel(address: &str) -> SecureChannel<TcpStream> {
+    let stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    SecureChannel::connect(stream, &key("correct horse battery"), "worker").unwrap()
+}
+
+/// One forward step of `positions` positions of sequence 1, all 0.5.
+fn step(width: usize, positions: usize, format: WireFormat) -> (Request, Vec<u8>) {
+    let payload = match format {
+        WireFormat::F32 => (0..width * positions).flat_map(|_| 0.5f32.to_le_bytes()).collect(),
+        WireFormat::F16 => (0..width * positions).flat_map(|_| half::f16::from_f32(0.5).to_le_bytes()).collect(),
+    };
+    (Request::Forward { sequence: 1, shape: vec![1, positions, width], format, route: vec![] }, payload)
+}
+
 #[test]
 fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     let worker = Worker::start("correct horse battery", "sturdy", None);
@@ -500,15 +566,7 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     assert_refused(ask(&mut channel, &load(huge), &[]), "over the");
 
     // A genuine load, then hidden states that are lies.
-    let mut answer = ask(&mut channel, &load(manifest.clone()), &[]);
-    if let Response::NeedChunks { chunks } = answer {
-        for chunk in chunks {
-            let (sha256, packed) = read_chunk(&model, &manifest, chunk).unwrap();
-            let request = Request::Chunk { manifest_key: manifest.key.clone(), chunk, sha256 };
-            assert_eq!(ask(&mut channel, &request, &packed), Response::Done);
-        }
-        answer = ask(&mut channel, &load(manifest.clone()), &[]);
-    }
+    let answer = load_fully(&mut channel, &model, &load(manifest.clone()));
     assert!(matches!(answer, Response::Loaded { start: 1, end: 2, inbox } if inbox != 0), "{answer:?}");
     // A context beyond the model's own would make every cache unbounded.
     assert_refused(ask(&mut channel, &load_for(manifest.clone(), 1 << 40), &[]), "longer than the model's own");
@@ -595,6 +653,7 @@ fn rogue_info(memory_bytes: u64, bytes_per_second: f64) -> Response {
         prompt_bytes_per_second: bytes_per_second,
         layer_overhead_seconds: 0.0,
         kernel_boot: String::new(),
+        instance: String::new(),
     })
 }
 
@@ -635,7 +694,7 @@ fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
     });
     let (ok, err) = run_over(&address);
     assert!(!ok);
-    assert!(err.contains("asked for a chunk the manifest does not list"), "{err}");
+    assert!(err.contains("asked for weights it cannot have: a chunk the manifest does not list"), "{err}");
     // The claims lost: the master kept the first layer, the worker got only the second.
     assert!(err.contains("rogue could not load layers 1..2"), "{err}");
 
@@ -733,4 +792,119 @@ fn a_worker_that_takes_no_connections_is_unreachable_not_rejected() {
     let err = RemoteWorker::connect(&address, &key("correct horse battery")).err().unwrap();
     assert!(err.downcast_ref::<cake::cluster::remote::Unreachable>().is_some(), "{err:#}");
     assert!(format!("{err:#}").contains(&address), "{err:#}");
+}
+
+/// A master holding the key that claims, in the config.json it sends, a
+/// context of 2^22 tokens is refused at load with what that would take;
+/// steps longer than a prompt chunk are refused too. The worker stays up
+/// and another master's session goes on.
+#[test]
+fn a_context_beyond_the_workers_memory_is_refused_and_other_sessions_go_on() {
+    let worker = Worker::start("correct horse battery", "bounded", Some(32 << 20));
+    let model = common::fixture("tiny/llama_tied");
+    let width = Checkpoint::open(&model).unwrap().config().hidden_size;
+    let mut other = master_channel(&worker.address);
+    let loaded = load_fully(&mut other, &model, &load_layer_one(&model, 128));
+    assert!(matches!(loaded, Response::Loaded { .. }), "{loaded:?}");
+    let (forward, payload) = step(width, 4, WireFormat::F32);
+    assert!(matches!(ask(&mut other, &forward, &payload), Response::Hidden { .. }));
+
+    // The same weights, with a config claiming 2^22 positions.
+    let claimed = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&model).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), claimed.path().join(entry.file_name())).unwrap();
+    }
+    let config_path = claimed.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["max_position_embeddings"] = serde_json::json!(1 << 22);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let mut attacker = master_channel(&worker.address);
+    let refused = load_fully(&mut attacker, claimed.path(), &load_layer_one(claimed.path(), 1 << 22));
+    assert_refused(refused, "this worker offers 0.034 GB");
+    // A context that fits, then a step of more positions than a prompt chunk, in f16.
+    let loaded = load_fully(&mut attacker, claimed.path(), &load_layer_one(claimed.path(), 4096));
+    assert!(matches!(loaded, Response::Loaded { .. }), "{loaded:?}");
+    let (too_long, payload) = step(width, 4000, WireFormat::F16);
+    assert_refused(ask(&mut attacker, &too_long, &payload), "more than the 512 one step may carry");
+
+    let (forward, payload) = step(width, 1, WireFormat::F32);
+    assert!(matches!(ask(&mut other, &forward, &payload), Response::Hidden { .. }), "the other session goes on");
+    let mut worker = worker;
+    assert!(worker.child.try_wait().unwrap().is_none(), "the worker process is still running");
+}
+
+/// A worker asking for one chunk 100 000 times gets it once; one that asks
+/// again and again is given up on after twice its manifest's bytes.
+#[test]
+fn a_worker_asking_for_chunks_again_and_again_gets_at_most_twice_its_weights() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    for always in [false, true] {
+        let (loads, sent, manifest_bytes) =
+            (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let counters = (loads.clone(), sent.clone(), manifest_bytes.clone());
+        let (address, _worker) = rogue_worker(move |request, payload| match request {
+            Request::Info => (rogue_info(1 << 30, 1e12), vec![]),
+            Request::Load { manifest, start, end, .. } => {
+                counters.2.store(manifest.total_bytes(), Ordering::Relaxed);
+                if counters.0.fetch_add(1, Ordering::Relaxed) > 0 && !always {
+                    return (Response::Loaded { start: *start, end: *end, inbox: 0 }, vec![]);
+                }
+                (Response::NeedChunks { chunks: vec![manifest.chunks()[0]; 100_000] }, vec![])
+            }
+            Request::Chunk { chunk, .. } => {
+                counters.1.fetch_add(chunk.len, Ordering::Relaxed);
+                (Response::Done, vec![])
+            }
+            Request::Forward { shape, format, .. } => (
+                Response::Hidden { shape: shape.clone(), format: *format, compute_nanos: 1, kv_bytes: 0 },
+                payload.to_vec(),
+            ),
+            _ => (Response::Done, vec![]),
+        });
+        let (ok, err) = run_over(&address);
+        let (sent, manifest_bytes) = (sent.load(Ordering::Relaxed), manifest_bytes.load(Ordering::Relaxed));
+        assert!(manifest_bytes > 0, "{err}");
+        if always {
+            let gave_up = ["more than 2 times its weights", "still lacks weights after they were sent"];
+            assert!(!ok && gave_up.iter().any(|e| err.contains(e)), "{err}");
+            assert!(sent <= 2 * manifest_bytes, "{sent} bytes sent for a manifest of {manifest_bytes}");
+        } else {
+            assert!(ok, "{err}");
+            assert!(sent <= manifest_bytes, "{sent} bytes sent for a manifest of {manifest_bytes}");
+        }
+    }
+}
+
+/// A route whose next hop is another service (here one that greets with
+/// an SSH banner) is refused, and nothing of what it sent comes back.
+#[test]
+fn a_route_hop_to_a_port_that_is_not_a_worker_is_refused_without_its_bytes() {
+    let banner = TcpListener::bind("127.0.0.1:0").unwrap();
+    let banner_address = banner.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for stream in banner.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n");
+            thread::sleep(Duration::from_secs(2));
+        }
+    });
+    let worker = Worker::start("correct horse battery", "hopper", None);
+    let model = common::fixture("tiny/llama_tied");
+    let width = Checkpoint::open(&model).unwrap().config().hidden_size;
+    let mut channel = master_channel(&worker.address);
+    let loaded = load_fully(&mut channel, &model, &load_layer_one(&model, 128));
+    assert!(matches!(loaded, Response::Loaded { .. }), "{loaded:?}");
+    let (Request::Forward { sequence, shape, format, .. }, payload) = step(width, 1, WireFormat::F32) else {
+        unreachable!()
+    };
+    let route = vec![Hop { address: banner_address.clone(), inbox: 1 }];
+    let answer = ask(&mut channel, &Request::Forward { sequence, shape, format, route }, &payload);
+    let Response::RelayFailed { next, reason } = answer else { panic!("{answer:?}") };
+    assert_eq!(next, banner_address);
+    assert!(reason.contains("not a worker of this cluster"), "{reason}");
+    for leak in ["SSH", "83, 83, 72", "OpenSSH"] {
+        assert!(!reason.contains(leak), "the hop's bytes came back: {reason}");
+    }
 }

@@ -31,7 +31,10 @@ impl Reply {
 }
 
 fn exchange(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("the server accepts");
+    exchange_over(TcpStream::connect(("127.0.0.1", port)).expect("the server accepts"), method, path, headers, body)
+}
+
+fn exchange_over(mut stream: TcpStream, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     for (name, value) in headers {
@@ -332,4 +335,50 @@ fn a_lan_bind_needs_an_api_key_and_then_every_request_needs_it() {
     });
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Wrong API keys sent in parallel from one address are answered one turn
+/// at a time, further apart after each, and then refused with 429 at once;
+/// a client at another address with the key is not held up.
+#[test]
+fn wrong_api_keys_from_one_address_are_throttled_and_others_still_get_in() {
+    let root = tempfile::tempdir().unwrap();
+    let data = data_dir_with_default_model(root.path());
+    let key = "correct-horse-battery-staple-42";
+    let server = Server::start(&data, &root.path().join("hf"), &["--api-key", key]);
+    let port = server.port();
+    let to: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let host = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let statuses: Vec<(u16, Option<String>)> = std::thread::scope(|scope| {
+        let guesses: Vec<_> = (0..40)
+            .map(|i| {
+                let host = &host;
+                scope.spawn(move || {
+                    let stream = common::connect_from([127, 0, 0, 2].into(), to).unwrap();
+                    let wrong = format!("Bearer wrong-key-number-{i:04}-of-many");
+                    let reply =
+                        exchange_over(stream, "GET", "/v1/models", &[("Host", host), ("Authorization", &wrong)], "");
+                    (reply.status, reply.header("retry-after").map(str::to_string))
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        // Meanwhile, from another address, the right key gets in at once.
+        let asked = Instant::now();
+        let bearer = format!("Bearer {key}");
+        let stream = common::connect_from([127, 0, 0, 3].into(), to).unwrap();
+        let models = exchange_over(stream, "GET", "/v1/models", &[("Host", &host), ("Authorization", &bearer)], "");
+        assert_eq!(models.status, 200, "{}", models.body);
+        assert!(asked.elapsed() < Duration::from_secs(1), "{:?}", asked.elapsed());
+        guesses.into_iter().map(|g| g.join().unwrap()).collect()
+    });
+    let checked = statuses.iter().filter(|(status, _)| *status == 401).count();
+    let throttled: Vec<_> = statuses.iter().filter(|(status, _)| *status == 429).collect();
+    assert_eq!(checked + throttled.len(), 40, "{statuses:?}");
+    // One checked at once, the others given turns at least a second apart
+    // up to the 8 s ceiling, the rest refused: about one guess a second.
+    assert!((2..=10).contains(&checked), "{checked} of 40 wrong keys were checked: {statuses:?}");
+    assert!(throttled.iter().all(|(_, retry)| retry.as_deref() == Some("8")), "{statuses:?}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
 }

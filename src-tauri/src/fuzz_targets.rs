@@ -7,9 +7,11 @@
 //! libFuzzer; `tests/fuzz_regressions.rs` replays every input that once
 //! failed, without the fuzzer, in `make test`.
 
+use crate::cluster::protocol::WireFormat;
 use crate::cluster::protocol::{check_hidden_shape, decode, tensor_from_bytes, Request, Response};
 use crate::cluster::remote::plausible;
-use crate::cluster::weight_transfer::unpack_chunk;
+use crate::cluster::weight_transfer::{unpack_chunk, FileManifest, ModelManifest, Piece, MOST_MANIFESTS_SENT};
+use crate::cluster::worker::{load_stage, run_step};
 use crate::formats::gguf_header;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::formats::torch_pickle::unpickle;
@@ -22,8 +24,10 @@ use std::path::Path;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name, for `make fuzz` and the regression replay.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("cluster_message", cluster_message),
+    ("master_load", master_load),
+    ("worker_step", worker_step),
     ("gguf_header", gguf_header),
     ("safetensors_header", safetensors_header),
     ("wav", wav),
@@ -58,6 +62,74 @@ pub fn cluster_message(frame: &[u8]) {
             _ => {}
         }
     }
+}
+
+/// A worker's answers to a master's `Load`, as the master takes them:
+/// whatever chunks a worker asks for, over the rounds a load allows, the
+/// master sends only chunks its manifest lists, each at most once a round,
+/// and at most [`MOST_MANIFESTS_SENT`] manifests in all.
+pub fn master_load(answers: &[u8]) {
+    let piece = |offset, len| Piece { offset, len };
+    let manifest = ModelManifest {
+        key: "ab".repeat(32),
+        gguf: false,
+        files: vec![
+            FileManifest { name: "config.json".into(), len: 700, pieces: vec![piece(0, 700)] },
+            FileManifest {
+                name: "model.safetensors".into(),
+                len: 40 << 20,
+                pieces: vec![piece(1000, 9 << 20), piece(30 << 20, 5 << 20)],
+            },
+        ],
+    };
+    let mut sent = 0u64;
+    // The rounds of one load: each answer a frame of its own.
+    for frame in answers.split(|&b| b == 0xff).take(3) {
+        let Ok((Response::NeedChunks { chunks }, _)) = decode::<Response>(frame) else { continue };
+        let Ok(to_send) = manifest.chunks_to_send(chunks, sent) else { return };
+        assert!(to_send.iter().all(|&c| manifest.lists(c)), "a chunk the manifest does not list");
+        assert!(to_send.windows(2).all(|pair| pair[0] != pair[1]), "a chunk sent twice in one round");
+        sent += to_send.iter().map(|c| c.len).sum::<u64>();
+        assert!(sent <= MOST_MANIFESTS_SENT * manifest.total_bytes(), "{sent} bytes sent");
+    }
+}
+
+/// The most memory a fuzzed worker offers: what it may be made to allocate.
+const FUZZ_WORKER_MEMORY: u64 = 64 << 20;
+
+/// A worker's load and first forward step for a master that sent its own
+/// `config.json` (the bytes after the first five) beside real weights (the
+/// tiny Llama fixture's), asking for a context and a step of the sizes the
+/// first bytes give: refused or run, within the memory the worker offers.
+pub fn worker_step(data: &[u8]) {
+    let Some((&[c0, c1, p0, p1, format], config)) = data.split_first_chunk::<5>() else { return };
+    // One folder per process, its config rewritten for every input.
+    static FOLDER: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let folder = FOLDER.get_or_init(|| {
+        let weights = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/llama_tied/model.safetensors");
+        let folder = std::env::temp_dir().join(format!("cake-fuzz-worker-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).ok()?;
+        std::fs::copy(weights, folder.join("model.safetensors")).ok()?;
+        Some(folder)
+    });
+    let Some(folder) = folder else { return };
+    if std::fs::write(folder.join("config.json"), config).is_err() {
+        return;
+    }
+    let context = 1usize << (u16::from_le_bytes([c0, c1]) % 40);
+    let positions = usize::from(u16::from_le_bytes([p0, p1]));
+    let format = if format % 2 == 0 { WireFormat::F32 } else { WireFormat::F16 };
+    let Ok(decoder) = load_stage(folder, 1..2, None, context, FUZZ_WORKER_MEMORY) else { return };
+    let shape = [1, positions, decoder.config.hidden_size];
+    let values = positions.saturating_mul(decoder.config.hidden_size);
+    let bytes = match format {
+        WireFormat::F32 => 4,
+        WireFormat::F16 => 2,
+    };
+    // A payload only where it is small: a refusal must not need one.
+    let payload = if values <= 1 << 20 { vec![0u8; values * bytes] } else { Vec::new() };
+    let mut cache = decoder.new_cache();
+    let _ = run_step(&decoder, &mut cache, &shape, format, &payload);
 }
 
 /// A whole GGUF file's bytes.

@@ -9,16 +9,17 @@
 //! | folder | what it holds | may use |
 //! |---|---|---|
 //! | [`files`] | the data folder, the Hugging Face cache, crash-safe writes | |
+//! | [`guesses`] | guesses at a secret over the network, throttled per client address | |
 //! | [`startup`] | how Cake starts: the systemd user unit, the XDG autostart entry, one instance per user | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
 //! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | files, formats |
 //! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
 //! | [`audio`] | reading, resampling and writing WAV audio | files |
-//! | [`cluster`] | running a model across the machines of a LAN | files, formats, models, text |
+//! | [`cluster`] | running a model across the machines of a LAN | files, formats, guesses, models, text |
 //! | [`speech`] | text to speech (VibeVoice 1.5B and Realtime-0.5B) | audio, cluster, files, formats, models, text |
 //! | [`library`] | the model list, imports and downloads | files, formats, models, speech, text |
 //! | [`app`] | what the window and `cake serve` share: commands, engine thread, conversations | audio, cluster, files, formats, library, models, speech, text |
-//! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, audio, files, library, speech, text |
+//! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, audio, files, guesses, library, speech, text |
 //! | `desktop` | the Tauri window and its tray icon (feature `gui`) | app, files, library, server, startup, text |
 //! | [`fuzz_targets`] | the readers of untrusted bytes, as the fuzzers drive them | cluster, formats, speech, text |
 //! | [`cli`] | the `cake` command line | app, audio, cluster, desktop, files, formats, library, models, server, speech, startup, text |
@@ -32,6 +33,7 @@ pub mod desktop;
 pub mod files;
 pub mod formats;
 pub mod fuzz_targets;
+pub mod guesses;
 pub mod library;
 pub mod models;
 pub mod server;

@@ -114,3 +114,35 @@ pub fn relative_error(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
     let scale = b.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     diff / scale.max(1e-12)
 }
+
+/// A TCP connection to `to` from the loopback address `source`.
+pub fn connect_from(source: std::net::Ipv4Addr, to: std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+    use std::os::fd::FromRawFd;
+    let address = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_zero: [0; 8],
+    };
+    let SocketAddr::V4(to) = to else { panic!("IPv4 only") };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket owned by the TcpStream (closed on drop), and
+    // addresses that live across the calls.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stream = TcpStream::from_raw_fd(fd);
+        let from = address(source, 0);
+        if libc::bind(fd, &from as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let to = address(*to.ip(), to.port());
+        if libc::connect(fd, &to as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}

@@ -62,3 +62,22 @@ write("chat_template", "recursive_macro", b"{% macro f(n) %}{{ f(n + 1) }}{% end
 write("torch_pickle", "memo_slot_of_4_billion", b"\x80\x02}r\xff\xff\xff\xff.")
 write("torch_pickle", "string_claiming_4_gb", b"\x80\x02X\xff\xff\xff\xffabc.")
 write("torch_pickle", "value_doubled_64_times", b"\x80\x02Nq\x00" + b"h\x00h\x00\x86q\x00" * 64 + b".")
+
+# The master's side of a load: one listed chunk asked for 300 times in
+# each of three rounds, and a chunk the manifest does not list.
+chunk = {"file": 1, "offset": 1000, "len": 4 << 20}
+need = frame({"type": "need_chunks", "chunks": [chunk] * 300})
+write("master_load", "one_chunk_asked_for_300_times_three_rounds", need + b"\xff" + need + b"\xff" + need)
+write("master_load", "chunk_past_the_manifest",
+      frame({"type": "need_chunks", "chunks": [{"file": 1, "offset": 39 << 20, "len": 4 << 20}]}))
+
+# A worker's step for a master's own config.json (after 5 bytes: context
+# 2^k with k from the first two, positions from the next two, the format).
+config = json.loads((HERE.parent / "fixtures/tiny/llama_tied/config.json").read_text())
+claim = dict(config, max_position_embeddings=2**22)
+write("worker_step", "context_of_2_22_claimed_by_the_config",
+      struct.pack("<HHB", 22, 4, 1) + json.dumps(claim).encode())
+write("worker_step", "step_of_4000_positions_in_f16",
+      struct.pack("<HHB", 12, 4000, 1) + json.dumps(dict(config, max_position_embeddings=4096)).encode())
+huge = dict(config, num_key_value_heads=2**20, head_dim=2**20, max_position_embeddings=2**30)
+write("worker_step", "heads_and_context_of_2_20_and_2_30", struct.pack("<HHB", 30, 1, 0) + json.dumps(huge).encode())

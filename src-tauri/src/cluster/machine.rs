@@ -236,7 +236,14 @@ pub fn describe(name: &str, memory_limit: Option<u64>) -> WorkerInfo {
         prompt_bytes_per_second: speed.prompt_bytes_per_second,
         layer_overhead_seconds: speed.layer_overhead_seconds,
         kernel_boot: kernel_boot(),
+        instance: process_instance().to_string(),
     }
+}
+
+/// This process's random id (see [`WorkerInfo::instance`]).
+fn process_instance() -> &'static str {
+    static INSTANCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| format!("{:016x}", rand::random::<u64>()))
 }
 
 /// The first 16 hex digits of the SHA-256 of the running kernel's boot id

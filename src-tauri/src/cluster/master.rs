@@ -255,6 +255,15 @@ impl std::fmt::Debug for ClusterSettings {
     }
 }
 
+/// Whether two connections reach one worker process: the same id, or for
+/// workers that report none, the same address.
+fn same_process(a: &RemoteWorker, b: &RemoteWorker) -> bool {
+    match (a.info.instance.as_str(), b.info.instance.as_str()) {
+        ("", _) | (_, "") => a.address == b.address,
+        (a, b) => a == b,
+    }
+}
+
 /// Whether `remembered` (`host:port`) names one of the `discovered`
 /// addresses: equal to one, or resolving (once) to one.
 fn already_found(remembered: &str, discovered: &[&str]) -> bool {
@@ -344,6 +353,7 @@ impl ClusterSettings {
                     state: MachineState::Rejected,
                     problem: Some("advertises another cluster id (a different cluster key)".into()),
                     info: None,
+                    also_named: Vec::new(),
                 });
             }
         }
@@ -371,6 +381,7 @@ impl ClusterSettings {
             state: MachineState::ThisMachine,
             problem: None,
             info: Some(me.clone()),
+            also_named: Vec::new(),
         });
         let candidates: Vec<Candidate> =
             self.candidates()?.into_iter().filter(|c| !excluded.contains(&c.address)).collect();
@@ -384,19 +395,31 @@ impl ClusterSettings {
                 .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("contacting the worker panicked"))))
                 .collect()
         });
-        let mut workers = Vec::new();
+        let mut workers: Vec<PlannedWorker> = Vec::new();
+        let mut views: Vec<MachineView> = Vec::new();
         for (candidate, contact) in candidates.into_iter().zip(contacts) {
             let name = candidate.name.clone().unwrap_or_else(|| candidate.address.clone());
             match contact {
                 Ok(mut worker) => {
                     self.monitor.answered(&candidate.address);
+                    // Another advert or address of a worker already met: one machine.
+                    if let Some(same) = workers.iter().position(|w| same_process(&w.worker, &worker)) {
+                        tracing::info!(
+                            "{name} ({}) is worker {} again: planned once",
+                            candidate.address,
+                            views[same].name
+                        );
+                        views[same].also_named.push(format!("{name} ({})", candidate.address));
+                        continue;
+                    }
                     worker.wire_format = self.wire_format;
-                    self.monitor.machine_seen(MachineView {
+                    views.push(MachineView {
                         name: worker.info.name.clone(),
                         address: Some(candidate.address.clone()),
                         state: MachineState::Authenticated,
                         problem: None,
                         info: Some(worker.info.clone()),
+                        also_named: Vec::new(),
                     });
                     workers.push(PlannedWorker { worker, fixed_layers: candidate.fixed_layers });
                 }
@@ -417,6 +440,7 @@ impl ClusterSettings {
                         state,
                         problem: Some(problem),
                         info: None,
+                        also_named: Vec::new(),
                     });
                     // A worker lost while in use is left out, named or not:
                     // the machines left may hold the model without it.
@@ -425,6 +449,9 @@ impl ClusterSettings {
                     }
                 }
             }
+        }
+        for view in views {
+            self.monitor.machine_seen(view);
         }
         Ok(workers)
     }

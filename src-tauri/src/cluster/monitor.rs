@@ -43,6 +43,10 @@ pub struct MachineView {
     pub problem: Option<String>,
     /// What it reported about itself, once authenticated.
     pub info: Option<WorkerInfo>,
+    /// Other names it was found under (adverts or addresses that reached
+    /// this same worker process), shown beside it rather than as machines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_named: Vec<String>,
 }
 
 /// A model running (or loading) over the cluster.

@@ -6,6 +6,7 @@
 //! into one sealed frame.
 
 use super::weight_transfer::{ChunkRef, ModelManifest};
+use crate::models::context::PREFILL_CHUNK;
 use crate::models::loader::ComputeDtype;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -132,6 +133,10 @@ pub struct WorkerInfo {
     /// kernel's boot id; empty when unknown.
     #[serde(default)]
     pub kernel_boot: String,
+    /// Random for each worker process: two adverts or addresses that reach
+    /// one process are one machine. Empty when not reported.
+    #[serde(default)]
+    pub instance: String,
 }
 
 /// A worker's answer.
@@ -305,6 +310,14 @@ pub fn check_streams_shape(
     Ok(())
 }
 
+/// Most positions one forward step may carry: a master reads a prompt in
+/// chunks of this many, so nothing larger is ever sent, and it bounds what
+/// a step makes a worker allocate (its attention scores grow with
+/// positions × context).
+pub const MAX_STEP_POSITIONS: usize = PREFILL_CHUNK;
+
+/// Checks hidden states of `shape` for a model `width` wide, continuing a
+/// cache of `cached` positions in a context of `context`.
 pub fn check_hidden_shape(shape: &[usize], width: usize, cached: usize, context: usize) -> Result<()> {
     let &[batch, positions, values] = shape else {
         bail!("hidden states must be [1, positions, {width}], got {shape:?}");
@@ -314,6 +327,9 @@ pub fn check_hidden_shape(shape: &[usize], width: usize, cached: usize, context:
     }
     if cached.saturating_add(positions) > context {
         bail!("positions {cached}..{} run past the model's context length {context}", cached.saturating_add(positions));
+    }
+    if positions > MAX_STEP_POSITIONS {
+        bail!("a step of {positions} positions is more than the {MAX_STEP_POSITIONS} one step may carry");
     }
     Ok(())
 }

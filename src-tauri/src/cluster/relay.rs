@@ -113,7 +113,13 @@ fn open_link(address: &str, key: &ClusterKey) -> Result<SecureChannel<TcpStream>
         .with_context(|| format!("cannot reach the next worker on the route ({address})"))?;
     stream.set_nodelay(true)?;
     let left = CONTACT_DEADLINE.saturating_sub(started.elapsed()).max(Duration::from_millis(100));
-    let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left)?;
+    // Only a worker of this cluster is a hop: anything else is refused,
+    // and nothing of what it sent goes back to the master (a route is not a
+    // way to read other services' banners through a worker).
+    let channel = SecureChannel::connect_within(stream, key, &format!("worker {address}"), left).map_err(|e| {
+        tracing::debug!("the next hop {address} failed the handshake: {e:#}");
+        anyhow::anyhow!("the next hop {address} did not complete the cluster handshake: not a worker of this cluster")
+    })?;
     channel.stream().set_read_timeout(Some(ANSWER_TIMEOUT))?;
     channel.stream().set_write_timeout(Some(ANSWER_TIMEOUT))?;
     Ok(channel)

@@ -145,6 +145,9 @@ pub(crate) fn plausible(mut info: WorkerInfo, address: &str) -> Result<WorkerInf
     if info.kernel_boot.len() > 64 {
         info.kernel_boot.clear();
     }
+    if info.instance.len() > 64 {
+        info.instance.clear();
+    }
     Ok(info)
 }
 
@@ -183,6 +186,7 @@ impl RemoteWorker {
                 prompt_bytes_per_second: 0.0,
                 layer_overhead_seconds: 0.0,
                 kernel_boot: String::new(),
+                instance: String::new(),
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,
@@ -343,11 +347,9 @@ impl RemoteWorker {
                     return Ok(sent);
                 }
                 (Response::NeedChunks { chunks }, _) => {
-                    // Checked before anything is read or summed: a chunk the
-                    // manifest lists is at most CHUNK_BYTES long.
-                    if let Some(bad) = chunks.iter().find(|&&c| !manifest.lists(c)) {
-                        bail!("worker {} asked for a chunk the manifest does not list ({bad:?})", self.address);
-                    }
+                    let chunks = manifest
+                        .chunks_to_send(chunks, sent)
+                        .with_context(|| format!("worker {} asked for weights it cannot have", self.address))?;
                     let total: u64 = chunks.iter().map(|c| c.len).sum();
                     self.stats.weights_sent.store(0, Ordering::Relaxed);
                     self.stats.weights_to_send.store(total, Ordering::Relaxed);

@@ -23,7 +23,7 @@
 //! Frames are a 4-byte big-endian length then the sealed bytes, capped at
 //! [`MAX_FRAME`]; a larger claim is refused before anything is allocated.
 
-use super::admission::Deadlined;
+use super::admission::{Deadlined, FIRST_MESSAGE_DEADLINE};
 use super::cluster_key::ClusterKey;
 use anyhow::{bail, Context, Result};
 use chacha20poly1305::aead::{Aead, KeyInit};
@@ -47,6 +47,8 @@ pub const MAX_FRAME: usize = 64 << 20;
 const MAGIC: &[u8; 4] = b"CAKE";
 /// A SPAKE2 message on Ed25519: a side byte and a compressed point.
 const PAKE_MESSAGE_LEN: usize = 33;
+/// The opening message: `CAKE`, the version and a SPAKE2 message.
+const HELLO_LEN: usize = 4 + 2 + PAKE_MESSAGE_LEN;
 const CONFIRM_LEN: usize = 32;
 const MASTER_IDENTITY: &[u8] = b"cake master";
 const WORKER_IDENTITY: &[u8] = b"cake worker";
@@ -76,7 +78,35 @@ fn start_pake(key: &ClusterKey, i_am_master: bool) -> (Spake2<Ed25519Group>, Vec
     }
 }
 
+/// A handshake in which the peer's one guess at the key was answered but
+/// not proven right: a wrong key, or a peer that left before proving it.
+#[derive(Debug)]
+pub struct FailedGuess {
+    pub peer: String,
+    /// It closed the connection instead of proving its key.
+    pub left: bool,
+}
+
+impl std::fmt::Display for FailedGuess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.left {
+            true => write!(f, "{} closed the connection before proving it holds the cluster key", self.peer),
+            false => write!(f, "{} does not hold this cluster's key (the handshake did not match)", self.peer),
+        }
+    }
+}
+
+impl std::error::Error for FailedGuess {}
+
 fn finish_pake(state: Spake2<Ed25519Group>, theirs: &[u8], peer: &str) -> Result<Vec<u8>> {
+    // The identity and the other points of small order carry nothing of
+    // the key: refused, as the protocol expects of a peer.
+    let point = curve25519_dalek::edwards::CompressedEdwardsY::from_slice(&theirs[1..])
+        .ok()
+        .and_then(|compressed| compressed.decompress());
+    if point.is_none_or(|p| p.is_small_order()) {
+        bail!("{peer} sent an invalid handshake message (not a usable group element)");
+    }
     state.finish(theirs).map_err(|e| anyhow::anyhow!("{peer} sent an invalid handshake message ({e:?})"))
 }
 
@@ -190,11 +220,12 @@ impl<S: Read + Write> SecureChannel<S> {
         let session = finish_pake(pake, &master_message, peer)?;
         stream.write_all(&confirmation(&session, b"worker-confirm", &master_message, &worker_message))?;
         stream.flush()?;
-        let master_confirm: [u8; CONFIRM_LEN] = read_exactly(&mut stream, peer)
-            .with_context(|| format!("{peer} closed the connection before proving it holds the cluster key"))?;
+        // From here the peer can tell whether its guess was right.
+        let failed = |left| FailedGuess { peer: peer.to_string(), left };
+        let master_confirm: [u8; CONFIRM_LEN] = read_exactly(&mut stream, peer).map_err(|_| failed(true))?;
         let expected = confirmation(&session, b"master-confirm", &master_message, &worker_message);
         if !same_tag(&master_confirm, &expected) {
-            bail!("{peer} does not hold this cluster's key (the handshake did not match)");
+            return Err(failed(false).into());
         }
         Ok(Self::established(stream, &session, false, peer))
     }
@@ -266,10 +297,12 @@ impl SecureChannel<TcpStream> {
         Ok(channel.with_stream(stream))
     }
 
-    /// [`Self::accept`] with the whole handshake bounded by `allowance`: a
-    /// peer that stalls or drips its bytes is dropped when it runs out.
+    /// [`Self::accept`] with the whole handshake bounded by `allowance`, and
+    /// its opening message by [`FIRST_MESSAGE_DEADLINE`]: a peer that
+    /// stalls or drips its bytes is dropped when it runs out.
     pub fn accept_within(mut stream: TcpStream, key: &ClusterKey, peer: &str, allowance: Duration) -> Result<Self> {
-        let channel = SecureChannel::accept(Deadlined::new(&mut stream, allowance), key, peer)?.with_stream(());
+        let deadlined = Deadlined::new(&mut stream, allowance).first_bytes_within(HELLO_LEN, FIRST_MESSAGE_DEADLINE);
+        let channel = SecureChannel::accept(deadlined, key, peer)?.with_stream(());
         Ok(channel.with_stream(stream))
     }
 }

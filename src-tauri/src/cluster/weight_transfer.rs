@@ -57,6 +57,10 @@ pub struct ModelManifest {
     pub files: Vec<FileManifest>,
 }
 
+/// Most bytes of weights a load sends a worker, in manifests' worth: all of
+/// it once, and again for chunks it lost (its disk filled, say).
+pub const MOST_MANIFESTS_SENT: u64 = 2;
+
 /// One chunk to transfer: `len` bytes at `offset` of file number `file`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ChunkRef {
@@ -170,6 +174,25 @@ impl ModelManifest {
     }
 
     /// Total bytes the manifest asks for.
+    /// The chunks to send a worker that asked for `requested`, having
+    /// been sent `already_sent` bytes for this load: each listed chunk once
+    /// (a round sends at most the manifest), and never more than
+    /// [`MOST_MANIFESTS_SENT`] manifests in all. A chunk the manifest does
+    /// not list is refused before anything is summed.
+    pub fn chunks_to_send(&self, mut requested: Vec<ChunkRef>, already_sent: u64) -> Result<Vec<ChunkRef>> {
+        if let Some(bad) = requested.iter().find(|&&c| !self.lists(c)) {
+            bail!("a chunk the manifest does not list ({bad:?})");
+        }
+        requested.sort_unstable();
+        requested.dedup();
+        let asked: u64 = requested.iter().map(|c| c.len).sum();
+        let most = MOST_MANIFESTS_SENT.saturating_mul(self.total_bytes());
+        if already_sent.saturating_add(asked) > most {
+            bail!("more than {MOST_MANIFESTS_SENT} times its weights ({} bytes)", self.total_bytes());
+        }
+        Ok(requested)
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().flat_map(|f| &f.pieces).map(|p| p.len).sum()
     }

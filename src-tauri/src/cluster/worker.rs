@@ -15,10 +15,11 @@ use super::protocol::{
     Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES, MOST_STEPS_IN_FLIGHT,
 };
 use super::relay::{Inbox, Inboxes, Links, Relayed};
-use super::secure_channel::{SecureChannel, HANDSHAKE_DEADLINE};
+use super::secure_channel::{FailedGuess, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
+use crate::models::memory_needs::MemoryNeeds;
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{bail, Context, Result};
@@ -161,10 +162,11 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
                         continue;
                     }
                 };
-                // No slot, no thread: the connection is closed at once.
-                let Some(ticket) = stream.peer_addr().ok().and_then(|a| admission.admit(a.ip())) else { continue };
+                // A slot before a thread (an older candidate's, if need be).
+                let Ok(from) = stream.peer_addr() else { continue };
+                let ticket = admission.admit(from.ip(), stream.try_clone().ok());
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
-                let peer = stream.peer_addr().map_or_else(|_| "a master".to_string(), |a| format!("master {a}"));
+                let peer = format!("master {from}");
                 {
                     let mut all = sessions.lock().expect("worker sessions");
                     if let Ok(socket) = stream.try_clone() {
@@ -204,6 +206,64 @@ pub fn start(listener: TcpListener, config: WorkerConfig) -> Result<RunningWorke
     Ok(RunningWorker { address, stopping, sessions, thread: Some(thread) })
 }
 
+/// Loads `layers` of the model at `path` for a context of `context_length`
+/// tokens, as a master asked, once they are known to fit in `offered`
+/// bytes (see [`check_fits`]).
+pub fn load_stage(
+    path: &std::path::Path,
+    layers: Range<usize>,
+    dtype: Option<ComputeDtype>,
+    context_length: usize,
+    offered: u64,
+) -> Result<Decoder> {
+    let checkpoint = Checkpoint::open(path)?;
+    let options =
+        LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), ..Default::default() };
+    check_fits(&checkpoint, &options, layers.clone(), offered)?;
+    let selection = TensorSelection { layers, embedding: false, head: false };
+    checkpoint.load_decoder(Some(selection), &options)
+}
+
+/// One forward step of a sequence through the loaded layers: hidden states
+/// of `shape` (in `format`, in `payload`) checked against the model's width,
+/// the cache's room and [`MAX_STEP_POSITIONS`](super::protocol::MAX_STEP_POSITIONS)
+/// before anything is built.
+pub fn run_step(
+    decoder: &Decoder,
+    cache: &mut KvCache,
+    shape: &[usize],
+    format: WireFormat,
+    payload: &[u8],
+) -> Result<Tensor> {
+    check_hidden_shape(shape, decoder.config.hidden_size, cache.position(), decoder.context_length())?;
+    let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
+    decoder.forward_layers(&hidden, cache)
+}
+
+/// Refuses layers that, with their caches at the context a master asks
+/// for and a step's working memory, need more memory than this worker
+/// offers: what a master may make it allocate is bounded by what it chose,
+/// not by the context the model's own files claim.
+fn check_fits(checkpoint: &Checkpoint, options: &LoadOptions, layers: Range<usize>, offered: u64) -> Result<()> {
+    let needs = MemoryNeeds::of(checkpoint, options)?;
+    if layers.end > needs.layer_weights.len() {
+        bail!("layers {}..{} are beyond the model's {}", layers.start, layers.end, needs.layer_weights.len());
+    }
+    let needed = needs.machine_bytes(layers.clone(), false);
+    if needed > offered {
+        bail!(
+            "layers {}..{} with a context of {} tokens need {:.3} GB (weights, caches and working memory); \
+             this worker offers {:.3} GB",
+            layers.start,
+            layers.end,
+            needs.context_length,
+            needed as f64 / 1e9,
+            offered as f64 / 1e9
+        );
+    }
+    Ok(())
+}
+
 /// Where a session publishes what it is doing.
 struct SessionReport<'a> {
     id: u64,
@@ -233,7 +293,12 @@ fn session(
     let address = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     // Every event of this connection carries the worker and the master it serves.
     let _span = tracing::info_span!("master_session", worker = %config.name, master = %address).entered();
-    let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE)?;
+    ticket.wait_for_turn()?;
+    let mut channel = SecureChannel::accept_within(stream, &config.key, peer, HANDSHAKE_DEADLINE).inspect_err(|e| {
+        if e.downcast_ref::<FailedGuess>().is_some() {
+            ticket.failed_guess();
+        }
+    })?;
     if !ticket.authenticated() {
         anyhow::bail!("refused: this worker already serves as many masters as it takes");
     }
@@ -458,11 +523,7 @@ impl State<'_> {
         }
         let path = self.weights.model_path(&manifest);
         *self.manifest = Some(manifest);
-        let checkpoint = Checkpoint::open(&path)?;
-        let options =
-            LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), ..Default::default() };
-        let selection = TensorSelection { layers, embedding: false, head: false };
-        *self.stage = Some(checkpoint.load_decoder(Some(selection), &options)?);
+        *self.stage = Some(load_stage(&path, layers, dtype, context_length, self.info.memory_bytes)?);
         tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
         self.report.update(|v| v.layers = Some([start, end]));
         Ok(Response::Loaded { start, end, inbox: self.inbox })
@@ -502,12 +563,9 @@ impl State<'_> {
     ) -> Result<(Response, Vec<u8>)> {
         let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
         let started = std::time::Instant::now();
-        let cached = self.caches.get(&sequence).map_or(0, KvCache::position);
-        check_hidden_shape(shape, decoder.config.hidden_size, cached, decoder.context_length())?;
         self.check_room_for(&[sequence])?;
-        let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
-        let out = decoder.forward_layers(&hidden, cache)?;
+        let out = run_step(decoder, cache, shape, format, payload)?;
         let kv_bytes = cache.allocated_bytes();
         self.answer_hidden(&out, format, started, kv_bytes)
     }

@@ -11,10 +11,21 @@
 //!   page receives (a `SameSite=Strict`, `HttpOnly` cookie), or the API key.
 //! - With an API key (required for any bind but loopback), `/v1/*` needs
 //!   `Authorization: Bearer <key>` and the UI starts with a login page.
+//!   Each attempt at the key is a guess, throttled per client address
+//!   ([`AccessPolicy::guesses`]): after a wrong one, that address's next
+//!   attempt waits [`FIRST_KEY_WAIT`], doubling up to [`LONGEST_KEY_WAIT`],
+//!   and one further off than that gets 429 at once.
 
+use crate::guesses::GuessThrottle;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use std::net::IpAddr;
+use std::time::Duration;
+
+/// The wait after a client address's first wrong API key, doubled by each one after.
+pub const FIRST_KEY_WAIT: Duration = Duration::from_secs(1);
+/// The longest wait between two API-key attempts of an address that keeps failing.
+pub const LONGEST_KEY_WAIT: Duration = Duration::from_secs(8);
 
 /// The shortest API key accepted (a short key falls to guessing over the LAN).
 pub const MIN_API_KEY_CHARS: usize = 16;
@@ -29,6 +40,8 @@ pub struct AccessPolicy {
     any_ip_literal: bool,
     session_secret: String,
     api_key: Option<String>,
+    /// Wrong API keys, per client address.
+    pub guesses: GuessThrottle,
 }
 
 /// What a request is for, decided from its path.
@@ -68,6 +81,8 @@ pub enum Refusal {
     NoApiKey,
     /// The UI page without a login, when an API key is set.
     LoginNeeded,
+    /// Too many wrong API keys from this address lately.
+    TooManyGuesses,
 }
 
 impl Refusal {
@@ -76,6 +91,7 @@ impl Refusal {
             Self::ForeignHost(_) | Self::ForeignOrigin(_) | Self::NoSession => StatusCode::FORBIDDEN,
             Self::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::NoApiKey | Self::LoginNeeded => StatusCode::UNAUTHORIZED,
+            Self::TooManyGuesses => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -92,6 +108,10 @@ impl Refusal {
             Self::NoApiKey | Self::LoginNeeded => {
                 "this Cake needs its API key: send `Authorization: Bearer <key>` (the key given with --api-key or CAKE_API_KEY)".into()
             }
+            Self::TooManyGuesses => format!(
+                "too many wrong API keys from this address: try again in {} s",
+                LONGEST_KEY_WAIT.as_secs()
+            ),
         }
     }
 }
@@ -102,7 +122,11 @@ impl IntoResponse for Refusal {
             return (self.status(), login_page(None)).into_response();
         }
         let body = serde_json::json!({"error": {"message": self.message(), "type": "access_denied", "param": null, "code": null}});
-        (self.status(), axum::Json(body)).into_response()
+        let mut response = (self.status(), axum::Json(body)).into_response();
+        if self == Self::TooManyGuesses {
+            response.headers_mut().insert(header::RETRY_AFTER, LONGEST_KEY_WAIT.as_secs().into());
+        }
+        response
     }
 }
 
@@ -132,7 +156,14 @@ impl AccessPolicy {
             }
         }
         host_names.extend(extra_hosts.iter().map(|h| h.trim().to_ascii_lowercase()));
-        Ok(Self { port: bound.port(), host_names, any_ip_literal: !loopback, session_secret: random_secret(), api_key })
+        Ok(Self {
+            port: bound.port(),
+            host_names,
+            any_ip_literal: !loopback,
+            session_secret: random_secret(),
+            api_key,
+            guesses: GuessThrottle::new(FIRST_KEY_WAIT, LONGEST_KEY_WAIT),
+        })
     }
 
     /// The name of the session cookie. Cookies are shared between the ports
@@ -166,6 +197,13 @@ impl AccessPolicy {
             .flat_map(|value| value.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
             .any(|(key, value)| key == name && constant_time_eq(value.as_bytes(), self.session_secret.as_bytes()))
+    }
+
+    /// Whether the request is an attempt at the API key: it sends one as
+    /// a bearer token to a server that has one (the login form is the
+    /// other way, judged by its handler).
+    pub fn is_key_attempt(&self, headers: &HeaderMap) -> bool {
+        self.needs_login() && headers.contains_key(header::AUTHORIZATION)
     }
 
     fn has_bearer_key(&self, headers: &HeaderMap) -> bool {

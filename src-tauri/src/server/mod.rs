@@ -23,9 +23,12 @@ use crate::app::error::ApiError;
 use crate::app::events::EngineEvent;
 use crate::app::request::CommandRequest;
 use crate::app::App;
-use access::AccessPolicy;
+use crate::guesses::{Attempt, Origin};
+use crate::speech::voice_prompt::MAX_PROMPT_SECONDS;
+use access::{AccessPolicy, Refusal};
 use axum::body::Bytes;
 use axum::extract::Request;
+use axum::extract::{ConnectInfo, DefaultBodyLimit};
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::http::StatusCode;
@@ -36,6 +39,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::Value;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -45,6 +49,7 @@ use tokio_stream::StreamExt;
 pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
     let login = Router::new().route("/login", post(log_in)).with_state(policy.clone());
     Router::new()
+        .route("/api/add_voice", post(add_voice).layer(DefaultBodyLimit::max(VOICE_UPLOAD_LIMIT)))
         .route("/api/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
@@ -78,18 +83,63 @@ pub async fn serve(app: Arc<App>, options: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Applies the access policy; hands the UI's page its session cookie.
+/// Applies the access policy; hands the UI's page its session cookie. A
+/// request that sends an API key is checked in its client's turn (see
+/// [`access`] and [`in_turn`]).
 async fn guard(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    if let Err(refusal) = policy.check(request.method(), request.uri(), request.headers()) {
-        let mut response = refusal.into_response();
-        access::add_security_headers(response.headers_mut());
-        return response;
+    let checked = if policy.is_key_attempt(request.headers()) {
+        let (method, uri, headers) = (request.method().clone(), request.uri().clone(), request.headers().clone());
+        let mut outcome = Ok(());
+        let judged = in_turn(&policy, client_of(&request), || {
+            outcome = policy.check(&method, &uri, &headers);
+            outcome != Err(Refusal::NoApiKey)
+        })
+        .await;
+        judged.and(outcome)
+    } else {
+        policy.check(request.method(), request.uri(), request.headers())
+    };
+    if let Err(refusal) = checked {
+        return refused(refusal);
     }
     let mut response = next.run(request).await;
     if access::is_page(&path) && response.status().is_success() && !policy.needs_login() {
         response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());
     }
+    access::add_security_headers(response.headers_mut());
+    response
+}
+
+/// Where a request came from, as the guess throttle counts it.
+fn client_of<B>(request: &axum::http::Request<B>) -> Option<Origin> {
+    request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| Origin::of(info.0.ip()))
+}
+
+/// Runs `check`, an attempt at the API key (true when right), in the
+/// client's turn: at once unless its recent attempts failed, else after
+/// waiting for its turn, or refused when that is too far off.
+async fn in_turn(
+    policy: &AccessPolicy,
+    client: Option<Origin>,
+    mut check: impl FnMut() -> bool,
+) -> Result<bool, Refusal> {
+    let Some(origin) = client else { return Ok(check()) };
+    let mut reserved = None;
+    loop {
+        match policy.guesses.attempt(origin, reserved, &mut check) {
+            Attempt::Checked(right) => return Ok(right),
+            Attempt::ComeBackAt(turn) => {
+                reserved = Some(turn);
+                tokio::time::sleep_until(turn.into()).await;
+            }
+            Attempt::Refused => return Err(Refusal::TooManyGuesses),
+        }
+    }
+}
+
+fn refused(refusal: Refusal) -> Response {
+    let mut response = refusal.into_response();
     access::add_security_headers(response.headers_mut());
     response
 }
@@ -100,16 +150,24 @@ struct LoginForm {
 }
 
 /// The login form: the right key sets the session cookie and opens the UI.
-async fn log_in(State(policy): State<Arc<AccessPolicy>>, axum::Form(form): axum::Form<LoginForm>) -> Response {
-    if !policy.is_api_key(form.api_key.trim()) {
-        // A wrong key costs a second: guessing over the network stays slow.
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        return (StatusCode::UNAUTHORIZED, access::login_page(Some("That is not this Cake's API key.")))
-            .into_response();
+/// The key is checked in the client's turn, as a bearer key is.
+async fn log_in(
+    State(policy): State<Arc<AccessPolicy>>,
+    client: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    axum::Form(form): axum::Form<LoginForm>,
+) -> Response {
+    let client = client.map(|axum::Extension(ConnectInfo(address))| Origin::of(address.ip()));
+    match in_turn(&policy, client, || policy.is_api_key(form.api_key.trim())).await {
+        Err(refusal) => refused(refusal),
+        Ok(false) => {
+            (StatusCode::UNAUTHORIZED, access::login_page(Some("That is not this Cake's API key."))).into_response()
+        }
+        Ok(true) => {
+            let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+            response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());
+            response
+        }
     }
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-    response.headers_mut().append(header::SET_COOKIE, policy.session_cookie());
-    response
 }
 
 impl IntoResponse for ApiError {
@@ -138,7 +196,23 @@ pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<EngineEvent>) {
 }
 
 async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, body: Bytes) -> Response {
-    let request = match parse_body(&body).and_then(|args| CommandRequest::parse(&command, args)) {
+    run_command(app, &command, body).await
+}
+
+/// `add_voice`, whose body may carry a whole voice prompt (see
+/// [`VOICE_UPLOAD_LIMIT`]).
+async fn add_voice(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    run_command(app, "add_voice", body).await
+}
+
+/// The largest request body `add_voice` takes: the longest voice prompt
+/// used ([`MAX_PROMPT_SECONDS`]) as a WAV at 48 kHz, stereo, 32-bit, in
+/// base64 (4 bytes for every 3), and room for the rest of the JSON. Other
+/// routes keep axum's 2 MB.
+pub const VOICE_UPLOAD_LIMIT: usize = (MAX_PROMPT_SECONDS as usize * 48_000 * 2 * 4).div_ceil(3) * 4 + (1 << 20);
+
+async fn run_command(app: Arc<App>, command: &str, body: Bytes) -> Response {
+    let request = match parse_body(&body).and_then(|args| CommandRequest::parse(command, args)) {
         Ok(request) => request,
         Err(e) => return e.into_response(),
     };

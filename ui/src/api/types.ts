@@ -308,6 +308,8 @@ export interface Machine {
   /** Why it is rejected / unreachable / lost. */
   problem: string | null;
   info: MachineInfo | null;
+  /** Other adverts or addresses that reached this same worker process. */
+  also_named?: string[];
 }
 
 /** One stage of the pipeline: the layers one machine runs. */

@@ -15,6 +15,11 @@ export function ClusterMachineRow({ machine }: { machine: Machine }) {
           {MACHINE_STATE_LABELS[machine.state]}
         </span>
       </div>
+      {machine.also_named?.length ? (
+        <div class="muted small" data-testid="cluster-machine-also-named">
+          Also found as {machine.also_named.join(", ")}: one machine, planned once.
+        </div>
+      ) : null}
       {machine.problem ? (
         <div class="machine-problem" data-testid="cluster-machine-problem">
           {machine.problem}
