@@ -770,3 +770,45 @@ fn adverts_that_all_reach_one_worker_plan_it_once() {
         assert!(machines.len() <= 2 && !machines.iter().any(|m| m.contains("spoof")), "{preview:#}");
     }
 }
+
+/// A `cake run` over two workers that something stops (a harness's
+/// timeout, `kill`) says on stderr which signal stopped it, after how long
+/// and what it was doing, and ends with that signal's status, rather than
+/// ending without a word (its `--json` answer comes only at the end).
+#[test]
+fn a_cluster_run_stopped_by_a_signal_says_why() {
+    let model = common::server::default_model_file();
+    let third = common::layer_count(&model) / 3;
+    let (a, b) = (Worker::start(KEY, "sig-a", None), Worker::start(KEY, "sig-b", None));
+    let mut master = Command::new(env!("CARGO_BIN_EXE_cake"))
+        .args(["run", "--model", model.to_str().unwrap(), "--temperature", "0", "--ignore-eos", "--json"])
+        .args(["--prompt", "Once upon a time", "--max-tokens", "4000"])
+        .args(["--max-memory", &share(&model, None, 0..third, true).to_string(), "--cluster-key", KEY])
+        .args(["--worker", &a.address, "--worker", &b.address])
+        .env("RAYON_NUM_THREADS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(master.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // The plan's last line comes once the model is loaded over the three.
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let loaded = line.starts_with("kernels:");
+        seen.push(line);
+        if loaded {
+            break;
+        }
+    }
+    assert!(seen.last().is_some_and(|l| l.starts_with("kernels:")), "{seen:#?}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: a plain kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(master.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = master.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let said = rest.join("\n");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{said}");
+    assert!(said.contains("error: stopped by SIGTERM after") && said.contains("while generating ("), "{said}");
+    drop((a, b));
+}

@@ -235,9 +235,13 @@ fn two_thousand_idle_connections_do_not_keep_a_request_out() {
 
 /// A stream asking for far more tokens than the context holds (and one
 /// asking for 2^64 − 1) neither starves a short request nor breaks
-/// admission: the short one is decoded beside them and ends first.
+/// admission: the short one gets its first token within the round under
+/// way when it arrives and the next (its prompt is tokenized beside them,
+/// which may take one more), counted in the greedy streams' own tokens,
+/// and ends first.
 #[test]
 fn greedy_requests_do_not_keep_a_short_one_waiting() {
+    use std::sync::Mutex;
     let root = tempfile::tempdir().unwrap();
     let server = start(root.path(), &["--ctx", "1024"]);
     let chat = |max_tokens: u64| {
@@ -258,13 +262,21 @@ fn greedy_requests_do_not_keep_a_short_one_waiting() {
         "the model loads first"
     );
     let short_done = std::sync::OnceLock::new();
-    let greedy_done_before_short = std::thread::scope(|scope| {
+    // When each greedy stream's tokens arrived.
+    let arrivals: [Mutex<Vec<Instant>>; 2] = Default::default();
+    let (greedy_done_before_short, sent, first) = std::thread::scope(|scope| {
         let greedy: Vec<_> = [100_000, u64::MAX]
             .into_iter()
-            .map(|max_tokens| {
+            .zip(&arrivals)
+            .map(|(max_tokens, arrived)| {
                 let (server, short_done, body) = (&server, &short_done, chat(max_tokens));
                 scope.spawn(move || {
-                    let (status, payloads) = server.stream("/v1/chat/completions", &body, |_, _| true);
+                    let (status, payloads) = server.stream("/v1/chat/completions", &body, |_, payload| {
+                        if payload.contains("\"content\"") {
+                            arrived.lock().unwrap().push(Instant::now());
+                        }
+                        true
+                    });
                     assert_eq!(status, 200);
                     assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"), "{payloads:?}");
                     let ends: Vec<&String> =
@@ -276,13 +288,29 @@ fn greedy_requests_do_not_keep_a_short_one_waiting() {
             .collect();
         // Both greedy streams are decoding by now.
         std::thread::sleep(Duration::from_millis(1500));
-        let short = server.chat_done(&json!({"model_id": "default", "max_tokens": 4, "sampling": {"temperature": 0},
-            "messages": [{"role": "user", "content": "Say hi."}]}));
-        assert!(short["stats"]["decoded_together"].as_u64().unwrap() >= 2, "{short}");
+        let short = json!({"model_id": "default", "max_tokens": 4, "sampling": {"temperature": 0},
+            "messages": [{"role": "user", "content": "Say hi."}]});
+        let (sent, mut first) = (Instant::now(), None);
+        let (status, payloads) = server.stream("/api/chat", &short, |_, payload| {
+            if first.is_none() && payload.contains("\"type\":\"token\"") {
+                first = Some(Instant::now());
+            }
+            true
+        });
+        assert_eq!(status, 200);
+        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
+        assert_eq!(done["type"], "done", "{payloads:?}");
+        assert!(done["stats"]["decoded_together"].as_u64().unwrap() >= 2, "{done}");
         short_done.set(()).unwrap();
-        greedy.into_iter().map(|h| h.join().unwrap()).collect::<Vec<bool>>()
+        let done_before: Vec<bool> = greedy.into_iter().map(|h| h.join().unwrap()).collect();
+        (done_before, sent, first.expect("the short reply streamed a token"))
     });
     assert_eq!(greedy_done_before_short, vec![false, false], "the short request waited for the greedy ones");
+    for arrived in &arrivals {
+        let rounds = arrived.lock().unwrap().iter().filter(|&&at| at > sent && at <= first).count();
+        eprintln!("a greedy stream decoded {rounds} tokens before the short reply's first");
+        assert!(rounds <= 3, "{rounds} rounds of a greedy stream passed before the short one's first token");
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ pub mod logging;
 mod perplexity;
 mod run;
 mod serve;
+mod stopped;
 mod tts;
 mod worker;
 

@@ -1,6 +1,6 @@
 //! `cake run`: generate from a prompt.
 
-use super::{parse_token_list, ModelArgs, SamplingArgs};
+use super::{parse_token_list, stopped, ModelArgs, SamplingArgs};
 use crate::cluster::machine::describe;
 use crate::cluster::master::preview_over;
 use crate::cluster::recovery::generate_recovering;
@@ -63,8 +63,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     if args.plan {
         return print_preview(&args);
     }
+    stopped::say_why_when_stopped()?;
+    stopped::doing("loading the model (and looking for workers)");
     let rss_before_load = status_bytes("VmRSS:");
     let (model, load_s) = args.model.load_model()?;
+    stopped::doing("reading the prompt");
 
     let prompt_tokens = prompt_tokens(&model, &args)?;
     let mut request = GenerationRequest::new(prompt_tokens.clone());
@@ -77,16 +80,29 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let mut slot = Some(model);
     let mut cache = PromptCache::new();
+    let mut generated = 0usize;
     let reply = generate_recovering(
         &mut slot,
         &request,
         &mut cache,
         &mut |lost| Ok(args.model.load_model_excluding(lost)?.0),
-        &mut |lost| eprintln!("\n{lost}; re-planning over the remaining machines"),
+        &mut |lost| {
+            eprintln!("\n{lost}; re-planning over the remaining machines");
+            stopped::doing(format!("re-planning over the machines left ({lost})"));
+        },
         |event| {
-            if let (false, GenerationEvent::Token(token)) = (args.json, event) {
-                let _ = stdout.write_all(token.text.as_bytes());
-                let _ = stdout.flush();
+            match event {
+                GenerationEvent::PromptRead { read, total } => {
+                    stopped::doing(format!("reading the prompt ({read} of {total} tokens)"));
+                }
+                GenerationEvent::Token(token) => {
+                    generated += usize::from(token.id.is_some());
+                    stopped::doing(format!("generating ({generated} tokens so far)"));
+                    if !args.json {
+                        let _ = stdout.write_all(token.text.as_bytes());
+                        let _ = stdout.flush();
+                    }
+                }
             }
             ControlFlow::Continue(())
         },
