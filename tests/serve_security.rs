@@ -381,4 +381,19 @@ fn wrong_api_keys_from_one_address_are_throttled_and_others_still_get_in() {
     assert!((2..=10).contains(&checked), "{checked} of 40 wrong keys were checked: {statuses:?}");
     assert!(throttled.iter().all(|(_, retry)| retry.as_deref() == Some("8")), "{statuses:?}");
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+
+    // A request refused for something else (a foreign Host) does not clear
+    // an address's failures: the wrong key after it still waits its turn.
+    let from = |last: u8| common::connect_from([127, 0, 0, last].into(), to).unwrap();
+    let wrong = ("Authorization", "Bearer wrong-key-from-a-fresh-address-1");
+    assert_eq!(exchange_over(from(5), "GET", "/v1/models", &[("Host", &host), wrong], "").status, 401);
+    let foreign = exchange_over(from(5), "GET", "/v1/models", &[("Host", "evil.example"), wrong], "");
+    assert_eq!(foreign.status, 403);
+    let asked = Instant::now();
+    assert_eq!(exchange_over(from(5), "GET", "/v1/models", &[("Host", &host), wrong], "").status, 401);
+    assert!(
+        asked.elapsed() >= Duration::from_millis(500),
+        "answered after {:?}: the failures were cleared",
+        asked.elapsed()
+    );
 }

@@ -206,7 +206,8 @@ impl AccessPolicy {
         self.needs_login() && headers.contains_key(header::AUTHORIZATION)
     }
 
-    fn has_bearer_key(&self, headers: &HeaderMap) -> bool {
+    /// Whether the request carries the API key as its bearer token.
+    pub fn has_bearer_key(&self, headers: &HeaderMap) -> bool {
         headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())

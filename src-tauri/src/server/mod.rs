@@ -88,19 +88,15 @@ pub async fn serve(app: Arc<App>, options: ServeOptions) -> anyhow::Result<()> {
 /// [`access`] and [`in_turn`]).
 async fn guard(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    let checked = if policy.is_key_attempt(request.headers()) {
-        let (method, uri, headers) = (request.method().clone(), request.uri().clone(), request.headers().clone());
-        let mut outcome = Ok(());
-        let judged = in_turn(&policy, client_of(&request), || {
-            outcome = policy.check(&method, &uri, &headers);
-            outcome != Err(Refusal::NoApiKey)
-        })
-        .await;
-        judged.and(outcome)
-    } else {
-        policy.check(request.method(), request.uri(), request.headers())
-    };
-    if let Err(refusal) = checked {
+    // Only the key itself decides a guess: a request refused for another
+    // reason (a foreign Host, say) must not clear the client's failures.
+    if policy.is_key_attempt(request.headers()) {
+        let right = policy.has_bearer_key(request.headers());
+        if let Err(refusal) = in_turn(&policy, client_of(&request), || right).await {
+            return refused(refusal);
+        }
+    }
+    if let Err(refusal) = policy.check(request.method(), request.uri(), request.headers()) {
         return refused(refusal);
     }
     let mut response = next.run(request).await;
