@@ -13,16 +13,22 @@ export CARGO_INCREMENTAL ?= 0
 TOOLS := $(CURDIR)/.tools
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: run test model deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime fixtures-luxtts bench fuzz
+.PHONY: run test model vocabs deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime fixtures-luxtts bench fuzz
 
 run: build model
 	./target/release/cake
 
-test: deps model ui lint-rest engine-test ui-test e2e
+test: deps model vocabs ui lint-rest engine-test ui-test e2e
 
 ## The embedded default model, fetched once into the app's data folder.
 model:
 	$(PYTHON) scripts/fetch_default_model.py
+
+## llama.cpp's tokenizer test vocabularies (tests/gguf_vocabularies.rs),
+## fetched once from llama-cpp-python's source archive on PyPI into
+## ~/.cache/cake-test (pinned by SHA-256).
+vocabs:
+	$(PYTHON) scripts/fetch_llama_vocabs.py
 
 ## System packages the build needs (only installs what is missing).
 deps:

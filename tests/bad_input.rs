@@ -328,3 +328,43 @@ fn every_input_that_once_failed_a_fuzz_target_is_now_refused_cleanly() {
         assert!(root.join(name).read_dir().is_ok_and(|mut d| d.next().is_some()), "no cases for {name}");
     }
 }
+
+/// A copy of a tiny GGUF fixture with the string value of `key` replaced by
+/// `value` (of the same length, so every offset stays where it was).
+fn gguf_with_string_replaced(key: &str, value: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(fixture("tiny/olmo2/model-f32.gguf")).unwrap();
+    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key in the fixture") + key.len();
+    let len_at = at + 4; // after the value's type
+    let len = u64::from_le_bytes(bytes[len_at..len_at + 8].try_into().unwrap()) as usize;
+    assert_eq!(len, value.len(), "same length as the fixture's value");
+    bytes[len_at + 8..len_at + 8 + len].copy_from_slice(value.as_bytes());
+    bytes
+}
+
+#[test]
+fn gguf_with_unknown_pre_tokenizer_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd-split.gguf");
+    std::fs::write(&path, gguf_with_string_replaced("tokenizer.ggml.pre", "gpt-9")).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["odd-split.gguf", "pre-tokenizer `gpt-9`", "known: default, llama3"]);
+}
+
+#[test]
+fn gguf_with_unknown_tokenizer_model_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd-model.gguf");
+    std::fs::write(&path, gguf_with_string_replaced("tokenizer.ggml.model", "rwkv")).unwrap();
+    let err = run_error(&path);
+    assert_mentions(&err, &["odd-model.gguf", "tokenizer model `rwkv`"]);
+}
+
+#[test]
+fn gguf_with_unknown_pre_tokenizer_is_listed_as_unable_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd-split.gguf");
+    std::fs::write(&path, gguf_with_string_replaced("tokenizer.ggml.pre", "gpt-9")).unwrap();
+    let catalog = cake::library::catalog::Catalog::new(dir.path().join("data"), dir.path().join("hf"));
+    let err = format!("{:#}", catalog.import(&path).unwrap_err());
+    assert_mentions(&err, &["cannot run here", "pre-tokenizer `gpt-9`"]);
+}

@@ -18,6 +18,7 @@ use crate::models::weights::WeightStore;
 use crate::speech::family::{SpeechFamily, VoiceKind};
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
 use crate::text::sampling::SamplingOverrides;
+use crate::text::tokenizer::TextTokenizer;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -461,6 +462,7 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
     }
     let dtype = most_common(by_dtype);
     let quantization = dtype.clone().filter(|d| !matches!(d.as_str(), "F32" | "F16" | "BF16"));
+    let unreadable_vocabulary = TextTokenizer::check_gguf(&file).err();
     Ok(Inspection {
         kind: ModelKind::Text,
         voice: None,
@@ -468,8 +470,8 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
         parameters: Some(parameters),
         dtype,
         quantization,
-        status: ModelStatus::Complete,
-        problem: None,
+        status: if unreadable_vocabulary.is_some() { ModelStatus::Unsupported } else { ModelStatus::Complete },
+        problem: unreadable_vocabulary.map(|e| format!("{e:#}")),
         sampling_defaults: None,
     })
 }

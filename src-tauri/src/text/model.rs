@@ -182,8 +182,9 @@ impl TextSide {
                 (Some(TextTokenizer::from_gguf(file)?), file.get_str("tokenizer.chat_template").map(str::to_string))
             }
         };
-        if let Some(id) = tokenizer.as_ref().and_then(|t| t.eos_token.as_deref().and_then(|name| t.token_id(name))) {
-            eos.push(id);
+        if let Some(tokenizer) = &tokenizer {
+            eos.extend(tokenizer.eos_token.as_deref().and_then(|name| tokenizer.token_id(name)));
+            eos.extend_from_slice(tokenizer.end_of_generation_ids());
         }
         eos.sort_unstable();
         eos.dedup();
