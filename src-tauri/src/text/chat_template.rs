@@ -48,6 +48,10 @@ impl ChatTemplate {
     /// Compiles `source` (or ChatML when `None`).
     pub fn new(source: Option<&str>, bos_token: Option<&str>, eos_token: Option<&str>) -> Result<Self> {
         let mut env = Environment::new();
+        // As transformers' environment: a block tag's own line break and
+        // leading indentation are not output.
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.set_fuel(Some(RENDER_FUEL));
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
