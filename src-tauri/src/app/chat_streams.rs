@@ -83,7 +83,8 @@ impl<'m> RequestMaker<'m> {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
                 return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
             }
-            tokenizer.encode(&text, false)
+            let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            tokenizer.encode_chat(&text, &written)
         };
         let mut request = GenerationRequest::new(Vec::new());
         request.context_limit = job.context_length;

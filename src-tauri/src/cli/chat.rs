@@ -61,7 +61,8 @@ pub fn run(args: ChatArgs) -> Result<()> {
             _ => {}
         }
         history.push(ChatMessage::new("user", line));
-        let prompt = tokenizer.encode(&template.render(&history, true)?, false)?;
+        let written: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+        let prompt = tokenizer.encode_chat(&template.render(&history, true)?, &written)?;
         let mut request = GenerationRequest::new(prompt);
         request.max_new_tokens = args.max_tokens;
         request.sampling = SamplingParams { seed: sampling.seed.wrapping_add(turn), ..sampling.clone() };

@@ -202,7 +202,8 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
             }
             messages.push(ChatMessage::new("user", text));
             let rendered = model.chat_template()?.render(&messages, true)?;
-            model.tokenizer()?.encode(&rendered, false)?
+            let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            model.tokenizer()?.encode_chat(&rendered, &written)?
         }
         (Some(text), None) => model.tokenizer()?.encode(text, true)?,
         (None, None) => bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3"),

@@ -8,6 +8,7 @@
 //! tokenizer test vocabularies in `tests/gguf_vocabularies.rs`).
 
 mod byte_level_bpe;
+mod chat_text;
 pub mod gguf_vocab;
 pub mod pre_split;
 mod sentencepiece;
@@ -26,6 +27,8 @@ pub struct TextTokenizer {
     pub eos_token: Option<String>,
     /// See [`Self::end_of_generation_ids`].
     end_of_generation: Vec<u32>,
+    /// The special tokens' texts, found on first use (see [`Self::encode_chat`]).
+    special_texts: std::sync::OnceLock<Option<chat_text::SpecialTexts>>,
     /// See [`Self::longest_token_bytes`]; found on first use.
     longest_token: std::sync::OnceLock<usize>,
 }
@@ -46,6 +49,7 @@ impl TextTokenizer {
             bos_token: name("bos_token"),
             eos_token: name("eos_token"),
             end_of_generation: Vec::new(),
+            special_texts: Default::default(),
             longest_token: Default::default(),
         })
     }
@@ -77,6 +81,7 @@ impl TextTokenizer {
             bos_token: vocab.text(vocab.bos).map(str::to_string),
             eos_token: vocab.text(vocab.eos).map(str::to_string),
             end_of_generation: vocab.end_of_generation,
+            special_texts: Default::default(),
             longest_token: Default::default(),
         })
     }
@@ -115,6 +120,10 @@ impl TextTokenizer {
     /// space or a byte take at least as many bytes as what they stand for).
     pub fn longest_token_bytes(&self) -> usize {
         *self.longest_token.get_or_init(|| self.inner.get_vocab(true).keys().map(String::len).max().unwrap_or(1))
+    }
+
+    fn special_texts(&self) -> Option<&chat_text::SpecialTexts> {
+        self.special_texts.get_or_init(|| chat_text::SpecialTexts::of(&self.inner)).as_ref()
     }
 
     /// The id of a token string, if it is in the vocabulary.
