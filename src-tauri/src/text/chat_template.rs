@@ -3,7 +3,8 @@
 //! Templates come from `tokenizer_config.json` or GGUF metadata and are
 //! written for Python's Jinja2; minijinja with its Python-compatibility
 //! methods (`.strip()`, `.startswith()`, …) plus the helpers transformers
-//! provides (`raise_exception`, `strftime_now`) renders them. A model
+//! provides (`raise_exception`, `strftime_now`, its `tojson`, blocks
+//! trimmed as its environment trims them) renders them. A model
 //! without a template gets ChatML.
 //!
 //! A template is code from a downloaded file, so a render is bounded: at
@@ -11,7 +12,9 @@
 //! [`MAX_RENDERED_BYTES`] of output. Beyond either it is an error naming the
 //! limit, never a hang or a runaway allocation.
 
+use super::python_json::{to_python_json, PythonJsonStyle};
 use anyhow::{Context, Result};
+use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -54,6 +57,7 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.set_fuel(Some(RENDER_FUEL));
+        env.add_filter("tojson", python_tojson);
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
             Err(Error::new(ErrorKind::InvalidOperation, message))
         });
@@ -90,6 +94,46 @@ impl ChatTemplate {
             ),
             Err(e) => Err(anyhow::anyhow!("cannot render the chat template: {e:#}")),
         }
+    }
+}
+
+/// transformers' `tojson`: `json.dumps(value, ensure_ascii=False, indent=None,
+/// separators=None, sort_keys=False)`, spelled as Python spells it.
+fn python_tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    let ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    let separators: Option<Vec<String>> = kwargs.get("separators")?;
+    kwargs.assert_all_used()?;
+    let separators = match separators.as_deref() {
+        None => None,
+        Some([item, key]) => Some((item.clone(), key.clone())),
+        Some(_) => return Err(Error::new(ErrorKind::InvalidOperation, "tojson separators must be (item, key)")),
+    };
+    let style = PythonJsonStyle { indent, ensure_ascii: ensure_ascii.unwrap_or(false), separators };
+    let written = if sort_keys.unwrap_or(false) {
+        let plain = serde_json::to_value(value).map_err(json_error)?;
+        to_python_json(&sorted_keys(plain), &style)
+    } else {
+        to_python_json(value, &style)
+    };
+    written.map(Value::from_safe_string).map_err(json_error)
+}
+
+fn json_error(e: serde_json::Error) -> Error {
+    Error::new(ErrorKind::InvalidOperation, "cannot write the value as JSON").with_source(e)
+}
+
+/// `value` with every object's keys in sorted order.
+fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted_keys(v))).collect())
+        }
+        serde_json::Value::Array(items) => serde_json::Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod generation;
 pub mod model;
 pub mod perplexity;
 pub mod prompt_cache;
+pub mod python_json;
 pub mod sampling;
 pub mod stop_strings;
 pub mod tokenizer;
