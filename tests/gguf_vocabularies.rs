@@ -12,7 +12,8 @@ use cake::formats::gguf::GgufFile;
 use cake::text::tokenizer::TextTokenizer;
 use std::path::PathBuf;
 
-/// The vocabularies of families Cake serves that have test strings.
+/// The vocabularies of families Cake serves that have test strings, and
+/// BERT's WordPiece (embedding models).
 const CHECKED: &[&str] = &[
     "llama-spm",
     "phi-3",
@@ -27,6 +28,7 @@ const CHECKED: &[&str] = &[
     "command-r",
     "mpt",
     "refact",
+    "bert-bge",
 ];
 
 fn vocab_dir() -> PathBuf {
@@ -85,7 +87,8 @@ fn every_vocabulary_gives_the_reference_ids_on_every_test_string() {
 #[test]
 fn decoding_the_reference_ids_gives_back_each_test_string() {
     let mut wrong = Vec::new();
-    for name in CHECKED {
+    // WordPiece lowercases and drops what it cannot spell, by design.
+    for name in CHECKED.iter().filter(|&&name| name != "bert-bge") {
         let tokenizer = tokenizer(name).unwrap();
         for (text, ids) in cases(name) {
             let decoded = tokenizer.decode(&ids, false).unwrap();
@@ -109,6 +112,7 @@ fn each_vocabulary_adds_its_own_bos_where_it_asks_to() {
         ("command-r", &[5, 28339]),
         ("qwen2", &[9707]),
         ("gpt-2", &[15496]),
+        ("bert-bge", &[101, 7592, 102]),
     ];
     for (name, ids) in expected {
         let got = tokenizer(name).unwrap().encode("Hello", true).unwrap();
@@ -143,7 +147,7 @@ fn vocabularies_without_test_strings_load() {
 
 #[test]
 fn tokenizer_models_cake_cannot_read_are_refused_by_name() {
-    for (name, model) in [("bert-bge", "`bert`"), ("gemma-4", "`gemma4`"), ("nomic-bert-moe", "`t5`")] {
+    for (name, model) in [("gemma-4", "`gemma4`"), ("nomic-bert-moe", "`t5`")] {
         let err = format!("{:#}", tokenizer(name).err().unwrap_or_else(|| panic!("{name} was accepted")));
         assert!(err.contains(model) && err.contains(&format!("ggml-vocab-{name}.gguf")), "{name}: {err}");
     }

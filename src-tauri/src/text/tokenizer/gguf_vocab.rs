@@ -14,6 +14,8 @@ pub enum VocabModel {
     ByteLevelBpe,
     /// `llama`: SentencePiece pieces merged by score, with byte fallback.
     SentencePiece,
+    /// `bert`: WordPiece, longest piece first (BERT-style embedding models).
+    WordPiece,
 }
 
 impl VocabModel {
@@ -22,9 +24,10 @@ impl VocabModel {
         match name {
             Some("gpt2") => Ok(Self::ByteLevelBpe),
             Some("llama") => Ok(Self::SentencePiece),
+            Some("bert") => Ok(Self::WordPiece),
             Some(other) => bail!(
                 "{origin}: tokenizer model `{other}` is not supported (supported: `gpt2` byte-level BPE, \
-                 `llama` SentencePiece)"
+                 `llama` SentencePiece, `bert` WordPiece)"
             ),
             None => bail!("{origin}: the file has no `tokenizer.ggml.model`, so its vocabulary cannot be read"),
         }
@@ -128,7 +131,7 @@ impl GgufVocab {
                     _ => bail!("{origin}: malformed merge `{m}` in `tokenizer.ggml.merges`"),
                 })
                 .collect::<Result<_>>()?,
-            VocabModel::SentencePiece => Vec::new(),
+            VocabModel::SentencePiece | VocabModel::WordPiece => Vec::new(),
         };
         check_unique(&origin, &tokens)?;
         let id = |key: &str| -> Result<Option<u32>> {
@@ -140,6 +143,10 @@ impl GgufVocab {
         };
         let (default_bos, default_eos, default_unknown) = match model {
             VocabModel::SentencePiece => (Some(1), Some(2), Some(0)),
+            // BERT's [CLS] and [SEP] open and close each text.
+            VocabModel::WordPiece => {
+                (id("tokenizer.ggml.cls_token_id")?, id("tokenizer.ggml.seperator_token_id")?, None)
+            }
             VocabModel::ByteLevelBpe => (None, None, None),
         };
         let bos = id("tokenizer.ggml.bos_token_id")?.or(default_bos.filter(|&i| i < count as u32));

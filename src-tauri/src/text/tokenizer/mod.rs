@@ -12,6 +12,7 @@ mod chat_text;
 pub mod gguf_vocab;
 pub mod pre_split;
 mod sentencepiece;
+mod word_piece;
 
 use crate::formats::gguf::GgufFile;
 use anyhow::{anyhow, bail, Context, Result};
@@ -61,10 +62,11 @@ impl TextTokenizer {
         let (mut inner, adds_bos_by_default) = match vocab.model {
             VocabModel::ByteLevelBpe => byte_level_bpe::build(&vocab)?,
             VocabModel::SentencePiece => sentencepiece::build(&vocab)?,
+            VocabModel::WordPiece => word_piece::build(&vocab, file)?,
         };
         add_vocabulary_specials(&mut inner, &vocab)?;
         let add_bos = vocab.add_bos.unwrap_or(adds_bos_by_default);
-        let add_eos = vocab.add_eos.unwrap_or(false);
+        let add_eos = vocab.add_eos.unwrap_or(vocab.model == VocabModel::WordPiece);
         let edge = |add: bool, id: Option<u32>, what: &str| -> Result<Option<(String, u32)>> {
             match (add, id) {
                 (false, _) => Ok(None),
