@@ -5,7 +5,8 @@ replies and accuracy, both engines on the same file in one run.
 - token ids: every test string of llama.cpp's tokenizer suite (the
   `ggml-vocab-llama-spm.gguf.inp` strings, fetched by
   scripts/fetch_llama_vocabs.py) plus a few chat lines, tokenized with the
-  model's BOS by `cake run --json` and by llama.cpp (`special=False`);
+  model's BOS by `cake run --json` and by llama.cpp (specials parsed, as
+  both read a prompt);
 - greedy replies: a few prompts, up to `--reply-tokens` tokens each, Cake's
   `cake run --temperature 0` against llama.cpp's argmax decoding; where
   they part, how close the two choices were in llama.cpp's logits, and how
@@ -54,7 +55,9 @@ def compare_tokens(cake: str, model: Path, llm) -> tuple[int, list[str]]:
     differing = []
     for text in texts:
         ours = cake_run(cake, model, "--prompt", text, "--max-tokens", "1")["prompt_tokens"]
-        theirs = llm.tokenize(text.encode(), add_bos=True, special=False)
+        # Special tokens parsed on both sides, as `cake run --prompt` and
+        # llama.cpp's own programs read a prompt.
+        theirs = llm.tokenize(text.encode(), add_bos=True, special=True)
         if ours != theirs:
             differing.append(f"{text!r}: cake {ours} llama.cpp {theirs}")
     return len(texts), differing

@@ -476,9 +476,10 @@ test("speech: a Realtime preset voice plays while it is made, and a long script 
   const slot = page.locator('[data-testid="speech-voice-slot"]').first();
   await slot.locator('[data-testid="speech-voice-select"]').selectOption(await item.getAttribute("data-voice-id"));
 
-  // A story of 120 sentences: many pieces, and long enough in the making
-  // (about a second for this tiny model) to hear it while it is made.
-  const script = Array.from({ length: 120 }, (_, i) => `This is sentence number ${i + 1} of the story.`).join(" ");
+  // A story of 360 sentences: many pieces, and long enough in the making
+  // (about three seconds for this tiny model; 120 sentences were once made
+  // before the page was first sampled) to hear it while it is made.
+  const script = Array.from({ length: 360 }, (_, i) => `This is sentence number ${i + 1} of the story.`).join(" ");
   await page.locator('[data-testid="speech-script"]').fill(script);
   const settings = page.locator('[data-testid="speech-settings"]');
   if (!(await settings.evaluate((el) => el.open))) await settings.locator("summary").click();
