@@ -54,3 +54,35 @@ fn every_template_renders_every_conversation_as_transformers_does() {
     assert!(cases.len() >= 100, "the reference holds {} renders", cases.len());
     assert!(wrong.is_empty(), "{} of {} renders differ:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
 }
+
+/// Gemma files without a template (base models) get Gemma's turns: on every
+/// conversation Gemma 2's real template accepts, the same text as
+/// transformers renders with it.
+#[test]
+fn gemma_fallback_renders_as_gemmas_own_template() {
+    use cake::text::chat_template::{fallback_template, GEMMA_TURNS};
+    let gemma_vocab = ["<start_of_turn>", "<end_of_turn>"];
+    assert_eq!(fallback_template(|t| gemma_vocab.contains(&t)), GEMMA_TURNS);
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("chat_templates/reference.json")).unwrap()).unwrap();
+    let fallback = ChatTemplate::new(Some(GEMMA_TURNS), Some("<bos>"), Some("<eos>")).unwrap();
+    let mut compared = 0;
+    for case in reference["cases"].as_array().unwrap() {
+        let (Some(expected), "google-gemma-2-2b-it.jinja") =
+            (case["text"].as_str(), case["template"].as_str().unwrap())
+        else {
+            continue;
+        };
+        let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let rendered = fallback.render(&messages, case["add_generation_prompt"].as_bool().unwrap()).unwrap();
+        assert_eq!(rendered, expected, "{}", case["conversation"]);
+        compared += 1;
+    }
+    assert!(compared >= 6, "compared {compared} renders");
+    // A system prompt, which Gemma's templates fold into the first user turn.
+    let with_system = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
+    assert_eq!(
+        fallback.render(&with_system, true).unwrap(),
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+    );
+}

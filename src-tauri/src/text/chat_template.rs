@@ -41,6 +41,20 @@ pub const MAX_RENDERED_BYTES: usize = 64 << 20;
 /// The template used when a model ships none.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+/// Gemma's turns, for a Gemma file that ships no template (base models):
+/// the system prompt opens the first user turn, as Gemma's own templates do.
+pub const GEMMA_TURNS: &str = "{{ bos_token }}{% set ns = namespace(system='') %}{% for message in messages %}{% if message['role'] == 'system' %}{% set ns.system = message['content'] | trim + '\n\n' %}{% else %}{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\n' + ns.system + message['content'] | trim + '<end_of_turn>\n' }}{% set ns.system = '' %}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
+
+/// The template for a model that ships none: its family's turn markers
+/// where its vocabulary has them (`is_token` says which), else ChatML.
+pub fn fallback_template(is_token: impl Fn(&str) -> bool) -> &'static str {
+    if is_token("<start_of_turn>") && is_token("<end_of_turn>") && !is_token("<|im_start|>") {
+        GEMMA_TURNS
+    } else {
+        CHATML
+    }
+}
+
 pub struct ChatTemplate {
     env: Environment<'static>,
     pub bos_token: String,

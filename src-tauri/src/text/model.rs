@@ -4,7 +4,7 @@
 //! file and detects everything else: the architecture, the stored dtype, the
 //! tokenizer, the chat template and the end-of-sequence ids.
 
-use super::chat_template::ChatTemplate;
+use super::chat_template::{fallback_template, ChatTemplate};
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::context::PREFILL_CHUNK;
@@ -145,11 +145,13 @@ impl TextModel {
         self.tokenizer.as_ref().with_context(|| format!("{}: the model has no tokenizer", self.path.display()))
     }
 
-    /// The model's chat template (ChatML when it has none).
+    /// The model's chat template (when it has none, its family's turns
+    /// where the vocabulary has their markers, else ChatML).
     pub fn chat_template(&self) -> Result<ChatTemplate> {
         let tok = self.tokenizer.as_ref();
+        let fallback = fallback_template(|text| tok.and_then(|t| t.token_id(text)).is_some());
         ChatTemplate::new(
-            self.chat_template_source.as_deref(),
+            Some(self.chat_template_source.as_deref().unwrap_or(fallback)),
             tok.and_then(|t| t.bos_token.as_deref()),
             tok.and_then(|t| t.eos_token.as_deref()),
         )
