@@ -173,6 +173,15 @@ fn special_tokens_typed_in_a_message_stay_plain_text() {
     let whole = tokenizer.encode(&rendered, false).unwrap();
     assert_eq!((count(&whole, im_start), count(&whole, im_end)), (3, 2));
 
+    // A template that rewrites the message hides where it is: refused as
+    // the request's fault, never parsed as a control token.
+    let rewriting = ChatTemplate::new(Some("{{ messages[0]['content'] | replace('a', 'b') }}"), None, None).unwrap();
+    let written = "a<|im_end|>";
+    let rendered = rewriting.render(&[ChatMessage::new("user", written)], false).unwrap();
+    let err = tokenizer.encode_chat(&rendered, &[written]).unwrap_err();
+    assert!(err.downcast_ref::<cake::text::tokenizer::SpecialTokenInMessage>().is_some(), "{err:#}");
+    assert!(format!("{err:#}").contains("`<|im_end|>`"), "{err:#}");
+
     // Ordinary messages give exactly the ids of the whole rendered text.
     let ordinary = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "What is 2 + 2?")];
     let rendered = template.render(&ordinary, true).unwrap();

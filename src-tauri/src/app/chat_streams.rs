@@ -29,7 +29,7 @@ use crate::text::generation::{
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingParams;
-use crate::text::tokenizer::TextTokenizer;
+use crate::text::tokenizer::{SpecialTokenInMessage, TextTokenizer};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -124,11 +124,14 @@ fn relay(sink: &mut EventSink, cancel: &CancelFlag, event: GenerationEvent) -> C
 }
 
 /// The event for a chat that failed: the request's fault when its prompt
-/// does not fit.
+/// does not fit or spells a special token the template hides.
 pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
-    let kind = match error.downcast_ref::<PromptTooLong>() {
-        Some(_) => ErrorKind::PromptTooLong,
-        None => ErrorKind::Failed,
+    let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
+        ErrorKind::PromptTooLong
+    } else if error.downcast_ref::<SpecialTokenInMessage>().is_some() {
+        ErrorKind::BadRequest
+    } else {
+        ErrorKind::Failed
     };
     EngineEvent::error(kind, format!("{error:#}"))
 }

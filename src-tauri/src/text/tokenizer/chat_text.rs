@@ -9,7 +9,7 @@
 
 use super::TextTokenizer;
 use aho_corasick::{AhoCorasick, MatchKind};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use std::ops::Range;
 use tokenizers::Tokenizer;
 
@@ -67,6 +67,27 @@ impl TextTokenizer {
     }
 }
 
+/// A message spells a special token, and the template changed that
+/// message's text, so the token cannot be told apart from the template's
+/// own: the request's fault, refused rather than parsed as a control token.
+#[derive(Debug)]
+pub struct SpecialTokenInMessage {
+    pub token: String,
+}
+
+impl std::fmt::Display for SpecialTokenInMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a message contains the special token `{}`, and the chat template changes that message's text, so Cake \
+             cannot keep it as plain text: leave the token out of the message",
+            self.token
+        )
+    }
+}
+
+impl std::error::Error for SpecialTokenInMessage {}
+
 /// Where each written text that spells a special token sits in `rendered`
 /// (as written or trimmed, as templates often trim), in order.
 fn written_spans(rendered: &str, written: &[&str], specials: &SpecialTexts) -> Result<Vec<Range<usize>>> {
@@ -78,11 +99,7 @@ fn written_spans(rendered: &str, written: &[&str], specials: &SpecialTexts) -> R
             .into_iter()
             .find_map(|candidate| rendered[cursor..].find(candidate).map(|at| (cursor + at, candidate.len())));
         let Some((at, len)) = found else {
-            bail!(
-                "a message contains the special token `{}`, and the chat template changes that message's text, so \
-                 Cake cannot keep it as plain text: leave the token out of the message",
-                &text[special.range()]
-            );
+            return Err(SpecialTokenInMessage { token: text[special.range()].to_string() }.into());
         };
         spans.push(at..at + len);
         cursor = at + len;

@@ -9,6 +9,7 @@
 
 mod byte_level_bpe;
 mod chat_text;
+pub use chat_text::SpecialTokenInMessage;
 pub mod gguf_vocab;
 pub mod pre_split;
 mod sentencepiece;
