@@ -26,9 +26,13 @@ model:
 
 ## llama.cpp's tokenizer test vocabularies (tests/gguf_vocabularies.rs),
 ## fetched once from llama-cpp-python's source archive on PyPI into
-## ~/.cache/cake-test (pinned by SHA-256).
+## ~/.cache/cake-test (pinned by SHA-256), and the tiny fixtures rebuilt
+## around the real ones (tests/real_vocab_models.rs; numpy and gguf only).
 vocabs:
 	$(PYTHON) scripts/fetch_llama_vocabs.py
+	$(PYTHON) -m venv .venv-vocab
+	.venv-vocab/bin/pip install --quiet numpy==2.4.6 gguf==0.19.0
+	.venv-vocab/bin/python tests/fixtures/real_vocab_models.py
 
 ## System packages the build needs (only installs what is missing).
 deps:
@@ -127,6 +131,8 @@ fixtures: model
 	.venv-ref/bin/pip install --quiet torch transformers accelerate gguf tokenizers
 	.venv-ref/bin/python tests/fixtures/generate_tiny_models.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_smollm2_reference.py
+	$(PYTHON) scripts/fetch_llama_vocabs.py
+	.venv-ref/bin/python tests/fixtures/generate_real_vocab_references.py
 
 ## Regenerate the tiny VibeVoice fixture with Microsoft's package (see docs/vibevoice.md).
 fixtures-vibevoice:

@@ -214,6 +214,9 @@ macro_rules! gguf_tests {
 }
 
 gguf_tests! {
+    llama_tied_gguf => "llama_tied",
+    qwen2_gguf => "qwen2",
+    qwen3_gguf => "qwen3",
     olmo2_gguf => "olmo2",
     phi3_window_gguf => "phi3_window",
     phi4_mini_longrope_gguf => "phi4_mini_longrope",
