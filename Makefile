@@ -13,26 +13,29 @@ export CARGO_INCREMENTAL ?= 0
 TOOLS := $(CURDIR)/.tools
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
-.PHONY: run test model vocabs deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime fixtures-luxtts bench fuzz
+.PHONY: run test model real-files deps ui build dist lint lint-rest engine-test ui-test e2e e2e-browser e2e-openai e2e-desktop e2e-package fixtures fixtures-vibevoice fixtures-vibevoice-realtime fixtures-luxtts bench fuzz
 
 run: build model
 	./target/release/cake
 
-test: deps model vocabs ui lint-rest engine-test ui-test e2e
+test: deps model real-files ui lint-rest engine-test ui-test e2e
 
 ## The embedded default model, fetched once into the app's data folder.
 model:
 	$(PYTHON) scripts/fetch_default_model.py
 
-## llama.cpp's tokenizer test vocabularies (tests/gguf_vocabularies.rs),
-## fetched once from llama-cpp-python's source archive on PyPI into
-## ~/.cache/cake-test (pinned by SHA-256), and the tiny fixtures rebuilt
-## around the real ones (tests/real_vocab_models.rs; numpy and gguf only).
-vocabs:
+## Published files the tests read, fetched once into ~/.cache/cake-test
+## (each pinned by SHA-256): llama.cpp's tokenizer test vocabularies
+## (tests/gguf_vocabularies.rs) from llama-cpp-python's source archive on
+## PyPI, the tiny fixtures rebuilt around the real ones
+## (tests/real_vocab_models.rs; numpy and gguf only), and Gemma 3 270M
+## Q4_K_M as published (tests/real_gemma3.rs; 253 MB from four PyPI wheels).
+real-files:
 	$(PYTHON) scripts/fetch_llama_vocabs.py
 	$(PYTHON) -m venv .venv-vocab
 	.venv-vocab/bin/pip install --quiet numpy==2.4.6 gguf==0.19.0
 	.venv-vocab/bin/python tests/fixtures/real_vocab_models.py
+	$(PYTHON) scripts/fetch_gemma3_270m.py
 
 ## System packages the build needs (only installs what is missing).
 deps:

@@ -11,14 +11,14 @@ without building it), and extracts only those files into
 `tests/gguf_vocabularies.rs` reads. A second run finds them and does nothing.
 """
 
-import hashlib
 import os
 import shutil
 import sys
 import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
+
+from pinned_download import cache_root, download
 
 VERSION = "0.3.36"
 URL = (
@@ -34,20 +34,7 @@ COMPLETE = ".complete"
 def target_dir() -> Path:
     if os.environ.get("CAKE_LLAMA_VOCABS"):
         return Path(os.environ["CAKE_LLAMA_VOCABS"])
-    return Path.home() / f".cache/cake-test/llama-vocabs-{VERSION}"
-
-
-def download(into: Path) -> Path:
-    archive = into / "sdist.tar.gz"
-    digest = hashlib.sha256()
-    print(f"downloading llama-cpp-python {VERSION}'s source archive from PyPI …", flush=True)
-    with urllib.request.urlopen(URL, timeout=60) as response, open(archive, "wb") as out:
-        while block := response.read(1 << 20):
-            digest.update(block)
-            out.write(block)
-    if digest.hexdigest() != SHA256:
-        raise SystemExit(f"error: {URL} has SHA-256 {digest.hexdigest()}, expected {SHA256}")
-    return archive
+    return cache_root() / f"llama-vocabs-{VERSION}"
 
 
 def main() -> int:
@@ -57,7 +44,7 @@ def main() -> int:
         return 0
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        archive = download(Path(tmp))
+        archive = download(URL, SHA256, Path(tmp))
         staged = Path(tmp) / "vocabs"
         staged.mkdir()
         count = 0

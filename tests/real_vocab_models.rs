@@ -2,7 +2,7 @@
 //! vocabularies: Llama 3's, Qwen2's (Qwen2, Qwen3, Qwen3-MoE, Qwen3-Next),
 //! Qwen3.5's and Phi-3's SentencePiece one, from llama.cpp's tokenizer suite.
 //!
-//! `tests/fixtures/real_vocab_models.py` (run by `make vocabs`) writes each
+//! `tests/fixtures/real_vocab_models.py` (run by `make real-files`) writes each
 //! model into `~/.cache/cake-test/real-vocab-models` (`$CAKE_REAL_VOCAB_MODELS`
 //! overrides): the fixture's llama.cpp conversion with the vocabulary's
 //! `tokenizer.*` keys and embedding rows for every token.
