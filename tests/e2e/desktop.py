@@ -186,6 +186,43 @@ def follow_check(driver: WebDriver):
     print("the view followed replies 2 to 6 to their end")
 
 
+def gemma3_path() -> Path:
+    """The published Gemma 3 270M file `make real-files` fetched."""
+    return Path(os.environ.get("CAKE_GEMMA3_270M")
+                or Path.home() / ".cache/cake-test/gemma-3-270m-q4_k_m.gguf")
+
+
+def real_gemma_check(driver: WebDriver):
+    """A published SentencePiece model in the window: Gemma 3 270M, picked in
+    the model menu, answers a new conversation in Gemma's turns (the file has
+    no chat template) without showing a turn marker."""
+    options = driver.run("return [...document.querySelectorAll('[data-testid=\"model-select\"] option')]"
+                         ".map(o => [o.value, o.textContent]);")
+    [gemma] = [value for value, text in options if "gemma" in (value + text).lower()]
+    click(driver, '[data-testid="new-conversation"]')
+    driver.run("const s = document.querySelector('[data-testid=\"model-select\"]');"
+               "s.value = arguments[0]; s.dispatchEvent(new Event('change', {bubbles: true}));", gemma)
+    box = driver.find('[data-testid="chat-input"]')
+    driver.type_into(box, "Name three colors.\ue007")
+    wait_for(driver, "return document.querySelectorAll('[data-testid=\"reply-stats\"]').length >= 1 && "
+             "!document.querySelector('[data-testid=\"stop-button\"]')", "Gemma's reply", timeout=180)
+    reply = driver.run("const m = [...document.querySelectorAll('[data-testid=\"message\"][data-role=\"assistant\"]')];"
+                       "return m.length ? m[m.length - 1].innerText : '';")
+    assert reply.strip(), "Gemma's reply is empty"
+    for marker in ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>"):
+        assert marker not in reply, f"{marker} shown in Gemma's reply: {reply!r}"
+    driver.screenshot(OUT / "desktop-gemma3.png")
+    print(f"Gemma 3 270M (published Q4_K_M) in the window: {reply.strip()[:80]!r}")
+    # The checks after this one expect the default model in memory.
+    row = '[data-testid="model-row"][data-model-id="default"]'
+    click(driver, '[data-testid="models-button"]')
+    click(driver, f'{row} [data-testid="model-load"]')
+    driver.find(f'{row} [data-testid="model-loaded"]', timeout=180)
+    click(driver, '[data-testid="new-conversation"]')
+    driver.run("const s = document.querySelector('[data-testid=\"model-select\"]');"
+               "s.value = 'default'; s.dispatchEvent(new Event('change', {bubbles: true}));")
+
+
 def openai_api_check(driver: WebDriver):
     """The Models screen's switch serves the OpenAI API on loopback, only with the key it shows, and stops."""
     import urllib.error
@@ -355,6 +392,8 @@ def main() -> int:
             time.sleep(1.0)
         (tmp / "data" / "models").mkdir(parents=True)
         (tmp / "data" / "models" / default_model().name).symlink_to(default_model())
+        # Gemma 3 as imported by an earlier session (the library's list of imported files).
+        (tmp / "data" / "imports.json").write_text(json.dumps([str(gemma3_path())]))
         env.update(CAKE_DATA_DIR=str(tmp / "data"), HF_HUB_CACHE=str(tmp / "hf"), RAYON_NUM_THREADS="2",
                    XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"))
         port, native_port = free_port(), free_port()
@@ -406,6 +445,7 @@ def main() -> int:
             window_extras_check(driver, env)
             openai_api_check(driver)
             hostile_markdown_check(driver)
+            real_gemma_check(driver)
             cluster_check(driver, cake, tmp, env, processes, screen)
             second_launch_check(cake, env)
             start_at_login_check(driver, tmp)
