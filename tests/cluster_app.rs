@@ -14,13 +14,13 @@ use serde_json::{json, Value};
 use std::process::{Child, Stdio};
 
 fn call(server: &Server, command: &str, args: Value) -> Value {
-    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    let (status, body) = server.post(&format!("/app/{command}"), &args);
     assert_eq!(status, 200, "{command}: {body}");
     body
 }
 
 fn call_error(server: &Server, command: &str, args: Value) -> String {
-    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    let (status, body) = server.post(&format!("/app/{command}"), &args);
     assert_eq!(status, 400, "{command} should fail: {body}");
     body["error"]["message"].as_str().unwrap().to_string()
 }
@@ -118,7 +118,7 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
         // Loading a model spreads it over both machines (the default model: with
         // 30 layers the planner splits them whatever the machines' measured speeds).
         let entry = json!({"id": "default"});
-        let (status_code, events) = master_app.stream("/api/load_model", &json!({"id": entry["id"]}), |_, _| true);
+        let (status_code, events) = master_app.stream("/app/load_model", &json!({"id": entry["id"]}), |_, _| true);
         assert_eq!(status_code, 200);
         assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
         assert!(
@@ -142,7 +142,7 @@ fn an_app_joins_as_worker_and_another_spreads_a_model_over_it() {
 
         // A reply runs through the worker, which reports the master's session.
         let (code, events) = master_app.stream(
-            "/api/chat",
+            "/app/chat",
             &json!({"model_id": entry["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "sampling": {"temperature": 0}}),
             |_, _| true,
         );
@@ -242,12 +242,12 @@ fn a_worker_added_by_address_is_remembered_and_joins_the_plan() {
             preview["chosen"].as_u64().is_some() && preview["reason"].as_str().unwrap().contains("tok/s"),
             "{preview}"
         );
-        let (code, body) = master_app.post("/api/preview_cluster", &json!({"model_id": "no-such-model"}));
+        let (code, body) = master_app.post("/app/preview_cluster", &json!({"model_id": "no-such-model"}));
         assert_eq!(code, 404, "{body}");
 
         // Loading spreads the model over this machine and the added worker;
         // the silent address is left out rather than failing the load.
-        let (code, events) = master_app.stream("/api/load_model", &json!({"id": "default"}), |_, _| true);
+        let (code, events) = master_app.stream("/app/load_model", &json!({"id": "default"}), |_, _| true);
         assert_eq!(code, 200);
         assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
         let status = call(&master_app, "cluster_status", json!({}));

@@ -340,7 +340,7 @@ fn cake_serve_answers_through_the_cluster() {
     });
     let together: Vec<(String, u64, u64)> = std::thread::scope(|scope| {
         let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| chat(p))).collect();
-        let (status, payloads) = server.stream("/api/chat", &long, |i, _| i < 3);
+        let (status, payloads) = server.stream("/app/chat", &long, |i, _| i < 3);
         assert_eq!((status, payloads.len()), (200, 4));
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -348,7 +348,7 @@ fn cake_serve_answers_through_the_cluster() {
     assert_eq!(together.iter().map(|(text, _, _)| text.clone()).collect::<Vec<_>>(), alone);
     assert!(together.iter().any(|&(_, n, _)| n >= 2), "never decoded together over the cluster: {together:?}");
     assert!(together.iter().any(|&(_, _, g)| g == 2), "steps never pipelined over the cluster: {together:?}");
-    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let (_, cluster) = server.post("/app/cluster_status", &serde_json::json!({}));
     assert_eq!(cluster["run"]["decode_steps"]["pipelined"], true, "the cluster view says so: {cluster}");
 
     // A conversation sharing the last one's system prompt starts from a
@@ -465,8 +465,8 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     let mut noticed_at = None;
     let mut tokens = 0;
     let ((status, events), (other_status, other_events)) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| server.stream("/api/chat", &other, |_, _| true));
-        let first = server.stream("/api/chat", &request, |_, payload| {
+        let other = scope.spawn(|| server.stream("/app/chat", &other, |_, _| true));
+        let first = server.stream("/app/chat", &request, |_, payload| {
             tokens += usize::from(payload.contains("\"token\""));
             if tokens == 8 && killed_at.is_none() {
                 doomed.child.kill().unwrap(); // SIGKILL
@@ -496,7 +496,7 @@ fn the_app_continues_a_reply_when_a_worker_dies() {
     let groups = |done: &Value| done["stats"]["groups_in_flight"].as_u64().unwrap_or(1);
     assert!(groups(&done).max(groups(&other_done)) == 2, "never pipelined: {done} {other_done}");
     // The cluster view names the lost machine; the next reply re-plans without it.
-    let (_, status) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let (_, status) = server.post("/app/cluster_status", &serde_json::json!({}));
     let stages = status["run"]["stages"].as_array().unwrap();
     assert!(stages.iter().all(|s| s["node"] != "doomed"), "re-planned without the lost worker: {status}");
     assert!(stages.iter().any(|s| s["node"] == "steady"), "{status}");
@@ -557,7 +557,7 @@ fn workers_lost_one_after_another_leave_the_cluster_serving_with_those_left() {
         &serde_json::json!({"model": "default", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}),
     );
     assert_eq!(status, 200, "served by the machines left: {reply}");
-    let (_, view) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let (_, view) = server.post("/app/cluster_status", &serde_json::json!({}));
     let state = |name: &str| {
         let machines = view["machines"].as_array().unwrap();
         machines.iter().find(|m| m["name"] == name).map(|m| m["state"].clone()).unwrap_or_default()

@@ -764,7 +764,7 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
                                   "temperature": 0, "max_tokens": 8});
     let (status, reply) = server.post("/v1/chat/completions", &chat);
     assert_eq!(status, 200, "{reply}");
-    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let (_, cluster) = server.post("/app/cluster_status", &serde_json::json!({}));
     let rogue = &cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned();
     let rogue = rogue.as_ref().unwrap_or_else(|| panic!("{cluster}"));
     assert!(rogue["layers"][1].as_u64() > rogue["layers"][0].as_u64(), "its claim won it layers first: {cluster}");
@@ -773,11 +773,11 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     assert!(rogue["speed_doubt"].as_str().unwrap().contains("claims 1000.0 GB/s"), "{cluster}");
 
     // Loaded again, the model is planned with the measured speed: the slow worker gets far less.
-    let (status, answer) = server.post("/api/unload_model", &serde_json::json!({}));
+    let (status, answer) = server.post("/app/unload_model", &serde_json::json!({}));
     assert_eq!(status, 200, "{answer}");
-    let (status, events) = server.stream("/api/load_model", &serde_json::json!({"id": "default"}), |_, _| true);
+    let (status, events) = server.stream("/app/load_model", &serde_json::json!({"id": "default"}), |_, _| true);
     assert_eq!(status, 200, "{events:?}");
-    let (_, cluster) = server.post("/api/cluster_status", &serde_json::json!({}));
+    let (_, cluster) = server.post("/app/cluster_status", &serde_json::json!({}));
     let replanned =
         cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned().unwrap();
     let count = |stage: &serde_json::Value| stage["layers"][1].as_u64().unwrap() - stage["layers"][0].as_u64().unwrap();

@@ -12,9 +12,11 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 const REPO: &str = "tiny-org/tiny-qwen2";
+/// The fixture's llama.cpp conversion, which the safetensors repo it stands for would not hold.
+const NOT_IN_REPO: &[&str] = &["model-f32.gguf"];
 
 fn hub(behaviour: Behaviour) -> FakeHub {
-    FakeHub::start(&fixture("tiny/qwen2"), behaviour)
+    FakeHub::start_repos(&[("*", &fixture("tiny/qwen2"), NOT_IN_REPO)], behaviour)
 }
 
 fn blobs(cache: &Path) -> Vec<String> {
@@ -128,7 +130,7 @@ fn serve_streams_download_progress_then_the_model() {
         &[],
         &[("HF_ENDPOINT", &hub.endpoint)],
     );
-    let (status, payloads) = server.stream("/api/download_model", &json!({"repo_id": REPO}), |_, _| true);
+    let (status, payloads) = server.stream("/app/download_model", &json!({"repo_id": REPO}), |_, _| true);
     assert_eq!(status, 200);
     let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
     assert!(events.iter().any(|e| e["type"] == "progress" && e["total_bytes"].as_u64().unwrap() > 0));
@@ -224,7 +226,8 @@ fn gguf_models_are_found_listed_downloaded_and_deleted_one_file_at_a_time() {
         "tokenizer_config.json",
     ];
     let qwen2 = fixture("tiny/qwen2");
-    let hub = FakeHub::start_repos(&[(GGUF_REPO, &folder, &not_gguf), (REPO, &qwen2, &[])], Behaviour::default());
+    let hub =
+        FakeHub::start_repos(&[(GGUF_REPO, &folder, &not_gguf), (REPO, &qwen2, NOT_IN_REPO)], Behaviour::default());
     let connection = HubConnection::new(&hub.endpoint, None);
 
     let found = connection.search_models("  moe ").unwrap();

@@ -188,7 +188,7 @@ fn closing_a_stream_cancels_the_reply() {
         "model_id": "default", "messages": [{"role": "user", "content": "Tell me a very long story."}],
         "sampling": {"temperature": 0.0}, "max_tokens": 2000,
     });
-    let (status, payloads) = server.stream("/api/chat", &body, |i, _| i < 3);
+    let (status, payloads) = server.stream("/app/chat", &body, |i, _| i < 3);
     assert_eq!(status, 200);
     assert_eq!(payloads.len(), 4);
     // The engine must be free again long before 2000 tokens could be generated.
@@ -206,7 +206,7 @@ fn app_chat_streams_tokens_then_stats() {
         "model_id": "default", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}],
         "sampling": {"temperature": 0.0}, "max_tokens": 12,
     });
-    let (status, payloads) = server.stream("/api/chat", &body, |_, _| true);
+    let (status, payloads) = server.stream("/app/chat", &body, |_, _| true);
     assert_eq!(status, 200);
     let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
     let tokens = events.iter().filter(|e| e["type"] == "token").count();
@@ -227,15 +227,15 @@ fn conversations_survive_a_restart() {
     });
     {
         let server = start(root.path());
-        let (status, _) = server.post("/api/save_conversation", &json!({"conversation": conversation}));
+        let (status, _) = server.post("/app/save_conversation", &json!({"conversation": conversation}));
         assert_eq!(status, 200);
     }
     let server = Server::start(&root.path().join("data"), &root.path().join("hf-cache"), &[]);
-    let (_, list) = server.post("/api/list_conversations", &json!({}));
+    let (_, list) = server.post("/app/list_conversations", &json!({}));
     assert_eq!(list["conversations"][0]["id"], "conv_1");
-    let (_, got) = server.post("/api/get_conversation", &json!({"id": "conv_1"}));
+    let (_, got) = server.post("/app/get_conversation", &json!({"id": "conv_1"}));
     assert_eq!(got, conversation);
-    let (status, body) = server.post("/api/get_conversation", &json!({"id": "../../etc/passwd"}));
+    let (status, body) = server.post("/app/get_conversation", &json!({"id": "../../etc/passwd"}));
     assert_eq!(status, 400, "{body}");
 }
 
@@ -251,25 +251,25 @@ fn importing_bad_files_is_refused_with_the_reason() {
     let empty = root.path().join("empty-folder");
     std::fs::create_dir(&empty).unwrap();
     for (path, reason) in [(&not_a_model, "not a GGUF"), (&truncated, "truncated"), (&empty, "no config.json")] {
-        let (status, body) = server.post("/api/import_model", &json!({"path": path}));
+        let (status, body) = server.post("/app/import_model", &json!({"path": path}));
         assert_eq!(status, 400, "{body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains(reason) && message.contains("is not a model"), "{message}");
     }
     // A real model folder imports, shows up, and chats.
     let tiny = fixture("tiny/qwen2");
-    let (status, entry) = server.post("/api/import_model", &json!({"path": tiny}));
+    let (status, entry) = server.post("/app/import_model", &json!({"path": tiny}));
     assert_eq!(status, 200, "{entry}");
     assert_eq!(entry["architecture"], "qwen2");
     assert_eq!(entry["status"], "complete");
-    let (_, list) = server.post("/api/list_models", &json!({}));
+    let (_, list) = server.post("/app/list_models", &json!({}));
     assert_eq!(list["models"].as_array().unwrap().len(), 2);
     let (status, reply) = server.post(
         "/v1/chat/completions",
         &json!({"model": entry["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}),
     );
     assert_eq!(status, 200, "{reply}");
-    let (status, _) = server.post("/api/delete_model", &json!({"id": entry["id"]}));
+    let (status, _) = server.post("/app/delete_model", &json!({"id": entry["id"]}));
     assert_eq!(status, 200);
     assert!(tiny.join("config.json").exists(), "forgetting an import keeps its files");
 }
@@ -278,13 +278,13 @@ fn importing_bad_files_is_refused_with_the_reason() {
 fn unknown_commands_and_bad_arguments_are_client_errors() {
     let root = tempfile::tempdir().unwrap();
     let server = start(root.path());
-    let (status, _) = server.post("/api/no_such_command", &json!({}));
+    let (status, _) = server.post("/app/no_such_command", &json!({}));
     assert_eq!(status, 404);
-    let (status, body) = server.post("/api/get_conversation", &json!({"wrong": 1}));
+    let (status, body) = server.post("/app/get_conversation", &json!({"wrong": 1}));
     assert_eq!(status, 400);
     assert!(body["error"]["message"].as_str().unwrap().contains("invalid arguments"));
     let (status, body) =
-        server.post("/api/chat", &json!({"model_id": "default", "messages": [{"role": "wizard", "content": "x"}]}));
+        server.post("/app/chat", &json!({"model_id": "default", "messages": [{"role": "wizard", "content": "x"}]}));
     assert_eq!(status, 400);
     assert!(body["error"]["message"].as_str().unwrap().contains("wizard"));
 }

@@ -53,11 +53,11 @@ fn concurrent_saves_of_one_conversation_lose_nothing_and_always_read_whole() {
                     let mut failures = Vec::new();
                     for version in 0..rounds {
                         let saved = conversation("shared", writer, version);
-                        let (status, body) = server.post("/api/save_conversation", &json!({"conversation": saved}));
+                        let (status, body) = server.post("/app/save_conversation", &json!({"conversation": saved}));
                         if status != 200 {
                             failures.push(format!("save {writer}/{version}: {status} {body}"));
                         }
-                        let (status, read) = server.post("/api/get_conversation", &json!({"id": "shared"}));
+                        let (status, read) = server.post("/app/get_conversation", &json!({"id": "shared"}));
                         if status != 200 || !read["messages"].is_array() {
                             failures.push(format!("read after {writer}/{version}: {status} {read}"));
                         }
@@ -71,8 +71,8 @@ fn concurrent_saves_of_one_conversation_lose_nothing_and_always_read_whole() {
     assert!(failures.is_empty(), "{} failures, first: {:?}", failures.len(), failures.first());
     // Once the writers are done, the last acknowledged save is what is there.
     let last = conversation("shared", 9, 999);
-    assert_eq!(server.post("/api/save_conversation", &json!({"conversation": last})).0, 200);
-    assert_eq!(server.post("/api/get_conversation", &json!({"id": "shared"})).1, last);
+    assert_eq!(server.post("/app/save_conversation", &json!({"conversation": last})).0, 200);
+    assert_eq!(server.post("/app/get_conversation", &json!({"id": "shared"})).1, last);
     assert_eq!(leftovers(&server.data_dir.join("conversations")), Vec::<String>::new());
 }
 
@@ -93,7 +93,7 @@ fn concurrent_imports_are_all_recorded() {
             .iter()
             .map(|copy| {
                 let server = &server;
-                scope.spawn(move || server.post("/api/import_model", &json!({"path": copy})))
+                scope.spawn(move || server.post("/app/import_model", &json!({"path": copy})))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -104,7 +104,7 @@ fn concurrent_imports_are_all_recorded() {
     let imports: Vec<String> =
         serde_json::from_slice(&std::fs::read(server.data_dir.join("imports.json")).unwrap()).unwrap();
     assert_eq!(imports.len(), 8, "{imports:?}");
-    let (_, listed) = server.post("/api/list_models", &json!({}));
+    let (_, listed) = server.post("/app/list_models", &json!({}));
     let imported = listed["models"].as_array().unwrap().iter().filter(|m| m["source"] == "imported").count();
     assert_eq!(imported, 8, "{listed}");
 }
@@ -126,7 +126,7 @@ fn a_server_killed_during_bursts_of_saves_keeps_every_acknowledged_one() {
                         let mut last = 0;
                         for version in 1.. {
                             let saved = conversation(&format!("c{writer}"), writer, version);
-                            match server.try_post("/api/save_conversation", &json!({"conversation": saved})) {
+                            match server.try_post("/app/save_conversation", &json!({"conversation": saved})) {
                                 Some(200) => last = version,
                                 _ => return last,
                             }
@@ -142,7 +142,7 @@ fn a_server_killed_during_bursts_of_saves_keeps_every_acknowledged_one() {
         assert!(acknowledged.iter().all(|&n| n > 0), "saves went through before the kill: {acknowledged:?}");
         let server = Server::start(&data, &hf, &[]);
         for (writer, last) in acknowledged.iter().enumerate() {
-            let (status, read) = server.post("/api/get_conversation", &json!({"id": format!("c{writer}")}));
+            let (status, read) = server.post("/app/get_conversation", &json!({"id": format!("c{writer}")}));
             assert_eq!(status, 200, "{read}");
             let version: usize = read["messages"][1]["content"].as_str().unwrap()[1..].parse().unwrap();
             // The save in flight at the kill may have landed too.
@@ -159,12 +159,12 @@ fn a_conversation_file_that_cannot_be_read_is_listed_as_damaged_and_kept() {
     let folder = server.data_dir.join("conversations");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("broken.json"), "{\"id\": \"broken\", \"messa").unwrap();
-    let (status, list) = server.post("/api/list_conversations", &json!({}));
+    let (status, list) = server.post("/app/list_conversations", &json!({}));
     assert_eq!(status, 200);
     let broken = &list["conversations"][0];
     assert_eq!(broken["id"], "broken");
     assert!(broken["damaged"].as_str().unwrap().contains("not valid JSON"), "{list}");
-    let (status, body) = server.post("/api/get_conversation", &json!({"id": "broken"}));
+    let (status, body) = server.post("/app/get_conversation", &json!({"id": "broken"}));
     assert_eq!(status, 500, "a damaged file is the server's problem, not a missing one: {body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("broken.json"), "{body}");
     assert!(folder.join("broken.json").exists());
@@ -291,7 +291,7 @@ fn greedy_requests_do_not_keep_a_short_one_waiting() {
         let short = json!({"model_id": "default", "max_tokens": 4, "sampling": {"temperature": 0},
             "messages": [{"role": "user", "content": "Say hi."}]});
         let (sent, mut first) = (Instant::now(), None);
-        let (status, payloads) = server.stream("/api/chat", &short, |_, payload| {
+        let (status, payloads) = server.stream("/app/chat", &short, |_, payload| {
             if first.is_none() && payload.contains("\"type\":\"token\"") {
                 first = Some(Instant::now());
             }
@@ -356,7 +356,7 @@ fn a_long_voice_prompt_in_studio_quality_uploads() {
     assert!(wav.len() > 23_000_000, "{} bytes", wav.len());
     let upload = json!({"name": "Studio", "file_base64": base64::engine::general_purpose::STANDARD.encode(&wav),
                         "file_name": "studio.wav"});
-    let (status, voice) = server.post("/api/add_voice", &upload);
+    let (status, voice) = server.post("/app/add_voice", &upload);
     assert_eq!(status, 200, "{voice}");
     assert!(voice["notice"].as_str().unwrap_or_default().contains("only its first 60 s"), "{voice}");
     // Other routes keep their 2 MB: a body is refused once past it (this
@@ -364,7 +364,7 @@ fn a_long_voice_prompt_in_studio_quality_uploads() {
     let mut stream = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let request = format!(
-        "POST /api/list_models HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {}\r\nContent-Type: application/json\r\n\
+        "POST /app/list_models HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n",
         server.port(),
         server.session_cookie(),

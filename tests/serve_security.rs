@@ -127,8 +127,8 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
         "sampling": {}, "messages": [{"role": "user", "content": "Hi"}],
         "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:01Z",
     });
-    assert_eq!(server.post("/api/save_conversation", &json!({"conversation": conversation})).0, 200);
-    assert_eq!(server.post("/api/set_cluster_settings", &json!({"key": "the user's own key"})).0, 200);
+    assert_eq!(server.post("/app/save_conversation", &json!({"conversation": conversation})).0, 200);
+    assert_eq!(server.post("/app/set_cluster_settings", &json!({"key": "the user's own key"})).0, 200);
     let before = snapshot(&[&data, &hf_cache]);
 
     let plant_key = json!({"key": "planted by evil.example", "join_as_worker": true}).to_string();
@@ -143,7 +143,7 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
         ("delete_model", &delete_default),
         ("save_conversation", &plant_conversation),
     ] {
-        let path = format!("/api/{command}");
+        let path = format!("/app/{command}");
         let host = ("Host", own_host.as_str());
         let attempts: [Attempt; 5] = [
             ("a cross-site simple POST", vec![host, ("Origin", EVIL_ORIGIN), ("Content-Type", "text/plain")], 403),
@@ -175,9 +175,9 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
         ("GET", "/", ""),
         ("GET", "/v1/models", ""),
         ("POST", "/v1/chat/completions", "application/json"),
-        ("POST", "/api/list_conversations", "application/json"),
-        ("POST", "/api/get_conversation", "application/json"),
-        ("POST", "/api/cluster_status", "application/json"),
+        ("POST", "/app/list_conversations", "application/json"),
+        ("POST", "/app/get_conversation", "application/json"),
+        ("POST", "/app/cluster_status", "application/json"),
     ] {
         let mut headers = vec![("Host", rebound.as_str()), ("Cookie", cookie)];
         if !content_type.is_empty() {
@@ -225,7 +225,7 @@ fn cross_site_posts_and_foreign_hosts_are_refused_and_change_nothing() {
     let ok = exchange(
         port,
         "POST",
-        "/api/save_conversation",
+        "/app/save_conversation",
         &[
             ("Host", &own_host),
             ("Origin", &format!("http://{own_host}")),
@@ -304,11 +304,11 @@ fn a_lan_bind_needs_an_api_key_and_then_every_request_needs_it() {
             exchange(port, "GET", "/v1/models", &[h, ("Authorization", "Bearer wrong-key-of-some-length")], "").status,
             401
         );
-        assert_eq!(exchange(port, "POST", "/api/list_models", &[h, json], "{}").status, 401);
+        assert_eq!(exchange(port, "POST", "/app/list_models", &[h, json], "{}").status, 401);
         let models = exchange(port, "GET", "/v1/models", &[h, ("Authorization", &bearer)], "");
         assert_eq!(models.status, 200, "{}", models.body);
         assert_eq!(
-            exchange(port, "POST", "/api/list_models", &[h, json, ("Authorization", &bearer)], "{}").status,
+            exchange(port, "POST", "/app/list_models", &[h, json, ("Authorization", &bearer)], "{}").status,
             200
         );
         // The key does not excuse a rebound name.
@@ -330,7 +330,7 @@ fn a_lan_bind_needs_an_api_key_and_then_every_request_needs_it() {
         assert_eq!(login.status, 303, "{}", login.body);
         let cookie = login.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
         assert_eq!(exchange(port, "GET", "/", &[h, ("Cookie", &cookie)], "").status, 200);
-        let listed = exchange(port, "POST", "/api/list_models", &[h, json, ("Cookie", &cookie)], "{}");
+        let listed = exchange(port, "POST", "/app/list_models", &[h, json, ("Cookie", &cookie)], "{}");
         assert_eq!(listed.status, 200, "{}", listed.body);
     });
     let _ = child.kill();

@@ -33,7 +33,7 @@ fn unbase64(text: &str) -> Vec<u8> {
 }
 
 fn call(server: &Server, command: &str, args: Value) -> Value {
-    let (status, body) = server.post(&format!("/api/{command}"), &args);
+    let (status, body) = server.post(&format!("/app/{command}"), &args);
     assert_eq!(status, 200, "{command}: {body}");
     body
 }
@@ -66,7 +66,7 @@ fn voices_clips_and_the_openai_speech_route() {
     let upload = std::fs::read(model_dir.join("voice1.wav")).unwrap();
     let bob = call(&server, "add_voice", json!({"name": "Bob", "wav_base64": base64(&upload)}));
     let (status, error) =
-        server.post("/api/add_voice", &json!({"name": "noise.wav", "wav_base64": base64(b"RIFF....WAVEjunk")}));
+        server.post("/app/add_voice", &json!({"name": "noise.wav", "wav_base64": base64(b"RIFF....WAVEjunk")}));
     assert_eq!(status, 400);
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("noise.wav") && message.contains("not a valid WAV file"), "{message}");
@@ -76,10 +76,10 @@ fn voices_clips_and_the_openai_speech_route() {
 
     // The wrong kind of model is refused either way.
     let (status, error) =
-        server.post("/api/speak", &json!({"model_id": "default", "script": "Hi", "voice_ids": [alice["id"]]}));
+        server.post("/app/speak", &json!({"model_id": "default", "script": "Hi", "voice_ids": [alice["id"]]}));
     assert_eq!(status, 400, "{error}");
     let (status, _) = server.stream(
-        "/api/chat",
+        "/app/chat",
         &json!({"model_id": model_id, "messages": [{"role": "user", "content": "hi"}]}),
         |_, _| true,
     );
@@ -87,8 +87,8 @@ fn voices_clips_and_the_openai_speech_route() {
 
     // Speaking a two-speaker script reports progress and keeps a clip.
     let request = json!({"model_id": model_id, "script": "Speaker 1: Hello.\nSpeaker 2: Hi there.", "voice_ids": [alice["id"], bob["id"]], "seed": 7, "max_seconds": 1.0});
-    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
-    assert_eq!(status, 200, "{:?}", server.post("/api/speak", &request));
+    let (status, events) = server.stream("/app/speak", &request, |_, _| true);
+    assert_eq!(status, 200, "{:?}", server.post("/app/speak", &request));
     let progress: Vec<Value> =
         events.iter().map(|e| serde_json::from_str::<Value>(e).unwrap()).filter(|e| e["type"] == "progress").collect();
     assert_eq!(progress.len(), 8, "{events:?}");
@@ -103,7 +103,7 @@ fn voices_clips_and_the_openai_speech_route() {
 
     // A script with more speakers than voices is refused before any work.
     let (status, events) = server.stream(
-        "/api/speak",
+        "/app/speak",
         &json!({"model_id": model_id, "script": "Speaker 1: a\nSpeaker 2: b", "voice_ids": [alice["id"]]}),
         |_, _| true,
     );
@@ -203,7 +203,7 @@ fn realtime_speaks_in_presets_and_streams_its_audio() {
         call(&server, "add_voice", json!({"name": "Davis", "file_base64": base64(&upload), "file_name": "davis.pt"}));
     assert_eq!(davis["kind"], "preset");
     let (status, error) = server.post(
-        "/api/add_voice",
+        "/app/add_voice",
         &json!({"name": "Broken", "file_base64": base64(&upload[..upload.len() / 2]), "file_name": "broken.pt"}),
     );
     assert_eq!(status, 400, "{error}");
@@ -211,20 +211,20 @@ fn realtime_speaks_in_presets_and_streams_its_audio() {
     let wav = common::fixture("tiny/vibevoice/voice0.wav");
     let alice = call(&server, "add_voice", json!({"name": "Alice", "path": wav}));
     assert_eq!(alice["kind"], "prompt");
-    let (status, _) = server.post("/api/voice_audio", &json!({"id": davis["id"]}));
+    let (status, _) = server.post("/app/voice_audio", &json!({"id": davis["id"]}));
     assert_ne!(status, 200, "a preset has no audio to play");
 
     // A WAV prompt cannot voice Realtime, nor two presets: refused before any work.
     for voices in [json!([alice["id"]]), json!([davis["id"], plain["id"]])] {
         let (status, error) =
-            server.post("/api/speak", &json!({"model_id": model_id, "script": "Hi.", "voice_ids": voices}));
+            server.post("/app/speak", &json!({"model_id": model_id, "script": "Hi.", "voice_ids": voices}));
         assert_eq!(status, 400, "{error}");
         assert!(error["error"]["message"].as_str().unwrap().contains("preset"), "{error}");
     }
 
     // Speaking streams each frame's audio as it is made: the stream's PCM is the clip's.
     let request = json!({"model_id": model_id, "script": "Hello there.", "voice_ids": [davis["id"]], "seed": 3, "max_seconds": 1.0});
-    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
+    let (status, events) = server.stream("/app/speak", &request, |_, _| true);
     assert_eq!(status, 200);
     let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
     assert_eq!(done["type"], "done", "{events:?}");
@@ -296,7 +296,7 @@ fn a_long_script_is_spoken_in_pieces_into_one_clip() {
         .join("\n");
     let request =
         json!({"model_id": model_id, "script": script, "voice_ids": [alice["id"], bob["id"]], "seed": 2, "steps": 2});
-    let (status, events) = server.stream("/api/speak", &request, |_, _| true);
+    let (status, events) = server.stream("/app/speak", &request, |_, _| true);
     assert_eq!(status, 200);
     let done: Value = serde_json::from_str(events.last().unwrap()).unwrap();
     assert_eq!(done["type"], "done", "{:?}", &events[events.len().saturating_sub(3)..]);
@@ -339,14 +339,14 @@ fn luxtts_speaks_long_texts_in_a_transcribed_voice_at_48_khz() {
         call(&server, "add_voice", json!({"name": "Alice", "path": common::fixture("tiny/vibevoice/voice0.wav")}));
     assert_eq!(alice.get("transcript"), None);
     let speak = |script: &str| json!({"model_id": model_id, "script": script, "voice_ids": [alice["id"]], "seed": 5});
-    let (status, error) = server.post("/api/speak", &speak("Hello."));
+    let (status, error) = server.post("/app/speak", &speak("Hello."));
     assert_eq!(status, 400, "{error}");
     assert!(error["error"]["message"].as_str().unwrap().contains("no transcript"), "{error}");
     let said =
         call(&server, "set_voice_transcript", json!({"id": alice["id"], "transcript": "  Hello there,\n my voice. "}));
     assert_eq!(said["transcript"], "Hello there, my voice.");
     // Text is read once the model is loaded: nothing to read ends the stream as the request's fault.
-    let (_, events) = server.stream("/api/speak", &speak("12345 !!!"), |_, _| true);
+    let (_, events) = server.stream("/app/speak", &speak("12345 !!!"), |_, _| true);
     let last: Value = serde_json::from_str(events.last().unwrap()).unwrap();
     assert_eq!((&last["type"], &last["kind"]), (&json!("error"), &json!("bad_request")), "{last}");
     assert!(last["message"].as_str().unwrap().contains("nothing to read"), "{last}");
@@ -354,7 +354,7 @@ fn luxtts_speaks_long_texts_in_a_transcribed_voice_at_48_khz() {
     // Twelve sentences come back as one clip, spoken in pieces: the first
     // piece's audio arrives while later pieces are still being made.
     let script = (1..=12).map(|i| format!("This is sentence number {i} of the story.")).collect::<Vec<_>>().join(" ");
-    let (status, events) = server.stream("/api/speak", &speak(&script), |_, _| true);
+    let (status, events) = server.stream("/app/speak", &speak(&script), |_, _| true);
     assert_eq!(status, 200);
     let parsed: Vec<Value> = events.iter().map(|e| serde_json::from_str(e).unwrap()).collect();
     let done = parsed.last().unwrap();

@@ -202,7 +202,7 @@ impl Server {
     /// Streams the app's `chat` with `body` to its end and returns the
     /// last event, which must be `done`.
     pub fn chat_done(&self, body: &Value) -> Value {
-        let (status, payloads) = self.stream("/api/chat", body, |_, _| true);
+        let (status, payloads) = self.stream("/app/chat", body, |_, _| true);
         assert_eq!(status, 200);
         let done: Value = serde_json::from_str(payloads.last().expect("some events")).unwrap();
         assert_eq!(done["type"], "done", "{payloads:?}");

@@ -50,7 +50,7 @@ function brokenModelCache(root) {
   writeFileSync(path.join(repo, "refs", "main"), "abc123");
   const fixture = path.join(here, "../fixtures/tiny/llama_tied");
   for (const name of readdirSync(fixture)) {
-    if (name !== "reference.json") copyFileSync(path.join(fixture, name), path.join(snapshot, name));
+    if (name !== "reference.json" && !name.endsWith(".gguf")) copyFileSync(path.join(fixture, name), path.join(snapshot, name));
   }
   const config = JSON.parse(readFileSync(path.join(snapshot, "config.json"), "utf8"));
   config.intermediate_size = 96; // the weights say 64
@@ -265,7 +265,7 @@ test("a reply carrying script-bearing Markdown renders as text and loads nothing
   };
   // The page's own fetch: same origin, JSON, with the session cookie the page received.
   const status = await page.evaluate(async (body) => {
-    const response = await fetch("/api/save_conversation", {
+    const response = await fetch("/app/save_conversation", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ conversation: body }),
     });
     return response.status;
@@ -300,10 +300,10 @@ test("a page of another site cannot drive Cake from the user's browser", async (
   // The attacker's page, on another origin (localhost:<port> is another site than 127.0.0.1).
   const evil = createServer((request, response) => {
     response.setHeader("Content-Type", "text/html");
-    response.end(`<!doctype html><form id="f" method="post" enctype="text/plain" action="${baseUrl}/api/set_cluster_settings">
+    response.end(`<!doctype html><form id="f" method="post" enctype="text/plain" action="${baseUrl}/app/set_cluster_settings">
       <input name='{"key":"planted","x":"' value='"}'></form>
       <script>
-        fetch("${baseUrl}/api/save_conversation", { method: "POST", mode: "no-cors", credentials: "include",
+        fetch("${baseUrl}/app/save_conversation", { method: "POST", mode: "no-cors", credentials: "include",
           headers: { "Content-Type": "text/plain" }, body: JSON.stringify({ conversation: { id: "planted" } }) })
           .finally(() => document.getElementById("f").submit());
       </script>`);
@@ -314,7 +314,7 @@ test("a page of another site cannot drive Cake from the user's browser", async (
   page.setDefaultTimeout(60_000);
   try {
     await openApp(page); // the user has Cake open: the browser holds its session cookie
-    const before = await page.evaluate(() => fetch("/api/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    const before = await page.evaluate(() => fetch("/app/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
     const answers = [];
     const attacker = await browser.newPage();
     attacker.on("response", (response) => {
@@ -327,9 +327,9 @@ test("a page of another site cannot drive Cake from the user's browser", async (
     await attacker.close();
     assert.ok(answers.length >= 1, "the attacker's requests reached Cake");
     assert.ok(answers.every((status) => status === 403 || status === 415), `all refused: ${answers}`);
-    const after = await page.evaluate(() => fetch("/api/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    const after = await page.evaluate(() => fetch("/app/cluster_status", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
     assert.deepEqual(after, before, "the cluster settings are unchanged");
-    const listed = await page.evaluate(() => fetch("/api/list_conversations", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
+    const listed = await page.evaluate(() => fetch("/app/list_conversations", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" }).then((r) => r.json()));
     assert.ok(!listed.conversations.some((c) => c.id === "planted"), "no conversation was planted");
   } finally {
     await page.close();
@@ -689,7 +689,7 @@ test("first run with an empty library: the welcome card downloads a model with p
     assert.ok(hub.requests.includes("/api/models/HuggingFaceTB/SmolLM2-135M-Instruct/revision/main"), hub.requests.join(" "));
 
     // The downloaded model is loaded and chats, with no further click.
-    const loaded = await page.evaluate(async () => (await (await fetch("/api/list_models", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()).loaded);
+    const loaded = await page.evaluate(async () => (await (await fetch("/app/list_models", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()).loaded);
     assert.equal(loaded, "hf:HuggingFaceTB/SmolLM2-135M-Instruct");
     // The chat screen knows it too before a message is sent.
     await page.waitForFunction(() =>

@@ -27,7 +27,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function startLocalHub(folder, { chunkPauseMs = 20, ggufRepos = {} } = {}) {
   const files = new Map(
     readdirSync(folder)
-      .filter((name) => !name.startsWith("reference."))
+      // The fixture's references and its llama.cpp conversion are not part of the repo it stands for.
+      .filter((name) => !name.startsWith("reference.") && !name.endsWith(".gguf"))
       .map((name) => [name, readFileSync(path.join(folder, name))]),
   );
   const weightsSha = sha256(files.get(WEIGHTS));

@@ -5,51 +5,30 @@ Starts `cake serve` on a free loopback port with a private data folder that
 holds the default model, streams a chat completion with a fixed seed through
 the `openai` package, and checks the text equals what `cake run --chat`
 prints for the same prompt, seed and settings. Also checks a non-streaming
-call and that errors arrive as the client's typed exceptions.
+call, that errors arrive as the client's typed exceptions, and that what
+Cake cannot honour yet (tools, a response format, an image) is refused with
+a 400 naming it rather than ignored.
 
 Usage: python tests/e2e/openai_client.py path/to/cake
 """
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import openai
+from serve_process import data_dir_with_default_model, default_model, start_server
 
 PROMPT = "Give me two tips for baking bread."
 SETTINGS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "max_tokens": 40}
 
 
-def default_model() -> Path:
-    data = os.environ.get("CAKE_DATA_DIR") or os.path.join(
-        os.environ.get("XDG_DATA_HOME", os.path.expanduser("~/.local/share")), "cake"
-    )
-    return Path(data) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def start_server(cake: str, data_dir: Path) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, CAKE_DATA_DIR=str(data_dir), HF_HUB_CACHE=str(data_dir / "hf"))
-    server = subprocess.Popen(
-        [cake, "serve", "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, env=env, text=True
-    )
-    for _ in range(50):
-        line = server.stdout.readline()
-        if line.startswith("Cake is serving on "):
-            return server, line.removeprefix("Cake is serving on ").strip().rstrip("/")
-    server.kill()
-    raise SystemExit("cake serve did not start")
-
-
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp)
-        (data / "models").mkdir()
-        (data / "models" / default_model().name).symlink_to(default_model())
-        server, base = start_server(cake, data)
+        server, base = start_server(cake, data_dir_with_default_model(Path(tmp)))
         try:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=300, max_retries=0)
             models = [m.id for m in client.models.list()]
@@ -82,6 +61,17 @@ def main() -> int:
                 raise AssertionError("an unknown model was accepted")
             except openai.NotFoundError as e:
                 assert "missing" in str(e), e
+            tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+            schema = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}}
+            image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+            for field, extra in [("tools", {"tools": [tool]}), ("response_format", {"response_format": schema}),
+                                 ("image_url", {"messages": [{"role": "user", "content": image}]})]:
+                request = {"model": "default", "messages": [{"role": "user", "content": "x"}], **extra}
+                try:
+                    client.chat.completions.create(**request)
+                    raise AssertionError(f"a request with {field} was not refused")
+                except openai.BadRequestError as e:
+                    assert field in str(e), e
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}")
         finally:
             server.kill()

@@ -18,7 +18,7 @@
 //! lost, every chat under way is handed back with what it generated so far,
 //! to continue once the pipeline is rebuilt over the machines left.
 
-use super::engine::{CancelFlag, ChatJob, EventSink};
+use super::engine::{CancelFlag, ChatJob, EventSink, Prompt};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::{ChatMessage, ChatTemplate};
@@ -89,14 +89,20 @@ impl<'m> RequestMaker<'m> {
         let mut request = GenerationRequest::new(Vec::new());
         request.context_limit = job.context_length;
         let mut dropped_messages = 0;
-        request.prompt_tokens = if job.drop_oldest_turns {
-            // Room for a reply: the whole budget, or a quarter of the context.
-            let reserve = job.max_tokens.min(context / 4);
-            let fitted = drop_oldest_turns(&job.messages, context, reserve, tokenize)?;
-            dropped_messages = fitted.dropped_messages;
-            fitted.tokens
-        } else {
-            tokenize(&job.messages)?
+        request.prompt_tokens = match &job.prompt {
+            Prompt::Text(text) if text.len() > most_bytes => {
+                let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
+                return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
+            }
+            Prompt::Text(text) => tokenizer.encode(text, true)?,
+            Prompt::Conversation(messages) if job.drop_oldest_turns => {
+                // Room for a reply: the whole budget, or a quarter of the context.
+                let reserve = job.max_tokens.min(context / 4);
+                let fitted = drop_oldest_turns(messages, context, reserve, tokenize)?;
+                dropped_messages = fitted.dropped_messages;
+                fitted.tokens
+            }
+            Prompt::Conversation(messages) => tokenize(messages)?,
         };
         request.max_new_tokens = job.max_tokens;
         request.stop_strings = job.stop.clone();

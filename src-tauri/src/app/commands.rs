@@ -5,10 +5,10 @@
 //! as JSON and are checked here, so a malformed request is a clear
 //! `BadRequest` whichever transport carried it.
 
-use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, SpeakJob};
+use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, Prompt, SpeakJob};
 use super::error::ApiError;
 use super::events::{Done, EngineEvent, ErrorKind, Progress};
-use super::request::{AddVoiceArgs, ChatArgs, Command, CommandRequest, SpeakArgs};
+use super::request::{AddVoiceArgs, ChatArgs, Command, CommandRequest, ReplyArgs, SpeakArgs};
 use super::App;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::files::hf_cache;
@@ -199,11 +199,32 @@ impl App {
 
     /// Checks a chat request and resolves its model.
     pub fn chat_job(&self, a: ChatArgs) -> Result<ChatJob, ApiError> {
-        if a.messages.is_empty() {
-            return Err(ApiError::BadRequest("chat: `messages` is empty".into()));
-        }
-        if let Some(m) = a.messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant")) {
-            return Err(ApiError::BadRequest(format!("chat: unknown role `{}`", m.role)));
+        let reply = ReplyArgs {
+            model_id: a.model_id,
+            sampling: a.sampling,
+            max_tokens: a.max_tokens,
+            stop: a.stop,
+            context_length: a.context_length,
+        };
+        let mut job = self.reply_job(reply, Prompt::Conversation(a.messages))?;
+        job.drop_oldest_turns = a.drop_oldest_turns;
+        Ok(job)
+    }
+
+    /// Checks a request to continue `prompt` and finds its model.
+    pub fn reply_job(&self, a: ReplyArgs, prompt: Prompt) -> Result<ChatJob, ApiError> {
+        match &prompt {
+            Prompt::Conversation(messages) if messages.is_empty() => {
+                return Err(ApiError::BadRequest("chat: `messages` is empty".into()));
+            }
+            Prompt::Conversation(messages) => {
+                let unknown = messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant"));
+                if let Some(m) = unknown {
+                    return Err(ApiError::BadRequest(format!("chat: unknown role `{}`", m.role)));
+                }
+            }
+            Prompt::Text(text) if text.is_empty() => return Err(ApiError::BadRequest("the prompt is empty".into())),
+            Prompt::Text(_) => {}
         }
         if a.max_tokens == 0 {
             return Err(ApiError::BadRequest("chat: `max_tokens` must be at least 1".into()));
@@ -220,12 +241,12 @@ impl App {
         }
         Ok(ChatJob {
             model,
-            messages: a.messages,
+            prompt,
             sampling,
             max_tokens: a.max_tokens,
             stop: a.stop,
             context_length: a.context_length,
-            drop_oldest_turns: a.drop_oldest_turns,
+            drop_oldest_turns: false,
         })
     }
 

@@ -33,11 +33,21 @@ pub type EventSink = Box<dyn FnMut(EngineEvent) -> bool + Send>;
 /// A flag the requester sets to stop a job.
 pub type CancelFlag = Arc<AtomicBool>;
 
+/// What a reply continues.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// A conversation, rendered with the model's chat template.
+    Conversation(Vec<ChatMessage>),
+    /// Text as it is (a completion), with the BOS its vocabulary adds;
+    /// special tokens spelled in it are read as such.
+    Text(String),
+}
+
 /// A reply to generate.
 #[derive(Debug, Clone)]
 pub struct ChatJob {
     pub model: ModelEntry,
-    pub messages: Vec<ChatMessage>,
+    pub prompt: Prompt,
     pub sampling: SamplingOverrides,
     pub max_tokens: usize,
     pub stop: Vec<String>,

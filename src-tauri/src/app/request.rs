@@ -1,6 +1,6 @@
 //! What a request asks for, parsed once into a [`Command`].
 //!
-//! Both transports (`cake serve`'s `/api/<command>` and the window's IPC)
+//! Both transports (`cake serve`'s `/app/<command>` and the window's IPC)
 //! hand over a command name and its JSON arguments; [`CommandRequest::parse`]
 //! turns them into one enum variant with typed arguments, and every later
 //! step matches on the variant. Unknown names are `NotFound`, bad
@@ -178,6 +178,17 @@ pub struct ChatArgs {
     /// Leave out the oldest turns when the conversation does not fit.
     #[serde(default)]
     pub drop_oldest_turns: bool,
+}
+
+/// How a reply is made, whatever it continues (a conversation or a text).
+#[derive(Debug, Clone)]
+pub struct ReplyArgs {
+    pub model_id: String,
+    pub sampling: SamplingOverrides,
+    pub max_tokens: usize,
+    pub stop: Vec<String>,
+    /// Hold at most this many tokens, prompt and reply (`None`: the model's context length).
+    pub context_length: Option<usize>,
 }
 
 fn default_max_tokens() -> usize {

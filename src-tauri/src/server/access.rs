@@ -7,9 +7,11 @@
 //!   Cake served itself.
 //! - A `POST` must be `application/json` (the login form excepted), so no
 //!   cross-site "simple" request reaches a command.
-//! - `/api/*` needs the per-launch session secret, which only the served
-//!   page receives (a `SameSite=Strict`, `HttpOnly` cookie), or the API key.
-//! - With an API key (required for any bind but loopback), `/v1/*` needs
+//! - `/app/*` (the app's commands) needs the per-launch session secret,
+//!   which only the served page receives (a `SameSite=Strict`, `HttpOnly`
+//!   cookie), or the API key.
+//! - With an API key (required for any bind but loopback), the model APIs
+//!   (`/v1/*`: OpenAI's and Anthropic's; `/api/*`: Ollama's) need
 //!   `Authorization: Bearer <key>` and the UI starts with a login page.
 //!   Each attempt at the key is a guess, throttled per client address
 //!   ([`AccessPolicy::guesses`]): after a wrong one, that address's next
@@ -47,10 +49,10 @@ pub struct AccessPolicy {
 /// What a request is for, decided from its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Area {
-    /// `/api/*`: the app's commands, for Cake's own UI.
+    /// `/app/*`: the app's commands, for Cake's own UI.
     App,
-    /// `/v1/*`: the OpenAI-compatible API.
-    OpenAi,
+    /// `/v1/*` and `/api/*`: the OpenAI-, Anthropic- and Ollama-compatible APIs.
+    ModelApi,
     /// `/login`: the API-key login form.
     Login,
     /// Everything else: the UI's files.
@@ -59,10 +61,10 @@ enum Area {
 
 impl Area {
     fn of(path: &str) -> Self {
-        if path.starts_with("/api/") {
+        if path.starts_with("/app/") {
             Self::App
-        } else if path.starts_with("/v1/") {
-            Self::OpenAi
+        } else if path.starts_with("/v1/") || path.starts_with("/api/") {
+            Self::ModelApi
         } else if path == "/login" {
             Self::Login
         } else {
@@ -248,7 +250,7 @@ impl AccessPolicy {
             Area::App if self.has_session(headers) || self.has_bearer_key(headers) => Ok(()),
             Area::App if self.needs_login() => Err(Refusal::NoApiKey),
             Area::App => Err(Refusal::NoSession),
-            Area::OpenAi if self.needs_login() && !self.has_bearer_key(headers) => Err(Refusal::NoApiKey),
+            Area::ModelApi if self.needs_login() && !self.has_bearer_key(headers) => Err(Refusal::NoApiKey),
             Area::Ui if self.needs_login() && is_page(uri.path()) && !self.has_session(headers) => {
                 Err(Refusal::LoginNeeded)
             }
@@ -391,7 +393,7 @@ mod tests {
     #[test]
     fn app_commands_need_json_the_session_and_no_foreign_origin() {
         let p = policy("127.0.0.1:8080", None);
-        let uri: Uri = "/api/list_models".parse().unwrap();
+        let uri: Uri = "/app/list_models".parse().unwrap();
         let cookie = format!("other=1; {}={}", p.cookie_name(), p.session_secret);
         let host = ("host", "127.0.0.1:8080");
         let json = ("content-type", "application/json; charset=utf-8");
@@ -418,10 +420,14 @@ mod tests {
     }
 
     #[test]
-    fn with_an_api_key_the_openai_routes_need_the_bearer_key() {
+    fn with_an_api_key_the_model_apis_need_the_bearer_key() {
         let p = policy("127.0.0.1:8080", Some("a-key-of-enough-length"));
-        let uri: Uri = "/v1/models".parse().unwrap();
         let host = ("host", "localhost:8080");
+        let ollama: Uri = "/api/tags".parse().unwrap();
+        assert_eq!(p.check(&Method::GET, &ollama, &headers(&[host])), Err(Refusal::NoApiKey));
+        let key = ("authorization", "Bearer a-key-of-enough-length");
+        assert_eq!(p.check(&Method::GET, &ollama, &headers(&[host, key])), Ok(()));
+        let uri: Uri = "/v1/models".parse().unwrap();
         assert_eq!(p.check(&Method::GET, &uri, &headers(&[host])), Err(Refusal::NoApiKey));
         assert_eq!(
             p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer wrong")])),

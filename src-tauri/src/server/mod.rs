@@ -2,9 +2,9 @@
 //! OpenAI-compatible API, on one port (loopback unless told otherwise).
 //!
 //! - `GET /` and assets: the web UI, embedded in the binary at build time.
-//! - `POST /api/<command>`: [`App::call`] as JSON, or [`App::stream`] as
+//! - `POST /app/<command>`: [`App::call`] as JSON, or [`App::stream`] as
 //!   Server-Sent Events; closing the connection cancels the stream.
-//! - `/v1/…`: see [`openai`].
+//! - `/v1/…`: see [`openai`]; `/api/…`: Ollama's API, see [`ollama`].
 //!
 //! Every request first passes the [`access`] policy (host, origin, content
 //! type, session, API key). [`background`] runs the same routes inside the
@@ -14,8 +14,10 @@ pub mod access;
 pub mod api_switch;
 pub mod background;
 pub mod connections;
+pub mod ollama;
 pub mod openai;
 pub mod openai_speech;
+pub mod replies;
 mod ui_assets;
 
 use crate::app::engine::EventSink;
@@ -49,11 +51,18 @@ use tokio_stream::StreamExt;
 pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
     let login = Router::new().route("/login", post(log_in)).with_state(policy.clone());
     Router::new()
-        .route("/api/add_voice", post(add_voice).layer(DefaultBodyLimit::max(VOICE_UPLOAD_LIMIT)))
-        .route("/api/{command}", post(api_command))
+        .route("/app/add_voice", post(add_voice).layer(DefaultBodyLimit::max(VOICE_UPLOAD_LIMIT)))
+        .route("/app/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/audio/speech", post(openai_speech::speech))
+        .route("/api/version", get(ollama::version))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/ps", get(ollama::running))
+        .route("/api/show", post(ollama::show))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/{*rest}", axum::routing::any(ollama::not_served))
         .fallback(get(ui_assets::serve_asset))
         .with_state(app)
         .merge(login)
@@ -183,6 +192,22 @@ pub fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+}
+
+/// Refuses a request field Cake cannot honour yet when it asks for
+/// something (absent, `null`, `false`, `""` and `[]` ask for nothing):
+/// a client must not believe it was honoured.
+pub fn refuse_if_used(field: &str, value: &Option<Value>, what: &str) -> Result<(), ApiError> {
+    let used = match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::String(text)) => !text.is_empty(),
+        Some(_) => true,
+    };
+    if used {
+        return Err(ApiError::BadRequest(format!("`{field}` is not supported by Cake yet: {what}")));
+    }
+    Ok(())
 }
 
 /// An event sink feeding an unbounded channel, and the channel's receiving end.

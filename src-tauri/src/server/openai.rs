@@ -5,9 +5,10 @@
 //! Requests become the same chat jobs the UI sends; errors use OpenAI's
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
-use super::{channel_sink, parse_body};
+use super::replies::{Reply, ReplyEvent};
+use super::{parse_body, refuse_if_used};
 use crate::app::error::ApiError;
-use crate::app::events::{Done, EngineEvent, ReplyStats};
+use crate::app::events::ReplyStats;
 use crate::app::request::ChatArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelStatus};
@@ -22,9 +23,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
 pub async fn list_models(State(app): State<Arc<App>>) -> Response {
@@ -87,28 +86,37 @@ struct CompletionRequest {
     max_tokens: Option<usize>,
     max_completion_tokens: Option<usize>,
     stop: Option<Stop>,
+    /// Not served yet: refused when they ask for something.
+    tools: Option<Value>,
+    response_format: Option<Value>,
+    logprobs: Option<Value>,
+    n: Option<usize>,
 }
 
 impl CompletionRequest {
     fn into_chat_args(self) -> Result<ChatArgs, ApiError> {
+        refuse_if_used("tools", &self.tools, "tool calling is not served on this route")?;
+        let plain_text = self.response_format.as_ref().is_some_and(|f| f == &json!({"type": "text"}));
+        if !plain_text {
+            refuse_if_used("response_format", &self.response_format, "structured output is not served on this route")?;
+        }
+        refuse_if_used("logprobs", &self.logprobs, "log-probabilities are not served on this route")?;
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::BadRequest("`n` must be 1: Cake makes one choice per request".into()));
+        }
         let messages = self
             .messages
             .into_iter()
             .map(|m| {
                 let content = match m.content {
                     Content::Text(t) => t,
-                    Content::Parts(parts) => parts
-                        .iter()
-                        .filter(|p| p["type"] == "text")
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join(""),
+                    Content::Parts(parts) => text_of_parts(&parts)?,
                 };
                 // OpenAI's newer "developer" role is a system message.
                 let role = if m.role == "developer" { "system".to_string() } else { m.role };
-                ChatMessage { role, content }
+                Ok(ChatMessage { role, content })
             })
-            .collect();
+            .collect::<Result<_, ApiError>>()?;
         Ok(ChatArgs {
             model_id: self.model,
             messages,
@@ -130,6 +138,24 @@ impl CompletionRequest {
             drop_oldest_turns: false,
         })
     }
+}
+
+/// The text of a message's content parts; a part of another kind (an
+/// image, audio, a file) is refused, not dropped unseen.
+fn text_of_parts(parts: &[Value]) -> Result<String, ApiError> {
+    let mut text = String::new();
+    for part in parts {
+        match (part["type"].as_str(), part["text"].as_str()) {
+            (Some("text"), Some(piece)) => text.push_str(piece),
+            (kind, _) => {
+                let kind = kind.unwrap_or("(no type)").chars().take(40).collect::<String>();
+                return Err(ApiError::BadRequest(format!(
+                    "a `{kind}` content part is not supported: the models Cake serves here read text only"
+                )));
+            }
+        }
+    }
+    Ok(text)
 }
 
 fn openai_finish_reason(ours: FinishReason) -> &'static str {
@@ -161,56 +187,23 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let args = request.into_chat_args()?;
     let model_id = args.model_id.clone();
-    let (sink, mut rx) = channel_sink();
-    tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
-        let job = app.chat_job(args)?;
-        app.engine.chat(job, sink, Arc::new(AtomicBool::new(false)));
-        Ok(())
-    })
-    .await
-    .map_err(|e| ApiError::Server(e.to_string()))??;
+    let reply = Reply::start(app, move |app| app.chat_job(args)).await?;
 
     let id = format!("chatcmpl-{:016x}", rand::random::<u64>());
     let created = chrono::Utc::now().timestamp();
     if !stream {
-        let mut text = String::new();
-        while let Some(event) = rx.recv().await {
-            match event {
-                EngineEvent::Token { text: piece } => text.push_str(&piece),
-                EngineEvent::Done(Done::Reply { stats, .. }) => {
-                    return Ok(Json(json!({
-                        "id": id, "object": "chat.completion", "created": created, "model": model_id,
-                        "choices": [{
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": openai_finish_reason(stats.finish_reason),
-                        }],
-                        "usage": usage(&stats),
-                    }))
-                    .into_response());
-                }
-                EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
-                _ => {}
-            }
-        }
-        return Err(ApiError::Server("the engine stopped without a reply".into()));
+        let (text, stats) = reply.collect().await?;
+        return Ok(Json(json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model_id,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": openai_finish_reason(stats.finish_reason),
+            }],
+            "usage": usage(&stats),
+        }))
+        .into_response());
     }
-
-    // Hold the response until the first token: a request that fails before
-    // generating (prompt too long, model unusable) still gets a 4xx status.
-    let mut pending = Vec::new();
-    loop {
-        match rx.recv().await {
-            Some(EngineEvent::Error { message, kind }) => return Err(ApiError::from_kind(kind, message)),
-            Some(EngineEvent::Loading { .. } | EngineEvent::Progress(_)) => continue,
-            Some(event) => {
-                pending.push(event);
-                break;
-            }
-            None => return Err(ApiError::Server("the engine stopped without a reply".into())),
-        }
-    }
-    let rx = tokio_stream::iter(pending).chain(UnboundedReceiverStream::new(rx));
 
     let chunk = move |delta: Value, finish: Value| {
         json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model_id,
@@ -218,12 +211,12 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     };
     let first = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
     let data = |value: Value| Event::default().data(value.to_string());
-    let events = rx.map(move |event| -> Vec<Event> {
+    let events = reply.into_stream().map(move |event| -> Vec<Event> {
         match event {
-            EngineEvent::Token { text } => vec![data(chunk(json!({"content": text}), Value::Null))],
+            ReplyEvent::Text(text) => vec![data(chunk(json!({"content": text}), Value::Null))],
             // Clients skip comment lines; people watching the stream see why it paused.
-            EngineEvent::Notice { message } => vec![Event::default().comment(format!("notice: {message}"))],
-            EngineEvent::Done(Done::Reply { stats, .. }) => {
+            ReplyEvent::Notice(message) => vec![Event::default().comment(format!("notice: {message}"))],
+            ReplyEvent::Done(stats) => {
                 let mut out = vec![data(chunk(json!({}), json!(openai_finish_reason(stats.finish_reason))))];
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
@@ -236,12 +229,9 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             }
             // A failure after the 200 status: OpenAI's error object (the
             // SDKs raise it), then an end a plain reader recognizes too.
-            EngineEvent::Error { message, kind } => vec![
-                data(ApiError::from_kind(kind, message).body()),
-                data(chunk(json!({}), json!("error"))),
-                Event::default().data("[DONE]"),
-            ],
-            _ => Vec::new(),
+            ReplyEvent::Failed(error) => {
+                vec![data(error.body()), data(chunk(json!({}), json!("error"))), Event::default().data("[DONE]")]
+            }
         }
     });
     let lines =

@@ -1,5 +1,5 @@
 // The browser transport, used when the UI is served by `cake serve`:
-// `POST /api/<command>` with the args as JSON. Plain commands answer JSON;
+// `POST /app/<command>` with the args as JSON. Plain commands answer JSON;
 // streaming commands answer `text/event-stream`. Aborting the fetch closes
 // the connection, which cancels the work on the server.
 
@@ -7,7 +7,7 @@ import { SseParser } from "./sse";
 import { StreamSink, abortError, toError, type EventHandler, type StreamEvent } from "./events";
 
 function endpoint(command: string): string {
-  return `/api/${encodeURIComponent(command)}`;
+  return `/app/${encodeURIComponent(command)}`;
 }
 
 async function post(command: string, args: object, accept: string, signal?: AbortSignal): Promise<Response> {

@@ -1,0 +1,403 @@
+//! Ollama's native API, so Ollama clients (the `ollama` SDKs, Open WebUI,
+//! editors set to "Ollama") can use Cake: `GET /api/version`, `GET
+//! /api/tags`, `POST /api/show`, `GET /api/ps`, `POST /api/chat` and `POST
+//! /api/generate` (streamed as NDJSON, one JSON object per line, unless
+//! `"stream": false`). Other `/api/` paths get 404 naming what is served.
+//!
+//! Models are named as on `/v1/models` (a trailing `:latest` is accepted).
+//! What Cake cannot honour yet (images, tools, `format`, `think`, a custom
+//! `template`, penalties and samplers it does not have) is refused with a
+//! 400 naming it, never ignored. Errors are Ollama's `{"error": "..."}`.
+
+use super::replies::{Reply, ReplyEvent};
+use super::{parse_body, refuse_if_used};
+use crate::app::engine::Prompt;
+use crate::app::error::ApiError;
+use crate::app::events::ReplyStats;
+use crate::app::request::ReplyArgs;
+use crate::app::App;
+use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
+use crate::text::chat_template::ChatMessage;
+use crate::text::generation::FinishReason;
+use crate::text::sampling::SamplingOverrides;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_stream::StreamExt;
+
+/// The Ollama API version whose routes and fields these follow; clients
+/// read it from `/api/version` to decide what they may ask.
+pub const OLLAMA_API_VERSION: &str = "0.12.0";
+
+/// How Ollama writes the expiry of a model kept in memory indefinitely.
+const NEVER_EXPIRES: &str = "2318-01-01T00:00:00Z";
+
+/// The routes this module serves, for the 404 of any other `/api/` path.
+const SERVED: &str = "/api/chat, /api/generate, /api/tags, /api/show, /api/ps and /api/version";
+
+/// An Ollama-shaped error response.
+/// An error as Ollama sends it: `{"error": "..."}` with the status.
+pub struct OllamaError(ApiError);
+
+impl From<ApiError> for OllamaError {
+    fn from(error: ApiError) -> Self {
+        Self(error)
+    }
+}
+
+impl IntoResponse for OllamaError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(json!({"error": self.0.message()}))).into_response()
+    }
+}
+
+pub type Answer = Result<Response, OllamaError>;
+
+pub async fn version() -> Json<Value> {
+    Json(json!({"version": OLLAMA_API_VERSION}))
+}
+
+/// Any `/api/` path not served here.
+pub async fn not_served(Path(rest): Path<String>) -> Response {
+    let path: String = rest.chars().take(100).collect();
+    let message = format!("Cake does not serve Ollama's /api/{path}: it serves {SERVED}");
+    OllamaError(ApiError::NotFound(message)).into_response()
+}
+
+/// The library's complete text models with the name a client types.
+async fn text_models(app: &Arc<App>) -> Result<Vec<(String, ModelEntry)>, ApiError> {
+    let app = app.clone();
+    let models = tokio::task::spawn_blocking(move || app.catalog.list())
+        .await
+        .map_err(|e| ApiError::Server(e.to_string()))?
+        .map_err(ApiError::server)?;
+    Ok(models
+        .iter()
+        .filter(|m| m.status == ModelStatus::Complete && m.kind == ModelKind::Text)
+        .map(|m| (Catalog::api_name(m, &models), m.clone()))
+        .collect())
+}
+
+/// The library id of the model a client named (`name` or `name:latest`).
+async fn model_id(app: &Arc<App>, name: &str) -> Result<String, ApiError> {
+    let models = text_models(app).await?;
+    let bare = name.strip_suffix(":latest").unwrap_or(name);
+    models
+        .iter()
+        .find(|(listed, _)| listed == name || listed == bare)
+        .map(|(_, entry)| entry.id.clone())
+        .ok_or_else(|| ApiError::NotFound(format!("model '{name}' not found: GET /api/tags lists the models Cake has")))
+}
+
+/// Ollama's `details` of a model.
+fn details(entry: &ModelEntry) -> Value {
+    let family = entry.architecture.clone().unwrap_or_default();
+    json!({
+        "parent_model": "",
+        "format": if entry.path.extension().is_some_and(|e| e == "gguf") { "gguf" } else { "safetensors" },
+        "family": family,
+        "families": [family],
+        "parameter_size": entry.parameters.map(parameter_size).unwrap_or_default(),
+        "quantization_level": entry.quantization.clone().or_else(|| entry.dtype.clone()).unwrap_or_default(),
+    })
+}
+
+/// "135M", "1.7B": how Ollama writes a parameter count.
+fn parameter_size(count: u64) -> String {
+    let count = count as f64;
+    if count >= 1e9 {
+        format!("{:.1}B", count / 1e9)
+    } else {
+        format!("{:.0}M", count / 1e6)
+    }
+}
+
+/// A stable digest standing for the model's identity (Ollama lists the
+/// SHA-256 of a model's manifest; Cake hashes the library id and size
+/// rather than reading gigabytes).
+fn digest(entry: &ModelEntry) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(entry.id.as_bytes());
+    hasher.update(entry.size_bytes.to_le_bytes());
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn modified_at(entry: &ModelEntry) -> String {
+    let modified = std::fs::metadata(&entry.path).and_then(|m| m.modified()).ok();
+    let time: chrono::DateTime<chrono::Utc> = modified.map_or_else(chrono::Utc::now, Into::into);
+    time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+fn listing(name: &str, entry: &ModelEntry) -> Value {
+    json!({
+        "name": name, "model": name, "modified_at": modified_at(entry), "size": entry.size_bytes,
+        "digest": digest(entry), "details": details(entry),
+    })
+}
+
+pub async fn tags(State(app): State<Arc<App>>) -> Answer {
+    let models = text_models(&app).await?;
+    let listed: Vec<Value> = models.iter().map(|(name, entry)| listing(name, entry)).collect();
+    Ok(Json(json!({"models": listed})).into_response())
+}
+
+/// The model in memory, as `ollama ps` shows it.
+pub async fn running(State(app): State<Arc<App>>) -> Answer {
+    let loaded = app.engine.loaded();
+    let models = text_models(&app).await?;
+    let running: Vec<Value> = models
+        .iter()
+        .filter(|(_, entry)| loaded.as_ref().is_some_and(|l| l.id == entry.id))
+        .map(|(name, entry)| {
+            let mut value = listing(name, entry);
+            // Cake computes on the CPU, and keeps a model in memory until
+            // another replaces it: Ollama's "never expires" (keep_alive -1).
+            value["size_vram"] = json!(0);
+            value["expires_at"] = json!(NEVER_EXPIRES);
+            value
+        })
+        .collect();
+    Ok(Json(json!({"models": running})).into_response())
+}
+
+#[derive(Deserialize)]
+struct ShowRequest {
+    #[serde(alias = "name")]
+    model: String,
+}
+
+pub async fn show(State(app): State<Arc<App>>, body: Bytes) -> Answer {
+    let request: ShowRequest = parse(&body, "show")?;
+    let id = model_id(&app, &request.model).await?;
+    let entry = app.usable_model(&id)?;
+    let architecture = entry.architecture.clone().unwrap_or_default();
+    Ok(Json(json!({
+        "modelfile": "", "parameters": "", "template": "",
+        "details": details(&entry),
+        "model_info": {"general.architecture": architecture, "general.parameter_count": entry.parameters},
+        "capabilities": ["completion"],
+        "modified_at": modified_at(&entry),
+    }))
+    .into_response())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes, route: &str) -> Result<T, ApiError> {
+    serde_json::from_value(parse_body(body)?)
+        .map_err(|e| ApiError::BadRequest(format!("invalid /api/{route} request: {e}")))
+}
+
+/// Ollama's `options`: the ones Cake honours, and the rest to check.
+#[derive(Deserialize, Default)]
+struct Options {
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+    top_p: Option<f32>,
+    min_p: Option<f32>,
+    repeat_penalty: Option<f32>,
+    seed: Option<i64>,
+    /// Tokens to generate; -1 (the default) and -2 mean until the context is full.
+    num_predict: Option<i64>,
+    stop: Option<Vec<String>>,
+    num_ctx: Option<usize>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// Options that change what is sampled, which Cake does not have, with the
+/// value that leaves sampling as it is.
+const UNSUPPORTED_SAMPLING: &[(&str, f64)] =
+    &[("presence_penalty", 0.0), ("frequency_penalty", 0.0), ("typical_p", 1.0), ("tfs_z", 1.0), ("mirostat", 0.0)];
+
+impl Options {
+    fn into_reply_args(self, model_id: String) -> Result<ReplyArgs, ApiError> {
+        for (name, neutral) in UNSUPPORTED_SAMPLING {
+            if let Some(value) = self.rest.get(*name).and_then(Value::as_f64) {
+                if value != *neutral {
+                    return Err(ApiError::BadRequest(format!(
+                        "option `{name}` is not supported by Cake (only {neutral} is accepted)"
+                    )));
+                }
+            }
+        }
+        let max_tokens = match self.num_predict {
+            None | Some(-1) | Some(-2) => usize::MAX,
+            Some(n) if n > 0 => n as usize,
+            Some(n) => {
+                return Err(ApiError::BadRequest(format!("option `num_predict` is {n}: give a positive count, or -1")))
+            }
+        };
+        Ok(ReplyArgs {
+            model_id,
+            sampling: SamplingOverrides {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                seed: Some(self.seed.filter(|s| *s >= 0).map_or_else(rand::random, |s| s as u64)),
+            },
+            max_tokens,
+            stop: self.stop.unwrap_or_default(),
+            context_length: self.num_ctx,
+        })
+    }
+}
+
+fn default_stream() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct ChatRequestMessage {
+    role: String,
+    #[serde(default)]
+    content: String,
+    images: Option<Value>,
+    tool_calls: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    model: String,
+    #[serde(default)]
+    messages: Vec<ChatRequestMessage>,
+    #[serde(default = "default_stream")]
+    stream: bool,
+    #[serde(default)]
+    options: Options,
+    format: Option<Value>,
+    tools: Option<Value>,
+    think: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct GenerateRequest {
+    model: String,
+    #[serde(default)]
+    prompt: String,
+    system: Option<String>,
+    #[serde(default)]
+    raw: bool,
+    #[serde(default = "default_stream")]
+    stream: bool,
+    #[serde(default)]
+    options: Options,
+    format: Option<Value>,
+    images: Option<Value>,
+    suffix: Option<Value>,
+    template: Option<Value>,
+    think: Option<Value>,
+}
+
+/// How a reply's timings read in Ollama's final object (nanoseconds).
+fn timings(stats: &ReplyStats, started: Instant) -> Value {
+    let ns = |seconds: f64| (seconds.max(0.0) * 1e9) as u64;
+    let eval_s = if stats.decode_tok_s > 0.0 { stats.completion_tokens as f64 / stats.decode_tok_s } else { 0.0 };
+    json!({
+        "done_reason": if matches!(stats.finish_reason, FinishReason::MaxTokens | FinishReason::ContextFull) { "length" } else { "stop" },
+        "total_duration": ns(started.elapsed().as_secs_f64()),
+        "load_duration": ns(stats.load_s.unwrap_or(0.0)),
+        "prompt_eval_count": stats.prompt_tokens,
+        "prompt_eval_duration": ns(stats.ttft_s),
+        "eval_count": stats.completion_tokens,
+        "eval_duration": ns(eval_s),
+    })
+}
+
+/// Merges `extra`'s keys into the object `base`.
+fn merged(mut base: Value, extra: Value) -> Value {
+    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
+    }
+    base
+}
+
+/// A reply as Ollama sends it: one object with the whole text, or NDJSON
+/// lines of pieces and a last one with the timings. `piece` wraps a text
+/// as the route's objects carry it (`message` or `response`).
+async fn answer(reply: Reply, stream: bool, model: String, started: Instant, piece: fn(&str) -> Value) -> Answer {
+    if !stream {
+        let (text, stats) = reply.collect().await?;
+        let head = json!({"model": model, "created_at": now(), "done": true});
+        return Ok(Json(merged(merged(head, piece(&text)), timings(&stats, started))).into_response());
+    }
+    let line = |value: Value| Ok::<_, std::convert::Infallible>(Bytes::from(format!("{value}\n")));
+    let lines = reply.into_stream().filter_map(move |event| match event {
+        ReplyEvent::Text(text) => {
+            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece(&text))))
+        }
+        ReplyEvent::Notice(_) => None,
+        ReplyEvent::Done(stats) => {
+            let head = json!({"model": model, "created_at": now(), "done": true});
+            Some(line(merged(merged(head, piece("")), timings(&stats, started))))
+        }
+        ReplyEvent::Failed(error) => Some(line(json!({"error": error.message()}))),
+    });
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
+}
+
+pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
+    let started = Instant::now();
+    let request: ChatRequest = parse(&body, "chat")?;
+    refuse_if_used("tools", &request.tools, "tool calling is not served on this route")?;
+    refuse_if_used("format", &request.format, "structured output is not served on this route")?;
+    refuse_if_used("think", &request.think, "thinking is not served on this route")?;
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for message in request.messages {
+        refuse_if_used("images", &message.images, "this model reads text only")?;
+        refuse_if_used("tool_calls", &message.tool_calls, "tool calling is not served on this route")?;
+        messages.push(ChatMessage { role: message.role, content: message.content });
+    }
+    let id = model_id(&app, &request.model).await?;
+    let args = request.options.into_reply_args(id)?;
+    let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation(messages))).await?;
+    answer(
+        reply,
+        request.stream,
+        request.model,
+        started,
+        |text| json!({"message": {"role": "assistant", "content": text}}),
+    )
+    .await
+}
+
+pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
+    let started = Instant::now();
+    let request: GenerateRequest = parse(&body, "generate")?;
+    refuse_if_used("images", &request.images, "this model reads text only")?;
+    refuse_if_used("format", &request.format, "structured output is not served on this route")?;
+    refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
+    refuse_if_used("think", &request.think, "thinking is not served on this route")?;
+    refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
+    let id = model_id(&app, &request.model).await?;
+    if request.prompt.is_empty() {
+        // Ollama's way to load a model without generating.
+        let entry = app.usable_model_of_kind(&id, ModelKind::Text)?;
+        super::replies::load(app, entry).await?;
+        let done =
+            json!({"model": request.model, "created_at": now(), "response": "", "done": true, "done_reason": "load"});
+        return Ok(Json(done).into_response());
+    }
+    let prompt = if request.raw {
+        Prompt::Text(request.prompt)
+    } else {
+        let mut messages: Vec<ChatMessage> = request.system.iter().map(|s| ChatMessage::new("system", s)).collect();
+        messages.push(ChatMessage::new("user", &request.prompt));
+        Prompt::Conversation(messages)
+    };
+    let args = request.options.into_reply_args(id)?;
+    let reply = Reply::start(app, move |app| app.reply_job(args, prompt)).await?;
+    answer(reply, request.stream, request.model, started, |text| json!({"response": text})).await
+}

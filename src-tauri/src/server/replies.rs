@@ -1,0 +1,119 @@
+//! A reply as the model APIs see it, whatever their wire format: started on
+//! the engine, held until its first token (so a request that cannot run
+//! still gets a 4xx/5xx status), then a stream of [`ReplyEvent`]s.
+
+use super::channel_sink;
+use crate::app::engine::ChatJob;
+use crate::app::error::ApiError;
+use crate::app::events::{Done, EngineEvent, ReplyStats};
+use crate::app::App;
+use crate::library::catalog::ModelEntry;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What a reply under way tells its route.
+pub enum ReplyEvent {
+    /// More of the reply's text.
+    Text(String),
+    /// Why the reply paused (a lost worker, say), for people watching.
+    Notice(String),
+    /// The reply ended.
+    Done(ReplyStats),
+    /// The reply failed after it started.
+    Failed(ApiError),
+}
+
+/// A reply started on the engine.
+pub struct Reply {
+    /// Events that arrived while waiting for the first token.
+    early: std::vec::IntoIter<EngineEvent>,
+    rx: mpsc::UnboundedReceiver<EngineEvent>,
+}
+
+impl Reply {
+    /// Checks the request with `make_job` and queues the reply; returns once
+    /// it produced its first token or ended, or with the error that stopped
+    /// it before that.
+    pub async fn start(
+        app: Arc<App>,
+        make_job: impl FnOnce(&App) -> Result<ChatJob, ApiError> + Send + 'static,
+    ) -> Result<Self, ApiError> {
+        let (sink, mut rx) = channel_sink();
+        tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
+            let job = make_job(&app)?;
+            app.engine.chat(job, sink, Arc::new(AtomicBool::new(false)));
+            Ok(())
+        })
+        .await
+        .map_err(|e| ApiError::Server(e.to_string()))??;
+        loop {
+            match rx.recv().await {
+                Some(EngineEvent::Error { message, kind }) => return Err(ApiError::from_kind(kind, message)),
+                Some(EngineEvent::Loading { .. } | EngineEvent::Progress(_)) => continue,
+                Some(event) => return Ok(Self { early: vec![event].into_iter(), rx }),
+                None => return Err(stopped()),
+            }
+        }
+    }
+
+    /// The next event; `None` after the last.
+    pub async fn next(&mut self) -> Option<ReplyEvent> {
+        loop {
+            let event = match self.early.next() {
+                Some(event) => event,
+                None => self.rx.recv().await?,
+            };
+            if let Some(event) = Self::translate(event) {
+                return Some(event);
+            }
+        }
+    }
+
+    fn translate(event: EngineEvent) -> Option<ReplyEvent> {
+        match event {
+            EngineEvent::Token { text } => Some(ReplyEvent::Text(text)),
+            EngineEvent::Notice { message } => Some(ReplyEvent::Notice(message)),
+            EngineEvent::Done(Done::Reply { stats, .. }) => Some(ReplyEvent::Done(stats)),
+            EngineEvent::Error { message, kind } => Some(ReplyEvent::Failed(ApiError::from_kind(kind, message))),
+            _ => None,
+        }
+    }
+
+    /// The whole reply's text and statistics.
+    pub async fn collect(mut self) -> Result<(String, ReplyStats), ApiError> {
+        let mut text = String::new();
+        while let Some(event) = self.next().await {
+            match event {
+                ReplyEvent::Text(piece) => text.push_str(&piece),
+                ReplyEvent::Notice(_) => {}
+                ReplyEvent::Done(stats) => return Ok((text, stats)),
+                ReplyEvent::Failed(error) => return Err(error),
+            }
+        }
+        Err(stopped())
+    }
+
+    /// The events as a stream, ending after `Done` or `Failed`.
+    pub fn into_stream(self) -> impl tokio_stream::Stream<Item = ReplyEvent> + Send {
+        futures_util::stream::unfold(self, |mut reply| async move { reply.next().await.map(|event| (event, reply)) })
+    }
+}
+
+/// Loads `model` into memory (if it is not there already) and waits for it.
+pub async fn load(app: Arc<App>, model: ModelEntry) -> Result<(), ApiError> {
+    let (sink, mut rx) = channel_sink();
+    app.engine.load(model, sink, Arc::new(AtomicBool::new(false)));
+    while let Some(event) = rx.recv().await {
+        match event {
+            EngineEvent::Done(_) => return Ok(()),
+            EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
+            _ => {}
+        }
+    }
+    Err(stopped())
+}
+
+fn stopped() -> ApiError {
+    ApiError::Server("the engine stopped without a reply".into())
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The official `ollama` Python client against `cake serve`'s Ollama routes.
+
+Starts `cake serve` with the default model in a private data folder and
+uses the `ollama` package (PyPI) as an Ollama client would: lists and shows
+the model, chats and generates, streamed and whole, and checks the text
+equals what `cake run` prints for the same prompt, seed and settings (the
+chat through the model's template, `raw` generation on the bare prompt).
+Requests Cake cannot honour yet (tools, a format) raise the client's
+ResponseError with status 400 naming them.
+
+Usage: python tests/e2e/ollama_client.py path/to/cake
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import ollama
+from serve_process import data_dir_with_default_model, default_model, start_server
+
+PROMPT = "Give me two tips for baking bread."
+OPTIONS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "num_predict": 40}
+
+
+def cake_run(cake: str, *args: str) -> str:
+    """What `cake run` prints for PROMPT with OPTIONS' settings."""
+    run = subprocess.run(
+        [cake, "run", "--model", str(default_model()), "--prompt", PROMPT, "--temperature", "0.7",
+         "--top-p", "0.9", "--seed", "4242", "--max-tokens", "40", "--json", *args],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(run.stdout)["text"]
+
+
+def refused(call, field: str) -> None:
+    try:
+        call()
+    except ollama.ResponseError as e:
+        assert e.status_code == 400 and field in e.error, (e.status_code, e.error)
+        return
+    raise AssertionError(f"a request with `{field}` was not refused")
+
+
+def main() -> int:
+    cake = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        server, base = start_server(cake, data_dir_with_default_model(Path(tmp)))
+        try:
+            client = ollama.Client(host=base, timeout=300)
+            listed = client.list().models
+            assert [m.model for m in listed] == ["default"], listed
+            assert listed[0].details.quantization_level == "Q4_1", listed[0]
+            shown = client.show("default")
+            assert shown.details.family == "llama", shown.details
+
+            chat = [{"role": "user", "content": PROMPT}]
+            pieces = [part.message.content for part in client.chat("default", chat, stream=True, options=OPTIONS)]
+            streamed = "".join(pieces)
+            assert len([p for p in pieces if p]) > 3, f"the chat did not stream: {pieces}"
+            expected = cake_run(cake, "--chat")
+            assert streamed == expected, f"streamed {streamed!r}\ncake run {expected!r}"
+            whole = client.chat("default:latest", chat, options=OPTIONS)
+            assert whole.message.content == expected, whole
+            assert whole.done and whole.done_reason == "length" and whole.eval_count == 40, whole
+
+            raw = "".join(part.response for part in client.generate("default", PROMPT, raw=True, stream=True,
+                                                                    options=OPTIONS))
+            assert raw == cake_run(cake), raw
+            templated = client.generate("default", PROMPT, options=OPTIONS)
+            assert templated.response == expected, templated
+            assert client.generate("default", "").done_reason == "load"
+            assert [m.model for m in client.ps().models] == ["default"]
+
+            refused(lambda: client.chat("default", chat, tools=[{"type": "function", "function": {
+                "name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}}]), "tools")
+            refused(lambda: client.chat("default", chat, format="json"), "format")
+            try:
+                client.chat("missing", chat)
+                raise AssertionError("an unknown model was accepted")
+            except ollama.ResponseError as e:
+                assert e.status_code == 404 and "missing" in e.error, e
+            print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
+                  f"templated equal; list, show, ps; tools and format refused")
+        finally:
+            server.kill()
+            server.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

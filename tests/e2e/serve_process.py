@@ -1,0 +1,33 @@
+"""A real `cake serve` on a free loopback port, for the SDK client checks."""
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def default_model() -> Path:
+    data = os.environ.get("CAKE_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_DATA_HOME", os.path.expanduser("~/.local/share")), "cake"
+    )
+    return Path(data) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def data_dir_with_default_model(root: Path) -> Path:
+    """`root` made a data folder whose library holds the default model."""
+    (root / "models").mkdir()
+    (root / "models" / default_model().name).symlink_to(default_model())
+    return root
+
+
+def start_server(cake: str, data_dir: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """Starts `cake serve` with `data_dir`; returns it and its base URL."""
+    env = dict(os.environ, CAKE_DATA_DIR=str(data_dir), HF_HUB_CACHE=str(data_dir / "hf"))
+    server = subprocess.Popen(
+        [cake, "serve", "--host", "127.0.0.1", "--port", "0", *args], stdout=subprocess.PIPE, env=env, text=True
+    )
+    for _ in range(50):
+        line = server.stdout.readline()
+        if line.startswith("Cake is serving on "):
+            return server, line.removeprefix("Cake is serving on ").strip().rstrip("/")
+    server.kill()
+    raise SystemExit("cake serve did not start")
