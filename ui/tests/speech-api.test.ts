@@ -52,15 +52,15 @@ describe("speech commands", () => {
 
     const calls = fetchMock.mock.calls.map(([url], i) => [url, bodyOf(fetchMock, i)]);
     expect(calls).toEqual([
-      ["/api/list_voices", {}],
-      ["/api/add_voice", { name: "Alice", file_base64: "AAAA", file_name: "Alice.wav" }],
-      ["/api/add_voice", { name: "Bob", path: "/rec/bob.wav" }],
-      ["/api/add_voice", { name: "Carter", wav_base64: "AAAA" }],
-      ["/api/delete_voice", { id: "v1" }],
-      ["/api/voice_audio", { id: "v1" }],
-      ["/api/list_clips", {}],
-      ["/api/clip_audio", { id: "c1" }],
-      ["/api/delete_clip", { id: "c1" }],
+      ["/app/list_voices", {}],
+      ["/app/add_voice", { name: "Alice", file_base64: "AAAA", file_name: "Alice.wav" }],
+      ["/app/add_voice", { name: "Bob", path: "/rec/bob.wav" }],
+      ["/app/add_voice", { name: "Carter", wav_base64: "AAAA" }],
+      ["/app/delete_voice", { id: "v1" }],
+      ["/app/voice_audio", { id: "v1" }],
+      ["/app/list_clips", {}],
+      ["/app/clip_audio", { id: "c1" }],
+      ["/app/delete_clip", { id: "c1" }],
     ]);
   });
 
@@ -99,7 +99,7 @@ describe("speak", () => {
     const events: SpeakUpdate[] = [];
     await expect(api.speak(request, (event) => events.push(event))).resolves.toEqual(made);
     expect(events).toEqual(updates);
-    expect(fetchMock.mock.calls[0][0]).toBe("/api/speak");
+    expect(fetchMock.mock.calls[0][0]).toBe("/app/speak");
     const { stream_id, ...args } = bodyOf(fetchMock);
     expect(typeof stream_id).toBe("string");
     expect(args).toEqual(request);

@@ -92,11 +92,11 @@ function mockFetch(respond: (url: string, init: RequestInit) => Response) {
 afterEach(() => vi.unstubAllGlobals());
 
 describe("httpCall", () => {
-  it("POSTs JSON to /api/<command> and parses the answer", async () => {
+  it("POSTs JSON to /app/<command> and parses the answer", async () => {
     const fetchMock = mockFetch(() => Response.json({ models: [], loaded: null }));
     await expect(httpCall("list_models", {})).resolves.toEqual({ models: [], loaded: null });
     const [url, init] = fetchMock.mock.calls[0];
-    expect(url).toBe("/api/list_models");
+    expect(url).toBe("/app/list_models");
     expect(init.method).toBe("POST");
     expect(init.body).toBe("{}");
   });
@@ -172,6 +172,6 @@ describe("httpStream", () => {
     const fetchMock = mockFetch(() => sseResponse(['data: {"type":"done","model":{}}\n\n']));
     await httpStream("load_model", { id: "default", stream_id: "abc" }, () => {});
     expect(JSON.parse(fetchMock.mock.calls[0][1].body as string)).toEqual({ id: "default", stream_id: "abc" });
-    expect(fetchMock.mock.calls[0][0]).toBe("/api/load_model");
+    expect(fetchMock.mock.calls[0][0]).toBe("/app/load_model");
   });
 });
