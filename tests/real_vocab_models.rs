@@ -1,6 +1,8 @@
 //! Tiny fixtures reading text through their families' published
 //! vocabularies: Llama 3's, Qwen2's (Qwen2, Qwen3, Qwen3-MoE, Qwen3-Next),
-//! Qwen3.5's and Phi-3's SentencePiece one, from llama.cpp's tokenizer suite.
+//! Qwen3.5's and Phi-3's SentencePiece one, from llama.cpp's tokenizer suite,
+//! and Gemma 3's (262 144 SentencePiece tokens) from the published Gemma 3
+//! 270M file, with llama.cpp's ids recorded in gemma3_270m_llama_cpp.json.
 //!
 //! `tests/fixtures/real_vocab_models.py` (run by `make real-files`) writes each
 //! model into `~/.cache/cake-test/real-vocab-models` (`$CAKE_REAL_VOCAB_MODELS`
@@ -96,6 +98,7 @@ pair_tests! {
     qwen3_5_hybrid_with_qwen35_vocabulary => "qwen3_5_hybrid+qwen35",
     qwen3_5_moe_with_qwen35_vocabulary => "qwen3_5_moe+qwen35",
     phi3_with_phi3_vocabulary => "phi3_window+phi-3",
+    gemma3_with_gemma3_vocabulary => "gemma3_gguf+gemma3-270m",
 }
 
 #[test]
