@@ -9,6 +9,7 @@ pub mod model;
 pub mod perplexity;
 pub mod prompt_cache;
 pub mod python_json;
+pub mod reasoning;
 pub mod sampling;
 pub mod stop_strings;
 pub mod tokenizer;
