@@ -85,15 +85,25 @@ async fn text_models(app: &Arc<App>) -> Result<Vec<(String, ModelEntry)>, ApiErr
         .collect())
 }
 
-/// The library id of the model a client named (`name` or `name:latest`).
-async fn model_id(app: &Arc<App>, name: &str) -> Result<String, ApiError> {
-    let models = text_models(app).await?;
-    let bare = name.strip_suffix(":latest").unwrap_or(name);
-    models
-        .iter()
-        .find(|(listed, _)| listed == name || listed == bare)
-        .map(|(_, entry)| entry.id.clone())
-        .ok_or_else(|| ApiError::NotFound(format!("model '{name}' not found: GET /api/tags lists the models Cake has")))
+/// The text model a client named: `name`, or `name` without Ollama's
+/// default tag `:latest` (only the named model's files are inspected).
+async fn named_model(app: &Arc<App>, name: &str) -> Result<ModelEntry, ApiError> {
+    let (app, name) = (app.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        let found = app.usable_model_of_kind(&name, ModelKind::Text);
+        match (found, name.strip_suffix(":latest")) {
+            (Err(ApiError::NotFound(_)), Some(bare)) => app.usable_model_of_kind(bare, ModelKind::Text),
+            (found, _) => found,
+        }
+        .map_err(|e| match e {
+            ApiError::NotFound(_) => {
+                ApiError::NotFound(format!("model '{name}' not found: GET /api/tags lists the models Cake has"))
+            }
+            other => other,
+        })
+    })
+    .await
+    .map_err(|e| ApiError::Server(e.to_string()))?
 }
 
 /// Ollama's `details` of a model.
@@ -180,8 +190,7 @@ struct ShowRequest {
 
 pub async fn show(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let request: ShowRequest = parse(&body, "show")?;
-    let id = model_id(&app, &request.model).await?;
-    let entry = app.usable_model(&id)?;
+    let entry = named_model(&app, &request.model).await?;
     let architecture = entry.architecture.clone().unwrap_or_default();
     Ok(Json(json!({
         "modelfile": "", "parameters": "", "template": "",
@@ -360,7 +369,7 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         refuse_if_used("tool_calls", &message.tool_calls, "tool calling is not served on this route")?;
         messages.push(ChatMessage { role: message.role, content: message.content });
     }
-    let id = model_id(&app, &request.model).await?;
+    let id = named_model(&app, &request.model).await?.id;
     let args = request.options.into_reply_args(id)?;
     let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation(messages))).await?;
     answer(
@@ -381,10 +390,9 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
     refuse_if_used("think", &request.think, "thinking is not served on this route")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
-    let id = model_id(&app, &request.model).await?;
+    let entry = named_model(&app, &request.model).await?;
     if request.prompt.is_empty() {
         // Ollama's way to load a model without generating.
-        let entry = app.usable_model_of_kind(&id, ModelKind::Text)?;
         super::replies::load(app, entry).await?;
         let done =
             json!({"model": request.model, "created_at": now(), "response": "", "done": true, "done_reason": "load"});
@@ -397,7 +405,7 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         messages.push(ChatMessage::new("user", &request.prompt));
         Prompt::Conversation(messages)
     };
-    let args = request.options.into_reply_args(id)?;
+    let args = request.options.into_reply_args(entry.id)?;
     let reply = Reply::start(app, move |app| app.reply_job(args, prompt)).await?;
     answer(reply, request.stream, request.model, started, |text| json!({"response": text})).await
 }
