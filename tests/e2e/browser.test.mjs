@@ -245,6 +245,41 @@ test("a broken model shows the engine's error and chat with another model still 
   await page.close();
 });
 
+test("a model that thinks first shows its reasoning folded above the answer, after a reload too", async () => {
+  // The scripted Qwen3 fixture writes a <think> block, then its answer.
+  const model = path.resolve(here, "../fixtures/tiny/qwen3_scripted");
+  const script = JSON.parse(readFileSync(path.join(model, "script.json"), "utf8")).think_alone;
+  const [thought, answer] = script.reply.replace("<think>", "").split("</think>").map((part) => part.trim());
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  await page.locator('[data-testid="models-button"]').click();
+  await page.locator('[data-testid="import-path"]').fill(model);
+  await page.locator('[data-testid="import-button"]').click();
+  await page.locator(`[data-testid="model-row"][data-model-id="file:${model}"]`).waitFor();
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption(`file:${model}`);
+  await send(page, script.messages[0].content);
+  await watchReply(page);
+
+  const reply = page.locator('[data-testid="message"][data-role="assistant"]').last();
+  const reasoning = reply.locator('[data-testid="reasoning"]');
+  const check = async () => {
+    assert.equal(await reasoning.evaluate((el) => el.open), false, "the reasoning starts folded");
+    assert.equal(await reply.locator(".markdown").innerText(), answer, "the answer holds no reasoning");
+    assert.match(await reasoning.locator("summary").innerText(), /^Reasoning · \d+ words$/);
+    assert.equal(await reasoning.locator('[data-testid="reasoning-text"]').isVisible(), false);
+    await reasoning.locator("summary").click();
+    assert.equal(await reasoning.locator('[data-testid="reasoning-text"]').innerText(), thought);
+  };
+  await check();
+  await page.screenshot({ path: path.join(outDir, "browser-reasoning.png") });
+  await page.reload();
+  await reply.waitFor();
+  await check();
+  await page.close();
+});
+
 /** A model reply that tries every way Markdown or HTML could run script or reach out (shared with desktop.py). */
 const HOSTILE_REPLY = readFileSync(path.join(here, "hostile_reply.md"), "utf8");
 

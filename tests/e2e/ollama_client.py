@@ -7,7 +7,9 @@ the model, chats and generates, streamed and whole, and checks the text
 equals what `cake run` prints for the same prompt, seed and settings (the
 chat through the model's template, `raw` generation on the bare prompt).
 Requests Cake cannot honour yet (tools, a format) raise the client's
-ResponseError with status 400 naming them.
+ResponseError with status 400 naming them. With the scripted Qwen3 fixture,
+a reply's reasoning arrives in `thinking`, apart from its `content`, and
+`think=False` switches it off.
 
 Usage: python tests/e2e/ollama_client.py path/to/cake
 """
@@ -19,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import ollama
-from serve_process import data_dir_with_default_model, default_model, start_server
+from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, start_server
 
 PROMPT = "Give me two tips for baking bread."
 OPTIONS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "num_predict": 40}
@@ -44,14 +46,28 @@ def refused(call, field: str) -> None:
     raise AssertionError(f"a request with `{field}` was not refused")
 
 
+def check_thinking(client: ollama.Client) -> None:
+    """The scripted model's reasoning comes in `thinking`, never in `content`."""
+    reasoning, answer = scripted_parts("think")
+    messages = script()["think"]["messages"]
+    whole = client.chat("qwen3_scripted", messages, think=True, options={"temperature": 0})
+    assert (whole.message.content, whole.message.thinking) == (answer, reasoning), whole.message
+    parts = list(client.chat("qwen3_scripted", messages, stream=True, options={"temperature": 0}))
+    assert "".join(p.message.thinking or "" for p in parts) == reasoning
+    assert "".join(p.message.content for p in parts) == answer
+    off = client.chat("qwen3_scripted", script()["no_think"]["messages"], think=False, options={"temperature": 0})
+    assert (off.message.content, off.message.thinking) == (scripted_parts("no_think")[1], None), off.message
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        server, base = start_server(cake, data_dir_with_default_model(Path(tmp)))
+        data = data_dir_with_default_model(Path(tmp))
+        server, base = start_server(cake, data, "--model", str(scripted_model()))
         try:
             client = ollama.Client(host=base, timeout=300)
             listed = client.list().models
-            assert [m.model for m in listed] == ["default"], listed
+            assert [m.model for m in listed] == ["default", "qwen3_scripted"], listed
             assert listed[0].details.quantization_level == "Q4_1", listed[0]
             shown = client.show("default")
             assert shown.details.family == "llama", shown.details
@@ -73,6 +89,7 @@ def main() -> int:
             assert templated.response == expected, templated
             assert client.generate("default", "").done_reason == "load"
             assert [m.model for m in client.ps().models] == ["default"]
+            check_thinking(client)
 
             refused(lambda: client.chat("default", chat, tools=[{"type": "function", "function": {
                 "name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}}]), "tools")
@@ -83,7 +100,7 @@ def main() -> int:
             except ollama.ResponseError as e:
                 assert e.status_code == 404 and "missing" in e.error, e
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
-                  f"templated equal; list, show, ps; tools and format refused")
+                  f"templated equal; list, show, ps; thinking apart; tools and format refused")
         finally:
             server.kill()
             server.wait()

@@ -7,7 +7,9 @@ the `openai` package, and checks the text equals what `cake run --chat`
 prints for the same prompt, seed and settings. Also checks a non-streaming
 call, that errors arrive as the client's typed exceptions, and that what
 Cake cannot honour yet (tools, a response format, an image) is refused with
-a 400 naming it rather than ignored.
+a 400 naming it rather than ignored. With the scripted Qwen3 fixture, a
+reply's reasoning arrives in `reasoning_content`, whole and streamed, apart
+from its `content`, and `reasoning_effort: "none"` switches it off.
 
 Usage: python tests/e2e/openai_client.py path/to/cake
 """
@@ -19,20 +21,47 @@ import tempfile
 from pathlib import Path
 
 import openai
-from serve_process import data_dir_with_default_model, default_model, start_server
+from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, start_server
 
 PROMPT = "Give me two tips for baking bread."
 SETTINGS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "max_tokens": 40}
 
 
+def check_reasoning(client: openai.OpenAI) -> None:
+    """The scripted model's reasoning comes in `reasoning_content`, never in `content`."""
+    reasoning, answer = scripted_parts("think")
+    messages = script()["think"]["messages"]
+    whole = client.chat.completions.create(model="qwen3_scripted", messages=messages, temperature=0)
+    message = whole.choices[0].message
+    assert (message.content, message.reasoning_content) == (answer, reasoning), message
+
+    streamed = {"reasoning_content": "", "content": ""}
+    for chunk in client.chat.completions.create(model="qwen3_scripted", messages=messages, temperature=0,
+                                                stream=True):
+        delta = chunk.choices[0].delta
+        thought = getattr(delta, "reasoning_content", None)
+        if thought:
+            assert streamed["content"] == "", "reasoning came after the answer began"
+            streamed["reasoning_content"] += thought
+        streamed["content"] += delta.content or ""
+    assert streamed == {"reasoning_content": reasoning, "content": answer}, streamed
+
+    off = client.chat.completions.create(model="qwen3_scripted", messages=script()["no_think"]["messages"],
+                                         temperature=0, reasoning_effort="none")
+    assert off.choices[0].message.content == scripted_parts("no_think")[1], off
+    assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        server, base = start_server(cake, data_dir_with_default_model(Path(tmp)))
+        data = data_dir_with_default_model(Path(tmp))
+        server, base = start_server(cake, data, "--model", str(scripted_model()))
         try:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=300, max_retries=0)
             models = [m.id for m in client.models.list()]
-            assert models == ["default"], models
+            assert models == ["default", "qwen3_scripted"], models
+            check_reasoning(client)
 
             stream = client.chat.completions.create(
                 model="default", messages=[{"role": "user", "content": PROMPT}], stream=True, **SETTINGS
@@ -72,7 +101,8 @@ def main() -> int:
                     raise AssertionError(f"a request with {field} was not refused")
                 except openai.BadRequestError as e:
                     assert field in str(e), e
-            print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}")
+            print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
+                  "reasoning apart from content, whole and streamed")
         finally:
             server.kill()
             server.wait()

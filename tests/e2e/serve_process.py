@@ -31,3 +31,25 @@ def start_server(cake: str, data_dir: Path, *args: str) -> tuple[subprocess.Pope
             return server, line.removeprefix("Cake is serving on ").strip().rstrip("/")
     server.kill()
     raise SystemExit("cake serve did not start")
+
+
+def scripted_model() -> Path:
+    """The tiny Qwen3 taught to write reasoning blocks and tool calls
+    (`tests/fixtures/generate_scripted_model.py`); served as `qwen3_scripted`."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "qwen3_scripted"
+
+
+def script() -> dict:
+    """The scripted model's conversations and replies."""
+    import json
+
+    return json.loads((scripted_model() / "script.json").read_text())
+
+
+def scripted_parts(name: str) -> tuple[str, str]:
+    """The reasoning and the answer of the scripted reply `name`."""
+    reply = script()[name]["reply"]
+    if "</think>" not in reply:
+        return "", reply
+    reasoning, answer = reply.split("</think>", 1)
+    return reasoning.removeprefix("<think>"), answer.lstrip()

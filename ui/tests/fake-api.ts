@@ -16,6 +16,7 @@ import type {
   LoadProgressEvent,
   ModelEntry,
   PromptProgressEvent,
+  ReplyPart,
   ReplyStats,
   SpeakAudioEvent,
   SpeakRequest,
@@ -55,7 +56,7 @@ export const STATS: ReplyStats = {
 /** How a fake chat stream behaves: tokens to send, then done or failure. */
 export type ChatScript = (
   request: ChatRequest,
-  onToken: (text: string) => void,
+  onToken: (text: string, part: ReplyPart) => void,
   signal: AbortSignal | undefined,
   onPromptProgress?: (progress: PromptProgressEvent) => void,
 ) => Promise<ReplyStats>;
@@ -63,7 +64,7 @@ export type ChatScript = (
 export const replyWith =
   (...tokens: string[]): ChatScript =>
   async (_request, onToken) => {
-    for (const token of tokens) onToken(token);
+    for (const token of tokens) onToken(token, "answer");
     return STATS;
   };
 
@@ -72,7 +73,7 @@ export const replyUntilStopped =
   (...tokens: string[]): ChatScript =>
   (_request, onToken, signal) =>
     new Promise((_, reject) => {
-      for (const token of tokens) onToken(token);
+      for (const token of tokens) onToken(token, "answer");
       signal?.addEventListener("abort", () => reject(new DOMException("stopped", "AbortError")));
     });
 

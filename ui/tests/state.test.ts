@@ -109,14 +109,33 @@ describe("chat", () => {
     const { cake, server, state } = await started();
     const seen: string[] = [];
     server.chatScript = async (_request, onToken) => {
-      onToken("a");
+      onToken("a", "answer");
       seen.push(selectedConversation(state())!.messages.at(-1)!.content);
-      onToken("b");
+      onToken("b", "answer");
       seen.push(selectedConversation(state())!.messages.at(-1)!.content);
       return STATS;
     };
     await cake.chat.send("hi");
     expect(seen).toEqual(["a", "ab"]);
+  });
+
+  it("keeps a reply's reasoning apart from its answer, and sends it back", async () => {
+    const { cake, api, server, state } = await started();
+    server.chatScript = async (_request, onToken) => {
+      onToken("Two and ", "reasoning");
+      onToken("two.", "reasoning");
+      onToken("Four.", "answer");
+      return STATS;
+    };
+    await cake.chat.send("2+2?");
+    const reply = selectedConversation(state())!.messages.at(-1)!;
+    expect(reply).toMatchObject({ role: "assistant", content: "Four.", reasoning: "Two and two." });
+    expect(server.conversations.get(state().selectedId!)!.messages.at(-1)!.reasoning).toBe("Two and two.");
+
+    server.chatScript = replyWith("Yes.");
+    await cake.chat.send("Sure?");
+    const request = vi.mocked(api.chat).mock.calls.at(-1)![0];
+    expect(request.messages[1]).toEqual({ role: "assistant", content: "Four.", reasoning_content: "Two and two." });
   });
 
   it("keeps the partial reply when stopped, and saves it", async () => {
@@ -140,7 +159,7 @@ describe("chat", () => {
       onPromptProgress?.({ type: "progress", read_tokens: 0, prompt_tokens: 1000 });
       onPromptProgress?.({ type: "progress", read_tokens: 512, prompt_tokens: 1000 });
       seen.push(state().promptProgress);
-      onToken("a");
+      onToken("a", "answer");
       seen.push(state().promptProgress);
       return STATS;
     };
@@ -161,7 +180,7 @@ describe("chat", () => {
     expect(selectedConversation(state())!.messages).toEqual([{ role: "user", content: "a long message" }]);
 
     server.chatScript = async (_request, onToken) => {
-      onToken("short");
+      onToken("short", "answer");
       return { ...STATS, dropped_messages: 2 };
     };
     await cake.chat.sendWithoutOldestTurns();

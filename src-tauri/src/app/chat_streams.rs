@@ -21,13 +21,14 @@
 use super::engine::{CancelFlag, ChatJob, EventSink, Prompt};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use crate::cluster::remote::WorkerLost;
-use crate::text::chat_template::{ChatMessage, ChatTemplate};
+use crate::text::chat_template::{ChatMessage, ChatTemplate, RenderOptions};
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
     context_within, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
 };
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
+use crate::text::reasoning::{ReasoningSplitter, ReplyPart, THINK_OPEN};
 use crate::text::sampling::SamplingParams;
 use crate::text::tokenizer::{SpecialTokenInMessage, TextTokenizer};
 use std::collections::VecDeque;
@@ -70,15 +71,22 @@ impl<'m> RequestMaker<'m> {
     }
 
     /// A chat's generation request (the conversation rendered and
-    /// tokenized, its oldest turns left out if it asked for that) and how
-    /// many messages were left out. A text far longer than the context is
-    /// refused before it is tokenized.
-    fn make(&self, job: &ChatJob) -> anyhow::Result<(GenerationRequest, usize)> {
+    /// tokenized, its oldest turns left out if it asked for that). A text
+    /// far longer than the context is refused before it is tokenized.
+    fn make(&self, job: &ChatJob) -> anyhow::Result<MadeRequest> {
         let (template, tokenizer) = self.parts.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
         let context = context_within(self.model_context, job.context_length);
         let most_bytes = context.saturating_mul(tokenizer.longest_token_bytes()).saturating_mul(NORMALIZER_SLACK);
+        // Whether the last prompt rendered ends inside a reasoning block.
+        let prompt_opens_block = std::cell::Cell::new(false);
+        let no_options = RenderOptions::default();
+        let options = match &job.prompt {
+            Prompt::Conversation { options, .. } => options,
+            Prompt::Text(_) => &no_options,
+        };
         let tokenize = |messages: &[ChatMessage]| {
-            let text = template.render(messages, true)?;
+            let text = template.render_with(messages, true, options)?;
+            prompt_opens_block.set(text.trim_end().ends_with(THINK_OPEN));
             if text.len() > most_bytes {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
                 return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
@@ -95,37 +103,73 @@ impl<'m> RequestMaker<'m> {
                 return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
             }
             Prompt::Text(text) => tokenizer.encode(text, true)?,
-            Prompt::Conversation(messages) if job.drop_oldest_turns => {
+            Prompt::Conversation { messages, .. } if job.drop_oldest_turns => {
                 // Room for a reply: the whole budget, or a quarter of the context.
                 let reserve = job.max_tokens.min(context / 4);
                 let fitted = drop_oldest_turns(messages, context, reserve, tokenize)?;
                 dropped_messages = fitted.dropped_messages;
                 fitted.tokens
             }
-            Prompt::Conversation(messages) => tokenize(messages)?,
+            Prompt::Conversation { messages, .. } => tokenize(messages)?,
         };
         request.max_new_tokens = job.max_tokens;
         request.stop_strings = job.stop.clone();
         request.sampling = job.sampling.apply_to(self.sampling_defaults);
-        Ok((request, dropped_messages))
+        let thinks = template.thinks() && matches!(job.prompt, Prompt::Conversation { .. });
+        let reasoning = thinks.then(|| ReasoningSplitter::new(prompt_opens_block.get()));
+        Ok(MadeRequest { request, dropped_messages, reply: ReplyText::new(reasoning) })
     }
 }
 
-/// Passes a generation event on to a chat's listener; `Break` once the
-/// listener has gone or the chat was cancelled.
-fn relay(sink: &mut EventSink, cancel: &CancelFlag, event: GenerationEvent) -> ControlFlow<()> {
-    let listening = match event {
-        GenerationEvent::PromptRead { read, total } => {
-            sink(EngineEvent::Progress(Progress::Prompt { read_tokens: read, prompt_tokens: total }))
-        }
-        GenerationEvent::Token(token) => {
-            token.text.is_empty() || sink(EngineEvent::Token { text: token.text.to_string() })
-        }
-    };
-    if listening && !cancel.load(Ordering::Relaxed) {
-        ControlFlow::Continue(())
-    } else {
-        ControlFlow::Break(())
+/// What [`RequestMaker::make`] gives.
+struct MadeRequest {
+    request: GenerationRequest,
+    /// Messages left out, oldest first, so the rest fit the context.
+    dropped_messages: usize,
+    reply: ReplyText,
+}
+
+/// A reply's text as it goes out, its reasoning kept apart from its
+/// answer when the model's template writes reasoning blocks.
+struct ReplyText {
+    splitter: Option<ReasoningSplitter>,
+    answer: String,
+    reasoning: String,
+}
+
+impl ReplyText {
+    fn new(splitter: Option<ReasoningSplitter>) -> Self {
+        Self { splitter, answer: String::new(), reasoning: String::new() }
+    }
+
+    /// The events for `piece` of the reply.
+    fn push(&mut self, piece: &str) -> Vec<EngineEvent> {
+        let parts = match &mut self.splitter {
+            Some(splitter) => splitter.push(piece),
+            None if piece.is_empty() => Vec::new(),
+            None => vec![ReplyPart::Answer(piece.to_string())],
+        };
+        self.events(parts)
+    }
+
+    /// The events for what is still held when the reply ends.
+    fn finish(&mut self) -> Vec<EngineEvent> {
+        let parts = self.splitter.as_mut().map(ReasoningSplitter::finish).unwrap_or_default();
+        self.events(parts)
+    }
+
+    fn events(&mut self, parts: Vec<ReplyPart>) -> Vec<EngineEvent> {
+        let event = |part| match part {
+            ReplyPart::Answer(text) => {
+                self.answer.push_str(&text);
+                EngineEvent::Token { text }
+            }
+            ReplyPart::Reasoning(text) => {
+                self.reasoning.push_str(&text);
+                EngineEvent::Reasoning { text }
+            }
+        };
+        parts.into_iter().map(event).collect()
     }
 }
 
@@ -146,6 +190,8 @@ pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
 struct ChatState {
     sink: EventSink,
     cancel: CancelFlag,
+    /// The reply's text so far (across continuations).
+    reply: ReplyText,
     /// The conversation's prompt tokens (before any continuation).
     prompt_tokens: usize,
     dropped_messages: usize,
@@ -156,9 +202,26 @@ struct ChatState {
     /// The most groups of chats whose steps were in flight across the
     /// cluster at once while this one decoded.
     groups_in_flight: usize,
-    /// Tokens and text generated before a worker was lost.
+    /// Tokens generated before a worker was lost.
     earlier_tokens: Vec<u32>,
-    earlier_text: String,
+}
+
+impl ChatState {
+    /// Passes a generation event on to the chat's listener; `Break` once
+    /// the listener has gone or the chat was cancelled.
+    fn relay(&mut self, event: GenerationEvent) -> ControlFlow<()> {
+        let listening = match event {
+            GenerationEvent::PromptRead { read, total } => {
+                (self.sink)(EngineEvent::Progress(Progress::Prompt { read_tokens: read, prompt_tokens: total }))
+            }
+            GenerationEvent::Token(token) => self.reply.push(token.text).into_iter().all(|event| (self.sink)(event)),
+        };
+        if listening && !self.cancel.load(Ordering::Relaxed) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    }
 }
 
 /// A chat with its request ready, waiting for room among the answered
@@ -177,17 +240,17 @@ impl Prepared {
             return None;
         }
         match maker.make(&job) {
-            Ok((request, dropped_messages)) => Some(Self {
+            Ok(MadeRequest { request, dropped_messages, reply }) => Some(Self {
                 state: ChatState {
                     sink,
                     cancel,
+                    reply,
                     prompt_tokens: request.prompt_tokens.len(),
                     dropped_messages,
                     load_s,
                     decoded_together: 1,
                     groups_in_flight: 1,
                     earlier_tokens: Vec::new(),
-                    earlier_text: String::new(),
                 },
                 request,
             }),
@@ -248,7 +311,7 @@ impl<'m> Answering<'m> {
     /// lost worker stops the round (the pipeline cannot go on).
     fn advance_alone(&mut self) -> Result<(), WorkerLost> {
         let Self { stream, state, .. } = self;
-        let mut listen = |event: GenerationEvent| relay(&mut state.sink, &state.cancel, event);
+        let mut listen = |event: GenerationEvent| state.relay(event);
         let result = match stream.phase() {
             Phase::ReadingPrompt => stream.read_prompt_chunk(&mut listen),
             Phase::FirstToken => stream.step(&mut listen),
@@ -274,7 +337,6 @@ impl<'m> Answering<'m> {
         request.prompt_tokens.extend_from_slice(stream.generated());
         request.max_new_tokens -= stream.generated().len();
         state.earlier_tokens.extend_from_slice(stream.generated());
-        state.earlier_text.push_str(stream.text());
         Prepared { state, request }
     }
 
@@ -285,8 +347,10 @@ impl<'m> Answering<'m> {
             (state.sink)(event);
             return;
         }
-        let ChatState { sink, cancel, .. } = &mut state;
-        let finished = stream.finish(cache, &mut |event: GenerationEvent| relay(sink, cancel, event));
+        let finished = stream.finish(cache, &mut |event: GenerationEvent| state.relay(event));
+        for event in state.reply.finish() {
+            (state.sink)(event);
+        }
         let event = match finished {
             Ok(reply) => EngineEvent::Done(Done::Reply {
                 stats: ReplyStats {
@@ -301,7 +365,8 @@ impl<'m> Answering<'m> {
                     decoded_together: state.decoded_together,
                     groups_in_flight: state.groups_in_flight,
                 },
-                text: state.earlier_text + &reply.text,
+                text: std::mem::take(&mut state.reply.answer),
+                reasoning: std::mem::take(&mut state.reply.reasoning),
             }),
             Err(error) => chat_failure(&error),
         };
@@ -442,14 +507,12 @@ fn decode_step(model: &TextModel, answering: &mut [Answering]) -> Result<(), Wor
     let mut listeners = Vec::with_capacity(decoding.len());
     let together = decoding.len();
     for chat in decoding.iter_mut() {
-        chat.state.decoded_together = chat.state.decoded_together.max(together);
-        streams.push(&mut chat.stream);
-        listeners.push((&mut chat.state.sink, &chat.state.cancel));
+        let Answering { stream, state, .. } = &mut **chat;
+        state.decoded_together = state.decoded_together.max(together);
+        streams.push(stream);
+        listeners.push(state);
     }
-    let result = step_pipelined(model, &mut streams, most_steps, |index, event| {
-        let (sink, cancel) = &mut listeners[index];
-        relay(sink, cancel, event)
-    });
+    let result = step_pipelined(model, &mut streams, most_steps, |index, event| listeners[index].relay(event));
     match result {
         Ok(groups) => {
             for chat in decoding {

@@ -18,6 +18,7 @@ use crate::library::hub::HubConnection;
 use crate::speech::family::VoiceKind;
 use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
+use crate::text::chat_template::RenderOptions;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -206,7 +207,8 @@ impl App {
             stop: a.stop,
             context_length: a.context_length,
         };
-        let mut job = self.reply_job(reply, Prompt::Conversation(a.messages))?;
+        let options = RenderOptions { enable_thinking: a.enable_thinking };
+        let mut job = self.reply_job(reply, Prompt::Conversation { messages: a.messages, options })?;
         job.drop_oldest_turns = a.drop_oldest_turns;
         Ok(job)
     }
@@ -214,10 +216,10 @@ impl App {
     /// Checks a request to continue `prompt` and finds its model.
     pub fn reply_job(&self, a: ReplyArgs, prompt: Prompt) -> Result<ChatJob, ApiError> {
         match &prompt {
-            Prompt::Conversation(messages) if messages.is_empty() => {
+            Prompt::Conversation { messages, .. } if messages.is_empty() => {
                 return Err(ApiError::BadRequest("chat: `messages` is empty".into()));
             }
-            Prompt::Conversation(messages) => {
+            Prompt::Conversation { messages, .. } => {
                 let unknown = messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant"));
                 if let Some(m) = unknown {
                     return Err(ApiError::BadRequest(format!("chat: unknown role `{}`", m.role)));

@@ -18,7 +18,7 @@ use crate::library::catalog::ModelEntry;
 use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::noise::SeededNoise;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
-use crate::text::chat_template::ChatMessage;
+use crate::text::chat_template::{ChatMessage, RenderOptions};
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
@@ -37,7 +37,7 @@ pub type CancelFlag = Arc<AtomicBool>;
 #[derive(Debug, Clone)]
 pub enum Prompt {
     /// A conversation, rendered with the model's chat template.
-    Conversation(Vec<ChatMessage>),
+    Conversation { messages: Vec<ChatMessage>, options: RenderOptions },
     /// Text as it is (a completion), with the BOS its vocabulary adds;
     /// special tokens spelled in it are read as such.
     Text(String),

@@ -19,8 +19,10 @@ pub enum EngineEvent {
     Loading { fraction: f64, message: String },
     /// Progress of the command's own work.
     Progress(Progress),
-    /// A piece of a reply.
+    /// A piece of a reply's answer.
     Token { text: String },
+    /// A piece of a reply's reasoning (the model's thinking before it answers).
+    Reasoning { text: String },
     /// Something to know mid-reply (a worker was lost and the reply continues).
     Notice { message: String },
     /// A piece of speech as it is made, to be played at once: mono 16-bit
@@ -65,8 +67,13 @@ pub enum Progress {
 pub enum Done {
     /// `load_model`, `download_model`: the model, as listed.
     Model { model: ModelEntry },
-    /// `chat`.
-    Reply { text: String, stats: ReplyStats },
+    /// `chat`: the answer, and the reasoning before it (absent when none).
+    Reply {
+        text: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        reasoning: String,
+        stats: ReplyStats,
+    },
     /// `speak` without keeping the clip (the OpenAI speech endpoint).
     Audio { wav_base64: String },
     /// `speak`: the stored clip.

@@ -178,6 +178,9 @@ pub struct ChatArgs {
     /// Leave out the oldest turns when the conversation does not fit.
     #[serde(default)]
     pub drop_oldest_turns: bool,
+    /// `false` switches reasoning off where the model's template can.
+    #[serde(default)]
+    pub enable_thinking: Option<bool>,
 }
 
 /// How a reply is made, whatever it continues (a conversation or a text).

@@ -5,9 +5,11 @@
 //! `"stream": false`). Other `/api/` paths get 404 naming what is served.
 //!
 //! Models are named as on `/v1/models` (a trailing `:latest` is accepted).
-//! What Cake cannot honour yet (images, tools, `format`, `think`, a custom
-//! `template`, penalties and samplers it does not have) is refused with a
-//! 400 naming it, never ignored. Errors are Ollama's `{"error": "..."}`.
+//! A reply's reasoning comes apart from its answer, in `thinking`; `think:
+//! false` switches it off where the model's template can. What Cake cannot
+//! honour yet (images, tools, `format`, a custom `template`, penalties and
+//! samplers it does not have) is refused with a 400 naming it, never
+//! ignored. Errors are Ollama's `{"error": "..."}`.
 
 use super::replies::{Reply, ReplyEvent};
 use super::{parse_body, refuse_if_used};
@@ -17,7 +19,7 @@ use crate::app::events::ReplyStats;
 use crate::app::request::ReplyArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
-use crate::text::chat_template::ChatMessage;
+use crate::text::chat_template::{ChatMessage, RenderOptions};
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
 use axum::body::{Body, Bytes};
@@ -275,6 +277,8 @@ struct ChatRequestMessage {
     content: String,
     images: Option<Value>,
     tool_calls: Option<Value>,
+    /// An earlier reply's reasoning, as this route gave it.
+    thinking: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -334,23 +338,28 @@ fn merged(mut base: Value, extra: Value) -> Value {
 }
 
 /// A reply as Ollama sends it: one object with the whole text, or NDJSON
-/// lines of pieces and a last one with the timings. `piece` wraps a text
-/// as the route's objects carry it (`message` or `response`).
-async fn answer(reply: Reply, stream: bool, model: String, started: Instant, piece: fn(&str) -> Value) -> Answer {
+/// lines of pieces and a last one with the timings. `piece` wraps an
+/// answer's text and a reasoning's as the route's objects carry them
+/// (`message` or `response`, and `thinking`).
+async fn answer(reply: Reply, stream: bool, model: String, started: Instant, piece: fn(&str, &str) -> Value) -> Answer {
     if !stream {
-        let (text, stats) = reply.collect().await?;
+        let whole = reply.collect().await?;
         let head = json!({"model": model, "created_at": now(), "done": true});
-        return Ok(Json(merged(merged(head, piece(&text)), timings(&stats, started))).into_response());
+        let body = merged(merged(head, piece(&whole.answer, &whole.reasoning)), timings(&whole.stats, started));
+        return Ok(Json(body).into_response());
     }
     let line = |value: Value| Ok::<_, std::convert::Infallible>(Bytes::from(format!("{value}\n")));
     let lines = reply.into_stream().filter_map(move |event| match event {
         ReplyEvent::Text(text) => {
-            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece(&text))))
+            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece(&text, ""))))
+        }
+        ReplyEvent::Reasoning(text) => {
+            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece("", &text))))
         }
         ReplyEvent::Notice(_) => None,
         ReplyEvent::Done(stats) => {
             let head = json!({"model": model, "created_at": now(), "done": true});
-            Some(line(merged(merged(head, piece("")), timings(&stats, started))))
+            Some(line(merged(merged(head, piece("", "")), timings(&stats, started))))
         }
         ReplyEvent::Failed(error) => Some(line(json!({"error": error.message()}))),
     });
@@ -362,24 +371,38 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let request: ChatRequest = parse(&body, "chat")?;
     refuse_if_used("tools", &request.tools, "tool calling is not served on this route")?;
     refuse_if_used("format", &request.format, "structured output is not served on this route")?;
-    refuse_if_used("think", &request.think, "thinking is not served on this route")?;
+    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())? };
     let mut messages = Vec::with_capacity(request.messages.len());
     for message in request.messages {
         refuse_if_used("images", &message.images, "this model reads text only")?;
         refuse_if_used("tool_calls", &message.tool_calls, "tool calling is not served on this route")?;
-        messages.push(ChatMessage { role: message.role, content: message.content });
+        let mut turn = ChatMessage::new(&message.role, &message.content);
+        turn.reasoning_content = message.thinking;
+        messages.push(turn);
     }
     let id = named_model(&app, &request.model).await?.id;
     let args = request.options.into_reply_args(id)?;
-    let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation(messages))).await?;
-    answer(
-        reply,
-        request.stream,
-        request.model,
-        started,
-        |text| json!({"message": {"role": "assistant", "content": text}}),
-    )
+    let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation { messages, options })).await?;
+    answer(reply, request.stream, request.model, started, |text, thinking| {
+        let mut message = json!({"role": "assistant", "content": text});
+        if !thinking.is_empty() {
+            message["thinking"] = json!(thinking);
+        }
+        json!({ "message": message })
+    })
     .await
+}
+
+/// Ollama's `think`: `false` switches reasoning off where the template
+/// can; `true` or a level (`high`, `medium`, `low`) leaves it on. Either
+/// way the reasoning comes apart from the answer, in `thinking`.
+fn thinking_asked(think: Option<&Value>) -> Result<Option<bool>, ApiError> {
+    match think {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(on)) => Ok(Some(*on)),
+        Some(Value::String(level)) if matches!(level.as_str(), "high" | "medium" | "low") => Ok(Some(true)),
+        Some(_) => Err(ApiError::BadRequest("`think` must be true, false, \"high\", \"medium\" or \"low\"".into())),
+    }
 }
 
 pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
@@ -388,8 +411,8 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     refuse_if_used("images", &request.images, "this model reads text only")?;
     refuse_if_used("format", &request.format, "structured output is not served on this route")?;
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
-    refuse_if_used("think", &request.think, "thinking is not served on this route")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
+    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())? };
     let entry = named_model(&app, &request.model).await?;
     if request.prompt.is_empty() {
         // Ollama's way to load a model without generating.
@@ -403,9 +426,16 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     } else {
         let mut messages: Vec<ChatMessage> = request.system.iter().map(|s| ChatMessage::new("system", s)).collect();
         messages.push(ChatMessage::new("user", &request.prompt));
-        Prompt::Conversation(messages)
+        Prompt::Conversation { messages, options }
     };
     let args = request.options.into_reply_args(entry.id)?;
     let reply = Reply::start(app, move |app| app.reply_job(args, prompt)).await?;
-    answer(reply, request.stream, request.model, started, |text| json!({"response": text})).await
+    answer(reply, request.stream, request.model, started, |text, thinking| {
+        let mut piece = json!({ "response": text });
+        if !thinking.is_empty() {
+            piece["thinking"] = json!(thinking);
+        }
+        piece
+    })
+    .await
 }

@@ -54,6 +54,8 @@ enum Content {
 struct RequestMessage {
     role: String,
     content: Content,
+    /// An earlier reply's reasoning, as this route gave it.
+    reasoning_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -86,6 +88,11 @@ struct CompletionRequest {
     max_tokens: Option<usize>,
     max_completion_tokens: Option<usize>,
     stop: Option<Stop>,
+    /// `none` switches reasoning off where the model's template can.
+    reasoning_effort: Option<String>,
+    /// Variables for the chat template (llama.cpp's and vLLM's extension):
+    /// `enable_thinking` only.
+    chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     /// Not served yet: refused when they ask for something.
     tools: Option<Value>,
     response_format: Option<Value>,
@@ -104,6 +111,7 @@ impl CompletionRequest {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::BadRequest("`n` must be 1: Cake makes one choice per request".into()));
         }
+        let enable_thinking = thinking_asked(self.reasoning_effort.as_deref(), self.chat_template_kwargs.as_ref())?;
         let messages = self
             .messages
             .into_iter()
@@ -113,8 +121,10 @@ impl CompletionRequest {
                     Content::Parts(parts) => text_of_parts(&parts)?,
                 };
                 // OpenAI's newer "developer" role is a system message.
-                let role = if m.role == "developer" { "system".to_string() } else { m.role };
-                Ok(ChatMessage { role, content })
+                let role = if m.role == "developer" { "system" } else { &m.role };
+                let mut message = ChatMessage::new(role, &content);
+                message.reasoning_content = m.reasoning_content;
+                Ok(message)
             })
             .collect::<Result<_, ApiError>>()?;
         Ok(ChatArgs {
@@ -136,8 +146,42 @@ impl CompletionRequest {
             },
             context_length: None,
             drop_oldest_turns: false,
+            enable_thinking,
         })
     }
+}
+
+/// Whether the request switched reasoning off (`Some(false)`) or on.
+fn thinking_asked(
+    effort: Option<&str>,
+    template_kwargs: Option<&serde_json::Map<String, Value>>,
+) -> Result<Option<bool>, ApiError> {
+    let mut enable = match effort {
+        None => None,
+        Some("none") => Some(false),
+        Some("minimal" | "low" | "medium" | "high") => Some(true),
+        Some(other) => {
+            let other = other.chars().take(40).collect::<String>();
+            return Err(ApiError::BadRequest(format!(
+                "`reasoning_effort` `{other}` is not one of none, minimal, low, medium, high"
+            )));
+        }
+    };
+    for (key, value) in template_kwargs.into_iter().flatten() {
+        match (key.as_str(), value) {
+            ("enable_thinking", Value::Bool(on)) => enable = Some(*on),
+            ("enable_thinking", _) => {
+                return Err(ApiError::BadRequest("`chat_template_kwargs.enable_thinking` must be true or false".into()))
+            }
+            (other, _) => {
+                let other = other.chars().take(40).collect::<String>();
+                return Err(ApiError::BadRequest(format!(
+                    "`chat_template_kwargs.{other}` is not supported: only `enable_thinking` is passed to templates"
+                )));
+            }
+        }
+    }
+    Ok(enable)
 }
 
 /// The text of a message's content parts; a part of another kind (an
@@ -192,15 +236,19 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     let id = format!("chatcmpl-{:016x}", rand::random::<u64>());
     let created = chrono::Utc::now().timestamp();
     if !stream {
-        let (text, stats) = reply.collect().await?;
+        let whole = reply.collect().await?;
+        let mut message = json!({"role": "assistant", "content": whole.answer});
+        if !whole.reasoning.is_empty() {
+            message["reasoning_content"] = json!(whole.reasoning);
+        }
         return Ok(Json(json!({
             "id": id, "object": "chat.completion", "created": created, "model": model_id,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": openai_finish_reason(stats.finish_reason),
+                "message": message,
+                "finish_reason": openai_finish_reason(whole.stats.finish_reason),
             }],
-            "usage": usage(&stats),
+            "usage": usage(&whole.stats),
         }))
         .into_response());
     }
@@ -214,6 +262,7 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     let events = reply.into_stream().map(move |event| -> Vec<Event> {
         match event {
             ReplyEvent::Text(text) => vec![data(chunk(json!({"content": text}), Value::Null))],
+            ReplyEvent::Reasoning(text) => vec![data(chunk(json!({"reasoning_content": text}), Value::Null))],
             // Clients skip comment lines; people watching the stream see why it paused.
             ReplyEvent::Notice(message) => vec![Event::default().comment(format!("notice: {message}"))],
             ReplyEvent::Done(stats) => {

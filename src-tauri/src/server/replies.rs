@@ -14,14 +14,24 @@ use tokio::sync::mpsc;
 
 /// What a reply under way tells its route.
 pub enum ReplyEvent {
-    /// More of the reply's text.
+    /// More of the reply's answer.
     Text(String),
+    /// More of the reply's reasoning.
+    Reasoning(String),
     /// Why the reply paused (a lost worker, say), for people watching.
     Notice(String),
     /// The reply ended.
     Done(ReplyStats),
     /// The reply failed after it started.
     Failed(ApiError),
+}
+
+/// A reply once it ended.
+pub struct WholeReply {
+    pub answer: String,
+    /// The model's reasoning before its answer (empty when none).
+    pub reasoning: String,
+    pub stats: ReplyStats,
 }
 
 /// A reply started on the engine.
@@ -73,6 +83,7 @@ impl Reply {
     fn translate(event: EngineEvent) -> Option<ReplyEvent> {
         match event {
             EngineEvent::Token { text } => Some(ReplyEvent::Text(text)),
+            EngineEvent::Reasoning { text } => Some(ReplyEvent::Reasoning(text)),
             EngineEvent::Notice { message } => Some(ReplyEvent::Notice(message)),
             EngineEvent::Done(Done::Reply { stats, .. }) => Some(ReplyEvent::Done(stats)),
             EngineEvent::Error { message, kind } => Some(ReplyEvent::Failed(ApiError::from_kind(kind, message))),
@@ -80,14 +91,15 @@ impl Reply {
         }
     }
 
-    /// The whole reply's text and statistics.
-    pub async fn collect(mut self) -> Result<(String, ReplyStats), ApiError> {
-        let mut text = String::new();
+    /// The whole reply.
+    pub async fn collect(mut self) -> Result<WholeReply, ApiError> {
+        let (mut answer, mut reasoning) = (String::new(), String::new());
         while let Some(event) = self.next().await {
             match event {
-                ReplyEvent::Text(piece) => text.push_str(&piece),
+                ReplyEvent::Text(piece) => answer.push_str(&piece),
+                ReplyEvent::Reasoning(piece) => reasoning.push_str(&piece),
                 ReplyEvent::Notice(_) => {}
-                ReplyEvent::Done(stats) => return Ok((text, stats)),
+                ReplyEvent::Done(stats) => return Ok(WholeReply { answer, reasoning, stats }),
                 ReplyEvent::Failed(error) => return Err(error),
             }
         }

@@ -13,6 +13,7 @@
 //! limit, never a hang or a runaway allocation.
 
 use super::python_json::{to_python_json, PythonJsonStyle};
+use super::reasoning::THINK_OPEN;
 use anyhow::{Context, Result};
 use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
@@ -24,12 +25,24 @@ use std::io::Write;
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// An assistant turn's reasoning, kept apart from its `content`
+    /// (templates that show earlier reasoning read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_string(), content: content.to_string() }
+        Self { role: role.to_string(), content: content.to_string(), reasoning_content: None }
     }
+}
+
+/// What a render passes the template besides the messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderOptions {
+    /// `false` asks a template that can switch reasoning off (Qwen3's
+    /// `enable_thinking`) to do so; `None` leaves the template's default.
+    pub enable_thinking: Option<bool>,
 }
 
 /// Instructions one render may run: real templates use a few hundred per
@@ -59,6 +72,8 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     pub bos_token: String,
     pub eos_token: String,
+    /// Whether the template writes reasoning blocks (mentions `<think>`).
+    thinks: bool,
 }
 
 impl ChatTemplate {
@@ -78,25 +93,47 @@ impl ChatTemplate {
         env.add_function("strftime_now", |format: String| -> String {
             chrono::Local::now().format(&format).to_string()
         });
-        env.add_template_owned("chat", source.unwrap_or(CHATML).to_string())
-            .context("the model's chat template does not compile")?;
+        let source = source.unwrap_or(CHATML);
+        env.add_template_owned("chat", source.to_string()).context("the model's chat template does not compile")?;
         Ok(Self {
             env,
             bos_token: bos_token.unwrap_or_default().to_string(),
             eos_token: eos_token.unwrap_or_default().to_string(),
+            thinks: source.contains(THINK_OPEN),
         })
+    }
+
+    /// Whether replies to this template's prompts may hold a reasoning block.
+    pub fn thinks(&self) -> bool {
+        self.thinks
     }
 
     /// Renders `messages`, ending with the assistant's cue when `add_generation_prompt`.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        self.render_with(messages, add_generation_prompt, &RenderOptions::default())
+    }
+
+    /// [`Self::render`] with `options` passed to the template.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        options: &RenderOptions,
+    ) -> Result<String> {
         let template = self.env.get_template("chat")?;
         let mut output = CappedBuffer::default();
-        let context = minijinja::context! {
+        let base = minijinja::context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token,
             eos_token => self.eos_token,
         };
+        // Only what was asked for is defined: templates test `is defined`.
+        let thinking = match options.enable_thinking {
+            Some(enabled) => minijinja::context! { enable_thinking => enabled },
+            None => minijinja::context! {},
+        };
+        let context = minijinja::context! { ..base, ..thinking };
         match template.render_captured_to(context, &mut output) {
             Ok(_) => String::from_utf8(output.bytes).context("the chat template produced invalid UTF-8"),
             Err(_) if output.overflowed => anyhow::bail!(
@@ -194,6 +231,19 @@ mod tests {
         assert_eq!(t.render(&[ChatMessage::new("user", "  hi ")], false).unwrap(), "<s>\"hi\"");
         let err = t.render(&[ChatMessage::new("system", "x")], false).unwrap_err();
         assert!(format!("{err:#}").contains("first must be user"), "{err:#}");
+    }
+
+    #[test]
+    fn thinking_can_be_switched_off_where_the_template_allows() {
+        let source =
+            "{% if enable_thinking is defined and enable_thinking is false %}off{% else %}on{% endif %}<think>";
+        let t = ChatTemplate::new(Some(source), None, None).unwrap();
+        let messages = [ChatMessage::new("user", "hi")];
+        assert!(t.thinks());
+        assert_eq!(t.render(&messages, true).unwrap(), "on<think>");
+        let off = RenderOptions { enable_thinking: Some(false) };
+        assert_eq!(t.render_with(&messages, true, &off).unwrap(), "off<think>");
+        assert!(!ChatTemplate::new(None, None, None).unwrap().thinks());
     }
 
     #[test]

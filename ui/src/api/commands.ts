@@ -24,6 +24,7 @@ import type {
   ModelEntry,
   ModelList,
   PromptProgressEvent,
+  ReplyPart,
   SpeakDoneEvent,
   SpeakEvent,
   SpeakRequest,
@@ -88,10 +89,10 @@ export const api = {
     return (done as ModelDoneEvent).model;
   },
 
-  /** Generate a reply token by token; resolves with its stats. */
+  /** Generate a reply piece by piece (its reasoning, then its answer); resolves with its stats. */
   async chat(
     request: ChatRequest,
-    onToken: (text: string) => void,
+    onPiece: (text: string, part: ReplyPart) => void,
     signal?: AbortSignal,
     onNotice?: (message: string) => void,
     onPromptProgress?: (progress: PromptProgressEvent) => void,
@@ -100,7 +101,8 @@ export const api = {
       "chat",
       request,
       (event) => {
-        if (event.type === "token") onToken(event.text);
+        if (event.type === "token") onPiece(event.text, "answer");
+        else if (event.type === "reasoning") onPiece(event.text, "reasoning");
         else if (event.type === "notice") onNotice?.(event.message);
         else if (event.type === "progress") onPromptProgress?.(event);
       },

@@ -54,6 +54,8 @@ export type Role = "system" | "user" | "assistant";
 export interface ChatMessage {
   role: Role;
   content: string;
+  /** An assistant reply's reasoning, kept apart from its answer. */
+  reasoning_content?: string;
 }
 
 /** Why a reply ended, as the engine says it (`text/generation.rs` FinishReason). */
@@ -76,11 +78,18 @@ export interface ReplyStats {
 }
 
 /**
- * A message as stored in a conversation: assistant replies keep their stats.
+ * A message as stored in a conversation: assistant replies keep their
+ * reasoning and stats.
  * `stopped`: the person stopped this reply before it ended (it has no stats then).
  * `alternatives`: on a regenerated reply, the versions it replaced.
  */
-export type StoredMessage = ChatMessage & { stats?: ReplyStats; stopped?: boolean; alternatives?: ReplyVersions };
+export type StoredMessage = Omit<ChatMessage, "reasoning_content"> & {
+  /** The model's reasoning before its answer (models that think first). */
+  reasoning?: string;
+  stats?: ReplyStats;
+  stopped?: boolean;
+  alternatives?: ReplyVersions;
+};
 
 /**
  * The versions of a conversation from a regenerated reply on, each that
@@ -191,10 +200,20 @@ export interface ModelDoneEvent {
   model: ModelEntry;
 }
 
+/** A piece of a reply's answer. */
 export interface TokenEvent {
   type: "token";
   text: string;
 }
+
+/** A piece of a reply's reasoning (a model that thinks before it answers). */
+export interface ReasoningEvent {
+  type: "reasoning";
+  text: string;
+}
+
+/** Which part of a reply a piece belongs to. */
+export type ReplyPart = "answer" | "reasoning";
 
 /** Something the person should know mid-reply (e.g. a worker was lost and the reply continues). */
 export interface NoticeEvent {
@@ -216,7 +235,7 @@ export interface ChatDoneEvent {
 
 export type DownloadEvent = DownloadProgressEvent | ModelDoneEvent | ErrorEvent;
 export type LoadEvent = LoadProgressEvent | ModelDoneEvent | ErrorEvent;
-export type ChatEvent = TokenEvent | NoticeEvent | PromptProgressEvent | ChatDoneEvent | ErrorEvent;
+export type ChatEvent = TokenEvent | ReasoningEvent | NoticeEvent | PromptProgressEvent | ChatDoneEvent | ErrorEvent;
 
 export interface ChatRequest {
   model_id: string;

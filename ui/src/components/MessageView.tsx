@@ -59,7 +59,7 @@ export function MessageView({
         />
       ) : streaming && message.content === "" && promptProgress ? (
         <PromptReading progress={promptProgress} />
-      ) : streaming && message.content === "" ? (
+      ) : streaming && message.content === "" && message.reasoning === undefined ? (
         <div class="message-body typing" aria-label="Cake is writing">
           <span />
           <span />
@@ -67,12 +67,19 @@ export function MessageView({
         </div>
       ) : isUser ? (
         <UserBody content={message.content} />
-      ) : message.content === "" && message.stats ? (
-        <div class="message-body muted" data-testid="empty-reply">
-          The model ended its reply without writing anything.
-        </div>
       ) : (
-        <AssistantBody content={message.content} />
+        <>
+          {message.reasoning !== undefined ? (
+            <Reasoning text={message.reasoning} thinking={streaming && message.content === ""} />
+          ) : null}
+          {message.content === "" && message.stats ? (
+            <div class="message-body muted" data-testid="empty-reply">
+              The model ended its reply without writing anything.
+            </div>
+          ) : message.content !== "" || !streaming ? (
+            <AssistantBody content={message.content} />
+          ) : null}
+        </>
       )}
       {message.stats ? <StatsLine stats={message.stats} /> : null}
       {!message.stats && message.stopped ? (
@@ -179,6 +186,28 @@ function AssistantBody({ content }: { content: string }) {
       }}
       dangerouslySetInnerHTML={{ __html: html }}
     />
+  );
+}
+
+/**
+ * A reply's reasoning, folded above its answer: "Thinking…" while the
+ * model still reasons, then "Reasoning"; opening it shows the text.
+ */
+function Reasoning({ text, thinking }: { text: string; thinking: boolean }) {
+  const words = text.trim() === "" ? 0 : text.trim().split(/\s+/).length;
+  return (
+    <details class="reasoning" data-testid="reasoning">
+      <summary>
+        {thinking ? "Thinking…" : "Reasoning"}
+        <span class="reasoning-size">
+          {" "}
+          · {words} {words === 1 ? "word" : "words"}
+        </span>
+      </summary>
+      <div class="reasoning-text" data-testid="reasoning-text">
+        {text.trim()}
+      </div>
+    </details>
   );
 }
 

@@ -113,9 +113,15 @@ export function displayTitle(conversation: Pick<Conversation, "title"> & Partial
   return firstUser ? titleFrom(firstUser.content) : UNTITLED;
 }
 
-/** What `chat` receives: the system prompt (if any), then the messages without stats. */
+/**
+ * What `chat` receives: the system prompt (if any), then the messages
+ * without stats; a reply's reasoning goes along for the template to keep
+ * or leave out.
+ */
 export function requestMessages(conversation: Conversation): ChatMessage[] {
-  const messages: ChatMessage[] = conversation.messages.map(({ role, content }) => ({ role, content }));
+  const messages: ChatMessage[] = conversation.messages.map(({ role, content, reasoning }) =>
+    reasoning === undefined ? { role, content } : { role, content, reasoning_content: reasoning },
+  );
   const system = conversation.system_prompt.trim();
   return system === "" ? messages : [{ role: "system", content: conversation.system_prompt }, ...messages];
 }

@@ -85,9 +85,12 @@ export function createChatActions(
           ...(state.prefs.contextLength === null ? {} : { context_length: state.prefs.contextLength }),
           ...(dropOldest ? { drop_oldest_turns: true } : {}),
         },
-        (text) => {
+        (text, part) => {
           if (store.get().promptProgress) store.update({ promptProgress: null });
-          reply = { ...reply, content: reply.content + text };
+          reply =
+            part === "answer"
+              ? { ...reply, content: reply.content + text }
+              : { ...reply, reasoning: (reply.reasoning ?? "") + text };
           show();
         },
         controller.signal,
@@ -107,7 +110,7 @@ export function createChatActions(
       stopController = null;
       // A reply stopped or failed before its first token leaves no empty
       // bubble; one the model ended at once (its stats say so) is kept.
-      const keep = reply.content !== "" || reply.stats !== undefined;
+      const keep = reply.content !== "" || reply.reasoning !== undefined || reply.stats !== undefined;
       conversations.update(id, { messages: keep ? [...history, reply] : (previous ?? history) });
       store.update({ generatingId: null, promptProgress: null });
     }
