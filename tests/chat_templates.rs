@@ -8,7 +8,8 @@
 
 mod common;
 
-use cake::text::chat_template::{ChatMessage, ChatTemplate};
+use cake::text::chat_template::{ChatMessage, ChatTemplate, RenderOptions};
+use cake::text::tool_calls::{ToolCall, ToolCallSplitter};
 use common::fixture;
 use serde_json::Value;
 
@@ -30,8 +31,10 @@ fn every_template_renders_every_conversation_as_transformers_does() {
             ChatTemplate::new(Some(&source), case["bos_token"].as_str(), case["eos_token"].as_str()).unwrap();
         let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
         let add_generation_prompt = case["add_generation_prompt"].as_bool().unwrap();
+        let options = RenderOptions { tools: case["tools"].as_array().cloned(), ..Default::default() };
         let what = format!("{name} / {} / generation prompt {add_generation_prompt}", case["conversation"]);
-        match (template.render(&messages, add_generation_prompt), case.get("text"), case.get("error")) {
+        let rendered = template.render_with(&messages, add_generation_prompt, &options);
+        match (rendered, case.get("text"), case.get("error")) {
             (Ok(text), Some(expected), _) => {
                 let expected = expected.as_str().unwrap().replace(marker, &today);
                 if text != expected {
@@ -84,5 +87,65 @@ fn gemma_fallback_renders_as_gemmas_own_template() {
     assert_eq!(
         fallback.render(&with_system, true).unwrap(),
         "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+    );
+}
+
+/// Where a rendered turn ends.
+const END_OF_TURN: [&str; 7] =
+    ["<|im_end|>", "<|eot_id|>", "</s>", "<｜tool▁calls▁end｜>", "<｜end▁of▁sentence｜>", "<end_of_turn>", "<|end|>"];
+
+/// Every template that renders an earlier call renders it in the syntax
+/// Cake reads back from that model's replies: the assistant's turn, as a
+/// reply would stream it, parses into the call the conversation holds.
+#[test]
+fn calls_rendered_by_each_template_read_back_as_the_same_calls() {
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("chat_templates/reference.json")).unwrap()).unwrap();
+    let cases = reference["cases"].as_array().unwrap();
+    let mut read = Vec::new();
+    for case in cases.iter().filter(|c| c["conversation"] == "tool_call" && c["add_generation_prompt"] == false) {
+        let name = case["template"].as_str().unwrap();
+        let Some(text) = case["text"].as_str().filter(|_| name != "tojson.jinja") else { continue };
+        let source = std::fs::read_to_string(fixture(&format!("chat_templates/{name}"))).unwrap();
+        let template =
+            ChatTemplate::new(Some(&source), case["bos_token"].as_str(), case["eos_token"].as_str()).unwrap();
+        let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let options = RenderOptions { tools: case["tools"].as_array().cloned(), ..Default::default() };
+        // The reply: what the call adds after the question's generation prompt.
+        let prompt = template.render_with(&messages[..1], true, &options).unwrap();
+        let text =
+            text.replace(reference["today"].as_str().unwrap(), &chrono::Local::now().format("%d %b %Y").to_string());
+        // A generation prompt may hold a reasoning block the rendered turn has not (DeepSeek-R1).
+        let opened = prompt.rfind("<think>").map_or(prompt.as_str(), |at| &prompt[..at]);
+        let Some(reply) = text.strip_prefix(prompt.as_str()).or_else(|| text.strip_prefix(opened)) else {
+            panic!("{name}: the call's render does not start with the question's: {text:?}")
+        };
+        let reply = reply.split_once("</think>").map_or(reply, |(_, answer)| answer);
+        let reply = END_OF_TURN.iter().fold(reply, |r, end| r.split(end).next().unwrap());
+        if reply.trim().is_empty() {
+            continue; // the template does not render calls (Gemma 2, Phi-3.5, SmolLM3)
+        }
+        let mut splitter =
+            ToolCallSplitter::new(template.tool_call_syntax(), case["tools"].as_array().unwrap().clone());
+        let shown: String = reply.chars().map(|c| splitter.push(&c.to_string())).collect();
+        let end = splitter.finish();
+        let expected =
+            ToolCall { name: "get_weather".into(), arguments: serde_json::json!({"city": "Paris", "days": 3}) };
+        assert_eq!((shown.trim(), end.calls.as_slice()), ("", [expected].as_slice()), "{name}: {reply:?}");
+        read.push(name);
+    }
+    read.sort();
+    assert_eq!(
+        read,
+        [
+            "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+            "Qwen-Qwen2.5-7B-Instruct.jinja",
+            "Qwen-Qwen3-0.6B.jinja",
+            "Qwen3.5-4B.jinja",
+            "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+            "meta-llama-Llama-3.1-8B-Instruct.jinja",
+            "meta-llama-Llama-3.2-3B-Instruct.jinja",
+            "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        ]
     );
 }

@@ -192,7 +192,7 @@ fn streamed_text_equals_whole_decode_for_multibyte_text() {
     let tokenizer = model.tokenizer().unwrap();
     let text = "Crème brûlée 🍰🎂, naïve café — 東京 and Ελληνικά.\n\n  Spaces  and\ttabs.";
     let ids = tokenizer.encode(text, false).unwrap();
-    let mut detok = Detokenizer::new(tokenizer);
+    let mut detok = Detokenizer::new(tokenizer, &[]);
     let mut streamed = String::new();
     for &id in &ids {
         let piece = detok.push(id).unwrap();

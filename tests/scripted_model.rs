@@ -21,8 +21,8 @@ fn ids(value: &Value) -> Vec<u64> {
     value.as_array().expect("ids").iter().map(|v| v.as_u64().expect("id")).collect()
 }
 
-/// The scripted conversations without tools (tools come with tool calling).
-const PLAIN: [&str; 3] = ["think", "no_think", "think_alone"];
+const CONVERSATIONS: [&str; 6] =
+    ["think", "no_think", "think_alone", "tool_call", "tool_result", "tool_result_thought"];
 
 #[test]
 fn prompts_render_and_tokenize_as_transformers_and_greedy_replies_follow_the_script() {
@@ -30,10 +30,11 @@ fn prompts_render_and_tokenize_as_transformers_and_greedy_replies_follow_the_scr
     let (template, tokenizer) = (model.chat_template().unwrap(), model.tokenizer().unwrap());
     assert!(template.thinks());
     let script = script();
-    for name in PLAIN {
+    for name in CONVERSATIONS {
         let case = &script[name];
         let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
-        let options = RenderOptions { enable_thinking: case["enable_thinking"].as_bool() };
+        let tools = case["tools"].as_array().cloned();
+        let options = RenderOptions { enable_thinking: case["enable_thinking"].as_bool(), tools };
         let rendered = template.render_with(&messages, true, &options).unwrap();
         assert_eq!(rendered, case["prompt"].as_str().unwrap(), "{name}: rendered prompt");
         let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
@@ -157,4 +158,93 @@ fn every_route_keeps_the_reasoning_apart_from_the_answer() {
     let app_chat = json!({"model_id": model, "messages": messages, "sampling": {"temperature": 0}});
     let done = server.chat_done(&app_chat);
     assert_eq!((&done["text"], &done["reasoning"]), (&json!(answer), &json!(reasoning)), "{done}");
+}
+
+/// The weather tool the script offers, and the call it makes.
+fn weather_tools() -> Value {
+    script()["tool_call"]["tools"].clone()
+}
+
+#[test]
+fn tool_calls_come_back_as_calls_and_their_results_are_answered() {
+    let root = tempfile::tempdir().unwrap();
+    let (server, model) = serve(root.path());
+    let script = script();
+    let (reasoning, _) = scripted_parts("tool_call");
+    let ask = |name: &str, extra: Value| {
+        let mut body = json!({"model": model, "messages": script[name]["messages"], "temperature": 0});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+
+    // Whole: the call, parsed, with no call syntax left in the content.
+    let (status, reply) = server.post("/v1/chat/completions", &ask("tool_call", json!({"tools": weather_tools()})));
+    assert_eq!(status, 200, "{reply}");
+    let choice = &reply["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{reply}");
+    assert_eq!(choice["message"]["content"], Value::Null, "{reply}");
+    assert_eq!(choice["message"]["reasoning_content"], json!(reasoning));
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!((&call["type"], &call["function"]["name"]), (&json!("function"), &json!("get_weather")));
+    let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Paris"}));
+    assert_eq!(call["id"].as_str().unwrap().len(), 9);
+    assert_eq!(choice["message"]["tool_calls"].as_array().unwrap().len(), 1);
+
+    // Streamed: one tool_calls delta with an index, then the finish.
+    let body = ask("tool_call", json!({"tools": weather_tools(), "stream": true}));
+    let (status, payloads) = server.stream("/v1/chat/completions", &body, |_, _| true);
+    assert_eq!(status, 200);
+    let chunks: Vec<Value> =
+        payloads.iter().filter(|p| *p != "[DONE]").map(|p| serde_json::from_str(p).unwrap()).collect();
+    let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(content, "", "no call syntax in the content: {payloads:?}");
+    let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"].get("tool_calls")).collect();
+    assert_eq!(deltas.len(), 1, "{payloads:?}");
+    assert_eq!((&deltas[0][0]["index"], &deltas[0][0]["function"]["name"]), (&json!(0), &json!("get_weather")));
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+
+    // The result sent back (as the client got the call): the answer.
+    let (status, reply) = server.post("/v1/chat/completions", &ask("tool_result", json!({"tools": weather_tools()})));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], json!(scripted_parts("tool_result").1));
+    assert_eq!(reply["choices"][0]["finish_reason"], "stop");
+    assert!(reply["choices"][0]["message"].get("tool_calls").is_none());
+
+    // `tool_choice: none` offers no tools: the model, never shown them, writes
+    // text, and nothing is read as a call.
+    let (status, reply) = server
+        .post("/v1/chat/completions", &ask("tool_call", json!({"tools": weather_tools(), "tool_choice": "none"})));
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply["choices"][0]["message"].get("tool_calls").is_none(), "{reply}");
+
+    // Ollama's chat: the call with its arguments as an object, then the answer.
+    let messages = script["tool_call"]["messages"].clone();
+    let ollama = json!({"model": model, "messages": messages, "tools": weather_tools(), "stream": false,
+                        "options": {"temperature": 0}});
+    let (status, reply) = server.post("/api/chat", &ollama);
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply["message"]["tool_calls"],
+        json!([{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}])
+    );
+    assert_eq!(reply["message"]["content"], "");
+    let mut follow_up = ollama.clone();
+    let turns = follow_up["messages"].as_array_mut().unwrap();
+    turns.push(json!({"role": "assistant", "content": "", "tool_calls": reply["message"]["tool_calls"]}));
+    turns.push(json!({"role": "tool", "content": "{\"temperature\": 21}"}));
+    let (status, reply) = server.post("/api/chat", &follow_up);
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["message"]["content"], json!(scripted_parts("tool_result").1));
+
+    // Bad tools and choices Cake cannot force yet are refused, naming why.
+    for (extra, says) in [
+        (json!({"tools": [{"type": "retrieval"}]}), "only `function` tools"),
+        (json!({"tools": [{"type": "function", "function": {"name": "no spaces"}}]}), "function.name"),
+        (json!({"tools": weather_tools(), "tool_choice": "required"}), "tool_choice"),
+    ] {
+        let (status, reply) = server.post("/v1/chat/completions", &ask("tool_call", extra));
+        assert_eq!(status, 400, "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap().contains(says), "{reply}");
+    }
 }

@@ -59,6 +59,18 @@ def check_thinking(client: ollama.Client) -> None:
     assert (off.message.content, off.message.thinking) == (scripted_parts("no_think")[1], None), off.message
 
 
+def check_tools(client: ollama.Client) -> None:
+    """The scripted model calls the weather tool; its result sent back gets the answer."""
+    tools = script()["tool_call"]["tools"]
+    messages = list(script()["tool_call"]["messages"])
+    reply = client.chat("qwen3_scripted", messages, tools=tools, options={"temperature": 0})
+    [call] = reply.message.tool_calls
+    assert (call.function.name, dict(call.function.arguments)) == ("get_weather", {"city": "Paris"}), call
+    messages += [reply.message, {"role": "tool", "content": '{"temperature": 21}', "tool_name": "get_weather"}]
+    answer = client.chat("qwen3_scripted", messages, tools=tools, options={"temperature": 0})
+    assert answer.message.content == scripted_parts("tool_result")[1], answer.message
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,9 +102,8 @@ def main() -> int:
             assert client.generate("default", "").done_reason == "load"
             assert [m.model for m in client.ps().models] == ["default"]
             check_thinking(client)
+            check_tools(client)
 
-            refused(lambda: client.chat("default", chat, tools=[{"type": "function", "function": {
-                "name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}}]), "tools")
             refused(lambda: client.chat("default", chat, format="json"), "format")
             try:
                 client.chat("missing", chat)
@@ -100,7 +111,7 @@ def main() -> int:
             except ollama.ResponseError as e:
                 assert e.status_code == 404 and "missing" in e.error, e
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
-                  f"templated equal; list, show, ps; thinking apart; tools and format refused")
+                  f"templated equal; list, show, ps; thinking apart; a tool call round trip; format refused")
         finally:
             server.kill()
             server.wait()

@@ -52,6 +52,31 @@ def check_reasoning(client: openai.OpenAI) -> None:
     assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
 
 
+def check_tool_round_trip(client: openai.OpenAI) -> None:
+    """The scripted model calls the weather tool; its result sent back gets the answer."""
+    tools = script()["tool_call"]["tools"]
+    messages = list(script()["tool_call"]["messages"])
+    reply = client.chat.completions.create(model="qwen3_scripted", messages=messages, tools=tools, temperature=0)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    [call] = choice.message.tool_calls
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}, call
+
+    streamed = {}
+    for chunk in client.chat.completions.create(model="qwen3_scripted", messages=messages, tools=tools,
+                                                temperature=0, stream=True):
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            entry = streamed.setdefault(delta.index, {"name": "", "arguments": ""})
+            entry["name"] += delta.function.name or ""
+            entry["arguments"] += delta.function.arguments or ""
+    assert [(c["name"], json.loads(c["arguments"])) for c in streamed.values()] == [("get_weather", {"city": "Paris"})]
+
+    messages.append(choice.message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'})
+    answer = client.chat.completions.create(model="qwen3_scripted", messages=messages, tools=tools, temperature=0)
+    assert answer.choices[0].message.content == scripted_parts("tool_result")[1], answer
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,6 +87,7 @@ def main() -> int:
             models = [m.id for m in client.models.list()]
             assert models == ["default", "qwen3_scripted"], models
             check_reasoning(client)
+            check_tool_round_trip(client)
 
             stream = client.chat.completions.create(
                 model="default", messages=[{"role": "user", "content": PROMPT}], stream=True, **SETTINGS
@@ -90,10 +116,9 @@ def main() -> int:
                 raise AssertionError("an unknown model was accepted")
             except openai.NotFoundError as e:
                 assert "missing" in str(e), e
-            tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
             schema = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}}
             image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
-            for field, extra in [("tools", {"tools": [tool]}), ("response_format", {"response_format": schema}),
+            for field, extra in [("response_format", {"response_format": schema}),
                                  ("image_url", {"messages": [{"role": "user", "content": image}]})]:
                 request = {"model": "default", "messages": [{"role": "user", "content": "x"}], **extra}
                 try:
@@ -102,7 +127,7 @@ def main() -> int:
                 except openai.BadRequestError as e:
                     assert field in str(e), e
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
-                  "reasoning apart from content, whole and streamed")
+                  "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed")
         finally:
             server.kill()
             server.wait()

@@ -31,6 +31,7 @@ use crate::text::prompt_cache::PromptCache;
 use crate::text::reasoning::{ReasoningSplitter, ReplyPart, THINK_OPEN};
 use crate::text::sampling::SamplingParams;
 use crate::text::tokenizer::{SpecialTokenInMessage, TextTokenizer};
+use crate::text::tool_calls::{ToolCall, ToolCallSplitter};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -117,7 +118,12 @@ impl<'m> RequestMaker<'m> {
         request.sampling = job.sampling.apply_to(self.sampling_defaults);
         let thinks = template.thinks() && matches!(job.prompt, Prompt::Conversation { .. });
         let reasoning = thinks.then(|| ReasoningSplitter::new(prompt_opens_block.get()));
-        Ok(MadeRequest { request, dropped_messages, reply: ReplyText::new(reasoning) })
+        let syntax = template.tool_call_syntax();
+        let calls = options.tools.clone().map(|tools| ToolCallSplitter::new(syntax, tools));
+        if calls.is_some() {
+            request.shown_special_tokens = syntax.markers().iter().filter_map(|m| tokenizer.token_id(m)).collect();
+        }
+        Ok(MadeRequest { request, dropped_messages, reply: ReplyText::new(reasoning, calls) })
     }
 }
 
@@ -129,47 +135,67 @@ struct MadeRequest {
     reply: ReplyText,
 }
 
-/// A reply's text as it goes out, its reasoning kept apart from its
-/// answer when the model's template writes reasoning blocks.
+/// A reply's text as it goes out: its reasoning kept apart from its
+/// answer when the model's template writes reasoning blocks, and function
+/// calls read from the answer when the request offered tools.
 struct ReplyText {
-    splitter: Option<ReasoningSplitter>,
+    reasoning_splitter: Option<ReasoningSplitter>,
+    call_splitter: Option<ToolCallSplitter>,
     answer: String,
     reasoning: String,
+    tool_calls: Vec<ToolCall>,
 }
 
 impl ReplyText {
-    fn new(splitter: Option<ReasoningSplitter>) -> Self {
-        Self { splitter, answer: String::new(), reasoning: String::new() }
+    fn new(reasoning_splitter: Option<ReasoningSplitter>, call_splitter: Option<ToolCallSplitter>) -> Self {
+        let (answer, reasoning, tool_calls) = Default::default();
+        Self { reasoning_splitter, call_splitter, answer, reasoning, tool_calls }
     }
 
     /// The events for `piece` of the reply.
     fn push(&mut self, piece: &str) -> Vec<EngineEvent> {
-        let parts = match &mut self.splitter {
+        let parts = match &mut self.reasoning_splitter {
             Some(splitter) => splitter.push(piece),
-            None if piece.is_empty() => Vec::new(),
             None => vec![ReplyPart::Answer(piece.to_string())],
         };
         self.events(parts)
     }
 
-    /// The events for what is still held when the reply ends.
+    /// The events for what is still held when the reply ends; its calls are kept.
     fn finish(&mut self) -> Vec<EngineEvent> {
-        let parts = self.splitter.as_mut().map(ReasoningSplitter::finish).unwrap_or_default();
-        self.events(parts)
+        let parts = self.reasoning_splitter.as_mut().map(ReasoningSplitter::finish).unwrap_or_default();
+        let mut events = self.events(parts);
+        if let Some(end) = self.call_splitter.as_mut().map(ToolCallSplitter::finish) {
+            self.tool_calls = end.calls;
+            events.extend(self.answer_event(end.text));
+        }
+        events
     }
 
     fn events(&mut self, parts: Vec<ReplyPart>) -> Vec<EngineEvent> {
-        let event = |part| match part {
-            ReplyPart::Answer(text) => {
-                self.answer.push_str(&text);
-                EngineEvent::Token { text }
+        let mut events = Vec::new();
+        for part in parts {
+            match part {
+                ReplyPart::Answer(text) => {
+                    let text = match &mut self.call_splitter {
+                        Some(splitter) => splitter.push(&text),
+                        None => text,
+                    };
+                    events.extend(self.answer_event(text));
+                }
+                ReplyPart::Reasoning(text) if text.is_empty() => {}
+                ReplyPart::Reasoning(text) => {
+                    self.reasoning.push_str(&text);
+                    events.push(EngineEvent::Reasoning { text });
+                }
             }
-            ReplyPart::Reasoning(text) => {
-                self.reasoning.push_str(&text);
-                EngineEvent::Reasoning { text }
-            }
-        };
-        parts.into_iter().map(event).collect()
+        }
+        events
+    }
+
+    fn answer_event(&mut self, text: String) -> Option<EngineEvent> {
+        self.answer.push_str(&text);
+        (!text.is_empty()).then_some(EngineEvent::Token { text })
     }
 }
 
@@ -367,6 +393,7 @@ impl<'m> Answering<'m> {
                 },
                 text: std::mem::take(&mut state.reply.answer),
                 reasoning: std::mem::take(&mut state.reply.reasoning),
+                tool_calls: std::mem::take(&mut state.reply.tool_calls),
             }),
             Err(error) => chat_failure(&error),
         };

@@ -18,7 +18,8 @@ use crate::library::hub::HubConnection;
 use crate::speech::family::VoiceKind;
 use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
-use crate::text::chat_template::RenderOptions;
+use crate::text::chat_template::{ChatMessage, RenderOptions};
+use crate::text::tool_calls::tool_name;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -207,7 +208,7 @@ impl App {
             stop: a.stop,
             context_length: a.context_length,
         };
-        let options = RenderOptions { enable_thinking: a.enable_thinking };
+        let options = RenderOptions { enable_thinking: a.enable_thinking, tools: a.tools };
         let mut job = self.reply_job(reply, Prompt::Conversation { messages: a.messages, options })?;
         job.drop_oldest_turns = a.drop_oldest_turns;
         Ok(job)
@@ -219,11 +220,12 @@ impl App {
             Prompt::Conversation { messages, .. } if messages.is_empty() => {
                 return Err(ApiError::BadRequest("chat: `messages` is empty".into()));
             }
-            Prompt::Conversation { messages, .. } => {
-                let unknown = messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant"));
-                if let Some(m) = unknown {
+            Prompt::Conversation { messages, options } => {
+                let known = |m: &&ChatMessage| matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool");
+                if let Some(m) = messages.iter().find(|m| !known(m)) {
                     return Err(ApiError::BadRequest(format!("chat: unknown role `{}`", m.role)));
                 }
+                check_tools(options.tools.as_deref())?;
             }
             Prompt::Text(text) if text.is_empty() => return Err(ApiError::BadRequest("the prompt is empty".into())),
             Prompt::Text(_) => {}
@@ -337,6 +339,31 @@ impl App {
 /// Downloads a repository's model, or one GGUF `file` of it, then reports
 /// the model as the library lists it (run on its own thread: downloads do
 /// not wait for the engine).
+/// The most tools one request may offer.
+const MAX_TOOLS: usize = 256;
+
+/// Checks a request's tools: each a function with a usable name.
+fn check_tools(tools: Option<&[Value]>) -> Result<(), ApiError> {
+    let Some(tools) = tools else { return Ok(()) };
+    if tools.len() > MAX_TOOLS {
+        return Err(ApiError::BadRequest(format!("at most {MAX_TOOLS} tools may be offered, not {}", tools.len())));
+    }
+    for (index, tool) in tools.iter().enumerate() {
+        if tool["type"] != "function" {
+            return Err(ApiError::BadRequest(format!("tools[{index}]: only `function` tools are supported")));
+        }
+        let named = tool_name(tool).is_some_and(|name| {
+            (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        });
+        if !named {
+            return Err(ApiError::BadRequest(format!(
+                "tools[{index}].function.name must be 1 to 64 letters, digits, `_`, `-` or `.`"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn download(
     downloader: Downloader,
     catalog: Catalog,

@@ -10,6 +10,7 @@ use super::speech_library::Clip;
 use crate::library::catalog::ModelEntry;
 use crate::library::download::DownloadProgress;
 use crate::text::generation::FinishReason;
+use crate::text::tool_calls::ToolCall;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -67,11 +68,14 @@ pub enum Progress {
 pub enum Done {
     /// `load_model`, `download_model`: the model, as listed.
     Model { model: ModelEntry },
-    /// `chat`: the answer, and the reasoning before it (absent when none).
+    /// `chat`: the answer, the reasoning before it and the functions it
+    /// calls (each absent when none).
     Reply {
         text: String,
         #[serde(skip_serializing_if = "String::is_empty")]
         reasoning: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
         stats: ReplyStats,
     },
     /// `speak` without keeping the clip (the OpenAI speech endpoint).

@@ -181,6 +181,9 @@ pub struct ChatArgs {
     /// `false` switches reasoning off where the model's template can.
     #[serde(default)]
     pub enable_thinking: Option<bool>,
+    /// Functions the model may call (OpenAI's `tools` shape).
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
 }
 
 /// How a reply is made, whatever it continues (a conversation or a text).

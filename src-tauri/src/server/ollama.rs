@@ -6,12 +6,13 @@
 //!
 //! Models are named as on `/v1/models` (a trailing `:latest` is accepted).
 //! A reply's reasoning comes apart from its answer, in `thinking`; `think:
-//! false` switches it off where the model's template can. What Cake cannot
-//! honour yet (images, tools, `format`, a custom `template`, penalties and
-//! samplers it does not have) is refused with a 400 naming it, never
-//! ignored. Errors are Ollama's `{"error": "..."}`.
+//! false` switches it off where the model's template can. `tools` go to the
+//! model's template and its calls come back in `message.tool_calls`. What
+//! Cake cannot honour yet (images, `format`, a custom `template`,
+//! penalties and samplers it does not have) is refused with a 400 naming
+//! it, never ignored. Errors are Ollama's `{"error": "..."}`.
 
-use super::replies::{Reply, ReplyEvent};
+use super::replies::{new_call_id, Reply, ReplyEvent};
 use super::{parse_body, refuse_if_used};
 use crate::app::engine::Prompt;
 use crate::app::error::ApiError;
@@ -19,9 +20,10 @@ use crate::app::events::ReplyStats;
 use crate::app::request::ReplyArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
-use crate::text::chat_template::{ChatMessage, RenderOptions};
+use crate::text::chat_template::{ChatMessage, MessageToolCall, RenderOptions};
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
+use crate::text::tool_calls::ToolCall;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -276,9 +278,16 @@ struct ChatRequestMessage {
     #[serde(default)]
     content: String,
     images: Option<Value>,
-    tool_calls: Option<Value>,
+    /// The calls an earlier reply made, as this route gave them.
+    tool_calls: Option<Vec<OllamaToolCall>>,
     /// An earlier reply's reasoning, as this route gave it.
     thinking: Option<String>,
+}
+
+/// A call as Ollama writes it: `{"function": {"name", "arguments": {…}}}`.
+#[derive(Deserialize)]
+struct OllamaToolCall {
+    function: ToolCall,
 }
 
 #[derive(Deserialize)]
@@ -291,7 +300,8 @@ struct ChatRequest {
     #[serde(default)]
     options: Options,
     format: Option<Value>,
-    tools: Option<Value>,
+    /// The functions the model may call (OpenAI's `tools` shape).
+    tools: Option<Vec<Value>>,
     think: Option<Value>,
 }
 
@@ -337,29 +347,41 @@ fn merged(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// Part of a reply, as [`answer`] hands it to a route to wrap.
+#[derive(Default)]
+struct Piece<'a> {
+    answer: &'a str,
+    thinking: &'a str,
+    tool_calls: &'a [ToolCall],
+}
+
 /// A reply as Ollama sends it: one object with the whole text, or NDJSON
-/// lines of pieces and a last one with the timings. `piece` wraps an
-/// answer's text and a reasoning's as the route's objects carry them
-/// (`message` or `response`, and `thinking`).
-async fn answer(reply: Reply, stream: bool, model: String, started: Instant, piece: fn(&str, &str) -> Value) -> Answer {
+/// lines of pieces and a last one with the timings (and the calls).
+/// `wrap` puts a piece as the route's objects carry it (`message` or
+/// `response`, `thinking`, `tool_calls`).
+async fn answer(reply: Reply, stream: bool, model: String, started: Instant, wrap: fn(Piece) -> Value) -> Answer {
     if !stream {
         let whole = reply.collect().await?;
         let head = json!({"model": model, "created_at": now(), "done": true});
-        let body = merged(merged(head, piece(&whole.answer, &whole.reasoning)), timings(&whole.stats, started));
+        let piece = Piece { answer: &whole.answer, thinking: &whole.reasoning, tool_calls: &whole.tool_calls };
+        let body = merged(merged(head, wrap(piece)), timings(&whole.stats, started));
         return Ok(Json(body).into_response());
     }
     let line = |value: Value| Ok::<_, std::convert::Infallible>(Bytes::from(format!("{value}\n")));
     let lines = reply.into_stream().filter_map(move |event| match event {
         ReplyEvent::Text(text) => {
-            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece(&text, ""))))
+            let piece = Piece { answer: &text, ..Piece::default() };
+            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), wrap(piece))))
         }
         ReplyEvent::Reasoning(text) => {
-            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), piece("", &text))))
+            let piece = Piece { thinking: &text, ..Piece::default() };
+            Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), wrap(piece))))
         }
         ReplyEvent::Notice(_) => None,
-        ReplyEvent::Done(stats) => {
+        ReplyEvent::Done { stats, tool_calls } => {
             let head = json!({"model": model, "created_at": now(), "done": true});
-            Some(line(merged(merged(head, piece("", "")), timings(&stats, started))))
+            let piece = Piece { tool_calls: &tool_calls, ..Piece::default() };
+            Some(line(merged(merged(head, wrap(piece)), timings(&stats, started))))
         }
         ReplyEvent::Failed(error) => Some(line(json!({"error": error.message()}))),
     });
@@ -369,24 +391,31 @@ async fn answer(reply: Reply, stream: bool, model: String, started: Instant, pie
 pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let started = Instant::now();
     let request: ChatRequest = parse(&body, "chat")?;
-    refuse_if_used("tools", &request.tools, "tool calling is not served on this route")?;
     refuse_if_used("format", &request.format, "structured output is not served on this route")?;
-    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())? };
+    let tools = request.tools.filter(|tools| !tools.is_empty());
+    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools };
     let mut messages = Vec::with_capacity(request.messages.len());
     for message in request.messages {
         refuse_if_used("images", &message.images, "this model reads text only")?;
-        refuse_if_used("tool_calls", &message.tool_calls, "tool calling is not served on this route")?;
         let mut turn = ChatMessage::new(&message.role, &message.content);
         turn.reasoning_content = message.thinking;
+        if let Some(calls) = message.tool_calls {
+            let calls = calls.into_iter().map(|call| MessageToolCall::new(new_call_id(), call.function));
+            turn.tool_calls = Some(calls.collect());
+        }
         messages.push(turn);
     }
     let id = named_model(&app, &request.model).await?.id;
     let args = request.options.into_reply_args(id)?;
     let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation { messages, options })).await?;
-    answer(reply, request.stream, request.model, started, |text, thinking| {
-        let mut message = json!({"role": "assistant", "content": text});
-        if !thinking.is_empty() {
-            message["thinking"] = json!(thinking);
+    answer(reply, request.stream, request.model, started, |piece| {
+        let mut message = json!({"role": "assistant", "content": piece.answer});
+        if !piece.thinking.is_empty() {
+            message["thinking"] = json!(piece.thinking);
+        }
+        if !piece.tool_calls.is_empty() {
+            let calls = piece.tool_calls.iter().map(|call| json!({"function": call}));
+            message["tool_calls"] = Value::Array(calls.collect());
         }
         json!({ "message": message })
     })
@@ -412,7 +441,7 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     refuse_if_used("format", &request.format, "structured output is not served on this route")?;
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
-    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())? };
+    let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools: None };
     let entry = named_model(&app, &request.model).await?;
     if request.prompt.is_empty() {
         // Ollama's way to load a model without generating.
@@ -430,12 +459,12 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     };
     let args = request.options.into_reply_args(entry.id)?;
     let reply = Reply::start(app, move |app| app.reply_job(args, prompt)).await?;
-    answer(reply, request.stream, request.model, started, |text, thinking| {
-        let mut piece = json!({ "response": text });
-        if !thinking.is_empty() {
-            piece["thinking"] = json!(thinking);
+    answer(reply, request.stream, request.model, started, |piece| {
+        let mut wrapped = json!({ "response": piece.answer });
+        if !piece.thinking.is_empty() {
+            wrapped["thinking"] = json!(piece.thinking);
         }
-        piece
+        wrapped
     })
     .await
 }

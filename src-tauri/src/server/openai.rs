@@ -5,16 +5,17 @@
 //! Requests become the same chat jobs the UI sends; errors use OpenAI's
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
-use super::replies::{Reply, ReplyEvent};
+use super::replies::{new_call_id, Reply, ReplyEvent};
 use super::{parse_body, refuse_if_used};
 use crate::app::error::ApiError;
 use crate::app::events::ReplyStats;
 use crate::app::request::ChatArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelStatus};
-use crate::text::chat_template::ChatMessage;
+use crate::text::chat_template::{ChatMessage, MessageToolCall};
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
+use crate::text::tool_calls::ToolCall;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, Sse};
@@ -53,9 +54,34 @@ enum Content {
 #[derive(Deserialize)]
 struct RequestMessage {
     role: String,
-    content: Content,
+    /// Absent or null on an assistant turn that only called tools.
+    #[serde(default)]
+    content: Option<Content>,
     /// An earlier reply's reasoning, as this route gave it.
     reasoning_content: Option<String>,
+    tool_calls: Option<Vec<RequestToolCall>>,
+    tool_call_id: Option<String>,
+}
+
+/// A call an earlier reply made, as this route gave it (arguments as a JSON string).
+#[derive(Deserialize)]
+struct RequestToolCall {
+    id: String,
+    function: RequestFunction,
+}
+
+#[derive(Deserialize)]
+struct RequestFunction {
+    name: String,
+    arguments: String,
+}
+
+impl RequestToolCall {
+    fn into_message_call(self) -> Result<MessageToolCall, ApiError> {
+        let arguments: Value = serde_json::from_str(&self.function.arguments)
+            .map_err(|e| ApiError::BadRequest(format!("the arguments of the call `{}` are not JSON: {e}", self.id)))?;
+        Ok(MessageToolCall::new(self.id, ToolCall { name: self.function.name, arguments }))
+    }
 }
 
 #[derive(Deserialize)]
@@ -93,8 +119,13 @@ struct CompletionRequest {
     /// Variables for the chat template (llama.cpp's and vLLM's extension):
     /// `enable_thinking` only.
     chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+    /// The functions the model may call.
+    tools: Option<Vec<Value>>,
+    /// `auto` (the default), `none`, `required` or `{"type": "function", "function": {"name"}}`.
+    tool_choice: Option<Value>,
+    /// `false` keeps only the reply's first call.
+    parallel_tool_calls: Option<bool>,
     /// Not served yet: refused when they ask for something.
-    tools: Option<Value>,
     response_format: Option<Value>,
     logprobs: Option<Value>,
     n: Option<usize>,
@@ -102,7 +133,18 @@ struct CompletionRequest {
 
 impl CompletionRequest {
     fn into_chat_args(self) -> Result<ChatArgs, ApiError> {
-        refuse_if_used("tools", &self.tools, "tool calling is not served on this route")?;
+        let tools = match self.tool_choice.as_ref() {
+            None | Some(Value::Null) => self.tools,
+            Some(Value::String(choice)) if choice == "auto" => self.tools,
+            Some(Value::String(choice)) if choice == "none" => None,
+            Some(_) => {
+                return Err(ApiError::BadRequest(
+                    "`tool_choice` other than `auto` and `none` is not supported by Cake yet: forcing a call \
+                     needs constrained decoding"
+                        .into(),
+                ))
+            }
+        };
         let plain_text = self.response_format.as_ref().is_some_and(|f| f == &json!({"type": "text"}));
         if !plain_text {
             refuse_if_used("response_format", &self.response_format, "structured output is not served on this route")?;
@@ -117,13 +159,19 @@ impl CompletionRequest {
             .into_iter()
             .map(|m| {
                 let content = match m.content {
-                    Content::Text(t) => t,
-                    Content::Parts(parts) => text_of_parts(&parts)?,
+                    None => String::new(),
+                    Some(Content::Text(t)) => t,
+                    Some(Content::Parts(parts)) => text_of_parts(&parts)?,
                 };
                 // OpenAI's newer "developer" role is a system message.
                 let role = if m.role == "developer" { "system" } else { &m.role };
                 let mut message = ChatMessage::new(role, &content);
                 message.reasoning_content = m.reasoning_content;
+                message.tool_call_id = m.tool_call_id;
+                if let Some(calls) = m.tool_calls {
+                    let calls = calls.into_iter().map(RequestToolCall::into_message_call).collect::<Result<_, _>>()?;
+                    message.tool_calls = Some(calls);
+                }
                 Ok(message)
             })
             .collect::<Result<_, ApiError>>()?;
@@ -147,6 +195,7 @@ impl CompletionRequest {
             context_length: None,
             drop_oldest_turns: false,
             enable_thinking,
+            tools,
         })
     }
 }
@@ -202,11 +251,28 @@ fn text_of_parts(parts: &[Value]) -> Result<String, ApiError> {
     Ok(text)
 }
 
-fn openai_finish_reason(ours: FinishReason) -> &'static str {
+fn openai_finish_reason(ours: FinishReason, tool_calls: &[ToolCall]) -> &'static str {
     match ours {
         FinishReason::MaxTokens | FinishReason::ContextFull => "length",
+        _ if !tool_calls.is_empty() => "tool_calls",
         _ => "stop",
     }
+}
+
+/// Calls as this route gives them, arguments as JSON strings; `index`es
+/// them for a stream's delta.
+fn openai_tool_calls(calls: &[ToolCall], indexed: bool) -> Value {
+    let listed = calls.iter().enumerate().map(|(index, call)| {
+        let mut item = json!({
+            "id": new_call_id(), "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments.to_string()},
+        });
+        if indexed {
+            item["index"] = json!(index);
+        }
+        item
+    });
+    Value::Array(listed.collect())
 }
 
 fn usage(stats: &ReplyStats) -> Value {
@@ -229,6 +295,13 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
         .map_err(|e| ApiError::BadRequest(format!("invalid chat completion request: {e}")))?;
     let stream = request.stream;
     let include_usage = request.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let first_call_only = request.parallel_tool_calls == Some(false);
+    let keep_calls = move |mut calls: Vec<ToolCall>| {
+        if first_call_only {
+            calls.truncate(1);
+        }
+        calls
+    };
     let args = request.into_chat_args()?;
     let model_id = args.model_id.clone();
     let reply = Reply::start(app, move |app| app.chat_job(args)).await?;
@@ -237,16 +310,21 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     let created = chrono::Utc::now().timestamp();
     if !stream {
         let whole = reply.collect().await?;
-        let mut message = json!({"role": "assistant", "content": whole.answer});
+        let calls = keep_calls(whole.tool_calls);
+        let content = if whole.answer.is_empty() && !calls.is_empty() { Value::Null } else { json!(whole.answer) };
+        let mut message = json!({"role": "assistant", "content": content});
         if !whole.reasoning.is_empty() {
             message["reasoning_content"] = json!(whole.reasoning);
+        }
+        if !calls.is_empty() {
+            message["tool_calls"] = openai_tool_calls(&calls, false);
         }
         return Ok(Json(json!({
             "id": id, "object": "chat.completion", "created": created, "model": model_id,
             "choices": [{
                 "index": 0,
                 "message": message,
-                "finish_reason": openai_finish_reason(whole.stats.finish_reason),
+                "finish_reason": openai_finish_reason(whole.stats.finish_reason, &calls),
             }],
             "usage": usage(&whole.stats),
         }))
@@ -265,8 +343,13 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             ReplyEvent::Reasoning(text) => vec![data(chunk(json!({"reasoning_content": text}), Value::Null))],
             // Clients skip comment lines; people watching the stream see why it paused.
             ReplyEvent::Notice(message) => vec![Event::default().comment(format!("notice: {message}"))],
-            ReplyEvent::Done(stats) => {
-                let mut out = vec![data(chunk(json!({}), json!(openai_finish_reason(stats.finish_reason))))];
+            ReplyEvent::Done { stats, tool_calls } => {
+                let calls = keep_calls(tool_calls);
+                let mut out = Vec::new();
+                if !calls.is_empty() {
+                    out.push(data(chunk(json!({"tool_calls": openai_tool_calls(&calls, true)}), Value::Null)));
+                }
+                out.push(data(chunk(json!({}), json!(openai_finish_reason(stats.finish_reason, &calls)))));
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
                     last["choices"] = json!([]);

@@ -8,6 +8,7 @@ use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent, ReplyStats};
 use crate::app::App;
 use crate::library::catalog::ModelEntry;
+use crate::text::tool_calls::ToolCall;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -20,8 +21,8 @@ pub enum ReplyEvent {
     Reasoning(String),
     /// Why the reply paused (a lost worker, say), for people watching.
     Notice(String),
-    /// The reply ended.
-    Done(ReplyStats),
+    /// The reply ended, with these calls (none when it did not call a tool).
+    Done { stats: ReplyStats, tool_calls: Vec<ToolCall> },
     /// The reply failed after it started.
     Failed(ApiError),
 }
@@ -31,6 +32,8 @@ pub struct WholeReply {
     pub answer: String,
     /// The model's reasoning before its answer (empty when none).
     pub reasoning: String,
+    /// The functions it calls (none when it answered).
+    pub tool_calls: Vec<ToolCall>,
     pub stats: ReplyStats,
 }
 
@@ -85,7 +88,7 @@ impl Reply {
             EngineEvent::Token { text } => Some(ReplyEvent::Text(text)),
             EngineEvent::Reasoning { text } => Some(ReplyEvent::Reasoning(text)),
             EngineEvent::Notice { message } => Some(ReplyEvent::Notice(message)),
-            EngineEvent::Done(Done::Reply { stats, .. }) => Some(ReplyEvent::Done(stats)),
+            EngineEvent::Done(Done::Reply { stats, tool_calls, .. }) => Some(ReplyEvent::Done { stats, tool_calls }),
             EngineEvent::Error { message, kind } => Some(ReplyEvent::Failed(ApiError::from_kind(kind, message))),
             _ => None,
         }
@@ -99,7 +102,9 @@ impl Reply {
                 ReplyEvent::Text(piece) => answer.push_str(&piece),
                 ReplyEvent::Reasoning(piece) => reasoning.push_str(&piece),
                 ReplyEvent::Notice(_) => {}
-                ReplyEvent::Done(stats) => return Ok(WholeReply { answer, reasoning, stats }),
+                ReplyEvent::Done { stats, tool_calls } => {
+                    return Ok(WholeReply { answer, reasoning, tool_calls, stats })
+                }
                 ReplyEvent::Failed(error) => return Err(error),
             }
         }
@@ -124,6 +129,13 @@ pub async fn load(app: Arc<App>, model: ModelEntry) -> Result<(), ApiError> {
         }
     }
     Err(stopped())
+}
+
+/// A new id for a call the model made: nine letters and digits (Mistral's
+/// templates refuse other lengths; other clients take any string).
+pub fn new_call_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    (0..9).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
 }
 
 fn stopped() -> ApiError {

@@ -14,6 +14,7 @@
 
 use super::python_json::{to_python_json, PythonJsonStyle};
 use super::reasoning::THINK_OPEN;
+use super::tool_calls::{ToolCall, ToolCallSyntax};
 use anyhow::{Context, Result};
 use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
@@ -29,17 +30,47 @@ pub struct ChatMessage {
     /// (templates that show earlier reasoning read it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The calls an assistant turn made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<MessageToolCall>>,
+    /// The call a `tool` turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_string(), content: content.to_string(), reasoning_content: None }
+        Self {
+            role: role.to_string(),
+            content: content.to_string(),
+            reasoning_content: None,
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A call in a conversation, in OpenAI's shape (which templates read):
+/// `{"id", "type": "function", "function": {"name", "arguments": {…}}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: ToolCall,
+}
+
+impl MessageToolCall {
+    pub fn new(id: String, function: ToolCall) -> Self {
+        Self { id, kind: "function".into(), function }
     }
 }
 
 /// What a render passes the template besides the messages.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RenderOptions {
+    /// The functions the model may call, in OpenAI's `tools` shape.
+    pub tools: Option<Vec<serde_json::Value>>,
     /// `false` asks a template that can switch reasoning off (Qwen3's
     /// `enable_thinking`) to do so; `None` leaves the template's default.
     pub enable_thinking: Option<bool>,
@@ -74,6 +105,8 @@ pub struct ChatTemplate {
     pub eos_token: String,
     /// Whether the template writes reasoning blocks (mentions `<think>`).
     thinks: bool,
+    /// How the template shows the model to write calls.
+    tool_call_syntax: ToolCallSyntax,
 }
 
 impl ChatTemplate {
@@ -100,7 +133,13 @@ impl ChatTemplate {
             bos_token: bos_token.unwrap_or_default().to_string(),
             eos_token: eos_token.unwrap_or_default().to_string(),
             thinks: source.contains(THINK_OPEN),
+            tool_call_syntax: ToolCallSyntax::of_template(source),
         })
+    }
+
+    /// How replies to this template's prompts spell function calls.
+    pub fn tool_call_syntax(&self) -> ToolCallSyntax {
+        self.tool_call_syntax
     }
 
     /// Whether replies to this template's prompts may hold a reasoning block.
@@ -133,7 +172,11 @@ impl ChatTemplate {
             Some(enabled) => minijinja::context! { enable_thinking => enabled },
             None => minijinja::context! {},
         };
-        let context = minijinja::context! { ..base, ..thinking };
+        let tools = match &options.tools {
+            Some(tools) => minijinja::context! { tools => tools },
+            None => minijinja::context! {},
+        };
+        let context = minijinja::context! { ..base, ..thinking, ..tools };
         match template.render_captured_to(context, &mut output) {
             Ok(_) => String::from_utf8(output.bytes).context("the chat template produced invalid UTF-8"),
             Err(_) if output.overflowed => anyhow::bail!(
@@ -241,7 +284,7 @@ mod tests {
         let messages = [ChatMessage::new("user", "hi")];
         assert!(t.thinks());
         assert_eq!(t.render(&messages, true).unwrap(), "on<think>");
-        let off = RenderOptions { enable_thinking: Some(false) };
+        let off = RenderOptions { enable_thinking: Some(false), ..Default::default() };
         assert_eq!(t.render_with(&messages, true, &off).unwrap(), "off<think>");
         assert!(!ChatTemplate::new(None, None, None).unwrap().thinks());
     }

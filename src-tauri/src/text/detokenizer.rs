@@ -3,7 +3,8 @@
 //! Byte-level tokens can split a UTF-8 character (or a word's leading space)
 //! across tokens. [`Detokenizer`] re-decodes a short window of recent tokens
 //! and emits only the text that has become stable, so the concatenation of
-//! everything it emits equals decoding all tokens at once.
+//! everything it emits equals decoding all tokens at once. Special tokens
+//! are left out, but for those it is told to show.
 
 use super::tokenizer::TextTokenizer;
 use anyhow::Result;
@@ -15,15 +16,32 @@ pub struct Detokenizer<'a> {
     prefix_offset: usize,
     /// Tokens before this index have been emitted.
     read_offset: usize,
+    /// Special tokens decoded as their text.
+    shown: Vec<u32>,
 }
 
 impl<'a> Detokenizer<'a> {
-    pub fn new(tokenizer: &'a TextTokenizer) -> Self {
-        Self { tokenizer, ids: Vec::new(), prefix_offset: 0, read_offset: 0 }
+    pub fn new(tokenizer: &'a TextTokenizer, shown_special_tokens: &[u32]) -> Self {
+        Self { tokenizer, ids: Vec::new(), prefix_offset: 0, read_offset: 0, shown: shown_special_tokens.to_vec() }
     }
 
     fn window_text(&self, end: usize) -> Result<String> {
-        self.tokenizer.decode(&self.ids[self.prefix_offset..end], true)
+        let window = &self.ids[self.prefix_offset..end];
+        if self.shown.is_empty() {
+            return self.tokenizer.decode(window, true);
+        }
+        // Runs between shown tokens decode as usual; shown ones as themselves.
+        let mut text = String::new();
+        for run in window.split_inclusive(|id| self.shown.contains(id)) {
+            match run.split_last() {
+                Some((last, before)) if self.shown.contains(last) => {
+                    text.push_str(&self.tokenizer.decode(before, true)?);
+                    text.push_str(&self.tokenizer.decode(&[*last], false)?);
+                }
+                _ => text.push_str(&self.tokenizer.decode(run, true)?),
+            }
+        }
+        Ok(text)
     }
 
     /// Adds one token; returns the text that became final (possibly empty).

@@ -34,6 +34,9 @@ pub struct GenerationRequest {
     /// Recompute the whole sequence at every step instead of caching keys and
     /// values (slow; exists to check the cache against the plain computation).
     pub no_kv_cache: bool,
+    /// Special tokens shown in the reply's text (markers of function
+    /// calls, which the reply must spell for them to be read back).
+    pub shown_special_tokens: Vec<u32>,
 }
 
 impl GenerationRequest {
@@ -46,6 +49,7 @@ impl GenerationRequest {
             ignore_eos: false,
             context_limit: None,
             no_kv_cache: false,
+            shown_special_tokens: Vec::new(),
         }
     }
 }
@@ -281,7 +285,7 @@ impl<'m> Stream<'m> {
             model,
             context,
             sampler: Sampler::new(request.sampling.clone()),
-            detokenizer: model.tokenizer.as_ref().map(Detokenizer::new),
+            detokenizer: model.tokenizer.as_ref().map(|t| Detokenizer::new(t, &request.shown_special_tokens)),
             stops: StopStrings::new(&request.stop_strings),
             session: model.pipeline.guard(session),
             cached_prompt_tokens,

@@ -13,3 +13,4 @@ pub mod reasoning;
 pub mod sampling;
 pub mod stop_strings;
 pub mod tokenizer;
+pub mod tool_calls;

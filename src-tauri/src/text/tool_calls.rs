@@ -1,0 +1,386 @@
+//! Function calls a model writes, read back from its reply.
+//!
+//! Each family writes calls its own way, as its chat template shows the
+//! model (and renders earlier calls): Qwen2.5/Qwen3, Hermes and SmolLM3 put
+//! JSON between `<tool_call>` tags, Qwen3.5 and Qwen3-Coder put
+//! `<function=…>` with `<parameter=…>` blocks there, Llama 3.x writes a bare
+//! JSON object (after `<|python_tag|>` sometimes), Mistral opens with
+//! `[TOOL_CALLS]` (a JSON list, or `name[ARGS]{…}` in newer releases), the
+//! DeepSeek-R1 distills use their `<｜tool▁call▁begin｜>` markers. The
+//! [`ToolCallSyntax`] is read from the template; a [`ToolCallSplitter`]
+//! passes a streamed reply's text on until a call begins, then holds the
+//! rest and reads the calls from it at the end. Only calls naming one of
+//! the request's tools count; anything else stays text, never lost.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A call the model wrote: a function's name and its arguments (an object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// How a family's replies spell calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolCallSyntax {
+    /// `<tool_call>` … `</tool_call>` around JSON or `<function=…>` blocks.
+    Tagged,
+    /// A JSON object or list of `{"name", "parameters"|"arguments"}`,
+    /// maybe after `<|python_tag|>` (Llama 3.x, and the fallback).
+    Json,
+    /// `[TOOL_CALLS]` then a JSON list, or `name[ARGS]{…}` per call.
+    Mistral,
+    /// DeepSeek's `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name` and a JSON block.
+    DeepSeek,
+}
+
+const TAG_OPEN: &str = "<tool_call>";
+const TAG_CLOSE: &str = "</tool_call>";
+const PYTHON_TAG: &str = "<|python_tag|>";
+const MISTRAL_CALLS: &str = "[TOOL_CALLS]";
+const MISTRAL_ARGS: &str = "[ARGS]";
+const MISTRAL_CALL_ID: &str = "[CALL_ID]";
+const DEEPSEEK_CALLS: &str = "<｜tool▁calls▁begin｜>";
+const DEEPSEEK_CALL: &str = "<｜tool▁call▁begin｜>";
+const DEEPSEEK_SEP: &str = "<｜tool▁sep｜>";
+const DEEPSEEK_CALL_END: &str = "<｜tool▁call▁end｜>";
+
+impl ToolCallSyntax {
+    /// The syntax the chat template `source` teaches.
+    pub fn of_template(source: &str) -> Self {
+        if source.contains(TAG_OPEN) {
+            Self::Tagged
+        } else if source.contains(MISTRAL_CALLS) {
+            Self::Mistral
+        } else if source.contains(DEEPSEEK_CALL) {
+            Self::DeepSeek
+        } else {
+            Self::Json
+        }
+    }
+
+    /// Texts that begin a call; those that are special tokens in the
+    /// vocabulary must be decoded as text so the reply shows them.
+    pub fn markers(self) -> &'static [&'static str] {
+        match self {
+            Self::Tagged => &[TAG_OPEN],
+            Self::Json => &[PYTHON_TAG],
+            Self::Mistral => &[MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID],
+            Self::DeepSeek => &[DEEPSEEK_CALLS, DEEPSEEK_CALL],
+        }
+    }
+
+    /// Whether a reply that opens with JSON may be a call.
+    fn json_opens_calls(self) -> bool {
+        self == Self::Json
+    }
+
+    /// The calls in `text` (which starts where a call begins) naming one of
+    /// `tools`, or `None` when it does not read as calls.
+    pub fn parse(self, text: &str, tools: &[Value]) -> Option<Vec<ToolCall>> {
+        let calls = match self {
+            Self::Tagged => parse_tagged(text, tools)?,
+            Self::Json => parse_json_calls(text.trim_start().strip_prefix(PYTHON_TAG).unwrap_or(text))?,
+            Self::Mistral => parse_mistral(text)?,
+            Self::DeepSeek => parse_deepseek(text)?,
+        };
+        let known = |call: &ToolCall| tools.iter().any(|tool| tool_name(tool) == Some(call.name.as_str()));
+        (!calls.is_empty() && calls.iter().all(known)).then_some(calls)
+    }
+}
+
+/// A tool's function name, from OpenAI's `{"type": "function", "function": {"name"}}`.
+pub fn tool_name(tool: &Value) -> Option<&str> {
+    tool["function"]["name"].as_str()
+}
+
+/// `{"name", "arguments"|"parameters"}` (arguments as an object or as a
+/// string holding one) as a call.
+fn call_of_json(value: &Value) -> Option<ToolCall> {
+    let name = value["name"].as_str()?.to_string();
+    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+        None => Value::Object(Map::new()),
+        Some(Value::String(text)) => serde_json::from_str(text).ok()?,
+        Some(arguments) => arguments.clone(),
+    };
+    arguments.is_object().then_some(ToolCall { name, arguments })
+}
+
+/// JSON values one after another, separated by whitespace or `;` (Llama
+/// 3.2 writes several calls that way); lists are flattened.
+fn parse_json_calls(text: &str) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let value = values.next()?.ok()?;
+        rest = rest[values.byte_offset()..].trim_start().trim_start_matches(';').trim_start();
+        match value {
+            Value::Array(items) => calls.extend(items.iter().map(call_of_json).collect::<Option<Vec<_>>>()?),
+            other => calls.push(call_of_json(&other)?),
+        }
+    }
+    Some(calls)
+}
+
+/// `<tool_call>` blocks, each JSON or a `<function=…>` block; only
+/// whitespace may lie between and after them.
+fn parse_tagged(text: &str, tools: &[Value]) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let inner = rest.strip_prefix(TAG_OPEN)?;
+        let end = inner.find(TAG_CLOSE)?;
+        let body = inner[..end].trim();
+        rest = inner[end + TAG_CLOSE.len()..].trim_start();
+        if body.starts_with("<function=") {
+            calls.push(parse_function_block(body, tools)?);
+        } else {
+            calls.extend(parse_json_calls(body)?);
+        }
+    }
+    Some(calls)
+}
+
+/// `<function=name>` then `<parameter=key>\nvalue\n</parameter>` blocks
+/// and `</function>`. A value is JSON where the tool's schema says the
+/// parameter is not a string and the text reads as JSON, else text.
+fn parse_function_block(body: &str, tools: &[Value]) -> Option<ToolCall> {
+    let after = body.strip_prefix("<function=")?;
+    let (name, mut rest) = after.split_once('>')?;
+    let name = name.trim().to_string();
+    let schema = tools.iter().find(|t| tool_name(t) == Some(name.as_str())).map(|t| &t["function"]["parameters"]);
+    let mut arguments = Map::new();
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix("</function>") {
+            return after.trim().is_empty().then(|| ToolCall { name, arguments: Value::Object(arguments) });
+        }
+        let (key, after) = rest.strip_prefix("<parameter=")?.split_once('>')?;
+        let end = after.find("</parameter>")?;
+        let raw = after[..end].strip_prefix('\n').unwrap_or(&after[..end]);
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        let declared = schema.and_then(|s| s["properties"][key.trim()]["type"].as_str());
+        let value = match declared {
+            Some("string") | None => Value::String(raw.to_string()),
+            Some(_) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string())),
+        };
+        arguments.insert(key.trim().to_string(), value);
+        rest = &after[end + "</parameter>".len()..];
+    }
+}
+
+/// `[TOOL_CALLS][{…}, …]`, or `[TOOL_CALLS]name[CALL_ID]id[ARGS]{…}` repeated.
+fn parse_mistral(text: &str) -> Option<Vec<ToolCall>> {
+    let rest = text.trim().strip_prefix(MISTRAL_CALLS)?.trim_start();
+    if rest.starts_with('[') {
+        return parse_json_calls(rest);
+    }
+    let mut calls = Vec::new();
+    for part in rest.split(MISTRAL_CALLS) {
+        let (head, arguments) = part.split_once(MISTRAL_ARGS)?;
+        let name = head.split(MISTRAL_CALL_ID).next()?.trim().to_string();
+        let arguments: Value = serde_json::from_str(arguments.trim()).ok()?;
+        if name.is_empty() || !arguments.is_object() {
+            return None;
+        }
+        calls.push(ToolCall { name, arguments });
+    }
+    Some(calls)
+}
+
+/// `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name` then ```` ```json ```` with
+/// the arguments, up to `<｜tool▁call▁end｜>`, for each call.
+fn parse_deepseek(text: &str) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    for block in text.split(DEEPSEEK_CALL).skip(1) {
+        let (_, after) = block.split_once(DEEPSEEK_SEP)?;
+        let body = after.split(DEEPSEEK_CALL_END).next()?;
+        let (name, arguments) = body.split_once('\n')?;
+        let arguments = arguments.trim().strip_prefix("```json")?.trim_end().strip_suffix("```")?;
+        let arguments: Value = serde_json::from_str(arguments.trim()).ok()?;
+        if !arguments.is_object() {
+            return None;
+        }
+        calls.push(ToolCall { name: name.trim().to_string(), arguments });
+    }
+    Some(calls)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing but whitespace yet.
+    Start,
+    /// Text; a call may still begin.
+    Text,
+    /// A call began: everything is held to the end.
+    Calls,
+}
+
+/// Splits a streamed answer into text and, at its end, calls.
+#[derive(Debug, Clone)]
+pub struct ToolCallSplitter {
+    syntax: ToolCallSyntax,
+    tools: Vec<Value>,
+    phase: Phase,
+    held: String,
+}
+
+/// What a reply ended with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SplitEnd {
+    /// Text still held that is not a call.
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+}
+
+impl ToolCallSplitter {
+    pub fn new(syntax: ToolCallSyntax, tools: Vec<Value>) -> Self {
+        Self { syntax, tools, phase: Phase::Start, held: String::new() }
+    }
+
+    /// The text `piece` lets out (what can no longer begin a call).
+    pub fn push(&mut self, piece: &str) -> String {
+        self.held.push_str(piece);
+        if self.phase == Phase::Start {
+            let trimmed = self.held.trim_start();
+            if trimmed.is_empty() {
+                return String::new();
+            }
+            let opens_json = trimmed.starts_with('{') || trimmed.starts_with('[');
+            if self.syntax.json_opens_calls() && opens_json {
+                self.phase = Phase::Calls;
+                return String::new();
+            }
+            self.phase = Phase::Text;
+        }
+        if self.phase == Phase::Calls {
+            return String::new();
+        }
+        let markers = self.syntax.markers();
+        if let Some(at) = markers.iter().filter_map(|m| self.held.find(m)).min() {
+            self.phase = Phase::Calls;
+            let text = self.held[..at].to_string();
+            self.held.drain(..at);
+            return text;
+        }
+        let keep = markers.iter().map(|m| marker_prefix_len(&self.held, m)).max().unwrap_or(0);
+        let done = self.held.len() - keep;
+        self.held.drain(..done).collect()
+    }
+
+    /// The reply's end: the calls, or the held text when it is not calls.
+    pub fn finish(&mut self) -> SplitEnd {
+        let held = std::mem::take(&mut self.held);
+        if self.phase == Phase::Calls {
+            if let Some(calls) = self.syntax.parse(&held, &self.tools) {
+                return SplitEnd { text: String::new(), calls };
+            }
+        }
+        SplitEnd { text: held, calls: Vec::new() }
+    }
+}
+
+/// The length of the longest end of `text` that begins `marker`.
+fn marker_prefix_len(text: &str, marker: &str) -> usize {
+    (1..marker.len().min(text.len() + 1))
+        .rev()
+        .find(|&n| text.is_char_boundary(text.len() - n) && marker.starts_with(&text[text.len() - n..]))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tools() -> Vec<Value> {
+        let weather = json!({"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}});
+        vec![weather]
+    }
+
+    fn weather(city: &str) -> ToolCall {
+        ToolCall { name: "get_weather".into(), arguments: json!({"city": city}) }
+    }
+
+    /// Streams `pieces` through a splitter: the text let out and the end.
+    fn split(syntax: ToolCallSyntax, pieces: &[&str]) -> (String, SplitEnd) {
+        let mut splitter = ToolCallSplitter::new(syntax, tools());
+        let text: String = pieces.iter().map(|p| splitter.push(p)).collect();
+        (text, splitter.finish())
+    }
+
+    #[test]
+    fn tagged_json_calls_come_apart_from_the_text_before_them() {
+        let (text, end) = split(
+            ToolCallSyntax::Tagged,
+            &[
+                "Let me check.\n<tool",
+                "_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+            ],
+        );
+        assert_eq!(text, "Let me check.\n");
+        assert_eq!(end, SplitEnd { text: String::new(), calls: vec![weather("Paris")] });
+    }
+
+    #[test]
+    fn function_blocks_take_types_from_the_schema() {
+        let reply = "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+        let calls = ToolCallSyntax::Tagged.parse(reply, &tools()).unwrap();
+        assert_eq!(calls, [ToolCall { name: "get_weather".into(), arguments: json!({"city": "New York", "days": 3}) }]);
+    }
+
+    #[test]
+    fn bare_json_python_tag_and_several_calls_read() {
+        let syntax = ToolCallSyntax::Json;
+        let one = r#"{"name": "get_weather", "parameters": {"city": "Oslo"}}"#;
+        assert_eq!(split(syntax, &["  ", one]).1.calls, [weather("Oslo")]);
+        let tagged = format!("<|python_tag|>{one}");
+        assert_eq!(split(syntax, &[&tagged]).1.calls, [weather("Oslo")]);
+        let two = r#"{"name": "get_weather", "parameters": {"city": "Oslo"}}; {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}"#;
+        assert_eq!(syntax.parse(two, &tools()).unwrap(), [weather("Oslo"), weather("Rome")]);
+    }
+
+    #[test]
+    fn mistral_lists_and_args_forms_read() {
+        let list = r#"[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Lyon"}, "id": "abcdefghi"}]"#;
+        assert_eq!(ToolCallSyntax::Mistral.parse(list, &tools()).unwrap(), [weather("Lyon")]);
+        let args = r#"[TOOL_CALLS]get_weather[CALL_ID]abcdefghi[ARGS]{"city": "Lyon"}[TOOL_CALLS]get_weather[ARGS]{"city": "Nice"}"#;
+        assert_eq!(ToolCallSyntax::Mistral.parse(args, &tools()).unwrap(), [weather("Lyon"), weather("Nice")]);
+    }
+
+    #[test]
+    fn deepseek_blocks_read() {
+        let reply = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Kyiv\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        assert_eq!(ToolCallSyntax::DeepSeek.parse(reply, &tools()).unwrap(), [weather("Kyiv")]);
+    }
+
+    #[test]
+    fn what_is_not_a_call_to_a_given_tool_stays_text() {
+        let unknown = r#"{"name": "launch_rocket", "parameters": {}}"#;
+        assert_eq!(
+            split(ToolCallSyntax::Json, &[unknown]),
+            (String::new(), SplitEnd { text: unknown.into(), calls: vec![] })
+        );
+        let data = r#"{"city": "Paris"}"#;
+        assert_eq!(split(ToolCallSyntax::Json, &[data]).1.text, data);
+        let cut = "<tool_call>\n{\"name\": \"get_weather\", \"argu";
+        assert_eq!(
+            split(ToolCallSyntax::Tagged, &["Hi ", cut]),
+            ("Hi ".into(), SplitEnd { text: cut.into(), calls: vec![] })
+        );
+        assert_eq!(split(ToolCallSyntax::Tagged, &["a <b>c"]).0, "a <b>c");
+        assert_eq!(split(ToolCallSyntax::Json, &["It is ", "{ok}"]).0, "It is {ok}");
+    }
+
+    #[test]
+    fn the_syntax_follows_the_template() {
+        assert_eq!(ToolCallSyntax::of_template("… <tool_call>\n{{ tool_call.name }}"), ToolCallSyntax::Tagged);
+        assert_eq!(ToolCallSyntax::of_template("{{ '[TOOL_CALLS]' }}"), ToolCallSyntax::Mistral);
+        assert_eq!(ToolCallSyntax::of_template("{{ '<｜tool▁call▁begin｜>' }}"), ToolCallSyntax::DeepSeek);
+        assert_eq!(ToolCallSyntax::of_template("{{ '<|python_tag|>' }}"), ToolCallSyntax::Json);
+    }
+}
