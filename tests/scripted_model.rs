@@ -237,11 +237,28 @@ fn tool_calls_come_back_as_calls_and_their_results_are_answered() {
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["message"]["content"], json!(scripted_parts("tool_result").1));
 
-    // Bad tools and choices Cake cannot force yet are refused, naming why.
+    // A call forced where the model would not call (a sum): `required` and
+    // named, each a call valid under the tool's schema.
+    for choice in [json!("required"), json!({"type": "function", "function": {"name": "get_weather"}})] {
+        let (status, reply) = server
+            .post("/v1/chat/completions", &ask("think", json!({"tools": weather_tools(), "tool_choice": choice})));
+        assert_eq!(status, 200, "{reply}");
+        let choice = &reply["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls", "{reply}");
+        let call = &choice["message"]["tool_calls"][0]["function"];
+        assert_eq!(call["name"], "get_weather", "{reply}");
+        let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert!(arguments["city"].is_string(), "{reply}");
+        assert_eq!(arguments.as_object().unwrap().len(), 1, "{reply}");
+    }
+
+    // Bad tools and choices are refused, naming why.
+    let unknown = json!({"type": "function", "function": {"name": "get_time"}});
     for (extra, says) in [
         (json!({"tools": [{"type": "retrieval"}]}), "only `function` tools"),
         (json!({"tools": [{"type": "function", "function": {"name": "no spaces"}}]}), "function.name"),
-        (json!({"tools": weather_tools(), "tool_choice": "required"}), "tool_choice"),
+        (json!({"tools": weather_tools(), "tool_choice": unknown}), "not among the tools"),
+        (json!({"tool_choice": "required"}), "no `tools`"),
     ] {
         let (status, reply) = server.post("/v1/chat/completions", &ask("tool_call", extra));
         assert_eq!(status, 400, "{reply}");

@@ -6,8 +6,8 @@ uses the `ollama` package (PyPI) as an Ollama client would: lists and shows
 the model, chats and generates, streamed and whole, and checks the text
 equals what `cake run` prints for the same prompt, seed and settings (the
 chat through the model's template, `raw` generation on the bare prompt).
-Requests Cake cannot honour yet (tools, a format) raise the client's
-ResponseError with status 400 naming them. With the scripted Qwen3 fixture,
+A `format` schema (a pydantic model's) shapes a reply; what Cake cannot
+honour raises the client's ResponseError with status 400 naming it. With the scripted Qwen3 fixture,
 a reply's reasoning arrives in `thinking`, apart from its `content`, and
 `think=False` switches it off.
 
@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import ollama
+import pydantic
 from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, start_server
 
 PROMPT = "Give me two tips for baking bread."
@@ -57,6 +58,11 @@ def check_thinking(client: ollama.Client) -> None:
     assert "".join(p.message.content for p in parts) == answer
     off = client.chat("qwen3_scripted", script()["no_think"]["messages"], think=False, options={"temperature": 0})
     assert (off.message.content, off.message.thinking) == (scripted_parts("no_think")[1], None), off.message
+
+
+class Cake(pydantic.BaseModel):
+    flavour: str = pydantic.Field(max_length=30)
+    layers: int = pydantic.Field(ge=1, le=9)
 
 
 def check_tools(client: ollama.Client) -> None:
@@ -104,14 +110,19 @@ def main() -> int:
             check_thinking(client)
             check_tools(client)
 
-            refused(lambda: client.chat("default", chat, format="json"), "format")
+            shaped = client.chat("default", [{"role": "user", "content": "Describe a cake as a record."}],
+                                 format=Cake.model_json_schema(), options={"temperature": 0, "num_predict": 200})
+            Cake.model_validate_json(shaped.message.content)
+            unique = {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}
+            refused(lambda: client.chat("default", chat, format=unique), "uniqueItems")
             try:
                 client.chat("missing", chat)
                 raise AssertionError("an unknown model was accepted")
             except ollama.ResponseError as e:
                 assert e.status_code == 404 and "missing" in e.error, e
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
-                  f"templated equal; list, show, ps; thinking apart; a tool call round trip; format refused")
+                  f"templated equal; list, show, ps; thinking apart; a tool call round trip; a format schema "
+                  f"followed ({shaped.message.content})")
         finally:
             server.kill()
             server.wait()

@@ -22,6 +22,7 @@ use super::engine::{CancelFlag, ChatJob, EventSink, Prompt};
 use super::events::{Done, EngineEvent, ErrorKind, Progress, ReplyStats};
 use crate::cluster::remote::WorkerLost;
 use crate::text::chat_template::{ChatMessage, ChatTemplate, RenderOptions};
+use crate::text::constraint::BadOutputFormat;
 use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
     context_within, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
@@ -31,7 +32,7 @@ use crate::text::prompt_cache::PromptCache;
 use crate::text::reasoning::{ReasoningSplitter, ReplyPart, THINK_OPEN};
 use crate::text::sampling::SamplingParams;
 use crate::text::tokenizer::{SpecialTokenInMessage, TextTokenizer};
-use crate::text::tool_calls::{ToolCall, ToolCallSplitter};
+use crate::text::tool_calls::{ToolCall, ToolCallSplitter, ToolChoice};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -55,6 +56,7 @@ const NORMALIZER_SLACK: usize = 4;
 /// What turning chats into generation requests needs of a model; shared by
 /// the threads that tokenize them.
 pub struct RequestMaker<'m> {
+    model: &'m TextModel,
     /// The chat template and tokenizer, or why the model has none.
     parts: Result<(ChatTemplate, &'m TextTokenizer), String>,
     model_context: usize,
@@ -65,6 +67,7 @@ impl<'m> RequestMaker<'m> {
     pub fn new(model: &'m TextModel) -> Self {
         let parts = model.chat_template().and_then(|template| Ok((template, model.tokenizer()?)));
         Self {
+            model,
             parts: parts.map_err(|e| format!("{e:#}")),
             model_context: model.decoder().context_length(),
             sampling_defaults: &model.sampling_defaults,
@@ -116,9 +119,26 @@ impl<'m> RequestMaker<'m> {
         request.max_new_tokens = job.max_tokens;
         request.stop_strings = job.stop.clone();
         request.sampling = job.sampling.apply_to(self.sampling_defaults);
+        let mut format = job.format.clone();
+        let mut syntax = template.tool_call_syntax();
+        if let (Some(tools), ToolChoice::Required | ToolChoice::Named(_)) = (&options.tools, &job.tool_choice) {
+            if format.is_some() {
+                return Err(
+                    BadOutputFormat("a response format and a forced tool call exclude each other".into()).into()
+                );
+            }
+            let only = match &job.tool_choice {
+                ToolChoice::Named(name) => Some(name.as_str()),
+                _ => None,
+            };
+            let (forced, read_as) = syntax.forced_call(tools, only, prompt_opens_block.get());
+            (format, syntax) = (Some(forced), read_as);
+        }
+        if let Some(format) = &format {
+            request.constraint = Some(self.model.constraint_compiler()?.compile(format)?);
+        }
         let thinks = template.thinks() && matches!(job.prompt, Prompt::Conversation { .. });
         let reasoning = thinks.then(|| ReasoningSplitter::new(prompt_opens_block.get()));
-        let syntax = template.tool_call_syntax();
         let calls = options.tools.clone().map(|tools| ToolCallSplitter::new(syntax, tools));
         if calls.is_some() {
             request.shown_special_tokens = syntax.markers().iter().filter_map(|m| tokenizer.token_id(m)).collect();
@@ -204,7 +224,9 @@ impl ReplyText {
 pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
     let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
         ErrorKind::PromptTooLong
-    } else if error.downcast_ref::<SpecialTokenInMessage>().is_some() {
+    } else if error.downcast_ref::<SpecialTokenInMessage>().is_some()
+        || error.downcast_ref::<BadOutputFormat>().is_some()
+    {
         ErrorKind::BadRequest
     } else {
         ErrorKind::Failed

@@ -19,7 +19,7 @@ use crate::speech::family::VoiceKind;
 use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
 use crate::text::chat_template::{ChatMessage, RenderOptions};
-use crate::text::tool_calls::tool_name;
+use crate::text::tool_calls::{tool_name, ToolChoice};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -207,9 +207,21 @@ impl App {
             max_tokens: a.max_tokens,
             stop: a.stop,
             context_length: a.context_length,
+            format: a.format,
         };
+        if let ToolChoice::Named(name) = &a.tool_choice {
+            if !a.tools.iter().flatten().any(|tool| tool_name(tool) == Some(name.as_str())) {
+                return Err(ApiError::BadRequest(format!(
+                    "`tool_choice` names `{name}`, which is not among the tools"
+                )));
+            }
+        }
+        if a.tool_choice != ToolChoice::Auto && a.tools.as_ref().is_none_or(Vec::is_empty) {
+            return Err(ApiError::BadRequest("`tool_choice` asks for a call but no `tools` are offered".into()));
+        }
         let options = RenderOptions { enable_thinking: a.enable_thinking, tools: a.tools };
         let mut job = self.reply_job(reply, Prompt::Conversation { messages: a.messages, options })?;
+        job.tool_choice = a.tool_choice;
         job.drop_oldest_turns = a.drop_oldest_turns;
         Ok(job)
     }
@@ -251,6 +263,8 @@ impl App {
             stop: a.stop,
             context_length: a.context_length,
             drop_oldest_turns: false,
+            format: a.format,
+            tool_choice: ToolChoice::Auto,
         })
     }
 

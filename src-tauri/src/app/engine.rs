@@ -19,9 +19,11 @@ use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::noise::SeededNoise;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
 use crate::text::chat_template::{ChatMessage, RenderOptions};
+use crate::text::constraint::OutputFormat;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::prompt_cache::PromptCache;
 use crate::text::sampling::SamplingOverrides;
+use crate::text::tool_calls::ToolChoice;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,6 +57,10 @@ pub struct ChatJob {
     pub context_length: Option<usize>,
     /// Leave out the oldest turns when the conversation does not fit.
     pub drop_oldest_turns: bool,
+    /// The format the reply must follow (none: free text).
+    pub format: Option<OutputFormat>,
+    /// Whether the reply must call one of the conversation's tools.
+    pub tool_choice: ToolChoice,
 }
 
 /// Speech to generate.
@@ -77,7 +83,7 @@ enum Job {
         sink: EventSink,
         cancel: CancelFlag,
     },
-    Chat(QueuedChat),
+    Chat(Box<QueuedChat>),
     Unload,
     /// Use these cluster settings and this context length (`None`: the
     /// model's own) for the next loads.
@@ -157,7 +163,7 @@ impl Engine {
     /// Queues a reply; events: `loading` … (if the model must be loaded),
     /// `token` …, then `done` or `error`.
     pub fn chat(&self, job: ChatJob, sink: EventSink, cancel: CancelFlag) {
-        self.send(Job::Chat(QueuedChat { job, sink, cancel }));
+        self.send(Job::Chat(Box::new(QueuedChat { job, sink, cancel })));
     }
 
     /// Queues freeing the loaded model.
@@ -193,7 +199,7 @@ impl Worker {
             _ => return None,
         }
         match self.waiting.pop_front() {
-            Some(Job::Chat(chat)) => Some(chat),
+            Some(Job::Chat(chat)) => Some(*chat),
             _ => unreachable!("the front job was just seen to be a chat"),
         }
     }
@@ -230,7 +236,7 @@ impl Worker {
                     return;
                 }
                 let load_s = loading.then(|| started.elapsed().as_secs_f64());
-                self.answer(chat, load_s);
+                self.answer(*chat, load_s);
             }
             Job::Unload => self.set_model(None),
             Job::Configure { cluster, context_length } => {

@@ -9,7 +9,9 @@
 use super::cluster::SettingsUpdate;
 use super::error::ApiError;
 use crate::text::chat_template::ChatMessage;
+use crate::text::constraint::OutputFormat;
 use crate::text::sampling::SamplingOverrides;
+use crate::text::tool_calls::ToolChoice;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -184,6 +186,12 @@ pub struct ChatArgs {
     /// Functions the model may call (OpenAI's `tools` shape).
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
+    /// The format the reply must follow (set by the model APIs).
+    #[serde(skip)]
+    pub format: Option<OutputFormat>,
+    /// Whether the reply must call a tool (set by the model APIs).
+    #[serde(skip)]
+    pub tool_choice: ToolChoice,
 }
 
 /// How a reply is made, whatever it continues (a conversation or a text).
@@ -195,6 +203,8 @@ pub struct ReplyArgs {
     pub stop: Vec<String>,
     /// Hold at most this many tokens, prompt and reply (`None`: the model's context length).
     pub context_length: Option<usize>,
+    /// The format the reply must follow (none: free text).
+    pub format: Option<OutputFormat>,
 }
 
 fn default_max_tokens() -> usize {

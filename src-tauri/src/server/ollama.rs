@@ -21,6 +21,7 @@ use crate::app::request::ReplyArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
 use crate::text::chat_template::{ChatMessage, MessageToolCall, RenderOptions};
+use crate::text::constraint::OutputFormat;
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
 use crate::text::tool_calls::ToolCall;
@@ -264,6 +265,7 @@ impl Options {
             max_tokens,
             stop: self.stop.unwrap_or_default(),
             context_length: self.num_ctx,
+            format: None,
         })
     }
 }
@@ -391,7 +393,7 @@ async fn answer(reply: Reply, stream: bool, model: String, started: Instant, wra
 pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let started = Instant::now();
     let request: ChatRequest = parse(&body, "chat")?;
-    refuse_if_used("format", &request.format, "structured output is not served on this route")?;
+    let format = output_format(request.format.as_ref())?;
     let tools = request.tools.filter(|tools| !tools.is_empty());
     let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools };
     let mut messages = Vec::with_capacity(request.messages.len());
@@ -406,7 +408,8 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         messages.push(turn);
     }
     let id = named_model(&app, &request.model).await?.id;
-    let args = request.options.into_reply_args(id)?;
+    let mut args = request.options.into_reply_args(id)?;
+    args.format = format;
     let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation { messages, options })).await?;
     answer(reply, request.stream, request.model, started, |piece| {
         let mut message = json!({"role": "assistant", "content": piece.answer});
@@ -420,6 +423,17 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         json!({ "message": message })
     })
     .await
+}
+
+/// Ollama's `format`: `"json"` (any JSON object) or a JSON schema.
+fn output_format(format: Option<&Value>) -> Result<Option<OutputFormat>, ApiError> {
+    match format {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(kind)) if kind.is_empty() => Ok(None),
+        Some(Value::String(kind)) if kind == "json" => Ok(Some(OutputFormat::JsonObject)),
+        Some(schema @ (Value::Object(_) | Value::Bool(_))) => Ok(Some(OutputFormat::JsonSchema(schema.clone()))),
+        Some(_) => Err(ApiError::BadRequest("`format` must be \"json\" or a JSON schema".into())),
+    }
 }
 
 /// Ollama's `think`: `false` switches reasoning off where the template
@@ -438,7 +452,7 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let started = Instant::now();
     let request: GenerateRequest = parse(&body, "generate")?;
     refuse_if_used("images", &request.images, "this model reads text only")?;
-    refuse_if_used("format", &request.format, "structured output is not served on this route")?;
+    let format = output_format(request.format.as_ref())?;
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
     let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools: None };
@@ -457,7 +471,8 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         messages.push(ChatMessage::new("user", &request.prompt));
         Prompt::Conversation { messages, options }
     };
-    let args = request.options.into_reply_args(entry.id)?;
+    let mut args = request.options.into_reply_args(entry.id)?;
+    args.format = format;
     let reply = Reply::start(app, move |app| app.reply_job(args, prompt)).await?;
     answer(reply, request.stream, request.model, started, |piece| {
         let mut wrapped = json!({ "response": piece.answer });

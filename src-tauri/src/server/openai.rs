@@ -13,9 +13,10 @@ use crate::app::request::ChatArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelStatus};
 use crate::text::chat_template::{ChatMessage, MessageToolCall};
+use crate::text::constraint::OutputFormat;
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
-use crate::text::tool_calls::ToolCall;
+use crate::text::tool_calls::{ToolCall, ToolChoice};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, Sse};
@@ -133,22 +134,23 @@ struct CompletionRequest {
 
 impl CompletionRequest {
     fn into_chat_args(self) -> Result<ChatArgs, ApiError> {
-        let tools = match self.tool_choice.as_ref() {
-            None | Some(Value::Null) => self.tools,
-            Some(Value::String(choice)) if choice == "auto" => self.tools,
-            Some(Value::String(choice)) if choice == "none" => None,
-            Some(_) => {
-                return Err(ApiError::BadRequest(
-                    "`tool_choice` other than `auto` and `none` is not supported by Cake yet: forcing a call \
-                     needs constrained decoding"
-                        .into(),
-                ))
-            }
+        let (tools, tool_choice) = match self.tool_choice.as_ref() {
+            None | Some(Value::Null) => (self.tools, ToolChoice::Auto),
+            Some(Value::String(choice)) if choice == "auto" => (self.tools, ToolChoice::Auto),
+            Some(Value::String(choice)) if choice == "none" => (None, ToolChoice::Auto),
+            Some(Value::String(choice)) if choice == "required" => (self.tools, ToolChoice::Required),
+            Some(named) => match named["function"]["name"].as_str() {
+                Some(name) if named["type"] == "function" => (self.tools, ToolChoice::Named(name.to_string())),
+                _ => {
+                    return Err(ApiError::BadRequest(
+                        "`tool_choice` must be `auto`, `none`, `required` or {\"type\": \"function\", \
+                         \"function\": {\"name\": …}}"
+                            .into(),
+                    ))
+                }
+            },
         };
-        let plain_text = self.response_format.as_ref().is_some_and(|f| f == &json!({"type": "text"}));
-        if !plain_text {
-            refuse_if_used("response_format", &self.response_format, "structured output is not served on this route")?;
-        }
+        let format = self.response_format.as_ref().map(output_format).transpose()?.flatten();
         refuse_if_used("logprobs", &self.logprobs, "log-probabilities are not served on this route")?;
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::BadRequest("`n` must be 1: Cake makes one choice per request".into()));
@@ -196,7 +198,23 @@ impl CompletionRequest {
             drop_oldest_turns: false,
             enable_thinking,
             tools,
+            format,
+            tool_choice,
         })
+    }
+}
+
+/// OpenAI's `response_format`: `text` (free), `json_object`, or
+/// `json_schema` with its `schema`.
+fn output_format(asked: &Value) -> Result<Option<OutputFormat>, ApiError> {
+    match asked["type"].as_str() {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(OutputFormat::JsonObject)),
+        Some("json_schema") => match asked["json_schema"].get("schema") {
+            Some(schema) => Ok(Some(OutputFormat::JsonSchema(schema.clone()))),
+            None => Err(ApiError::BadRequest("`response_format.json_schema.schema` is missing".into())),
+        },
+        _ => Err(ApiError::BadRequest("`response_format.type` must be `text`, `json_object` or `json_schema`".into())),
     }
 }
 

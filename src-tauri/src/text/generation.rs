@@ -7,6 +7,7 @@
 //! Stops: any of the model's end-of-sequence ids (unless ignored), a user
 //! stop string, the token budget, or the model's context length.
 
+use super::constraint::Constraint;
 use super::detokenizer::Detokenizer;
 use super::model::TextModel;
 use super::prompt_cache::PromptCache;
@@ -37,6 +38,8 @@ pub struct GenerationRequest {
     /// Special tokens shown in the reply's text (markers of function
     /// calls, which the reply must spell for them to be read back).
     pub shown_special_tokens: Vec<u32>,
+    /// The format the reply must follow (its state moves with the reply).
+    pub constraint: Option<Constraint>,
 }
 
 impl GenerationRequest {
@@ -50,6 +53,7 @@ impl GenerationRequest {
             context_limit: None,
             no_kv_cache: false,
             shown_special_tokens: Vec::new(),
+            constraint: None,
         }
     }
 }
@@ -376,6 +380,9 @@ impl<'m> Stream<'m> {
         mut logits: Vec<f32>,
         on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
     ) -> Result<()> {
+        if let Some(constraint) = &mut self.request.constraint {
+            constraint.mask(&mut logits, &self.model.eos_token_ids)?;
+        }
         let token = self.sampler.sample(&mut logits, &self.history);
         if self.first_token_at.is_none() {
             let elapsed = self.start.elapsed().as_secs_f64();
@@ -391,11 +398,19 @@ impl<'m> Stream<'m> {
             self.finish_reason = Some(FinishReason::Eos);
             return Ok(());
         }
+        let mut format_complete = false;
+        if let Some(constraint) = &mut self.request.constraint {
+            constraint.accept(token)?;
+            format_complete = constraint.is_finished();
+        }
         let check = visible_text(self.detokenizer.as_mut(), &mut self.stops, token)?;
         self.text.push_str(&check.emit);
         let flow = on_event(GenerationEvent::Token(TokenEvent { id: Some(token), text: &check.emit }));
         if check.stopped {
             self.finish_reason = Some(FinishReason::StopString);
+        } else if format_complete {
+            // The format allows nothing more: the reply ends as at an end token.
+            self.finish_reason = Some(FinishReason::Eos);
         } else if flow.is_break() {
             self.finish_reason = Some(FinishReason::Cancelled);
         }

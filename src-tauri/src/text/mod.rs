@@ -2,6 +2,7 @@
 //! sampling, streaming and scoring.
 
 pub mod chat_template;
+pub mod constraint;
 pub mod context_fit;
 pub mod detokenizer;
 pub mod generation;

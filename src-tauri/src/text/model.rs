@@ -5,6 +5,7 @@
 //! tokenizer, the chat template and the end-of-sequence ids.
 
 use super::chat_template::{fallback_template, ChatTemplate};
+use super::constraint::ConstraintCompiler;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::context::PREFILL_CHUNK;
@@ -15,6 +16,7 @@ pub use crate::models::pipeline::{LayerPipeline, RemoteStage, Session};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub struct TextModel {
     pub path: PathBuf,
@@ -28,6 +30,8 @@ pub struct TextModel {
     /// Sampling settings used when a request chooses none (from
     /// `generation_config.json` where the model has one).
     pub sampling_defaults: SamplingParams,
+    /// Compiles output formats for this vocabulary; built on first use.
+    constraint_compiler: OnceLock<Result<ConstraintCompiler, String>>,
 }
 
 impl TextModel {
@@ -82,7 +86,19 @@ impl TextModel {
             chat_template_source: text.chat_template_source,
             eos_token_ids: text.eos_token_ids,
             sampling_defaults: text.sampling_defaults,
+            constraint_compiler: OnceLock::new(),
         }
+    }
+
+    /// What compiles output formats (JSON schemas, grammars) for this
+    /// model's vocabulary, or why its replies cannot be constrained.
+    pub fn constraint_compiler(&self) -> Result<&ConstraintCompiler> {
+        let built = self.constraint_compiler.get_or_init(|| {
+            let tokenizer = self.tokenizer().map_err(|e| format!("{e:#}"))?;
+            let end = self.eos_token_ids.first().copied().ok_or("the model has no end-of-sequence token")?;
+            ConstraintCompiler::new(tokenizer, end).map_err(|e| format!("{e:#}"))
+        });
+        built.as_ref().map_err(|e| anyhow::anyhow!("{}: {e}", self.path.display()))
     }
 
     /// The local part of the decoder (embedding, first layers, head).

@@ -12,8 +12,9 @@
 //! rest and reads the calls from it at the end. Only calls naming one of
 //! the request's tools count; anything else stays text, never lost.
 
+use super::constraint::OutputFormat;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// A call the model wrote: a function's name and its arguments (an object).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +89,52 @@ impl ToolCallSyntax {
         };
         let known = |call: &ToolCall| tools.iter().any(|tool| tool_name(tool) == Some(call.name.as_str()));
         (!calls.is_empty() && calls.iter().all(known)).then_some(calls)
+    }
+}
+
+/// Whether a reply must call a tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// One call, of any offered tool.
+    Required,
+    /// One call of this tool.
+    Named(String),
+}
+
+impl ToolCallSyntax {
+    /// The format that makes a reply exactly one call of one of `tools`
+    /// (of `only` when named), in this syntax where the reply opens with
+    /// its marker as text (`<tool_call>`), else as bare JSON (which the
+    /// [`ToolCallSyntax::Json`] reader takes). `in_reasoning`: the prompt
+    /// opened a reasoning block, which the reply closes first. Returns the
+    /// format and the syntax to read the reply in.
+    pub fn forced_call(self, tools: &[Value], only: Option<&str>, in_reasoning: bool) -> (OutputFormat, Self) {
+        let calls: Vec<Value> = tools
+            .iter()
+            .filter(|tool| only.is_none_or(|name| tool_name(tool) == Some(name)))
+            .map(|tool| {
+                let arguments = match &tool["function"]["parameters"] {
+                    Value::Null => json!({"type": "object"}),
+                    parameters => parameters.clone(),
+                };
+                json!({
+                    "type": "object",
+                    "properties": {"name": {"const": tool_name(tool)}, "arguments": arguments},
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let call = json!({"anyOf": calls, "x-guidance": {"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}});
+        let (body, syntax) = match self {
+            Self::Tagged => (format!("\"{TAG_OPEN}\\n\" call \"\\n{TAG_CLOSE}\""), Self::Tagged),
+            _ => ("call".to_string(), Self::Json),
+        };
+        let opening = if in_reasoning { "\"</think>\\n\\n\" " } else { "" };
+        (OutputFormat::Lark(format!("start: {opening}{body}\ncall: %json {call}\n")), syntax)
     }
 }
 

@@ -13,6 +13,8 @@ pub use chat_text::SpecialTokenInMessage;
 pub mod gguf_vocab;
 pub mod pre_split;
 mod sentencepiece;
+mod token_bytes;
+pub use token_bytes::TokenPiece;
 mod word_piece;
 
 use crate::formats::gguf::GgufFile;
