@@ -109,9 +109,10 @@ e2e-browser:
 e2e-openai:
 	$(LINTED_CARGO) test --workspace --no-default-features --no-run
 	$(PYTHON) -m venv .venv-test
-	.venv-test/bin/pip install --quiet openai==3.63.0 ollama==0.6.3 jsonschema==4.25.1
+	.venv-test/bin/pip install --quiet openai==3.63.0 ollama==0.6.3 anthropic==2.17.0 jsonschema==4.25.1
 	.venv-test/bin/python tests/e2e/openai_client.py target/debug/cake
 	.venv-test/bin/python tests/e2e/ollama_client.py target/debug/cake
+	.venv-test/bin/python tests/e2e/anthropic_client.py target/debug/cake
 	.venv-test/bin/python tests/e2e/structured_output.py target/debug/cake
 
 ## The window runs the release build that `make dist` packages: one build

@@ -53,6 +53,22 @@ def check_reasoning(client: openai.OpenAI) -> None:
     assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
 
 
+def check_completions(client: openai.OpenAI, cake: str) -> None:
+    """`/v1/completions` continues the bare prompt as `cake run` does; `echo` puts the prompt first."""
+    run = subprocess.run(
+        [cake, "run", "--model", str(default_model()), "--prompt", PROMPT, "--temperature", "0.7", "--top-p", "0.9",
+         "--seed", "4242", "--max-tokens", "40", "--json"], check=True, capture_output=True, text=True)
+    expected = json.loads(run.stdout)["text"]
+    whole = client.completions.create(model="default", prompt=PROMPT, **SETTINGS)
+    assert whole.choices[0].text == expected and whole.object == "text_completion", whole
+    assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 40, whole
+    pieces = [c.choices[0].text for c in client.completions.create(model="default", prompt=PROMPT, stream=True,
+                                                                      **SETTINGS) if c.choices]
+    assert "".join(pieces) == expected and len([p for p in pieces if p]) > 3, pieces
+    echoed = client.completions.create(model="default", prompt=PROMPT, echo=True, **SETTINGS)
+    assert echoed.choices[0].text == PROMPT + expected, echoed
+
+
 def check_tool_round_trip(client: openai.OpenAI) -> None:
     """The scripted model calls the weather tool; its result sent back gets the answer."""
     tools = script()["tool_call"]["tools"]
@@ -88,6 +104,7 @@ def main() -> int:
             models = [m.id for m in client.models.list()]
             assert models == ["default", "qwen3_scripted"], models
             check_reasoning(client)
+            check_completions(client, cake)
             check_tool_round_trip(client)
 
             stream = client.chat.completions.create(
@@ -127,7 +144,8 @@ def main() -> int:
                 except openai.BadRequestError as e:
                     assert field in str(e), e
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
-                  "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed")
+                  "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed; "
+                  "/v1/completions whole, streamed and echoed equal cake run")
         finally:
             server.kill()
             server.wait()

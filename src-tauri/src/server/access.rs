@@ -32,6 +32,9 @@ pub const LONGEST_KEY_WAIT: Duration = Duration::from_secs(8);
 /// The shortest API key accepted (a short key falls to guessing over the LAN).
 pub const MIN_API_KEY_CHARS: usize = 16;
 
+/// The header Anthropic's clients send their API key in.
+const ANTHROPIC_KEY: &str = "x-api-key";
+
 /// The hosts, secrets and key one `cake serve` answers to.
 pub struct AccessPolicy {
     port: u16,
@@ -202,19 +205,21 @@ impl AccessPolicy {
     }
 
     /// Whether the request is an attempt at the API key: it sends one as
-    /// a bearer token to a server that has one (the login form is the
-    /// other way, judged by its handler).
+    /// a bearer token (or in Anthropic's `x-api-key`) to a server that has
+    /// one (the login form is the other way, judged by its handler).
     pub fn is_key_attempt(&self, headers: &HeaderMap) -> bool {
-        self.needs_login() && headers.contains_key(header::AUTHORIZATION)
+        self.needs_login() && (headers.contains_key(header::AUTHORIZATION) || headers.contains_key(ANTHROPIC_KEY))
     }
 
-    /// Whether the request carries the API key as its bearer token.
+    /// Whether the request carries the API key as its bearer token or, as
+    /// Anthropic's clients send it, in `x-api-key`.
     pub fn has_bearer_key(&self, headers: &HeaderMap) -> bool {
-        headers
+        let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .is_some_and(|key| self.is_api_key(key.trim()))
+            .and_then(|value| value.strip_prefix("Bearer "));
+        let anthropic = headers.get(ANTHROPIC_KEY).and_then(|value| value.to_str().ok());
+        bearer.or(anthropic).is_some_and(|key| self.is_api_key(key.trim()))
     }
 
     /// Whether `host` (a `Host` header value) names this server.

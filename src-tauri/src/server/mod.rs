@@ -11,11 +11,13 @@
 //! desktop app, for other programs, behind [`api_switch`].
 
 pub mod access;
+pub mod anthropic;
 pub mod api_switch;
 pub mod background;
 pub mod connections;
 pub mod ollama;
 pub mod openai;
+pub mod openai_completions;
 pub mod openai_speech;
 pub mod replies;
 mod ui_assets;
@@ -55,6 +57,8 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
         .route("/app/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/completions", post(openai_completions::completions))
+        .route("/v1/messages", post(anthropic::messages))
         .route("/v1/audio/speech", post(openai_speech::speech))
         .route("/api/version", get(ollama::version))
         .route("/api/tags", get(ollama::tags))

@@ -85,17 +85,28 @@ impl RequestToolCall {
     }
 }
 
+/// `stop`: one string or several.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Stop {
+pub(super) enum Stop {
     One(String),
     Many(Vec<String>),
 }
 
+impl Stop {
+    pub(super) fn into_list(stop: Option<Self>) -> Vec<String> {
+        match stop {
+            None => Vec::new(),
+            Some(Self::One(s)) => vec![s],
+            Some(Self::Many(v)) => v,
+        }
+    }
+}
+
 #[derive(Deserialize)]
-struct StreamOptions {
+pub(super) struct StreamOptions {
     #[serde(default)]
-    include_usage: bool,
+    pub(super) include_usage: bool,
 }
 
 #[derive(Deserialize)]
@@ -189,11 +200,7 @@ impl CompletionRequest {
                 seed: Some(self.seed.unwrap_or_else(rand::random)),
             },
             max_tokens: self.max_completion_tokens.or(self.max_tokens).unwrap_or(512),
-            stop: match self.stop {
-                None => Vec::new(),
-                Some(Stop::One(s)) => vec![s],
-                Some(Stop::Many(v)) => v,
-            },
+            stop: Stop::into_list(self.stop),
             context_length: None,
             drop_oldest_turns: false,
             enable_thinking,
@@ -269,7 +276,7 @@ fn text_of_parts(parts: &[Value]) -> Result<String, ApiError> {
     Ok(text)
 }
 
-fn openai_finish_reason(ours: FinishReason, tool_calls: &[ToolCall]) -> &'static str {
+pub(super) fn openai_finish_reason(ours: FinishReason, tool_calls: &[ToolCall]) -> &'static str {
     match ours {
         FinishReason::MaxTokens | FinishReason::ContextFull => "length",
         _ if !tool_calls.is_empty() => "tool_calls",
@@ -293,7 +300,7 @@ fn openai_tool_calls(calls: &[ToolCall], indexed: bool) -> Value {
     Value::Array(listed.collect())
 }
 
-fn usage(stats: &ReplyStats) -> Value {
+pub(super) fn usage(stats: &ReplyStats) -> Value {
     let (prompt, completion, cached) = (stats.prompt_tokens, stats.completion_tokens, stats.cached_prompt_tokens);
     json!({
         "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
