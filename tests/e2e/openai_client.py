@@ -69,6 +69,44 @@ def check_completions(client: openai.OpenAI, cake: str) -> None:
     assert echoed.choices[0].text == PROMPT + expected, echoed
 
 
+def check_responses(client: openai.OpenAI) -> None:
+    """`/v1/responses`: greedy text equals the chat route's, streamed alike; a function call round trip;
+    a JSON schema followed."""
+    question = [{"role": "user", "content": PROMPT}]
+    chat = client.chat.completions.create(model="default", messages=question, temperature=0, max_tokens=30)
+    whole = client.responses.create(model="default", input=PROMPT, temperature=0, max_output_tokens=30)
+    assert whole.output_text == chat.choices[0].message.content and whole.status == "incomplete", whole
+    deltas, final = [], None
+    for event in client.responses.create(model="default", input=PROMPT, temperature=0, max_output_tokens=30,
+                                         stream=True):
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+        elif event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    assert "".join(deltas) == whole.output_text == final.output_text and len(deltas) > 3, deltas
+
+    case = script()["tool_call"]
+    function = case["tools"][0]["function"]
+    tools = [{"type": "function", "name": function["name"], "description": function["description"],
+              "parameters": function["parameters"]}]
+    asked = [{"role": "user", "content": case["messages"][0]["content"]}]
+    called = client.responses.create(model="qwen3_scripted", input=asked, tools=tools, temperature=0)
+    kinds = [item.type for item in called.output]
+    assert kinds == ["reasoning", "function_call"], called.output
+    call = called.output[1]
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"}), call
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": '{"temperature": 21}'}
+    answered = client.responses.create(model="qwen3_scripted", input=asked + called.output + [result],
+                                       tools=tools, temperature=0)
+    assert answered.output_text == scripted_parts("tool_result")[1], answered.output
+
+    schema = {"type": "object", "properties": {"tip": {"type": "string", "maxLength": 60}}, "required": ["tip"],
+              "additionalProperties": False}
+    shaped = client.responses.create(model="default", input=PROMPT, temperature=0, max_output_tokens=100,
+                                     text={"format": {"type": "json_schema", "name": "tip", "schema": schema}})
+    assert set(json.loads(shaped.output_text)) == {"tip"}, shaped.output_text
+
+
 def check_tool_round_trip(client: openai.OpenAI) -> None:
     """The scripted model calls the weather tool; its result sent back gets the answer."""
     tools = script()["tool_call"]["tools"]
@@ -105,6 +143,7 @@ def main() -> int:
             assert models == ["default", "qwen3_scripted"], models
             check_reasoning(client)
             check_completions(client, cake)
+            check_responses(client)
             check_tool_round_trip(client)
 
             stream = client.chat.completions.create(
@@ -145,7 +184,8 @@ def main() -> int:
                     assert field in str(e), e
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
                   "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed; "
-                  "/v1/completions whole, streamed and echoed equal cake run")
+                  "/v1/completions whole, streamed and echoed equal cake run; /v1/responses text, stream, a "
+                  "function call round trip and a schema")
         finally:
             server.kill()
             server.wait()

@@ -18,6 +18,7 @@ pub mod connections;
 pub mod ollama;
 pub mod openai;
 pub mod openai_completions;
+pub mod openai_responses;
 pub mod openai_speech;
 pub mod replies;
 mod ui_assets;
@@ -59,6 +60,7 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai_completions::completions))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/responses", post(openai_responses::responses))
         .route("/v1/audio/speech", post(openai_speech::speech))
         .route("/api/version", get(ollama::version))
         .route("/api/tags", get(ollama::tags))
