@@ -265,3 +265,55 @@ fn tool_calls_come_back_as_calls_and_their_results_are_answered() {
         assert!(reply["error"]["message"].as_str().unwrap().contains(says), "{reply}");
     }
 }
+
+/// Floats of a JSON list.
+fn floats(value: &Value) -> Vec<f64> {
+    value.as_array().expect("list").iter().map(|v| v.as_f64().expect("number")).collect()
+}
+
+#[test]
+fn log_probabilities_equal_transformers_on_both_openai_routes() {
+    let root = tempfile::tempdir().unwrap();
+    let (server, model) = serve(root.path());
+    let case = &script()["think"];
+    // The reply's tokens but its end-of-turn, which is not written.
+    let expected = floats(&case["reply_logprobs"]);
+    let expected = &expected[..expected.len() - 1];
+    let close = |ours: &[f64], what: &str| {
+        assert_eq!(ours.len(), expected.len(), "{what}: {ours:?}");
+        for (i, (a, b)) in ours.iter().zip(expected).enumerate() {
+            assert!((a - b).abs() < 1e-3, "{what}: token {i}: cake {a}, transformers {b}");
+        }
+    };
+
+    let mut body = openai_body(&model, "think", false);
+    body["logprobs"] = json!(true);
+    body["top_logprobs"] = json!(3);
+    let (status, reply) = server.post("/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{reply}");
+    let content = reply["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    close(&content.iter().map(|e| e["logprob"].as_f64().unwrap()).collect::<Vec<_>>(), "chat");
+    for entry in content {
+        // Greedy: the token written is the likeliest, and its bytes spell it.
+        assert_eq!(entry["top_logprobs"].as_array().unwrap().len(), 3);
+        assert_eq!(entry["top_logprobs"][0]["token"], entry["token"], "{entry}");
+        let bytes: Vec<u8> = entry["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+        assert_eq!(String::from_utf8_lossy(&bytes), entry["token"].as_str().unwrap());
+    }
+    let written: String = content.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert_eq!(written, case["reply"].as_str().unwrap(), "the tokens spell the whole reply, reasoning included");
+
+    let completion = json!({"model": model, "prompt": case["prompt"], "temperature": 0, "max_tokens": 64,
+                            "logprobs": 2});
+    let (status, reply) = server.post("/v1/completions", &completion);
+    assert_eq!(status, 200, "{reply}");
+    let logprobs = &reply["choices"][0]["logprobs"];
+    close(&floats(&logprobs["token_logprobs"]), "completions");
+    assert_eq!(logprobs["top_logprobs"][0].as_object().unwrap().len(), 2);
+    let (status, reply) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": model, "messages": case["messages"],
+        "top_logprobs": 2}),
+    );
+    assert_eq!(status, 400, "{reply}");
+}

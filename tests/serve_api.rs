@@ -411,3 +411,22 @@ fn a_model_opened_by_path_is_listed_and_used_by_its_file_name() {
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["model"], "SmolLM2-copy.Q4_1.gguf");
 }
+
+#[test]
+fn ollama_chat_drops_the_oldest_turns_of_a_conversation_too_long_and_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let long = "Tell me everything about sourdough starters, their feeding and their smell. ".repeat(3);
+    let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    for _ in 0..4 {
+        messages.push(json!({"role": "user", "content": long}));
+        messages.push(json!({"role": "assistant", "content": long}));
+    }
+    messages.push(json!({"role": "user", "content": "Hi"}));
+    let body = json!({"model": "default", "messages": messages, "stream": false,
+                      "options": {"num_ctx": 160, "num_predict": 4, "temperature": 0}});
+    let (status, reply) = server.post("/api/chat", &body);
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply["truncated_messages"].as_u64().unwrap() >= 2, "{reply}");
+    assert!(reply["prompt_eval_count"].as_u64().unwrap() <= 160, "{reply}");
+}

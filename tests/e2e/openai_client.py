@@ -6,8 +6,8 @@ holds the default model, streams a chat completion with a fixed seed through
 the `openai` package, and checks the text equals what `cake run --chat`
 prints for the same prompt, seed and settings. Also checks a non-streaming
 call, that errors arrive as the client's typed exceptions, and that what
-Cake cannot honour yet (log-probabilities, an image) is refused with a 400
-naming it rather than ignored (structured output has its own check,
+Cake cannot honour (several choices, an image) is refused with a 400
+naming it rather than ignored; `logprobs` come back on both text routes (structured output has its own check,
 structured_output.py). With the scripted Qwen3 fixture, a
 reply's reasoning arrives in `reasoning_content`, whole and streamed, apart
 from its `content`, and `reasoning_effort: "none"` switches it off.
@@ -67,6 +67,13 @@ def check_completions(client: openai.OpenAI, cake: str) -> None:
     assert "".join(pieces) == expected and len([p for p in pieces if p]) > 3, pieces
     echoed = client.completions.create(model="default", prompt=PROMPT, echo=True, **SETTINGS)
     assert echoed.choices[0].text == PROMPT + expected, echoed
+    scored = client.completions.create(model="default", prompt=PROMPT, logprobs=2, **SETTINGS).choices[0]
+    assert "".join(scored.logprobs.tokens) == expected and len(scored.logprobs.token_logprobs) == 40, scored
+    chat = client.chat.completions.create(model="default", messages=[{"role": "user", "content": PROMPT}],
+                                          logprobs=True, top_logprobs=2, **SETTINGS).choices[0]
+    entries = chat.logprobs.content
+    assert "".join(e.token for e in entries) == chat.message.content and len(entries) == 40, entries[:3]
+    assert all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in entries), entries[:3]
 
 
 def check_responses(client: openai.OpenAI) -> None:
@@ -174,7 +181,7 @@ def main() -> int:
             except openai.NotFoundError as e:
                 assert "missing" in str(e), e
             image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
-            for field, extra in [("logprobs", {"logprobs": True}),
+            for field, extra in [("`n`", {"n": 2}),
                                  ("image_url", {"messages": [{"role": "user", "content": image}]})]:
                 request = {"model": "default", "messages": [{"role": "user", "content": "x"}], **extra}
                 try:

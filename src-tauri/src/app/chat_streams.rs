@@ -27,6 +27,7 @@ use crate::text::context_fit::drop_oldest_turns;
 use crate::text::generation::{
     context_within, step_pipelined, GenerationEvent, GenerationRequest, Phase, PromptTooLong, Stream, PIPELINED_STEPS,
 };
+use crate::text::logprobs::{readable, TokenLogprob};
 use crate::text::model::TextModel;
 use crate::text::prompt_cache::PromptCache;
 use crate::text::reasoning::{ReasoningSplitter, ReplyPart, THINK_OPEN};
@@ -117,6 +118,7 @@ impl<'m> RequestMaker<'m> {
             Prompt::Conversation { messages, .. } => tokenize(messages)?,
         };
         request.max_new_tokens = job.max_tokens;
+        request.logprobs = job.logprobs;
         request.stop_strings = job.stop.clone();
         request.sampling = job.sampling.apply_to(self.sampling_defaults);
         let mut format = job.format.clone();
@@ -250,8 +252,9 @@ struct ChatState {
     /// The most groups of chats whose steps were in flight across the
     /// cluster at once while this one decoded.
     groups_in_flight: usize,
-    /// Tokens generated before a worker was lost.
+    /// Tokens generated before a worker was lost, and their log-probabilities.
     earlier_tokens: Vec<u32>,
+    earlier_logprobs: Vec<TokenLogprob>,
 }
 
 impl ChatState {
@@ -299,6 +302,7 @@ impl Prepared {
                     decoded_together: 1,
                     groups_in_flight: 1,
                     earlier_tokens: Vec::new(),
+                    earlier_logprobs: Vec::new(),
                 },
                 request,
             }),
@@ -385,6 +389,7 @@ impl<'m> Answering<'m> {
         request.prompt_tokens.extend_from_slice(stream.generated());
         request.max_new_tokens -= stream.generated().len();
         state.earlier_tokens.extend_from_slice(stream.generated());
+        state.earlier_logprobs.extend_from_slice(stream.logprobs());
         Prepared { state, request }
     }
 
@@ -395,12 +400,21 @@ impl<'m> Answering<'m> {
             (state.sink)(event);
             return;
         }
+        let tokenizer = stream.model().tokenizer.as_ref();
         let finished = stream.finish(cache, &mut |event: GenerationEvent| state.relay(event));
         for event in state.reply.finish() {
             (state.sink)(event);
         }
         let event = match finished {
-            Ok(reply) => EngineEvent::Done(Done::Reply {
+            Ok(mut reply) => EngineEvent::Done(Done::Reply {
+                logprobs: match tokenizer {
+                    Some(tokenizer) if !reply.logprobs.is_empty() => {
+                        let mut all = std::mem::take(&mut state.earlier_logprobs);
+                        all.append(&mut reply.logprobs);
+                        readable(tokenizer, &all)
+                    }
+                    _ => Vec::new(),
+                },
                 stats: ReplyStats {
                     prompt_tokens: state.prompt_tokens,
                     dropped_messages: state.dropped_messages,

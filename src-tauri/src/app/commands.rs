@@ -19,6 +19,7 @@ use crate::speech::family::VoiceKind;
 use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
 use crate::text::chat_template::{ChatMessage, RenderOptions};
+use crate::text::logprobs::MAX_TOP_LOGPROBS;
 use crate::text::tool_calls::{tool_name, ToolChoice};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -208,6 +209,7 @@ impl App {
             stop: a.stop,
             context_length: a.context_length,
             format: a.format,
+            logprobs: a.logprobs,
         };
         if let ToolChoice::Named(name) = &a.tool_choice {
             if !a.tools.iter().flatten().any(|tool| tool_name(tool) == Some(name.as_str())) {
@@ -242,6 +244,11 @@ impl App {
             Prompt::Text(text) if text.is_empty() => return Err(ApiError::BadRequest("the prompt is empty".into())),
             Prompt::Text(_) => {}
         }
+        if a.logprobs.is_some_and(|top| top > MAX_TOP_LOGPROBS) {
+            return Err(ApiError::BadRequest(format!(
+                "at most {MAX_TOP_LOGPROBS} alternatives per token may be asked"
+            )));
+        }
         if a.max_tokens == 0 {
             return Err(ApiError::BadRequest("chat: `max_tokens` must be at least 1".into()));
         }
@@ -265,6 +272,7 @@ impl App {
             drop_oldest_turns: false,
             format: a.format,
             tool_choice: ToolChoice::Auto,
+            logprobs: a.logprobs,
         })
     }
 

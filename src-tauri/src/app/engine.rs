@@ -61,6 +61,8 @@ pub struct ChatJob {
     pub format: Option<OutputFormat>,
     /// Whether the reply must call one of the conversation's tools.
     pub tool_choice: ToolChoice,
+    /// Keep each token's log-probability and this many alternatives.
+    pub logprobs: Option<usize>,
 }
 
 /// Speech to generate.

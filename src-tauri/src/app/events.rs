@@ -10,6 +10,7 @@ use super::speech_library::Clip;
 use crate::library::catalog::ModelEntry;
 use crate::library::download::DownloadProgress;
 use crate::text::generation::FinishReason;
+use crate::text::logprobs::LogprobEntry;
 use crate::text::tool_calls::ToolCall;
 use serde::Serialize;
 
@@ -76,6 +77,9 @@ pub enum Done {
         reasoning: String,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Each written token's log-probability, when the request asked.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        logprobs: Vec<LogprobEntry>,
         stats: ReplyStats,
     },
     /// `speak` without keeping the clip (the OpenAI speech endpoint).

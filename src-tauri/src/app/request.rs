@@ -192,6 +192,9 @@ pub struct ChatArgs {
     /// Whether the reply must call a tool (set by the model APIs).
     #[serde(skip)]
     pub tool_choice: ToolChoice,
+    /// Keep each token's log-probability and this many alternatives (set by the model APIs).
+    #[serde(skip)]
+    pub logprobs: Option<usize>,
 }
 
 /// How a reply is made, whatever it continues (a conversation or a text).
@@ -205,6 +208,8 @@ pub struct ReplyArgs {
     pub context_length: Option<usize>,
     /// The format the reply must follow (none: free text).
     pub format: Option<OutputFormat>,
+    /// Keep each token's log-probability and this many alternatives.
+    pub logprobs: Option<usize>,
 }
 
 fn default_max_tokens() -> usize {

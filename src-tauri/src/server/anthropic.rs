@@ -216,6 +216,7 @@ impl MessagesRequest {
             tools,
             format: None,
             tool_choice,
+            logprobs: None,
         })
     }
 }
@@ -317,7 +318,7 @@ impl EventWriter {
                 out.push(delta(self.index, json!({"type": "text_delta", "text": text})));
             }
             ReplyEvent::Notice(message) => out.push(Event::default().comment(format!("notice: {message}"))),
-            ReplyEvent::Done { stats, tool_calls } => {
+            ReplyEvent::Done { stats, tool_calls, .. } => {
                 self.close(&mut out);
                 for call in &tool_calls {
                     let mut block = tool_use_block(call);

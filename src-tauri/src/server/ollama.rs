@@ -5,7 +5,9 @@
 //! `"stream": false`). Other `/api/` paths get 404 naming what is served.
 //!
 //! Models are named as on `/v1/models` (a trailing `:latest` is accepted).
-//! A reply's reasoning comes apart from its answer, in `thinking`; `think:
+//! A conversation longer than the context loses its oldest turns (after
+//! the system prompt), as Ollama's do, and the last object counts them in
+//! `truncated_messages`. A reply's reasoning comes apart from its answer, in `thinking`; `think:
 //! false` switches it off where the model's template can. `tools` go to the
 //! model's template and its calls come back in `message.tool_calls`. What
 //! Cake cannot honour yet (images, `format`, a custom `template`,
@@ -266,6 +268,7 @@ impl Options {
             stop: self.stop.unwrap_or_default(),
             context_length: self.num_ctx,
             format: None,
+            logprobs: None,
         })
     }
 }
@@ -330,7 +333,7 @@ struct GenerateRequest {
 fn timings(stats: &ReplyStats, started: Instant) -> Value {
     let ns = |seconds: f64| (seconds.max(0.0) * 1e9) as u64;
     let eval_s = if stats.decode_tok_s > 0.0 { stats.completion_tokens as f64 / stats.decode_tok_s } else { 0.0 };
-    json!({
+    let mut end = json!({
         "done_reason": if matches!(stats.finish_reason, FinishReason::MaxTokens | FinishReason::ContextFull) { "length" } else { "stop" },
         "total_duration": ns(started.elapsed().as_secs_f64()),
         "load_duration": ns(stats.load_s.unwrap_or(0.0)),
@@ -338,7 +341,12 @@ fn timings(stats: &ReplyStats, started: Instant) -> Value {
         "prompt_eval_duration": ns(stats.ttft_s),
         "eval_count": stats.completion_tokens,
         "eval_duration": ns(eval_s),
-    })
+    });
+    if stats.dropped_messages > 0 {
+        // Not Ollama's (it says nothing); Cake says what it left out.
+        end["truncated_messages"] = json!(stats.dropped_messages);
+    }
+    end
 }
 
 /// Merges `extra`'s keys into the object `base`.
@@ -380,7 +388,7 @@ async fn answer(reply: Reply, stream: bool, model: String, started: Instant, wra
             Some(line(merged(json!({"model": model, "created_at": now(), "done": false}), wrap(piece))))
         }
         ReplyEvent::Notice(_) => None,
-        ReplyEvent::Done { stats, tool_calls } => {
+        ReplyEvent::Done { stats, tool_calls, .. } => {
             let head = json!({"model": model, "created_at": now(), "done": true});
             let piece = Piece { tool_calls: &tool_calls, ..Piece::default() };
             Some(line(merged(merged(head, wrap(piece)), timings(&stats, started))))
@@ -410,7 +418,14 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let id = named_model(&app, &request.model).await?.id;
     let mut args = request.options.into_reply_args(id)?;
     args.format = format;
-    let reply = Reply::start(app, move |app| app.reply_job(args, Prompt::Conversation { messages, options })).await?;
+    // As Ollama does, a conversation longer than the context loses its
+    // oldest turns (after the system prompt) rather than failing.
+    let make_job = move |app: &App| {
+        let mut job = app.reply_job(args, Prompt::Conversation { messages, options })?;
+        job.drop_oldest_turns = true;
+        Ok(job)
+    };
+    let reply = Reply::start(app, make_job).await?;
     answer(reply, request.stream, request.model, started, |piece| {
         let mut message = json!({"role": "assistant", "content": piece.answer});
         if !piece.thinking.is_empty() {

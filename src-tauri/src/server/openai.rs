@@ -5,8 +5,8 @@
 //! Requests become the same chat jobs the UI sends; errors use OpenAI's
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
+use super::parse_body;
 use super::replies::{new_call_id, Reply, ReplyEvent};
-use super::{parse_body, refuse_if_used};
 use crate::app::error::ApiError;
 use crate::app::events::ReplyStats;
 use crate::app::request::ChatArgs;
@@ -15,6 +15,7 @@ use crate::library::catalog::{Catalog, ModelStatus};
 use crate::text::chat_template::{ChatMessage, MessageToolCall};
 use crate::text::constraint::OutputFormat;
 use crate::text::generation::FinishReason;
+use crate::text::logprobs::LogprobEntry;
 use crate::text::sampling::SamplingOverrides;
 use crate::text::tool_calls::{ToolCall, ToolChoice};
 use axum::body::Bytes;
@@ -139,7 +140,9 @@ struct CompletionRequest {
     parallel_tool_calls: Option<bool>,
     /// Not served yet: refused when they ask for something.
     response_format: Option<Value>,
-    logprobs: Option<Value>,
+    /// Each token's log-probability, and `top_logprobs` alternatives.
+    logprobs: Option<bool>,
+    top_logprobs: Option<usize>,
     n: Option<usize>,
 }
 
@@ -162,7 +165,11 @@ impl CompletionRequest {
             },
         };
         let format = self.response_format.as_ref().map(output_format).transpose()?.flatten();
-        refuse_if_used("logprobs", &self.logprobs, "log-probabilities are not served on this route")?;
+        let logprobs = match (self.logprobs, self.top_logprobs) {
+            (Some(true), top) => Some(top.unwrap_or(0)),
+            (_, Some(_)) => return Err(ApiError::BadRequest("`top_logprobs` needs `logprobs: true`".into())),
+            _ => None,
+        };
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::BadRequest("`n` must be 1: Cake makes one choice per request".into()));
         }
@@ -207,6 +214,7 @@ impl CompletionRequest {
             tools,
             format,
             tool_choice,
+            logprobs,
         })
     }
 }
@@ -300,6 +308,14 @@ fn openai_tool_calls(calls: &[ToolCall], indexed: bool) -> Value {
     Value::Array(listed.collect())
 }
 
+/// A choice's `logprobs`: `{"content": [...]}`, or null when none were asked.
+fn logprobs_of(entries: &[LogprobEntry]) -> Value {
+    if entries.is_empty() {
+        return Value::Null;
+    }
+    json!({"content": entries, "refusal": null})
+}
+
 pub(super) fn usage(stats: &ReplyStats) -> Value {
     let (prompt, completion, cached) = (stats.prompt_tokens, stats.completion_tokens, stats.cached_prompt_tokens);
     json!({
@@ -349,6 +365,7 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             "choices": [{
                 "index": 0,
                 "message": message,
+                "logprobs": logprobs_of(&whole.logprobs),
                 "finish_reason": openai_finish_reason(whole.stats.finish_reason, &calls),
             }],
             "usage": usage(&whole.stats),
@@ -368,13 +385,16 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             ReplyEvent::Reasoning(text) => vec![data(chunk(json!({"reasoning_content": text}), Value::Null))],
             // Clients skip comment lines; people watching the stream see why it paused.
             ReplyEvent::Notice(message) => vec![Event::default().comment(format!("notice: {message}"))],
-            ReplyEvent::Done { stats, tool_calls } => {
+            ReplyEvent::Done { stats, tool_calls, logprobs } => {
                 let calls = keep_calls(tool_calls);
                 let mut out = Vec::new();
                 if !calls.is_empty() {
                     out.push(data(chunk(json!({"tool_calls": openai_tool_calls(&calls, true)}), Value::Null)));
                 }
-                out.push(data(chunk(json!({}), json!(openai_finish_reason(stats.finish_reason, &calls)))));
+                let mut finish = chunk(json!({}), json!(openai_finish_reason(stats.finish_reason, &calls)));
+                // The tokens' log-probabilities come whole with the last chunk.
+                finish["choices"][0]["logprobs"] = logprobs_of(&logprobs);
+                out.push(data(finish));
                 if include_usage {
                     let mut last = chunk(json!({}), Value::Null);
                     last["choices"] = json!([]);

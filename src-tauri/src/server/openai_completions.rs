@@ -1,9 +1,10 @@
 //! OpenAI's legacy completions route, `POST /v1/completions`: the model
 //! continues a prompt as it is (no chat template; special tokens spelled in
 //! it are read as such, and the vocabulary's BOS is added), streamed or
-//! not, with `echo` putting the prompt before the continuation. What it
-//! cannot honour (`logprobs`, `suffix`, `n` or `best_of` above 1, several
-//! prompts, prompts as token ids) is a 400 naming it.
+//! not, with `echo` putting the prompt before the continuation and
+//! `logprobs` giving each written token's. What it cannot honour (`suffix`,
+//! `n` or `best_of` above 1, several prompts, prompts as token ids, the
+//! prompt's log-probabilities) is a 400 naming it.
 
 use super::openai::{openai_finish_reason, usage, Stop, StreamOptions};
 use super::replies::{Reply, ReplyEvent};
@@ -12,6 +13,7 @@ use crate::app::engine::Prompt;
 use crate::app::error::ApiError;
 use crate::app::request::ReplyArgs;
 use crate::app::App;
+use crate::text::logprobs::LogprobEntry;
 use crate::text::sampling::SamplingOverrides;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -44,8 +46,9 @@ struct CompletionRequest {
     seed: Option<u64>,
     max_tokens: Option<usize>,
     stop: Option<Stop>,
+    /// Each token's log-probability and this many alternatives.
+    logprobs: Option<usize>,
     /// Not served: refused when they ask for something.
-    logprobs: Option<Value>,
     suffix: Option<Value>,
     n: Option<usize>,
     best_of: Option<usize>,
@@ -67,7 +70,11 @@ impl CompletionRequest {
     }
 
     fn into_reply_args(self) -> Result<(ReplyArgs, String), ApiError> {
-        refuse_if_used("logprobs", &self.logprobs, "log-probabilities are not served on this route")?;
+        if self.logprobs.is_some() && self.echo {
+            return Err(ApiError::BadRequest(
+                "`logprobs` with `echo` is not supported: the prompt's are not computed".into(),
+            ));
+        }
         refuse_if_used("suffix", &self.suffix, "fill-in-the-middle is not served")?;
         if self.n.is_some_and(|n| n != 1) || self.best_of.is_some_and(|n| n != 1) {
             return Err(ApiError::BadRequest(
@@ -89,9 +96,37 @@ impl CompletionRequest {
             stop: Stop::into_list(self.stop),
             context_length: None,
             format: None,
+            logprobs: self.logprobs,
         };
         Ok((args, prompt))
     }
+}
+
+/// The completions route's `logprobs`: parallel lists of the tokens, their
+/// log-probabilities, their alternatives and where each starts in the text.
+fn legacy_logprobs(entries: &[LogprobEntry]) -> Value {
+    if entries.is_empty() {
+        return Value::Null;
+    }
+    let mut offset = 0;
+    let offsets: Vec<usize> = entries
+        .iter()
+        .map(|e| {
+            let at = offset;
+            offset += e.chosen.token.chars().count();
+            at
+        })
+        .collect();
+    let top: Vec<Value> = entries
+        .iter()
+        .map(|e| Value::Object(e.top_logprobs.iter().map(|t| (t.token.clone(), json!(t.logprob))).collect()))
+        .collect();
+    json!({
+        "tokens": entries.iter().map(|e| &e.chosen.token).collect::<Vec<_>>(),
+        "token_logprobs": entries.iter().map(|e| e.chosen.logprob).collect::<Vec<_>>(),
+        "top_logprobs": top,
+        "text_offset": offsets,
+    })
 }
 
 pub async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
@@ -120,6 +155,7 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
     if !stream {
         let whole = reply.collect().await?;
         let mut answer = body(&(echoed + &whole.answer), json!(openai_finish_reason(whole.stats.finish_reason, &[])));
+        answer["choices"][0]["logprobs"] = legacy_logprobs(&whole.logprobs);
         answer["usage"] = usage(&whole.stats);
         return Ok(Json(answer).into_response());
     }
@@ -131,8 +167,10 @@ async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiErr
             // Raw prompts open no reasoning block; nothing else comes here.
             ReplyEvent::Reasoning(_) => Vec::new(),
             ReplyEvent::Notice(message) => vec![Event::default().comment(format!("notice: {message}"))],
-            ReplyEvent::Done { stats, .. } => {
-                let mut out = vec![data(body("", json!(openai_finish_reason(stats.finish_reason, &[]))))];
+            ReplyEvent::Done { stats, logprobs, .. } => {
+                let mut end = body("", json!(openai_finish_reason(stats.finish_reason, &[])));
+                end["choices"][0]["logprobs"] = legacy_logprobs(&logprobs);
+                let mut out = vec![data(end)];
                 if include_usage {
                     let mut last = body("", Value::Null);
                     last["choices"] = json!([]);

@@ -225,6 +225,7 @@ impl ResponsesRequest {
             tools,
             format,
             tool_choice,
+            logprobs: None,
         })
     }
 }
@@ -340,7 +341,7 @@ async fn start_response(app: Arc<App>, body: Bytes) -> Result<Response, ApiError
     };
     let start = writer.start();
     let events = reply.into_stream().map(move |event| match event {
-        ReplyEvent::Done { stats, tool_calls } => writer.finish(&stats, keep_calls(tool_calls)),
+        ReplyEvent::Done { stats, tool_calls, .. } => writer.finish(&stats, keep_calls(tool_calls)),
         other => writer.write(other),
     });
     let lines = futures_util::StreamExt::flat_map(tokio_stream::once(start).chain(events), tokio_stream::iter)

@@ -8,6 +8,7 @@ use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent, ReplyStats};
 use crate::app::App;
 use crate::library::catalog::ModelEntry;
+use crate::text::logprobs::LogprobEntry;
 use crate::text::tool_calls::ToolCall;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,8 +22,9 @@ pub enum ReplyEvent {
     Reasoning(String),
     /// Why the reply paused (a lost worker, say), for people watching.
     Notice(String),
-    /// The reply ended, with these calls (none when it did not call a tool).
-    Done { stats: ReplyStats, tool_calls: Vec<ToolCall> },
+    /// The reply ended, with these calls (none when it did not call a
+    /// tool) and its tokens' log-probabilities (when asked).
+    Done { stats: ReplyStats, tool_calls: Vec<ToolCall>, logprobs: Vec<LogprobEntry> },
     /// The reply failed after it started.
     Failed(ApiError),
 }
@@ -34,6 +36,8 @@ pub struct WholeReply {
     pub reasoning: String,
     /// The functions it calls (none when it answered).
     pub tool_calls: Vec<ToolCall>,
+    /// Its tokens' log-probabilities (when asked).
+    pub logprobs: Vec<LogprobEntry>,
     pub stats: ReplyStats,
 }
 
@@ -88,7 +92,9 @@ impl Reply {
             EngineEvent::Token { text } => Some(ReplyEvent::Text(text)),
             EngineEvent::Reasoning { text } => Some(ReplyEvent::Reasoning(text)),
             EngineEvent::Notice { message } => Some(ReplyEvent::Notice(message)),
-            EngineEvent::Done(Done::Reply { stats, tool_calls, .. }) => Some(ReplyEvent::Done { stats, tool_calls }),
+            EngineEvent::Done(Done::Reply { stats, tool_calls, logprobs, .. }) => {
+                Some(ReplyEvent::Done { stats, tool_calls, logprobs })
+            }
             EngineEvent::Error { message, kind } => Some(ReplyEvent::Failed(ApiError::from_kind(kind, message))),
             _ => None,
         }
@@ -102,8 +108,8 @@ impl Reply {
                 ReplyEvent::Text(piece) => answer.push_str(&piece),
                 ReplyEvent::Reasoning(piece) => reasoning.push_str(&piece),
                 ReplyEvent::Notice(_) => {}
-                ReplyEvent::Done { stats, tool_calls } => {
-                    return Ok(WholeReply { answer, reasoning, tool_calls, stats })
+                ReplyEvent::Done { stats, tool_calls, logprobs } => {
+                    return Ok(WholeReply { answer, reasoning, tool_calls, logprobs, stats })
                 }
                 ReplyEvent::Failed(error) => return Err(error),
             }

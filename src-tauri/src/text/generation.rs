@@ -9,6 +9,7 @@
 
 use super::constraint::Constraint;
 use super::detokenizer::Detokenizer;
+use super::logprobs::{StepDistribution, TokenLogprob};
 use super::model::TextModel;
 use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
@@ -40,6 +41,9 @@ pub struct GenerationRequest {
     pub shown_special_tokens: Vec<u32>,
     /// The format the reply must follow (its state moves with the reply).
     pub constraint: Option<Constraint>,
+    /// Keep each written token's log-probability and this many likeliest
+    /// alternatives (`None`: keep none).
+    pub logprobs: Option<usize>,
 }
 
 impl GenerationRequest {
@@ -54,6 +58,7 @@ impl GenerationRequest {
             no_kv_cache: false,
             shown_special_tokens: Vec::new(),
             constraint: None,
+            logprobs: None,
         }
     }
 }
@@ -114,6 +119,9 @@ pub struct Generation {
     /// Prompt tokens whose keys and values came from the previous request
     /// instead of being read again (see [`PromptCache`]).
     pub cached_prompt_tokens: usize,
+    /// Each written token's log-probability, when the request asked.
+    #[serde(skip)]
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 /// The tokens `request` may hold on `model`: the context it was loaded
@@ -267,6 +275,8 @@ pub struct Stream<'m> {
     /// Tokens the next step feeds (the prompt's unread rest, then the last token).
     next_input: Vec<u32>,
     generated: Vec<u32>,
+    /// The written tokens' log-probabilities, when the request asked.
+    logprobs: Vec<TokenLogprob>,
     text: String,
     timings: Timings,
     start: Instant,
@@ -296,6 +306,7 @@ impl<'m> Stream<'m> {
             history: request.prompt_tokens.clone(),
             next_input: request.prompt_tokens[cached_prompt_tokens..].to_vec(),
             generated: Vec::new(),
+            logprobs: Vec::new(),
             text: String::new(),
             timings: Timings::default(),
             start: Instant::now(),
@@ -380,6 +391,8 @@ impl<'m> Stream<'m> {
         mut logits: Vec<f32>,
         on_event: &mut impl FnMut(GenerationEvent) -> ControlFlow<()>,
     ) -> Result<()> {
+        // The model's own distribution, before any mask or sampling setting.
+        let distribution = self.request.logprobs.map(|top| (StepDistribution::of(&logits, top), logits.clone()));
         if let Some(constraint) = &mut self.request.constraint {
             constraint.mask(&mut logits, &self.model.eos_token_ids)?;
         }
@@ -397,6 +410,9 @@ impl<'m> Stream<'m> {
         if !self.request.ignore_eos && self.model.eos_token_ids.contains(&token) {
             self.finish_reason = Some(FinishReason::Eos);
             return Ok(());
+        }
+        if let Some((step, raw)) = distribution {
+            self.logprobs.push(step.entry(&raw, token));
         }
         let mut format_complete = false;
         if let Some(constraint) = &mut self.request.constraint {
@@ -447,7 +463,18 @@ impl<'m> Stream<'m> {
             finish_reason,
             timings: self.timings,
             cached_prompt_tokens: self.cached_prompt_tokens,
+            logprobs: self.logprobs,
         })
+    }
+
+    /// The model the stream runs on.
+    pub fn model(&self) -> &'m TextModel {
+        self.model
+    }
+
+    /// The written tokens' log-probabilities so far (when the request asked).
+    pub fn logprobs(&self) -> &[TokenLogprob] {
+        &self.logprobs
     }
 }
 

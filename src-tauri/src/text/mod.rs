@@ -6,6 +6,7 @@ pub mod constraint;
 pub mod context_fit;
 pub mod detokenizer;
 pub mod generation;
+pub mod logprobs;
 pub mod model;
 pub mod perplexity;
 pub mod prompt_cache;

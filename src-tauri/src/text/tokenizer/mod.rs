@@ -35,6 +35,8 @@ pub struct TextTokenizer {
     special_texts: std::sync::OnceLock<Option<chat_text::SpecialTexts>>,
     /// See [`Self::longest_token_bytes`]; found on first use.
     longest_token: std::sync::OnceLock<usize>,
+    /// See [`Self::token_piece`]; read on first use.
+    pieces: std::sync::OnceLock<Vec<TokenPiece>>,
 }
 
 impl TextTokenizer {
@@ -55,6 +57,7 @@ impl TextTokenizer {
             end_of_generation: Vec::new(),
             special_texts: Default::default(),
             longest_token: Default::default(),
+            pieces: Default::default(),
         })
     }
 
@@ -88,6 +91,7 @@ impl TextTokenizer {
             end_of_generation: vocab.end_of_generation,
             special_texts: Default::default(),
             longest_token: Default::default(),
+            pieces: Default::default(),
         })
     }
 
@@ -129,6 +133,12 @@ impl TextTokenizer {
 
     fn special_texts(&self) -> Option<&chat_text::SpecialTexts> {
         self.special_texts.get_or_init(|| chat_text::SpecialTexts::of(&self.inner)).as_ref()
+    }
+
+    /// What token `id` stands for (its bytes, or its special name); `None`
+    /// past the vocabulary or for a vocabulary that does not spell bytes.
+    pub fn token_piece(&self, id: u32) -> Option<&TokenPiece> {
+        self.pieces.get_or_init(|| self.token_pieces().unwrap_or_default()).get(id as usize)
     }
 
     /// The id of a token string, if it is in the vocabulary.
