@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anthropic
 import openai
-from serve_process import data_dir_with_default_model, script, scripted_model, scripted_parts, start_server
+from serve_process import data_dir_with_default_model, script, scripted_model, scripted_parts, served
 
 SYSTEM = "You are a baker. Answer in one sentence."
 # This SDK has no sampling arguments; Cake reads Anthropic's `temperature` field.
@@ -82,8 +82,7 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        server, base = start_server(cake, data, "--model", str(scripted_model()))
-        try:
+        with served(cake, data, "--model", str(scripted_model())) as base:
             client = anthropic.Anthropic(base_url=base, api_key="not-needed", timeout=300, max_retries=0)
             text = check_system_prompt(client, base)
             check_tools(client)
@@ -97,9 +96,6 @@ def main() -> int:
             print(f"anthropic client: system prompt whole and streamed equal the OpenAI route ({text!r}); "
                   "thinking and tool_use blocks, streamed alike; the tool_result answered; a forced call; "
                   "an image refused")
-        finally:
-            server.kill()
-            server.wait()
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import ollama
 import pydantic
-from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, start_server
+from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, served
 
 PROMPT = "Give me two tips for baking bread."
 OPTIONS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "num_predict": 40}
@@ -81,8 +81,7 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        server, base = start_server(cake, data, "--model", str(scripted_model()))
-        try:
+        with served(cake, data, "--model", str(scripted_model())) as base:
             client = ollama.Client(host=base, timeout=300)
             listed = client.list().models
             assert [m.model for m in listed] == ["default", "qwen3_scripted"], listed
@@ -123,9 +122,6 @@ def main() -> int:
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
                   f"templated equal; list, show, ps; thinking apart; a tool call round trip; a format schema "
                   f"followed ({shaped.message.content})")
-        finally:
-            server.kill()
-            server.wait()
     return 0
 
 

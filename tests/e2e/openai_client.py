@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import openai
-from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, start_server
+from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, served
 
 PROMPT = "Give me two tips for baking bread."
 SETTINGS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "max_tokens": 40}
@@ -143,8 +143,7 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        server, base = start_server(cake, data, "--model", str(scripted_model()))
-        try:
+        with served(cake, data, "--model", str(scripted_model())) as base:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=300, max_retries=0)
             models = [m.id for m in client.models.list()]
             assert models == ["default", "qwen3_scripted"], models
@@ -193,9 +192,6 @@ def main() -> int:
                   "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed; "
                   "/v1/completions whole, streamed and echoed equal cake run; /v1/responses text, stream, a "
                   "function call round trip and a schema")
-        finally:
-            server.kill()
-            server.wait()
     return 0
 
 

@@ -1,5 +1,6 @@
 """A real `cake serve` on a free loopback port, for the SDK client checks."""
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -31,6 +32,17 @@ def start_server(cake: str, data_dir: Path, *args: str) -> tuple[subprocess.Pope
             return server, line.removeprefix("Cake is serving on ").strip().rstrip("/")
     server.kill()
     raise SystemExit("cake serve did not start")
+
+
+@contextlib.contextmanager
+def served(cake: str, data_dir: Path, *args: str):
+    """`cake serve` running with `data_dir` while the block runs; yields its base URL."""
+    server, base = start_server(cake, data_dir, *args)
+    try:
+        yield base
+    finally:
+        server.kill()
+        server.wait()
 
 
 def scripted_model() -> Path:

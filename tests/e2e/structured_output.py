@@ -25,7 +25,7 @@ from pathlib import Path
 import jsonschema
 import openai
 import pydantic
-from serve_process import data_dir_with_default_model, start_server
+from serve_process import data_dir_with_default_model, served
 
 SCHEMAS = 200
 SEED = 2026
@@ -108,8 +108,8 @@ class City(pydantic.BaseModel):
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        server, base = start_server(cake, data_dir_with_default_model(Path(tmp)))
-        try:
+        data = data_dir_with_default_model(Path(tmp))
+        with served(cake, data) as base:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=600, max_retries=0)
             all_schemas = schemas()
             started = time.time()
@@ -144,7 +144,8 @@ def main() -> int:
             assert isinstance(parsed, City), parsed
 
             anything = client.chat.completions.create(
-                model="default", messages=[{"role": "user", "content": 'Answer in JSON: is the sky blue? Use the key "answer".'}],
+                model="default",
+                messages=[{"role": "user", "content": 'Answer in JSON: is the sky blue? Use the key "answer".'}],
                 response_format={"type": "json_object"}, temperature=0, max_tokens=300).choices[0]
             assert anything.finish_reason == "stop", anything
             assert isinstance(json.loads(anything.message.content), dict), anything
@@ -162,9 +163,6 @@ def main() -> int:
             print(f"structured output: {SCHEMAS}/{SCHEMAS} random schemas valid ({tokens} tokens in {elapsed:.0f} s, "
                   f"8 at a time); {len(REFUSED)} unsupported keywords refused by name; pydantic parse {parsed!r}; "
                   f"json_object; a forced call {arguments}")
-        finally:
-            server.kill()
-            server.wait()
     return 0
 
 

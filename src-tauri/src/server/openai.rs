@@ -86,6 +86,32 @@ impl RequestToolCall {
     }
 }
 
+/// The sampling fields both text routes take.
+#[derive(Deserialize)]
+pub(super) struct SamplingFields {
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    /// Not in OpenAI's API; accepted as llama.cpp's server does.
+    top_k: Option<usize>,
+    min_p: Option<f32>,
+    repeat_penalty: Option<f32>,
+    seed: Option<u64>,
+}
+
+impl SamplingFields {
+    /// The engine's overrides; a request without a seed gets a random one.
+    pub(super) fn overrides(self) -> SamplingOverrides {
+        SamplingOverrides {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            seed: Some(self.seed.unwrap_or_else(rand::random)),
+        }
+    }
+}
+
 /// `stop`: one string or several.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -117,13 +143,8 @@ struct CompletionRequest {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    /// Not in OpenAI's API; accepted as llama.cpp's server does.
-    top_k: Option<usize>,
-    min_p: Option<f32>,
-    repeat_penalty: Option<f32>,
-    seed: Option<u64>,
+    #[serde(flatten)]
+    sampling: SamplingFields,
     max_tokens: Option<usize>,
     max_completion_tokens: Option<usize>,
     stop: Option<Stop>,
@@ -198,14 +219,7 @@ impl CompletionRequest {
         Ok(ChatArgs {
             model_id: self.model,
             messages,
-            sampling: SamplingOverrides {
-                temperature: self.temperature,
-                top_k: self.top_k,
-                top_p: self.top_p,
-                min_p: self.min_p,
-                repeat_penalty: self.repeat_penalty,
-                seed: Some(self.seed.unwrap_or_else(rand::random)),
-            },
+            sampling: self.sampling.overrides(),
             max_tokens: self.max_completion_tokens.or(self.max_tokens).unwrap_or(512),
             stop: Stop::into_list(self.stop),
             context_length: None,
@@ -324,14 +338,7 @@ pub(super) fn usage(stats: &ReplyStats) -> Value {
     })
 }
 
-pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    match start_completion(app, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, ApiError> {
     let request: CompletionRequest = serde_json::from_value(parse_body(&body)?)
         .map_err(|e| ApiError::BadRequest(format!("invalid chat completion request: {e}")))?;
     let stream = request.stream;

@@ -6,7 +6,7 @@
 //! `n` or `best_of` above 1, several prompts, prompts as token ids, the
 //! prompt's log-probabilities) is a 400 naming it.
 
-use super::openai::{openai_finish_reason, usage, Stop, StreamOptions};
+use super::openai::{openai_finish_reason, usage, SamplingFields, Stop, StreamOptions};
 use super::replies::{Reply, ReplyEvent};
 use super::{parse_body, refuse_if_used};
 use crate::app::engine::Prompt;
@@ -14,7 +14,6 @@ use crate::app::error::ApiError;
 use crate::app::request::ReplyArgs;
 use crate::app::App;
 use crate::text::logprobs::LogprobEntry;
-use crate::text::sampling::SamplingOverrides;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, Sse};
@@ -38,12 +37,8 @@ struct CompletionRequest {
     stream_options: Option<StreamOptions>,
     #[serde(default)]
     echo: bool,
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    top_k: Option<usize>,
-    min_p: Option<f32>,
-    repeat_penalty: Option<f32>,
-    seed: Option<u64>,
+    #[serde(flatten)]
+    sampling: SamplingFields,
     max_tokens: Option<usize>,
     stop: Option<Stop>,
     /// Each token's log-probability and this many alternatives.
@@ -84,14 +79,7 @@ impl CompletionRequest {
         let prompt = self.prompt_text()?;
         let args = ReplyArgs {
             model_id: self.model,
-            sampling: SamplingOverrides {
-                temperature: self.temperature,
-                top_k: self.top_k,
-                top_p: self.top_p,
-                min_p: self.min_p,
-                repeat_penalty: self.repeat_penalty,
-                seed: Some(self.seed.unwrap_or_else(rand::random)),
-            },
+            sampling: self.sampling.overrides(),
             max_tokens: self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             stop: Stop::into_list(self.stop),
             context_length: None,
@@ -129,14 +117,7 @@ fn legacy_logprobs(entries: &[LogprobEntry]) -> Value {
     })
 }
 
-pub async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    match start_completion(app, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn start_completion(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, ApiError> {
     let request: CompletionRequest = serde_json::from_value(parse_body(&body)?)
         .map_err(|e| ApiError::BadRequest(format!("invalid completion request: {e}")))?;
     let (stream, echo) = (request.stream, request.echo);

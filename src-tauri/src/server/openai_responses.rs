@@ -298,14 +298,7 @@ fn response_object(id: &str, model: &str, created: i64, end: Option<(&ReplyStats
     response
 }
 
-pub async fn responses(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    match start_response(app, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn start_response(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn responses(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, ApiError> {
     let request: ResponsesRequest = serde_json::from_value(parse_body(&body)?)
         .map_err(|e| ApiError::BadRequest(format!("invalid responses request: {e}")))?;
     let stream = request.stream;
