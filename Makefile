@@ -199,6 +199,7 @@ bench: deps model
 	.venv-bench/bin/python bench/quant_types.py --cake target/release/cake
 	.venv-bench/bin/python bench/large_models.py --cake target/release/cake
 	$(PYTHON) bench/chat_turns.py --cake target/release/cake
+	.venv-bench/bin/python bench/structured_output.py --cake target/release/cake
 	.venv-bench/bin/python bench/cluster.py --cake target/release/cake
 
 ## libFuzzer on the readers of untrusted bytes (fuzz/, nightly Rust), for

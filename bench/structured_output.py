@@ -98,10 +98,10 @@ def main() -> int:
         results[("llama.cpp", name)] = (statistics.median(r[0] for r in runs), runs[0][1])
 
     print(f"decode tok/s, {TOKENS} new tokens, greedy, {args.threads} threads, median of {args.reps}")
-    print(f"{'engine':10} {'free':>8} {'schema':>8} {'schema costs':>13}")
+    print(f"{'engine':10} {'free':>8} {'schema':>8} {'schema costs':>13} {'tokens free/schema':>19}")
     for engine in ("cake", "llama.cpp"):
-        free, schema = results[(engine, "free")][0], results[(engine, "schema")][0]
-        print(f"{engine:10} {free:8.1f} {schema:8.1f} {100 * (1 - schema / free):12.1f}%")
+        (free, free_n), (schema, schema_n) = results[(engine, "free")], results[(engine, "schema")]
+        print(f"{engine:10} {free:8.1f} {schema:8.1f} {100 * (1 - schema / free):12.1f}% {free_n:>10}/{schema_n}")
     cake_schema, llama_schema = results[("cake", "schema")][0], results[("llama.cpp", "schema")][0]
     print(f"cake / llama.cpp with the schema: {cake_schema / llama_schema:.2f}x")
     return 0
