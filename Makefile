@@ -137,6 +137,7 @@ fixtures: model
 	.venv-ref/bin/pip install --quiet torch transformers accelerate gguf tokenizers
 	.venv-ref/bin/python tests/fixtures/generate_tiny_models.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_scripted_model.py
+	.venv-ref/bin/python tests/fixtures/generate_tiny_embedding.py
 	.venv-ref/bin/python tests/fixtures/generate_smollm2_reference.py
 	$(PYTHON) scripts/fetch_llama_vocabs.py
 	$(PYTHON) scripts/fetch_gemma3_270m.py

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import ollama
 import pydantic
-from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, served
+from serve_process import (data_dir_with_default_model, default_model, embedding_model, embedding_reference, script,
+                           scripted_model, scripted_parts, served)
 
 PROMPT = "Give me two tips for baking bread."
 OPTIONS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "num_predict": 40}
@@ -81,10 +82,15 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        with served(cake, data, "--model", str(scripted_model())) as base:
+        models = ("--model", str(scripted_model()), "--model", str(embedding_model()))
+        with served(cake, data, *models) as base:
             client = ollama.Client(host=base, timeout=300)
             listed = client.list().models
-            assert [m.model for m in listed] == ["default", "qwen3_scripted"], listed
+            assert [m.model for m in listed] == ["default", "qwen3_scripted", "qwen3_embedding"], listed
+            cases = embedding_reference()["cases"]
+            embedded = client.embed("qwen3_embedding", [c["text"] for c in cases]).embeddings
+            for ours, case in zip(embedded, cases):
+                assert max(abs(a - b) for a, b in zip(ours, case["embedding"])) < 1e-4
             assert listed[0].details.quantization_level == "Q4_1", listed[0]
             shown = client.show("default")
             assert shown.details.family == "llama", shown.details
@@ -120,7 +126,7 @@ def main() -> int:
             except ollama.ResponseError as e:
                 assert e.status_code == 404 and "missing" in e.error, e
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
-                  f"templated equal; list, show, ps; thinking apart; a tool call round trip; a format schema "
+                  f"templated equal; list, show, ps, embed; thinking apart; a tool call round trip; a format schema "
                   f"followed ({shaped.message.content})")
     return 0
 

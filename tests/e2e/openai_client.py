@@ -15,14 +15,17 @@ from its `content`, and `reasoning_effort: "none"` switches it off.
 Usage: python tests/e2e/openai_client.py path/to/cake
 """
 
+import base64
 import json
+import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import openai
-from serve_process import data_dir_with_default_model, default_model, script, scripted_model, scripted_parts, served
+from serve_process import (data_dir_with_default_model, default_model, embedding_model, embedding_reference, script,
+                           scripted_model, scripted_parts, served)
 
 PROMPT = "Give me two tips for baking bread."
 SETTINGS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "max_tokens": 40}
@@ -51,6 +54,22 @@ def check_reasoning(client: openai.OpenAI) -> None:
                                          temperature=0, reasoning_effort="none")
     assert off.choices[0].message.content == scripted_parts("no_think")[1], off
     assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
+
+
+def check_embeddings(client: openai.OpenAI) -> None:
+    """`/v1/embeddings` gives transformers' vectors, as floats and as base64; a chat model is refused."""
+    cases = embedding_reference()["cases"]
+    got = client.embeddings.create(model="qwen3_embedding", input=[c["text"] for c in cases])
+    for item, case in zip(got.data, cases):
+        assert max(abs(a - b) for a, b in zip(item.embedding, case["embedding"])) < 1e-4, item.index
+    packed = client.embeddings.create(model="qwen3_embedding", input=cases[0]["text"], encoding_format="base64")
+    unpacked = struct.unpack(f"<{len(cases[0]['embedding'])}f", base64.b64decode(packed.data[0].embedding))
+    assert max(abs(a - b) for a, b in zip(unpacked, cases[0]["embedding"])) < 1e-4, packed
+    try:
+        client.embeddings.create(model="default", input="hello")
+        raise AssertionError("a chat model made embeddings")
+    except openai.BadRequestError as e:
+        assert "makes no embeddings" in str(e), e
 
 
 def check_completions(client: openai.OpenAI, cake: str) -> None:
@@ -143,10 +162,12 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        with served(cake, data, "--model", str(scripted_model())) as base:
+        models = ("--model", str(scripted_model()), "--model", str(embedding_model()))
+        with served(cake, data, *models) as base:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=300, max_retries=0)
             models = [m.id for m in client.models.list()]
-            assert models == ["default", "qwen3_scripted"], models
+            assert models == ["default", "qwen3_scripted", "qwen3_embedding"], models
+            check_embeddings(client)
             check_reasoning(client)
             check_completions(client, cake)
             check_responses(client)
@@ -191,7 +212,7 @@ def main() -> int:
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
                   "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed; "
                   "/v1/completions whole, streamed and echoed equal cake run; /v1/responses text, stream, a "
-                  "function call round trip and a schema")
+                  "function call round trip and a schema; embeddings equal transformers'")
     return 0
 
 

@@ -51,6 +51,18 @@ def scripted_model() -> Path:
     return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "qwen3_scripted"
 
 
+def embedding_model() -> Path:
+    """The tiny Qwen3-Embedding-shaped fixture (`generate_tiny_embedding.py`); served as `qwen3_embedding`."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "qwen3_embedding"
+
+
+def embedding_reference() -> dict:
+    """transformers' vectors for the embedding fixture's texts."""
+    import json
+
+    return json.loads((embedding_model() / "embeddings.json").read_text())
+
+
 def script() -> dict:
     """The scripted model's conversations and replies."""
     import json

@@ -98,6 +98,14 @@ enum Job {
         sink: EventSink,
         cancel: CancelFlag,
     },
+    Embed {
+        model: ModelEntry,
+        texts: Vec<String>,
+        /// Cut a text longer than the context rather than refuse it.
+        truncate: bool,
+        sink: EventSink,
+        cancel: CancelFlag,
+    },
 }
 
 /// Handle to the engine thread.
@@ -168,6 +176,12 @@ impl Engine {
         self.send(Job::Chat(Box::new(QueuedChat { job, sink, cancel })));
     }
 
+    /// Queues embedding `texts` with `model`; events: `loading` … (if the
+    /// model must be loaded), then `done` (the vectors) or `error`.
+    pub fn embed(&self, model: ModelEntry, texts: Vec<String>, truncate: bool, sink: EventSink, cancel: CancelFlag) {
+        self.send(Job::Embed { model, texts, truncate, sink, cancel });
+    }
+
     /// Queues freeing the loaded model.
     pub fn unload(&self) {
         self.send(Job::Unload);
@@ -214,6 +228,7 @@ impl Worker {
             Job::Unload => "unload",
             Job::Configure { .. } => "configure",
             Job::Speak { .. } => "speak",
+            Job::Embed { .. } => "embed",
         };
         let _span = tracing::info_span!("engine_job", job = kind).entered();
         match job {
@@ -247,6 +262,20 @@ impl Worker {
                     self.options.context_length = context_length;
                     self.set_model(None);
                 }
+            }
+            Job::Embed { model, texts, truncate, mut sink, cancel } => {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                if let Err(failed) = self.ensure_loaded(&model, &mut sink, LoadReport::Loading) {
+                    sink(*failed);
+                    return;
+                }
+                let (entry, loaded) = self.model.as_ref().expect("ensure_loaded succeeded");
+                sink(match embed_texts(&entry.name, loaded, &texts, truncate, &cancel) {
+                    Ok(done) => EngineEvent::Done(done),
+                    Err(failed) => *failed,
+                });
             }
             Job::Speak { job, mut sink, cancel } => {
                 if cancel.load(Ordering::Relaxed) {
@@ -518,6 +547,43 @@ impl SpeakProgress<'_> {
 pub fn base64_encode(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The vectors of `texts` on the embedding model `model` (named `name`).
+fn embed_texts(
+    name: &str,
+    model: &TextModel,
+    texts: &[String],
+    truncate: bool,
+    cancel: &CancelFlag,
+) -> Result<Done, Box<EngineEvent>> {
+    let Some(spec) = model.embedding else {
+        let message = format!(
+            "{name} makes no embeddings: it is a chat model (an embedding model, such as Qwen3-Embedding, says how \
+             it pools in its sentence-transformers files or GGUF metadata)"
+        );
+        return Err(Box::new(EngineEvent::error(ErrorKind::BadRequest, message)));
+    };
+    let failed = |e: anyhow::Error| Box::new(EngineEvent::error(ErrorKind::Failed, format!("{e:#}")));
+    let tokenizer = model.tokenizer().map_err(failed)?;
+    let context = model.decoder().context_length();
+    let (mut embeddings, mut prompt_tokens) = (Vec::with_capacity(texts.len()), 0);
+    for (index, text) in texts.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Box::new(EngineEvent::error(ErrorKind::Failed, "cancelled")));
+        }
+        let mut tokens = tokenizer.encode(text, true).map_err(failed)?;
+        if truncate {
+            tokens.truncate(context);
+        }
+        if tokens.len() > context {
+            let message = format!("input {index} has {} tokens but the context length is {context}", tokens.len());
+            return Err(Box::new(EngineEvent::error(ErrorKind::PromptTooLong, message)));
+        }
+        prompt_tokens += tokens.len();
+        embeddings.push(crate::text::embedding::embed(model, spec, &tokens).map_err(failed)?);
+    }
+    Ok(Done::Embeddings { embeddings, prompt_tokens })
 }
 
 #[cfg(test)]

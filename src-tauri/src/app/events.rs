@@ -82,6 +82,9 @@ pub enum Done {
         logprobs: Vec<LogprobEntry>,
         stats: ReplyStats,
     },
+    /// An embedding request (the model APIs): one vector per text, and the
+    /// tokens read.
+    Embeddings { embeddings: Vec<Vec<f32>>, prompt_tokens: usize },
     /// `speak` without keeping the clip (the OpenAI speech endpoint).
     Audio { wav_base64: String },
     /// `speak`: the stored clip.

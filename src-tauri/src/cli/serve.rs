@@ -13,9 +13,11 @@ use std::sync::Arc;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Model to load at start: a library id (`default`, `hf:org/name`), a
-    /// GGUF file or a model folder (imported into the library).
+    /// GGUF file or a model folder (imported into the library). Repeat it
+    /// to offer more (an embedding model beside a chat model, say): the
+    /// first is loaded at start, the others on their first request.
     #[arg(long)]
-    pub model: Option<String>,
+    pub model: Vec<String>,
     /// Address to listen on; loopback unless you choose otherwise.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -45,15 +47,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         super::set_threads(n)?;
     }
     let catalog = Catalog::default();
-    let preload = match &args.model {
-        None => None,
-        Some(spec) => Some(match catalog.find(spec) {
+    let mut named = Vec::with_capacity(args.model.len());
+    for spec in &args.model {
+        named.push(match catalog.find(spec) {
             Ok(entry) => entry,
             Err(_) => catalog
                 .import(std::path::Path::new(spec))
                 .with_context(|| format!("--model {spec}: not a library id, and cannot import it"))?,
-        }),
-    };
+        });
+    }
+    // The first is loaded at start; the others wait for their first request.
+    let preload = named.into_iter().next();
     let options = LoadOptions { context_length: args.context_length, ..Default::default() };
     let app = Arc::new(App::with_cluster(catalog, options, args.cluster.settings()?));
     if let Some(entry) = preload {

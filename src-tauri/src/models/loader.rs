@@ -80,6 +80,9 @@ pub enum TensorLayout {
     /// The same in checkpoints saved by transformers 4 (the Hub's Gemma 3):
     /// `language_model.model.…` and `language_model.lm_head.weight`.
     OlderNestedLanguageModel,
+    /// A base model saved alone (`Qwen3Model`: embedding models such as
+    /// Qwen3-Embedding): `layers.N.…`, `embed_tokens…`, `norm…`, no head.
+    BaseModel,
 }
 
 impl TensorLayout {
@@ -103,6 +106,7 @@ impl TensorLayout {
                 None if stored == Self::OLDER_NESTED_HEAD => Some("lm_head.weight".into()),
                 None => None,
             },
+            Self::BaseModel => Some(format!("model.{stored}").into()),
         }
     }
 
@@ -121,6 +125,7 @@ impl TensorLayout {
                 store,
                 &[("model.", Self::OLDER_NESTED_PREFIX), ("lm_head.weight", Self::OLDER_NESTED_HEAD)],
             )),
+            Self::BaseModel => Box::new(RenamedStore::new(store, &[("model.", "")])),
         }
     }
 
@@ -153,7 +158,11 @@ pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> 
         _ => None,
     };
     let Some(key) = nested else {
-        return Ok((serde_json::from_value(json)?, TensorLayout::Plain));
+        // `XxxModel` (no `ForCausalLM`): a base model saved alone.
+        let classes = json.get("architectures").and_then(|a| a.as_array());
+        let base = classes.and_then(|c| c.first()).and_then(|c| c.as_str()).is_some_and(|c| c.ends_with("Model"));
+        let layout = if base { TensorLayout::BaseModel } else { TensorLayout::Plain };
+        return Ok((serde_json::from_value(json)?, layout));
     };
     let mut decoder = json.get(key).with_context(|| format!("no `{key}`"))?.clone();
     if let (Some(part), Some(outer)) = (decoder.as_object_mut(), json.as_object()) {

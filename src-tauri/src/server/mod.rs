@@ -18,6 +18,7 @@ pub mod connections;
 pub mod ollama;
 pub mod openai;
 pub mod openai_completions;
+pub mod openai_embeddings;
 pub mod openai_responses;
 pub mod openai_speech;
 pub mod replies;
@@ -59,6 +60,7 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai_completions::completions))
+        .route("/v1/embeddings", post(openai_embeddings::embeddings))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/responses", post(openai_responses::responses))
         .route("/v1/audio/speech", post(openai_speech::speech))
@@ -68,6 +70,8 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
         .route("/api/show", post(ollama::show))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed))
+        .route("/api/embeddings", post(ollama::embeddings))
         .route("/api/{*rest}", axum::routing::any(ollama::not_served))
         .fallback(get(ui_assets::serve_asset))
         .with_state(app)

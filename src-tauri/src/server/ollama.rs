@@ -2,7 +2,9 @@
 //! editors set to "Ollama") can use Cake: `GET /api/version`, `GET
 //! /api/tags`, `POST /api/show`, `GET /api/ps`, `POST /api/chat` and `POST
 //! /api/generate` (streamed as NDJSON, one JSON object per line, unless
-//! `"stream": false`). Other `/api/` paths get 404 naming what is served.
+//! `"stream": false`), `POST /api/embed` and the older `POST
+//! /api/embeddings` (embedding models). Other `/api/` paths get 404 naming
+//! what is served.
 //!
 //! Models are named as on `/v1/models` (a trailing `:latest` is accepted).
 //! A conversation longer than the context loses its oldest turns (after
@@ -46,7 +48,8 @@ pub const OLLAMA_API_VERSION: &str = "0.12.0";
 const NEVER_EXPIRES: &str = "2318-01-01T00:00:00Z";
 
 /// The routes this module serves, for the 404 of any other `/api/` path.
-const SERVED: &str = "/api/chat, /api/generate, /api/tags, /api/show, /api/ps and /api/version";
+const SERVED: &str =
+    "/api/chat, /api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps and /api/version";
 
 /// An Ollama-shaped error response.
 /// An error as Ollama sends it: `{"error": "..."}` with the status.
@@ -497,4 +500,40 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         wrapped
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct EmbedRequest {
+    model: String,
+    /// `/api/embed`: a text or a list of texts.
+    #[serde(default)]
+    input: Option<Value>,
+    /// `/api/embeddings` (the older route): one text.
+    #[serde(default)]
+    prompt: Option<String>,
+    /// Cut a text longer than the context (Ollama's default) rather than refuse it.
+    truncate: Option<bool>,
+}
+
+/// `/api/embed`: one vector per input text.
+pub async fn embed(State(app): State<Arc<App>>, body: Bytes) -> Answer {
+    let started = Instant::now();
+    let request: EmbedRequest = parse(&body, "embed")?;
+    let input = request.input.ok_or_else(|| ApiError::BadRequest("embed: `input` is missing".into()))?;
+    let texts = super::openai_embeddings::input_texts(input)?;
+    let entry = named_model(&app, &request.model).await?;
+    let (embeddings, tokens) = super::replies::embed(app, entry, texts, request.truncate != Some(false)).await?;
+    let ns = started.elapsed().as_nanos() as u64;
+    let answer = json!({"model": request.model, "embeddings": embeddings, "total_duration": ns,
+                        "load_duration": 0, "prompt_eval_count": tokens});
+    Ok(Json(answer).into_response())
+}
+
+/// `/api/embeddings`, Ollama's older route: `{"embedding": [...]}` for `prompt`.
+pub async fn embeddings(State(app): State<Arc<App>>, body: Bytes) -> Answer {
+    let request: EmbedRequest = parse(&body, "embeddings")?;
+    let prompt = request.prompt.ok_or_else(|| ApiError::BadRequest("embeddings: `prompt` is missing".into()))?;
+    let entry = named_model(&app, &request.model).await?;
+    let (mut embeddings, _) = super::replies::embed(app, entry, vec![prompt], true).await?;
+    Ok(Json(json!({"embedding": embeddings.pop().unwrap_or_default()})).into_response())
 }

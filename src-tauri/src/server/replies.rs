@@ -137,6 +137,38 @@ pub async fn load(app: Arc<App>, model: ModelEntry) -> Result<(), ApiError> {
     Err(stopped())
 }
 
+/// The most texts one embedding request may hold.
+pub const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// The vectors of `texts` on the embedding model `model` (loaded if it is
+/// not), and the tokens read; `truncate` cuts a text longer than the
+/// context to fit rather than refusing it.
+pub async fn embed(
+    app: Arc<App>,
+    model: ModelEntry,
+    texts: Vec<String>,
+    truncate: bool,
+) -> Result<(Vec<Vec<f32>>, usize), ApiError> {
+    if texts.is_empty() || texts.len() > MAX_EMBEDDING_INPUTS {
+        return Err(ApiError::BadRequest(format!(
+            "the input must hold 1 to {MAX_EMBEDDING_INPUTS} texts, not {}",
+            texts.len()
+        )));
+    }
+    let (sink, mut rx) = channel_sink();
+    app.engine.embed(model, texts, truncate, sink, Arc::new(AtomicBool::new(false)));
+    while let Some(event) = rx.recv().await {
+        match event {
+            EngineEvent::Done(Done::Embeddings { embeddings, prompt_tokens }) => {
+                return Ok((embeddings, prompt_tokens))
+            }
+            EngineEvent::Error { message, kind } => return Err(ApiError::from_kind(kind, message)),
+            _ => {}
+        }
+    }
+    Err(stopped())
+}
+
 /// A new id for a call the model made: nine letters and digits (Mistral's
 /// templates refuse other lengths; other clients take any string).
 pub fn new_call_id() -> String {

@@ -5,6 +5,7 @@ pub mod chat_template;
 pub mod constraint;
 pub mod context_fit;
 pub mod detokenizer;
+pub mod embedding;
 pub mod generation;
 pub mod logprobs;
 pub mod model;

@@ -6,6 +6,7 @@
 
 use super::chat_template::{fallback_template, ChatTemplate};
 use super::constraint::ConstraintCompiler;
+use super::embedding::EmbeddingSpec;
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::context::PREFILL_CHUNK;
@@ -30,6 +31,8 @@ pub struct TextModel {
     /// Sampling settings used when a request chooses none (from
     /// `generation_config.json` where the model has one).
     pub sampling_defaults: SamplingParams,
+    /// How the model makes embeddings, when it is made for them.
+    pub embedding: Option<EmbeddingSpec>,
     /// Compiles output formats for this vocabulary; built on first use.
     constraint_compiler: OnceLock<Result<ConstraintCompiler, String>>,
 }
@@ -86,6 +89,7 @@ impl TextModel {
             chat_template_source: text.chat_template_source,
             eos_token_ids: text.eos_token_ids,
             sampling_defaults: text.sampling_defaults,
+            embedding: text.embedding,
             constraint_compiler: OnceLock::new(),
         }
     }
@@ -180,6 +184,7 @@ struct TextSide {
     chat_template_source: Option<String>,
     eos_token_ids: Vec<u32>,
     sampling_defaults: SamplingParams,
+    embedding: Option<EmbeddingSpec>,
 }
 
 impl TextSide {
@@ -187,6 +192,13 @@ impl TextSide {
     fn read(checkpoint: &Checkpoint) -> Result<Self> {
         let mut eos = checkpoint.config().eos_token_ids.clone();
         let mut sampling_defaults = SamplingParams::default();
+        let embedding = match checkpoint {
+            Checkpoint::Folder { dir, .. } => EmbeddingSpec::of_folder(dir)?,
+            Checkpoint::Gguf { file, .. } => {
+                let arch = file.get_str("general.architecture").unwrap_or_default();
+                EmbeddingSpec::of_gguf(file.get_f64(&format!("{arch}.pooling_type"))?)
+            }
+        };
         let (tokenizer, chat_template_source) = match checkpoint {
             Checkpoint::Folder { dir, .. } => {
                 if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
@@ -206,7 +218,7 @@ impl TextSide {
         }
         eos.sort_unstable();
         eos.dedup();
-        Ok(Self { tokenizer, chat_template_source, eos_token_ids: eos, sampling_defaults })
+        Ok(Self { tokenizer, chat_template_source, eos_token_ids: eos, sampling_defaults, embedding })
     }
 }
 
