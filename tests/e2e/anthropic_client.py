@@ -77,6 +77,19 @@ def check_tools(client: anthropic.Anthropic) -> None:
                                     tools=tools, tool_choice={"type": "any"}, max_tokens=200, extra_body=GREEDY)
     assert forced.stop_reason == "tool_use" and forced.content[-1].name == "get_weather", forced
 
+    # A system prompt and a tool together, whole and streamed: the default model made to call it.
+    asked = {"model": "default", "system": SYSTEM, "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+             "tools": tools, "tool_choice": {"type": "tool", "name": "get_weather"}, "max_tokens": 100,
+             "extra_body": GREEDY}
+    whole = client.messages.create(**asked)
+    with client.messages.stream(**asked) as stream:
+        streamed = stream.get_final_message()
+    for message in (whole, streamed):
+        call = message.content[-1]
+        assert (message.stop_reason, call.type, call.name) == ("tool_use", "tool_use", "get_weather"), message
+        assert isinstance(call.input["city"], str), call
+    assert whole.content[-1].input == streamed.content[-1].input
+
 
 def main() -> int:
     cake = sys.argv[1]

@@ -152,6 +152,13 @@ def check_tool_round_trip(client: openai.OpenAI) -> None:
             entry["arguments"] += delta.function.arguments or ""
     assert [(c["name"], json.loads(c["arguments"])) for c in streamed.values()] == [("get_weather", {"city": "Paris"})]
 
+    # Forced: the default model, which has no tool syntax of its own, calls the named tool.
+    forced = client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "Hello!"}], tools=tools, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}).choices[0]
+    assert forced.finish_reason == "tool_calls" and forced.message.tool_calls[0].function.name == "get_weather"
+    assert isinstance(json.loads(forced.message.tool_calls[0].function.arguments)["city"], str), forced
+
     messages.append(choice.message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
     messages.append({"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'})
     answer = client.chat.completions.create(model="qwen3_scripted", messages=messages, tools=tools, temperature=0)
