@@ -430,3 +430,26 @@ fn ollama_chat_drops_the_oldest_turns_of_a_conversation_too_long_and_says_so() {
     assert!(reply["truncated_messages"].as_u64().unwrap() >= 2, "{reply}");
     assert!(reply["prompt_eval_count"].as_u64().unwrap() <= 160, "{reply}");
 }
+
+#[test]
+fn replies_cut_by_the_token_budget_never_end_in_a_broken_character() {
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let ask = "Reply with only emoji: 🍰🎂🍓🍫 and more emoji";
+    for seed in 0..3 {
+        let extra = json!({"max_tokens": 8, "seed": seed, "temperature": 1.0});
+        let (status, reply) = completion(&server, ask, extra.clone());
+        assert_eq!(status, 200, "{reply}");
+        let text = reply["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(!text.contains('\u{FFFD}'), "seed {seed}: {text:?}");
+        let mut body = json!({"model": "default", "messages": [{"role": "user", "content": ask}], "stream": true});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (_, payloads) = server.stream("/v1/chat/completions", &body, |_, _| true);
+        let streamed: String = payloads
+            .iter()
+            .filter_map(|p| serde_json::from_str::<Value>(p).ok())
+            .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(streamed, text, "seed {seed}: streamed and whole agree");
+    }
+}

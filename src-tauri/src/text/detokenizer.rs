@@ -57,15 +57,39 @@ impl<'a> Detokenizer<'a> {
         Ok(now[before.len()..].to_string())
     }
 
-    /// Whatever is still held back (an incomplete character at the very end).
+    /// Whatever is still held back, less a character cut off at the very
+    /// end (a reply stopped by its token budget mid-character): its bytes
+    /// are dropped rather than shown as U+FFFD.
     pub fn finish(&mut self) -> Result<String> {
         let before = self.window_text(self.read_offset)?;
         let now = self.window_text(self.ids.len())?;
         self.prefix_offset = self.ids.len();
         self.read_offset = self.ids.len();
         Ok(match now.strip_prefix(&before) {
-            Some(rest) => rest.to_string(),
+            Some(rest) => rest.trim_end_matches('\u{FFFD}').to_string(),
             None => String::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_off_at_the_end_is_dropped_not_shown_as_a_replacement() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/qwen3_scripted");
+        let tokenizer = TextTokenizer::from_folder(&fixture).unwrap();
+        let ids = tokenizer.encode("ok 🍰", false).unwrap();
+        assert!(ids.len() >= 3, "the emoji takes several byte tokens: {ids:?}");
+        let mut whole = Detokenizer::new(&tokenizer, &[]);
+        let mut text: String = ids.iter().map(|&id| whole.push(id).unwrap()).collect();
+        text.push_str(&whole.finish().unwrap());
+        assert_eq!(text, "ok 🍰");
+        // The budget ran out inside the emoji.
+        let mut cut = Detokenizer::new(&tokenizer, &[]);
+        let mut text: String = ids[..ids.len() - 1].iter().map(|&id| cut.push(id).unwrap()).collect();
+        text.push_str(&cut.finish().unwrap());
+        assert_eq!(text, "ok ");
     }
 }
