@@ -115,7 +115,7 @@ fn push_part(parts: &mut Vec<ReplyPart>, part: ReplyPart) {
 
 /// The length of the longest end of `text` that begins `tag` (a tag that
 /// may be completed by the next piece).
-fn tag_prefix_len(text: &str, tag: &str) -> usize {
+pub(super) fn tag_prefix_len(text: &str, tag: &str) -> usize {
     (1..tag.len().min(text.len() + 1))
         .rev()
         .find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..]))

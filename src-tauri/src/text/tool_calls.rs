@@ -13,6 +13,7 @@
 //! the request's tools count; anything else stays text, never lost.
 
 use super::constraint::OutputFormat;
+use super::reasoning::tag_prefix_len;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -313,7 +314,7 @@ impl ToolCallSplitter {
             self.held.drain(..at);
             return text;
         }
-        let keep = markers.iter().map(|m| marker_prefix_len(&self.held, m)).max().unwrap_or(0);
+        let keep = markers.iter().map(|m| tag_prefix_len(&self.held, m)).max().unwrap_or(0);
         let done = self.held.len() - keep;
         self.held.drain(..done).collect()
     }
@@ -328,14 +329,6 @@ impl ToolCallSplitter {
         }
         SplitEnd { text: held, calls: Vec::new() }
     }
-}
-
-/// The length of the longest end of `text` that begins `marker`.
-fn marker_prefix_len(text: &str, marker: &str) -> usize {
-    (1..marker.len().min(text.len() + 1))
-        .rev()
-        .find(|&n| text.is_char_boundary(text.len() - n) && marker.starts_with(&text[text.len() - n..]))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
