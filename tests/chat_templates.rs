@@ -13,15 +13,21 @@ use cake::text::tool_calls::{ToolCall, ToolCallSplitter};
 use common::fixture;
 use serde_json::Value;
 
+/// `text` with today's date where the reference has its markers: the
+/// dates templates print with `strftime_now` (Llama 3.x's `%d %b %Y`,
+/// Mistral Small 3.x's `%Y-%m-%d`).
+fn with_today(reference: &Value, text: &str) -> String {
+    let now = chrono::Local::now();
+    text.replace(reference["today"].as_str().unwrap(), &now.format("%d %b %Y").to_string())
+        .replace(reference["today_iso"].as_str().unwrap(), &now.format("%Y-%m-%d").to_string())
+}
+
 #[test]
 fn every_template_renders_every_conversation_as_transformers_does() {
     let reference: Value = serde_json::from_str(
         &std::fs::read_to_string(fixture("chat_templates/reference.json")).expect("reference.json"),
     )
     .expect("valid JSON");
-    // The date Llama 3.x templates print (strftime_now), where the reference has a marker.
-    let today = chrono::Local::now().format("%d %b %Y").to_string();
-    let marker = reference["today"].as_str().unwrap();
     let cases = reference["cases"].as_array().unwrap();
     let mut wrong = Vec::new();
     for case in cases {
@@ -36,7 +42,7 @@ fn every_template_renders_every_conversation_as_transformers_does() {
         let rendered = template.render_with(&messages, add_generation_prompt, &options);
         match (rendered, case.get("text"), case.get("error")) {
             (Ok(text), Some(expected), _) => {
-                let expected = expected.as_str().unwrap().replace(marker, &today);
+                let expected = with_today(&reference, expected.as_str().unwrap());
                 if text != expected {
                     wrong.push(format!("{what}:\n  transformers {expected:?}\n  cake         {text:?}"));
                 }
@@ -113,8 +119,7 @@ fn calls_rendered_by_each_template_read_back_as_the_same_calls() {
         let options = RenderOptions { tools: case["tools"].as_array().cloned(), ..Default::default() };
         // The reply: what the call adds after the question's generation prompt.
         let prompt = template.render_with(&messages[..1], true, &options).unwrap();
-        let text =
-            text.replace(reference["today"].as_str().unwrap(), &chrono::Local::now().format("%d %b %Y").to_string());
+        let text = with_today(&reference, text);
         // A generation prompt may hold a reasoning block the rendered turn has not (DeepSeek-R1).
         let opened = prompt.rfind("<think>").map_or(prompt.as_str(), |at| &prompt[..at]);
         let Some(reply) = text.strip_prefix(prompt.as_str()).or_else(|| text.strip_prefix(opened)) else {
