@@ -154,3 +154,52 @@ fn calls_rendered_by_each_template_read_back_as_the_same_calls() {
         ]
     );
 }
+
+/// Every real template takes a conversation with a tool, a call and its
+/// result: what it does not render itself (Gemma 2, Phi-3.5 and SmolLM3
+/// render no tools, calls or `tool` turns; the DeepSeek-R1 distills no
+/// tools) is written into turns it keeps, so the prompt offers the tool,
+/// holds the call as the model's replies write it and the result.
+#[test]
+fn every_template_takes_tools_calls_and_results() {
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("chat_templates/reference.json")).unwrap()).unwrap();
+    let cases = reference["cases"].as_array().unwrap();
+    let mut described = Vec::new();
+    for case in cases.iter().filter(|c| c["conversation"] == "tool_result" && c["add_generation_prompt"] == true) {
+        let name = case["template"].as_str().unwrap();
+        if name == "tojson.jinja" {
+            continue;
+        }
+        let source = std::fs::read_to_string(fixture(&format!("chat_templates/{name}"))).unwrap();
+        let template =
+            ChatTemplate::new(Some(&source), case["bos_token"].as_str(), case["eos_token"].as_str()).unwrap();
+        let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let tools = case["tools"].as_array().unwrap().clone();
+        let options = RenderOptions { tools: Some(tools.clone()), ..Default::default() };
+        let prompt = template.render_prompt(&messages, &options).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(prompt.contains("The current weather in a city."), "{name}: the tool is missing: {prompt}");
+        assert!(prompt.contains("temperature") && prompt.contains("21"), "{name}: the result is missing: {prompt}");
+        if prompt.contains("You can call these functions") {
+            // The call, rendered by the template (the read-back test above
+            // covers those) or written by Cake in the syntax replies use.
+            let call =
+                ToolCall { name: "get_weather".into(), arguments: serde_json::json!({"city": "Paris", "days": 3}) };
+            let written = template.tool_call_syntax().write(&[call]);
+            let rendered_by_template = source.contains("tool_calls");
+            assert!(rendered_by_template || prompt.contains(&written), "{name}: the call is missing: {prompt}");
+            described.push(name);
+        }
+    }
+    described.sort();
+    assert_eq!(
+        described,
+        [
+            "HuggingFaceTB-SmolLM3-3B.jinja",
+            "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+            "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+            "google-gemma-2-2b-it.jinja",
+            "microsoft-Phi-3.5-mini-instruct.jinja",
+        ]
+    );
+}

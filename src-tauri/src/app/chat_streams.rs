@@ -90,7 +90,7 @@ impl<'m> RequestMaker<'m> {
             Prompt::Text(_) => &no_options,
         };
         let tokenize = |messages: &[ChatMessage]| {
-            let text = template.render_with(messages, true, options)?;
+            let text = template.render_prompt(messages, options)?;
             prompt_opens_block.set(text.trim_end().ends_with(THINK_OPEN));
             if text.len() > most_bytes {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);

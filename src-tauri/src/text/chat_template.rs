@@ -15,6 +15,7 @@
 use super::python_json::{to_python_json, PythonJsonStyle};
 use super::reasoning::THINK_OPEN;
 use super::tool_calls::{ToolCall, ToolCallSyntax};
+use super::tool_prompt::{shape_conversation, ToolSupport, ToolsSlot};
 use anyhow::{Context, Result};
 use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
@@ -99,6 +100,10 @@ pub fn fallback_template(is_token: impl Fn(&str) -> bool) -> &'static str {
     }
 }
 
+/// A system prompt no template writes by itself, to see whether a
+/// template keeps the system turn.
+const SYSTEM_PROBE: &str = "Cake checks the system turn.";
+
 pub struct ChatTemplate {
     env: Environment<'static>,
     pub bos_token: String,
@@ -107,6 +112,10 @@ pub struct ChatTemplate {
     thinks: bool,
     /// How the template shows the model to write calls.
     tool_call_syntax: ToolCallSyntax,
+    /// What the template renders of tools, calls and their results.
+    tool_support: ToolSupport,
+    /// Whether the template takes a system turn (Gemma 2's refuses it).
+    system_role: bool,
 }
 
 impl ChatTemplate {
@@ -128,13 +137,18 @@ impl ChatTemplate {
         });
         let source = source.unwrap_or(CHATML);
         env.add_template_owned("chat", source.to_string()).context("the model's chat template does not compile")?;
-        Ok(Self {
+        let mut template = Self {
             env,
             bos_token: bos_token.unwrap_or_default().to_string(),
             eos_token: eos_token.unwrap_or_default().to_string(),
             thinks: source.contains(THINK_OPEN),
             tool_call_syntax: ToolCallSyntax::of_template(source),
-        })
+            tool_support: ToolSupport::of_template(source),
+            system_role: true,
+        };
+        let probe = [ChatMessage::new("system", SYSTEM_PROBE), ChatMessage::new("user", "Hi")];
+        template.system_role = template.render(&probe, true).is_ok_and(|text| text.contains(SYSTEM_PROBE));
+        Ok(template)
     }
 
     /// How replies to this template's prompts spell function calls.
@@ -152,10 +166,34 @@ impl ChatTemplate {
         self.render_with(messages, add_generation_prompt, &RenderOptions::default())
     }
 
+    /// A request's prompt: `messages` and the tools `options` offer, with
+    /// what the template would drop (tools it does not take, calls and
+    /// results it does not render) written into turns it keeps.
+    pub fn render_prompt(&self, messages: &[ChatMessage], options: &RenderOptions) -> Result<String> {
+        let tools = options.tools.as_deref();
+        if self.tool_support.renders_as_is(messages, tools) {
+            return self.render_with(messages, true, options);
+        }
+        let shaped = shape_conversation(messages, tools, self.tool_support, self.tool_call_syntax, self.system_role);
+        let argument = self.tool_support.tools == ToolsSlot::Argument;
+        let options = RenderOptions { tools: options.tools.clone().filter(|_| argument), ..options.clone() };
+        self.render_turns(&shaped, true, &options)
+    }
+
     /// [`Self::render`] with `options` passed to the template.
     pub fn render_with(
         &self,
         messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        options: &RenderOptions,
+    ) -> Result<String> {
+        self.render_turns(messages, add_generation_prompt, options)
+    }
+
+    /// Renders `messages`, any serializable list of turns.
+    fn render_turns<T: Serialize>(
+        &self,
+        messages: &[T],
         add_generation_prompt: bool,
         options: &RenderOptions,
     ) -> Result<String> {

@@ -17,3 +17,4 @@ pub mod sampling;
 pub mod stop_strings;
 pub mod tokenizer;
 pub mod tool_calls;
+pub mod tool_prompt;

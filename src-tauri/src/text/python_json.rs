@@ -19,6 +19,13 @@ pub struct PythonJsonStyle {
     pub separators: Option<(String, String)>,
 }
 
+/// `value` as `json.dumps(value, ensure_ascii=False)` writes it: on one
+/// line, `", "` and `": "` between items, as templates render calls.
+pub fn python_json(value: &serde_json::Value) -> String {
+    let style = PythonJsonStyle { ensure_ascii: false, ..Default::default() };
+    to_python_json(value, &style).unwrap_or_else(|_| value.to_string())
+}
+
 /// `value` as `json.dumps(value, ...)` with `style` writes it.
 pub fn to_python_json<T: Serialize + ?Sized>(value: &T, style: &PythonJsonStyle) -> serde_json::Result<String> {
     let (item, key) = style.separators.clone().unwrap_or_else(|| match style.indent {

@@ -6,13 +6,15 @@
 //! `<function=…>` with `<parameter=…>` blocks there, Llama 3.x writes a bare
 //! JSON object (after `<|python_tag|>` sometimes), Mistral opens with
 //! `[TOOL_CALLS]` (a JSON list, or `name[ARGS]{…}` in newer releases), the
-//! DeepSeek-R1 distills use their `<｜tool▁call▁begin｜>` markers. The
+//! DeepSeek-R1 distills use their `<｜tool▁call▁begin｜>` markers, Phi-4-mini
+//! a JSON list after `<|tool_call|>` (or `functools`). The
 //! [`ToolCallSyntax`] is read from the template; a [`ToolCallSplitter`]
 //! passes a streamed reply's text on until a call begins, then holds the
 //! rest and reads the calls from it at the end. Only calls naming one of
 //! the request's tools count; anything else stays text, never lost.
 
 use super::constraint::OutputFormat;
+use super::python_json::python_json;
 use super::reasoning::tag_prefix_len;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -36,6 +38,8 @@ pub enum ToolCallSyntax {
     Mistral,
     /// DeepSeek's `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name` and a JSON block.
     DeepSeek,
+    /// Phi-4-mini's `<|tool_call|>[…]<|/tool_call|>`, or `functools[…]`.
+    Phi4,
 }
 
 const TAG_OPEN: &str = "<tool_call>";
@@ -48,6 +52,13 @@ const DEEPSEEK_CALLS: &str = "<｜tool▁calls▁begin｜>";
 const DEEPSEEK_CALL: &str = "<｜tool▁call▁begin｜>";
 const DEEPSEEK_SEP: &str = "<｜tool▁sep｜>";
 const DEEPSEEK_CALL_END: &str = "<｜tool▁call▁end｜>";
+const DEEPSEEK_CALLS_END: &str = "<｜tool▁calls▁end｜>";
+const PHI4_TOOLS: &str = "<|tool|>";
+const PHI4_CALL: &str = "<|tool_call|>";
+const PHI4_CALL_END: &str = "<|/tool_call|>";
+const PHI4_FUNCTOOLS: &str = "functools[";
+/// Fences a model may put around JSON calls (Gemma writes `tool_code`).
+const JSON_FENCES: [&str; 2] = ["```json", "```tool_code"];
 
 impl ToolCallSyntax {
     /// The syntax the chat template `source` teaches.
@@ -58,6 +69,8 @@ impl ToolCallSyntax {
             Self::Mistral
         } else if source.contains(DEEPSEEK_CALL) {
             Self::DeepSeek
+        } else if source.contains(PHI4_TOOLS) || source.contains(PHI4_CALL) {
+            Self::Phi4
         } else {
             Self::Json
         }
@@ -71,6 +84,7 @@ impl ToolCallSyntax {
             Self::Json => &[PYTHON_TAG],
             Self::Mistral => &[MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID],
             Self::DeepSeek => &[DEEPSEEK_CALLS, DEEPSEEK_CALL],
+            Self::Phi4 => &[PHI4_CALL, PHI4_FUNCTOOLS],
         }
     }
 
@@ -84,12 +98,42 @@ impl ToolCallSyntax {
     pub fn parse(self, text: &str, tools: &[Value]) -> Option<Vec<ToolCall>> {
         let calls = match self {
             Self::Tagged => parse_tagged(text, tools)?,
-            Self::Json => parse_json_calls(text.trim_start().strip_prefix(PYTHON_TAG).unwrap_or(text))?,
+            Self::Json => parse_json_calls(unfenced(text.trim_start().strip_prefix(PYTHON_TAG).unwrap_or(text)))?,
             Self::Mistral => parse_mistral(text)?,
             Self::DeepSeek => parse_deepseek(text)?,
+            Self::Phi4 => parse_phi4(text)?,
         };
         let known = |call: &ToolCall| tools.iter().any(|tool| tool_name(tool) == Some(call.name.as_str()));
         (!calls.is_empty() && calls.iter().all(known)).then_some(calls)
+    }
+
+    /// `calls` as a reply in this syntax writes them, for templates that
+    /// do not render earlier calls themselves.
+    pub fn write(self, calls: &[ToolCall]) -> String {
+        let json = |call: &ToolCall| python_json(&json!({"name": call.name, "arguments": call.arguments}));
+        let list = || format!("[{}]", calls.iter().map(json).collect::<Vec<_>>().join(", "));
+        match self {
+            Self::Tagged => {
+                calls.iter().map(|c| format!("{TAG_OPEN}\n{}\n{TAG_CLOSE}", json(c))).collect::<Vec<_>>().join("\n")
+            }
+            Self::Json if calls.len() == 1 => json(&calls[0]),
+            Self::Json => list(),
+            Self::Mistral => format!("{MISTRAL_CALLS}{}", list()),
+            Self::DeepSeek => {
+                let blocks: String = calls
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{DEEPSEEK_CALL}function{DEEPSEEK_SEP}{}\n```json\n{}\n```{DEEPSEEK_CALL_END}",
+                            c.name,
+                            python_json(&c.arguments)
+                        )
+                    })
+                    .collect();
+                format!("{DEEPSEEK_CALLS}{blocks}{DEEPSEEK_CALLS_END}")
+            }
+            Self::Phi4 => format!("{PHI4_CALL}{}{PHI4_CALL_END}", list()),
+        }
     }
 }
 
@@ -171,6 +215,12 @@ fn parse_json_calls(text: &str) -> Option<Vec<ToolCall>> {
         }
     }
     Some(calls)
+}
+
+/// `text` without a ```` ```json ```` or ```` ```tool_code ```` fence around it.
+fn unfenced(text: &str) -> &str {
+    let trimmed = text.trim();
+    JSON_FENCES.iter().find_map(|fence| trimmed.strip_prefix(fence)?.trim_end().strip_suffix("```")).unwrap_or(text)
 }
 
 /// `<tool_call>` blocks, each JSON or a `<function=…>` block; only
@@ -257,6 +307,21 @@ fn parse_deepseek(text: &str) -> Option<Vec<ToolCall>> {
     Some(calls)
 }
 
+/// `<|tool_call|>[…]<|/tool_call|>` blocks (the end marker may be
+/// missing at the reply's end), or `functools[…]`.
+fn parse_phi4(text: &str) -> Option<Vec<ToolCall>> {
+    let rest = text.trim();
+    if rest.starts_with(PHI4_FUNCTOOLS) {
+        return parse_json_calls(&rest[PHI4_FUNCTOOLS.len() - 1..]); // from the `[`
+    }
+    let mut calls = Vec::new();
+    for block in rest.strip_prefix(PHI4_CALL)?.split(PHI4_CALL) {
+        let body = block.trim();
+        calls.extend(parse_json_calls(body.strip_suffix(PHI4_CALL_END).unwrap_or(body))?);
+    }
+    Some(calls)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Nothing but whitespace yet.
@@ -297,10 +362,17 @@ impl ToolCallSplitter {
             if trimmed.is_empty() {
                 return String::new();
             }
-            let opens_json = trimmed.starts_with('{') || trimmed.starts_with('[');
-            if self.syntax.json_opens_calls() && opens_json {
-                self.phase = Phase::Calls;
-                return String::new();
+            if self.syntax.json_opens_calls() {
+                let opens_json = trimmed.starts_with('{')
+                    || trimmed.starts_with('[')
+                    || JSON_FENCES.iter().any(|fence| trimmed.starts_with(fence));
+                if opens_json {
+                    self.phase = Phase::Calls;
+                    return String::new();
+                }
+                if JSON_FENCES.iter().any(|fence| fence.starts_with(trimmed)) {
+                    return String::new(); // a fence may be opening
+                }
             }
             self.phase = Phase::Text;
         }
@@ -417,7 +489,58 @@ mod tests {
     }
 
     #[test]
+    fn phi4_lists_read_with_or_without_their_end_marker() {
+        let tagged = r#"<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Bern"}}]<|/tool_call|>"#;
+        assert_eq!(split(ToolCallSyntax::Phi4, &["<|tool_", &tagged[7..]]).1.calls, [weather("Bern")]);
+        let open = r#"<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Bern"}}]"#;
+        assert_eq!(ToolCallSyntax::Phi4.parse(open, &tools()).unwrap(), [weather("Bern")]);
+        let functools = r#"functools[{"name": "get_weather", "arguments": {"city": "Bern"}}]"#;
+        assert_eq!(
+            split(ToolCallSyntax::Phi4, &["Sure. ", functools]),
+            ("Sure. ".into(), split(ToolCallSyntax::Phi4, &[functools]).1)
+        );
+        assert_eq!(ToolCallSyntax::Phi4.parse(functools, &tools()).unwrap(), [weather("Bern")]);
+    }
+
+    #[test]
+    fn fenced_json_calls_read_and_other_fences_stay_text() {
+        let fenced = "```tool_code\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n```";
+        assert_eq!(split(ToolCallSyntax::Json, &["`", "``", &fenced[3..]]).1.calls, [weather("Oslo")]);
+        let json = "```json\n[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]\n```";
+        assert_eq!(split(ToolCallSyntax::Json, &[json]).1.calls, [weather("Oslo")]);
+        assert_eq!(split(ToolCallSyntax::Json, &["``", "`python\nprint(1)\n```"]).0, "```python\nprint(1)\n```");
+    }
+
+    #[test]
+    fn written_calls_read_back_in_every_syntax() {
+        let calls =
+            [weather("Paris"), ToolCall { name: "get_weather".into(), arguments: json!({"city": "Jaén", "days": 2}) }];
+        let syntaxes = [
+            ToolCallSyntax::Tagged,
+            ToolCallSyntax::Json,
+            ToolCallSyntax::Mistral,
+            ToolCallSyntax::DeepSeek,
+            ToolCallSyntax::Phi4,
+        ];
+        for syntax in syntaxes {
+            for some in [&calls[..1], &calls[..]] {
+                let written = syntax.write(some);
+                let (text, end) = split(syntax, &[&written]);
+                assert_eq!((text.as_str(), end.calls.as_slice()), ("", some), "{syntax:?}: {written}");
+            }
+        }
+        assert_eq!(
+            ToolCallSyntax::Json.write(&calls[..1]),
+            r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#
+        );
+    }
+
+    #[test]
     fn the_syntax_follows_the_template() {
+        assert_eq!(
+            ToolCallSyntax::of_template("{{ '<|tool|>' + message['tools'] + '<|/tool|>' }}"),
+            ToolCallSyntax::Phi4
+        );
         assert_eq!(ToolCallSyntax::of_template("… <tool_call>\n{{ tool_call.name }}"), ToolCallSyntax::Tagged);
         assert_eq!(ToolCallSyntax::of_template("{{ '[TOOL_CALLS]' }}"), ToolCallSyntax::Mistral);
         assert_eq!(ToolCallSyntax::of_template("{{ '<｜tool▁call▁begin｜>' }}"), ToolCallSyntax::DeepSeek);
