@@ -73,7 +73,22 @@ fn the_openai_and_ollama_routes_embed_and_a_chat_model_is_refused() {
 
     let (status, reply) = server.post("/v1/embeddings", &json!({"model": "default", "input": "hello"}));
     assert_eq!(status, 400, "{reply}");
-    assert!(reply["error"]["message"].as_str().unwrap().contains("makes no embeddings"), "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.ends_with("is a chat model, not an embedding model"), "{reply}");
+
+    // The library knows the embedding model for what it is: listed as
+    // one, shown with Ollama's `embedding` capability, and it does not chat.
+    let (_, library) = server.post("/app/list_models", &json!({}));
+    let listed = library["models"].as_array().unwrap().iter().find(|m| m["name"] == "qwen3_embedding").expect("listed");
+    assert_eq!(listed["kind"], "embedding", "{listed}");
+    let (_, tags) = server.get("/api/tags");
+    assert!(tags["models"].as_array().unwrap().iter().any(|m| m["name"] == "qwen3_embedding"), "{tags}");
+    let (status, shown) = server.post("/api/show", &json!({"model": "qwen3_embedding"}));
+    assert_eq!((status, &shown["capabilities"]), (200, &json!(["embedding"])), "{shown}");
+    let question = json!({"model": "qwen3_embedding", "messages": [{"role": "user", "content": "Hi"}]});
+    let (status, reply) = server.post("/v1/chat/completions", &question);
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("is an embedding model, not a chat model"), "{reply}");
     let (status, reply) = server.post("/v1/embeddings", &json!({"model": "qwen3_embedding", "input": []}));
     assert_eq!(status, 400, "{reply}");
 }

@@ -335,11 +335,8 @@ impl App {
     pub fn usable_model_of_kind(&self, id: &str, kind: ModelKind) -> Result<ModelEntry, ApiError> {
         let entry = self.usable_model(id)?;
         if entry.kind != kind {
-            let wanted = match kind {
-                ModelKind::Text => "a text model (for chat)",
-                ModelKind::Speech => "a speech model",
-            };
-            return Err(ApiError::BadRequest(format!("{} is not {wanted}", entry.name)));
+            let (name, is, wanted) = (&entry.name, entry.kind.described(), kind.described());
+            return Err(ApiError::BadRequest(format!("{name} is {is}, not {wanted}")));
         }
         Ok(entry)
     }

@@ -17,6 +17,7 @@ use crate::models::sources::torch_checkpoint::TorchCheckpoint;
 use crate::models::weights::WeightStore;
 use crate::speech::family::{SpeechFamily, VoiceKind};
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
+use crate::text::embedding::EmbeddingSpec;
 use crate::text::sampling::SamplingOverrides;
 use crate::text::tokenizer::TextTokenizer;
 use anyhow::{bail, Context, Result};
@@ -82,6 +83,19 @@ pub enum ModelKind {
     Text,
     /// Text to speech.
     Speech,
+    /// Text to vectors (an embedding model such as Qwen3-Embedding).
+    Embedding,
+}
+
+impl ModelKind {
+    /// What a model of this kind is, in a sentence ("… is a chat model").
+    pub fn described(self) -> &'static str {
+        match self {
+            Self::Text => "a chat model",
+            Self::Speech => "a speech model",
+            Self::Embedding => "an embedding model",
+        }
+    }
 }
 
 /// What inspecting a model's files found.
@@ -463,8 +477,9 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
     let dtype = most_common(by_dtype);
     let quantization = dtype.clone().filter(|d| !matches!(d.as_str(), "F32" | "F16" | "BF16"));
     let unreadable_vocabulary = TextTokenizer::check_gguf(&file).err();
+    let embeds = EmbeddingSpec::of_gguf_file(&file).ok().flatten().is_some();
     Ok(Inspection {
-        kind: ModelKind::Text,
+        kind: if embeds { ModelKind::Embedding } else { ModelKind::Text },
         voice: None,
         architecture: Some(config.architecture.model_type().into()),
         parameters: Some(parameters),
@@ -507,8 +522,17 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
             Ok(()) => families::from_hf(&hf)?.architecture.model_type().to_string(),
         }
     };
+    let pooling = if speech.is_some() { Ok(None) } else { EmbeddingSpec::of_folder(dir) };
+    let kind = match (speech, &pooling) {
+        (Some(_), _) => ModelKind::Speech,
+        (None, Ok(None)) => ModelKind::Text,
+        (None, _) => ModelKind::Embedding,
+    };
+    if let Err(e) = pooling {
+        refusal = refusal.or(Some(format!("{e:#}")));
+    }
     let mut inspection = Inspection {
-        kind: if speech.is_some() { ModelKind::Speech } else { ModelKind::Text },
+        kind,
         voice: speech.map(SpeechFamily::voice_kind),
         architecture: Some(architecture),
         parameters: None,

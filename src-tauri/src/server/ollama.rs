@@ -81,8 +81,8 @@ pub async fn not_served(Path(rest): Path<String>) -> Response {
     OllamaError(ApiError::NotFound(message)).into_response()
 }
 
-/// The library's complete text models with the name a client types.
-async fn text_models(app: &Arc<App>) -> Result<Vec<(String, ModelEntry)>, ApiError> {
+/// The library's complete chat and embedding models, with the name a client types.
+async fn listed_models(app: &Arc<App>) -> Result<Vec<(String, ModelEntry)>, ApiError> {
     let app = app.clone();
     let models = tokio::task::spawn_blocking(move || app.catalog.list())
         .await
@@ -90,19 +90,23 @@ async fn text_models(app: &Arc<App>) -> Result<Vec<(String, ModelEntry)>, ApiErr
         .map_err(ApiError::server)?;
     Ok(models
         .iter()
-        .filter(|m| m.status == ModelStatus::Complete && m.kind == ModelKind::Text)
+        .filter(|m| m.status == ModelStatus::Complete && m.kind != ModelKind::Speech)
         .map(|m| (Catalog::api_name(m, &models), m.clone()))
         .collect())
 }
 
-/// The text model a client named: `name`, or `name` without Ollama's
-/// default tag `:latest` (only the named model's files are inspected).
-async fn named_model(app: &Arc<App>, name: &str) -> Result<ModelEntry, ApiError> {
+/// The model a client named (of `kind`, or of any kind when `None`):
+/// `name`, or `name` without Ollama's default tag `:latest` (only the named
+/// model's files are inspected).
+async fn named_model(app: &Arc<App>, name: &str, kind: Option<ModelKind>) -> Result<ModelEntry, ApiError> {
     let (app, name) = (app.clone(), name.to_string());
     tokio::task::spawn_blocking(move || {
-        let found = app.usable_model_of_kind(&name, ModelKind::Text);
-        match (found, name.strip_suffix(":latest")) {
-            (Err(ApiError::NotFound(_)), Some(bare)) => app.usable_model_of_kind(bare, ModelKind::Text),
+        let usable = |id: &str| match kind {
+            Some(kind) => app.usable_model_of_kind(id, kind),
+            None => app.usable_model(id),
+        };
+        match (usable(&name), name.strip_suffix(":latest")) {
+            (Err(ApiError::NotFound(_)), Some(bare)) => usable(bare),
             (found, _) => found,
         }
         .map_err(|e| match e {
@@ -168,7 +172,7 @@ fn listing(name: &str, entry: &ModelEntry) -> Value {
 }
 
 pub async fn tags(State(app): State<Arc<App>>) -> Answer {
-    let models = text_models(&app).await?;
+    let models = listed_models(&app).await?;
     let listed: Vec<Value> = models.iter().map(|(name, entry)| listing(name, entry)).collect();
     Ok(Json(json!({"models": listed})).into_response())
 }
@@ -176,7 +180,7 @@ pub async fn tags(State(app): State<Arc<App>>) -> Answer {
 /// The model in memory, as `ollama ps` shows it.
 pub async fn running(State(app): State<Arc<App>>) -> Answer {
     let loaded = app.engine.loaded();
-    let models = text_models(&app).await?;
+    let models = listed_models(&app).await?;
     let running: Vec<Value> = models
         .iter()
         .filter(|(_, entry)| loaded.as_ref().is_some_and(|l| l.id == entry.id))
@@ -200,13 +204,18 @@ struct ShowRequest {
 
 pub async fn show(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let request: ShowRequest = parse(&body, "show")?;
-    let entry = named_model(&app, &request.model).await?;
+    let entry = named_model(&app, &request.model, None).await?;
+    let capabilities = match entry.kind {
+        ModelKind::Embedding => json!(["embedding"]),
+        ModelKind::Text => json!(["completion", "tools"]),
+        ModelKind::Speech => json!([]),
+    };
     let architecture = entry.architecture.clone().unwrap_or_default();
     Ok(Json(json!({
         "modelfile": "", "parameters": "", "template": "",
         "details": details(&entry),
         "model_info": {"general.architecture": architecture, "general.parameter_count": entry.parameters},
-        "capabilities": ["completion"],
+        "capabilities": capabilities,
         "modified_at": modified_at(&entry),
     }))
     .into_response())
@@ -418,7 +427,7 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         }
         messages.push(turn);
     }
-    let id = named_model(&app, &request.model).await?.id;
+    let id = named_model(&app, &request.model, Some(ModelKind::Text)).await?.id;
     let mut args = request.options.into_reply_args(id)?;
     args.format = format;
     // As Ollama does, a conversation longer than the context loses its
@@ -474,7 +483,7 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
     let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools: None };
-    let entry = named_model(&app, &request.model).await?;
+    let entry = named_model(&app, &request.model, Some(ModelKind::Text)).await?;
     if request.prompt.is_empty() {
         // Ollama's way to load a model without generating.
         super::replies::load(app, entry).await?;
@@ -521,7 +530,7 @@ pub async fn embed(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let request: EmbedRequest = parse(&body, "embed")?;
     let input = request.input.ok_or_else(|| ApiError::BadRequest("embed: `input` is missing".into()))?;
     let texts = super::openai_embeddings::input_texts(input)?;
-    let entry = named_model(&app, &request.model).await?;
+    let entry = named_model(&app, &request.model, Some(ModelKind::Embedding)).await?;
     let (embeddings, tokens) = super::replies::embed(app, entry, texts, request.truncate != Some(false)).await?;
     let ns = started.elapsed().as_nanos() as u64;
     let answer = json!({"model": request.model, "embeddings": embeddings, "total_duration": ns,
@@ -533,7 +542,7 @@ pub async fn embed(State(app): State<Arc<App>>, body: Bytes) -> Answer {
 pub async fn embeddings(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let request: EmbedRequest = parse(&body, "embeddings")?;
     let prompt = request.prompt.ok_or_else(|| ApiError::BadRequest("embeddings: `prompt` is missing".into()))?;
-    let entry = named_model(&app, &request.model).await?;
+    let entry = named_model(&app, &request.model, Some(ModelKind::Embedding)).await?;
     let (mut embeddings, _) = super::replies::embed(app, entry, vec![prompt], true).await?;
     Ok(Json(json!({"embedding": embeddings.pop().unwrap_or_default()})).into_response())
 }

@@ -55,7 +55,7 @@ pub async fn embeddings(State(app): State<Arc<App>>, body: Bytes) -> Result<Resp
     };
     let texts = input_texts(request.input)?;
     let (lookup, name) = (app.clone(), request.model.clone());
-    let model = tokio::task::spawn_blocking(move || lookup.usable_model_of_kind(&name, ModelKind::Text))
+    let model = tokio::task::spawn_blocking(move || lookup.usable_model_of_kind(&name, ModelKind::Embedding))
         .await
         .map_err(|e| ApiError::Server(e.to_string()))??;
     let (vectors, tokens) = embed(app, model, texts, false).await?;

@@ -9,6 +9,7 @@
 //! says nothing and has no embeddings.
 
 use super::model::TextModel;
+use crate::formats::gguf::GgufFile;
 use crate::models::context::PREFILL_CHUNK;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Tensor, D};
@@ -58,6 +59,12 @@ impl EmbeddingSpec {
             bail!("{}: a pooling mode Cake does not compute (last token, mean or first only)", config_path.display());
         };
         Ok(Some(Self { pooling, normalize: modules.iter().any(|m| kind(m, ".Normalize")) }))
+    }
+
+    /// What the GGUF `file`'s `{architecture}.pooling_type` says.
+    pub fn of_gguf_file(file: &GgufFile) -> Result<Option<Self>> {
+        let arch = file.get_str("general.architecture").unwrap_or_default();
+        Ok(Self::of_gguf(file.get_f64(&format!("{arch}.pooling_type"))?))
     }
 
     /// What a GGUF file's `pooling_type` says (llama.cpp: 1 mean, 2 first,

@@ -194,10 +194,7 @@ impl TextSide {
         let mut sampling_defaults = SamplingParams::default();
         let embedding = match checkpoint {
             Checkpoint::Folder { dir, .. } => EmbeddingSpec::of_folder(dir)?,
-            Checkpoint::Gguf { file, .. } => {
-                let arch = file.get_str("general.architecture").unwrap_or_default();
-                EmbeddingSpec::of_gguf(file.get_f64(&format!("{arch}.pooling_type"))?)
-            }
+            Checkpoint::Gguf { file, .. } => EmbeddingSpec::of_gguf_file(file)?,
         };
         let (tokenizer, chat_template_source) = match checkpoint {
             Checkpoint::Folder { dir, .. } => {

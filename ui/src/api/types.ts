@@ -3,8 +3,8 @@
 
 export type ModelSource = "default" | "hf-cache" | "imported";
 export type ModelStatus = "complete" | "incomplete" | "not-a-model" | "unsupported";
-/** What a model makes: chat replies ("text") or audio from a script ("speech"). */
-export type ModelKind = "text" | "speech";
+/** What a model makes: chat replies ("text"), audio from a script ("speech") or vectors of texts ("embedding"). */
+export type ModelKind = "text" | "speech" | "embedding";
 /**
  * What a speech model speaks in, and what a voice is: a WAV voice prompt per
  * speaker of a `Speaker N:` script (VibeVoice-1.5B), or one voice preset for

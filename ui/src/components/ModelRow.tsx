@@ -1,7 +1,7 @@
 // One model of the library: its facts, status, and Load / Delete actions.
 
 import { useState } from "preact/hooks";
-import type { ModelEntry } from "../api/types";
+import type { ModelEntry, ModelKind } from "../api/types";
 import { formatBytes, formatParameters } from "../lib/format";
 import { modelKind } from "../state/app-state";
 import { useAppState, useCake } from "./context";
@@ -14,6 +14,8 @@ const STATUS_LABELS: Record<ModelEntry["status"], string> = {
   "not-a-model": "Not a model",
   unsupported: "Unsupported",
 };
+
+const KIND_LABELS: Record<ModelKind, string> = { text: "Chat", speech: "Speech", embedding: "Embeddings" };
 
 export function ModelRow({ model }: { model: ModelEntry }) {
   const state = useAppState();
@@ -36,9 +38,17 @@ export function ModelRow({ model }: { model: ModelEntry }) {
           <span class={`badge status-${model.status}`} data-testid="model-status">
             {STATUS_LABELS[model.status]}
           </span>
-          {modelKind(model) === "speech" ? (
-            <span class="badge kind-badge" data-testid="model-kind">
-              Speech
+          {modelKind(model) !== "text" ? (
+            <span
+              class="badge kind-badge"
+              data-testid="model-kind"
+              title={
+                modelKind(model) === "embedding"
+                  ? "Makes embeddings for /v1/embeddings and /api/embed; it does not chat"
+                  : undefined
+              }
+            >
+              {KIND_LABELS[modelKind(model)]}
             </span>
           ) : null}
           {loaded ? (

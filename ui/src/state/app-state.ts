@@ -157,10 +157,10 @@ export function initialState(prefs: Prefs): AppState {
 
 /** A model's kind; a missing `kind` (an older backend) means a text model. */
 export function modelKind(model: Pick<ModelEntry, "kind">): ModelKind {
-  return model.kind === "speech" ? "speech" : "text";
+  return model.kind ?? "text";
 }
 
-/** The complete models of one kind: text models chat, speech models speak. */
+/** The complete models of one kind: text models chat, speech models speak, embedding models serve the API. */
 export function completeModels(state: AppState, kind: ModelKind = "text"): ModelEntry[] {
   return state.models.filter((model) => model.status === "complete" && modelKind(model) === kind);
 }
