@@ -257,3 +257,52 @@ fn a_worker_added_by_address_is_remembered_and_joins_the_plan() {
         assert!(hidden_stage["layers"][1].as_u64() > hidden_stage["layers"][0].as_u64(), "it holds layers: {status}");
     });
 }
+
+/// The fastest of three loads of `id` (each after an unload), in seconds.
+fn fastest_load(server: &Server, id: &str) -> f64 {
+    (0..3)
+        .map(|_| {
+            call(server, "unload_model", json!({}));
+            let started = std::time::Instant::now();
+            let (status, events) = server.stream("/app/load_model", &json!({"id": id}), |_, _| true);
+            assert_eq!(status, 200);
+            assert!(events.last().unwrap().contains("\"done\""), "{events:?}");
+            started.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// A key saved on a machine with no workers around costs a load no time:
+/// the workers are watched for in the background, and a load waits for
+/// no one (it once browsed for the whole discovery time, 2 s and more).
+#[test]
+fn a_saved_key_with_no_workers_costs_a_load_no_time() {
+    let place = Place::new("lonely");
+    let root = tempfile::tempdir().unwrap();
+    let data = common::server::data_dir_with_default_model(&root.path().join("data"));
+    let app = Server::start_command(
+        place.command(env!("CARGO_BIN_EXE_cake")),
+        &data,
+        &root.path().join("hf"),
+        &[],
+        &[("CAKE_KEYRING", "off")],
+    );
+    place.run(|| {
+        let without_key = fastest_load(&app, "default");
+        let status = call(
+            &app,
+            "set_cluster_settings",
+            json!({"key": "a key for no one", "mdns_interfaces": ["lo"], "discovery_timeout_s": 2}),
+        );
+        assert_eq!(status["role"], "master", "{status}");
+        // The first discovery window after the key was saved passes.
+        std::thread::sleep(std::time::Duration::from_millis(2200));
+        let with_key = fastest_load(&app, "default");
+        assert!(
+            with_key - without_key < 0.3,
+            "a load took {with_key:.2} s with a key and no workers, {without_key:.2} s without a key"
+        );
+        let status = call(&app, "cluster_status", json!({}));
+        assert_eq!(status["run"]["ready"], true, "the model runs on this machine alone: {status}");
+    });
+}

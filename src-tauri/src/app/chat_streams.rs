@@ -94,7 +94,7 @@ impl<'m> RequestMaker<'m> {
             prompt_opens_block.set(text.trim_end().ends_with(THINK_OPEN));
             if text.len() > most_bytes {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
-                return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
+                return Err(PromptTooLong::new(at_least, context, true).into());
             }
             let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
             tokenizer.encode_chat(&text, &written)
@@ -105,17 +105,33 @@ impl<'m> RequestMaker<'m> {
         request.prompt_tokens = match &job.prompt {
             Prompt::Text(text) if text.len() > most_bytes => {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
-                return Err(PromptTooLong { tokens: at_least, context, at_least: true }.into());
+                return Err(PromptTooLong::new(at_least, context, true).into());
             }
             Prompt::Text(text) => tokenizer.encode(text, true)?,
             Prompt::Conversation { messages, .. } if job.drop_oldest_turns => {
-                // Room for a reply: the whole budget, or a quarter of the context.
-                let reserve = job.max_tokens.min(context / 4);
-                let fitted = drop_oldest_turns(messages, context, reserve, tokenize)?;
+                let fitted = drop_oldest_turns(messages, context, reply_room(job, context), tokenize)?;
                 dropped_messages = fitted.dropped_messages;
                 fitted.tokens
             }
-            Prompt::Conversation { messages, .. } => tokenize(messages)?,
+            Prompt::Conversation { messages, .. } => {
+                // Too long: say whether leaving out the oldest turns would do.
+                let overflow = |too_long: PromptTooLong| {
+                    match drop_oldest_turns(messages, context, reply_room(job, context), tokenize) {
+                        Err(alone) if alone.is::<PromptTooLong>() => alone,
+                        _ => too_long.into(),
+                    }
+                };
+                match tokenize(messages) {
+                    Ok(tokens) if tokens.len() >= context => {
+                        return Err(overflow(PromptTooLong::new(tokens.len(), context, false)))
+                    }
+                    Ok(tokens) => tokens,
+                    Err(error) => match error.downcast::<PromptTooLong>() {
+                        Ok(too_long) => return Err(overflow(too_long)),
+                        Err(error) => return Err(error),
+                    },
+                }
+            }
         };
         request.max_new_tokens = job.max_tokens;
         request.logprobs = job.logprobs;
@@ -147,6 +163,12 @@ impl<'m> RequestMaker<'m> {
         }
         Ok(MadeRequest { request, dropped_messages, reply: ReplyText::new(reasoning, calls) })
     }
+}
+
+/// Room a conversation keeps for its reply when its oldest turns are left
+/// out: the whole budget, or a quarter of the context.
+fn reply_room(job: &ChatJob, context: usize) -> usize {
+    job.max_tokens.min(context / 4)
 }
 
 /// What [`RequestMaker::make`] gives.
@@ -224,8 +246,12 @@ impl ReplyText {
 /// The event for a chat that failed: the request's fault when its prompt
 /// does not fit or spells a special token the template hides.
 pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
-    let kind = if error.downcast_ref::<PromptTooLong>().is_some() {
-        ErrorKind::PromptTooLong
+    let kind = if let Some(too_long) = error.downcast_ref::<PromptTooLong>() {
+        if too_long.last_turn_alone {
+            ErrorKind::LastTurnTooLong
+        } else {
+            ErrorKind::PromptTooLong
+        }
     } else if error.downcast_ref::<SpecialTokenInMessage>().is_some()
         || error.downcast_ref::<BadOutputFormat>().is_some()
     {
@@ -350,7 +376,7 @@ impl<'m> Answering<'m> {
     }
 
     fn is_over(&self) -> bool {
-        self.failed.is_some() || self.stream.phase() == Phase::Finished
+        self.failed.is_some() || self.stream.phase() == Phase::Finished || self.state.cancel.load(Ordering::Relaxed)
     }
 
     /// KV cache positions the chat holds (its prompt counted whole from
@@ -395,10 +421,13 @@ impl<'m> Answering<'m> {
 
     /// Sends the chat's last event: its error, or the reply and its stats.
     fn end(self, cache: &mut PromptCache) {
-        let Self { stream, mut state, failed, .. } = self;
+        let Self { mut stream, mut state, failed, .. } = self;
         if let Some(event) = failed {
             (state.sink)(event);
             return;
+        }
+        if state.cancel.load(Ordering::Relaxed) {
+            stream.cancel();
         }
         let tokenizer = stream.model().tokenizer.as_ref();
         let finished = stream.finish(cache, &mut |event: GenerationEvent| state.relay(event));
@@ -476,6 +505,8 @@ pub fn answer_together(
                 let prepared = preparing.pop_front().expect("not empty").join();
                 waiting.extend(prepared.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
             }
+            // Stopped chats end before another is let in beside them.
+            answering = end_finished(std::mem::take(&mut answering), cache);
             admit(model, cache, &mut waiting, &mut answering, budget);
             if answering.is_empty() {
                 if preparing.is_empty() {

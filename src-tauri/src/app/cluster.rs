@@ -8,7 +8,7 @@
 
 use super::key_store::{KeyStorage, KeyStore};
 use crate::cluster::cluster_key::ClusterKey;
-use crate::cluster::discovery::{advertise, Advertisement, MdnsScope};
+use crate::cluster::discovery::{advertise, Advertisement, DiscoveryWatch, MdnsScope};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::monitor::ClusterMonitor;
 use crate::cluster::prediction::Preview;
@@ -123,6 +123,9 @@ struct ControlState {
     worker: Option<ServingWorker>,
     /// Why the worker could not start.
     worker_error: Option<String>,
+    /// As a master with a key: the workers seen in the background, so a
+    /// load waits for no one.
+    discovery: Option<Arc<DiscoveryWatch>>,
 }
 
 /// Owns the cluster settings and the role they give this machine.
@@ -164,6 +167,7 @@ impl ClusterControl {
                 from_command_line: command_line,
                 worker: None,
                 worker_error: None,
+                discovery: None,
             }),
         };
         control.take_up_role(&mut control.state.lock().expect("cluster state"));
@@ -190,6 +194,7 @@ impl ClusterControl {
         settings.name = state.prefs.worker_name.clone();
         settings.monitor = self.monitor.clone();
         settings.remembered_workers = state.prefs.worker_addresses.clone();
+        settings.discovery = state.discovery.clone();
         Some(settings)
     }
 
@@ -254,14 +259,20 @@ impl ClusterControl {
         Ok(())
     }
 
-    /// Starts or stops the worker to match the settings.
+    /// Starts or stops the worker (or, as a master with a key, the
+    /// background watch for workers) to match the settings.
     fn take_up_role(&self, state: &mut ControlState) {
         // Restart the worker so that a new key, name or port takes effect.
         if let Some(worker) = state.worker.take() {
             worker.running.stop();
         }
         state.worker_error = None;
-        if !state.prefs.join_as_worker || state.from_command_line.is_some() {
+        state.discovery = None;
+        if state.from_command_line.is_some() {
+            return;
+        }
+        if !state.prefs.join_as_worker {
+            state.discovery = self.watch_for_workers(state);
             return;
         }
         let Some((text, _)) = &state.key else { return };
@@ -270,6 +281,19 @@ impl ClusterControl {
             Err(e) => {
                 tracing::warn!("cannot join as a worker: {e:#}");
                 state.worker_error = Some(format!("{e:#}"));
+            }
+        }
+    }
+
+    /// As a master with a key: starts watching for workers (none without a
+    /// key, or when mDNS cannot start, said in the log).
+    fn watch_for_workers(&self, state: &ControlState) -> Option<Arc<DiscoveryWatch>> {
+        let key = ClusterKey::from_passphrase(&state.key.as_ref()?.0).ok()?;
+        match DiscoveryWatch::start(&key, &scope(&state.prefs)) {
+            Ok(watch) => Some(Arc::new(watch)),
+            Err(e) => {
+                tracing::warn!("cannot watch for workers in the background ({e:#}); each load looks for them");
+                None
             }
         }
     }

@@ -13,8 +13,8 @@ use super::App;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::files::hf_cache;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
-use crate::library::download::{DownloadProgress, Downloader};
-use crate::library::hub::HubConnection;
+use crate::library::download::{DownloadError, DownloadProgress, Downloader};
+use crate::library::hub::{HubConnection, HubUnreachable};
 use crate::speech::family::VoiceKind;
 use crate::speech::model::Voices;
 use crate::speech::vibevoice::generate::SpeechSettings;
@@ -22,8 +22,7 @@ use crate::text::chat_template::{ChatMessage, RenderOptions};
 use crate::text::logprobs::MAX_TOP_LOGPROBS;
 use crate::text::tool_calls::{tool_name, ToolChoice};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// The smallest `context_length` a chat may ask for: room for a template's
 /// markers, a short message and a reply.
@@ -67,10 +66,10 @@ impl App {
             }
             Command::SearchConversations { query } => Ok(json!({"conversations": self.conversations.search(&query)?})),
             Command::SearchHub { query } => {
-                Ok(json!({"models": HubConnection::from_env().search_models(&query).map_err(ApiError::server)?}))
+                Ok(json!({"models": HubConnection::from_env().search_models(&query).map_err(ApiError::of_hub)?}))
             }
             Command::HubFiles { repo_id } => {
-                Ok(serde_json::to_value(HubConnection::from_env().gguf_files(&repo_id).map_err(ApiError::server)?)
+                Ok(serde_json::to_value(HubConnection::from_env().gguf_files(&repo_id).map_err(ApiError::of_hub)?)
                     .expect("file lists serialize"))
             }
             Command::DeleteConversation { id } => {
@@ -146,11 +145,11 @@ impl App {
         Ok(serde_json::to_value(voice).expect("voices serialize"))
     }
 
-    /// Starts a streaming command. Errors found before any work starts are
+    /// Starts a streaming command, stopped when `cancel` is raised (or its
+    /// `cancel_stream` comes). Errors found before any work starts are
     /// returned; later ones arrive as an `error` event.
-    pub fn stream(&self, request: CommandRequest, sink: EventSink) -> Result<(), ApiError> {
+    pub fn stream(&self, request: CommandRequest, sink: EventSink, cancel: CancelFlag) -> Result<(), ApiError> {
         let _span = tracing::info_span!("command", name = %request.name).entered();
-        let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
         let sink = self.register_stream(request.stream_id, cancel.clone(), sink);
         match request.command {
             Command::LoadModel { id } => {
@@ -398,9 +397,15 @@ fn download(
         Some(file) => (downloader.download_gguf(&repo_id, file, &mut on_progress), format!("hf:{repo_id}/{file}")),
         None => (downloader.download(&repo_id, &mut on_progress), format!("hf:{repo_id}")),
     };
-    let result = downloaded.map_err(anyhow::Error::from).and_then(|_| catalog.find(&id));
+    // The failure itself, not wrapped, so that its kind can be told.
+    let unwrapped = |error: DownloadError| match error {
+        DownloadError::Failed(error) => error,
+        cancelled => anyhow::Error::from(cancelled),
+    };
+    let result = downloaded.map_err(unwrapped).and_then(|_| catalog.find(&id));
     sink(match result {
         Ok(model) => EngineEvent::Done(Done::Model { model }),
+        Err(e) if HubUnreachable::is_in(&e) => EngineEvent::error(ErrorKind::HubUnreachable, format!("{e:#}")),
         Err(e) => EngineEvent::error(ErrorKind::Failed, format!("{e:#}")),
     });
 }

@@ -1,5 +1,6 @@
 //! Errors as the UI and the OpenAI API see them.
 
+use super::events::ErrorKind;
 use serde_json::{json, Value};
 
 /// An error with the class of HTTP status it maps to.
@@ -13,6 +14,9 @@ pub enum ApiError {
     Server(String),
     /// What would serve it is not there now; retrying later may work (503).
     Unavailable(String),
+    /// The model hub cannot be reached (no internet connection) (503,
+    /// code `hub_unreachable`, which the app explains in plain words).
+    HubUnreachable(String),
 }
 
 /// Seconds a client is asked to wait before retrying an `Unavailable` request.
@@ -20,17 +24,22 @@ pub const RETRY_AFTER_S: u32 = 5;
 
 impl ApiError {
     /// A failed stream's error, by the kind the engine gave it.
-    pub fn from_kind(kind: super::events::ErrorKind, message: String) -> Self {
+    pub fn from_kind(kind: ErrorKind, message: String) -> Self {
         match kind {
-            super::events::ErrorKind::BadRequest | super::events::ErrorKind::PromptTooLong => Self::BadRequest(message),
-            super::events::ErrorKind::Failed => Self::Server(message),
-            super::events::ErrorKind::Unavailable => Self::Unavailable(message),
+            ErrorKind::BadRequest | ErrorKind::PromptTooLong | ErrorKind::LastTurnTooLong => Self::BadRequest(message),
+            ErrorKind::Failed => Self::Server(message),
+            ErrorKind::Unavailable => Self::Unavailable(message),
+            ErrorKind::HubUnreachable => Self::HubUnreachable(message),
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Self::BadRequest(m) | Self::NotFound(m) | Self::Server(m) | Self::Unavailable(m) => m,
+            Self::BadRequest(m)
+            | Self::NotFound(m)
+            | Self::Server(m)
+            | Self::Unavailable(m)
+            | Self::HubUnreachable(m) => m,
         }
     }
 
@@ -39,7 +48,7 @@ impl ApiError {
             Self::BadRequest(_) => 400,
             Self::NotFound(_) => 404,
             Self::Server(_) => 500,
-            Self::Unavailable(_) => 503,
+            Self::Unavailable(_) | Self::HubUnreachable(_) => 503,
         }
     }
 
@@ -48,9 +57,23 @@ impl ApiError {
         let kind = match self {
             Self::BadRequest(_) => "invalid_request_error",
             Self::NotFound(_) => "not_found_error",
-            Self::Server(_) | Self::Unavailable(_) => "server_error",
+            Self::Server(_) | Self::Unavailable(_) | Self::HubUnreachable(_) => "server_error",
         };
-        json!({"error": {"message": self.message(), "type": kind, "param": null, "code": null}})
+        let code = match self {
+            Self::HubUnreachable(_) => json!(ErrorKind::HubUnreachable),
+            _ => Value::Null,
+        };
+        json!({"error": {"message": self.message(), "type": kind, "param": null, "code": code}})
+    }
+
+    /// A failure asking the model hub: [`Self::HubUnreachable`] where it
+    /// could not be reached, else the machine's (500).
+    pub fn of_hub(error: anyhow::Error) -> Self {
+        if crate::library::hub::HubUnreachable::is_in(&error) {
+            Self::HubUnreachable(format!("{error:#}"))
+        } else {
+            Self::server(error)
+        }
     }
 
     /// A failure on the serving side, with its causes.

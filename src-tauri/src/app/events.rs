@@ -126,11 +126,16 @@ pub enum ErrorKind {
     /// The request's fault too: the conversation does not fit the context
     /// (the UI then offers to leave out its oldest turns).
     PromptTooLong,
+    /// The request's fault: even the system prompt and the last turn alone
+    /// do not fit, so leaving out older turns cannot help.
+    LastTurnTooLong,
     /// Something failed while serving a valid request.
     Failed,
     /// The machines to serve it are not there now (a cluster's workers
     /// cannot be reached); asking again later may work.
     Unavailable,
+    /// The model hub cannot be reached: no internet connection.
+    HubUnreachable,
 }
 
 fn is_zero(count: &usize) -> bool {

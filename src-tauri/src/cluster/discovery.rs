@@ -2,18 +2,21 @@
 //!
 //! A worker advertises its name, the protocol version and the public
 //! cluster id of a generated key (nothing derived from the secret, see
-//! [`super::cluster_key`]); a master browses for a while and keeps the
-//! workers with its own cluster id, or, with a typed key, those without
-//! one (the handshake then tells who shares the key). Both
+//! [`super::cluster_key`]); a master browses for a while (or keeps a
+//! [`DiscoveryWatch`] up to date in the background, so that a load waits for
+//! no one) and keeps the workers with its own cluster id, or, with a typed
+//! key, those without one (the handshake then tells who shares the key). Both
 //! can be restricted to named interfaces; `lo` means IPv4 loopback only,
 //! which keeps every packet on this machine (what tests use).
 
 use super::cluster_key::{ClusterId, ClusterKey};
 use super::secure_channel::PROTOCOL_VERSION;
 use anyhow::Result;
-use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
+use mdns_sd::{IfKind, RecvTimeoutError, ResolvedService, ServiceDaemon, ServiceEvent, ServiceInfo};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const SERVICE_TYPE: &str = "_cake._tcp.local.";
@@ -125,25 +128,98 @@ pub fn browse(key: &ClusterKey, timeout: Duration, scope: &MdnsScope) -> Result<
     let deadline = Instant::now() + timeout;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         let Ok(event) = events.recv_timeout(left) else { break };
-        let ServiceEvent::ServiceResolved(service) = event else { continue };
-        let their_id = service.get_property_val_str(CLUSTER_ID_PROPERTY).and_then(ClusterId::parse);
-        let same_cluster = their_id.as_ref() == key.id();
-        let mut addresses: Vec<IpAddr> = service.get_addresses_v4().into_iter().map(IpAddr::V4).collect();
-        // On loopback, use 127.0.0.1; on a LAN, a LAN address first.
-        let loopback_only = scope.loopback_only();
-        addresses.sort_by_key(|a| a.is_loopback() != loopback_only);
-        let Some(ip) = addresses.first().copied() else { continue };
-        let name = service.get_property_val_str("name").unwrap_or("worker").to_string();
-        let version = service.get_property_val_str("v").and_then(|v| v.parse().ok()).unwrap_or(0);
-        found.insert(
-            service.get_fullname().to_string(),
-            FoundWorker { name, address: SocketAddr::new(ip, service.get_port()), version, same_cluster },
-        );
+        note(&mut found, event, key, scope);
     }
     let _ = daemon.shutdown();
+    Ok(in_name_order(found))
+}
+
+/// `event` applied to the workers `found` so far (by service name): a
+/// resolved advertisement added, a withdrawn one removed.
+fn note(found: &mut BTreeMap<String, FoundWorker>, event: ServiceEvent, key: &ClusterKey, scope: &MdnsScope) {
+    match event {
+        ServiceEvent::ServiceResolved(service) => {
+            if let Some(worker) = found_worker(&service, key, scope) {
+                found.insert(service.get_fullname().to_string(), worker);
+            }
+        }
+        ServiceEvent::ServiceRemoved(_, fullname) => {
+            found.remove(&fullname);
+        }
+        _ => {}
+    }
+}
+
+/// The worker an advertisement describes (`None` without an IPv4 address).
+fn found_worker(service: &ResolvedService, key: &ClusterKey, scope: &MdnsScope) -> Option<FoundWorker> {
+    let their_id = service.get_property_val_str(CLUSTER_ID_PROPERTY).and_then(ClusterId::parse);
+    let same_cluster = their_id.as_ref() == key.id();
+    let mut addresses: Vec<IpAddr> = service.get_addresses_v4().into_iter().map(IpAddr::V4).collect();
+    // On loopback, use 127.0.0.1; on a LAN, a LAN address first.
+    let loopback_only = scope.loopback_only();
+    addresses.sort_by_key(|a| a.is_loopback() != loopback_only);
+    let ip = addresses.first().copied()?;
+    let name = service.get_property_val_str("name").unwrap_or("worker").to_string();
+    let version = service.get_property_val_str("v").and_then(|v| v.parse().ok()).unwrap_or(0);
+    Some(FoundWorker { name, address: SocketAddr::new(ip, service.get_port()), version, same_cluster })
+}
+
+fn in_name_order(found: BTreeMap<String, FoundWorker>) -> Vec<FoundWorker> {
     let mut workers: Vec<FoundWorker> = found.into_values().collect();
     workers.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
-    Ok(workers)
+    workers
+}
+
+/// Workers seen on the network, kept up to date in the background from
+/// when the watch starts (a master with a key keeps one), so that a model
+/// load asks it instead of browsing and waiting for answers. Stops when
+/// dropped.
+pub struct DiscoveryWatch {
+    daemon: ServiceDaemon,
+    seen: Arc<Mutex<BTreeMap<String, FoundWorker>>>,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+}
+
+/// How often the watch's thread looks whether it should stop.
+const WATCH_POLL: Duration = Duration::from_millis(500);
+
+impl DiscoveryWatch {
+    /// Starts watching for the workers of `key`'s cluster (and others) in `scope`.
+    pub fn start(key: &ClusterKey, scope: &MdnsScope) -> Result<Self> {
+        let daemon = scope.daemon()?;
+        let events = daemon.browse(SERVICE_TYPE).map_err(|e| anyhow::anyhow!("cannot browse mDNS: {e}"))?;
+        let seen: Arc<Mutex<BTreeMap<String, FoundWorker>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (shared, stopping, key, scope) = (seen.clone(), stop.clone(), key.clone(), scope.clone());
+        std::thread::Builder::new().name("cake-mdns-watch".into()).spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                match events.recv_timeout(WATCH_POLL) {
+                    Ok(event) => note(&mut shared.lock().expect("workers seen"), event, &key, &scope),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        })?;
+        Ok(Self { daemon, seen, stop, started: Instant::now() })
+    }
+
+    /// The workers seen, in name order, once `window` has passed since the
+    /// watch started: only a load right after it started waits, for the
+    /// rest of that window.
+    pub fn seen_after(&self, window: Duration) -> Vec<FoundWorker> {
+        if let Some(left) = (self.started + window).checked_duration_since(Instant::now()) {
+            std::thread::sleep(left);
+        }
+        in_name_order(self.seen.lock().expect("workers seen").clone())
+    }
+}
+
+impl Drop for DiscoveryWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.daemon.shutdown();
+    }
 }
 
 /// Parses `--mdns-iface` values.

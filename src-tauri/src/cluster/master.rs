@@ -8,7 +8,7 @@
 use super::assignment::{plan_with_fixed, NodeCapacity, Plan};
 use super::cluster_key::ClusterKey;
 use super::decode_steps::DecodeSteps;
-use super::discovery::{browse, MdnsScope};
+use super::discovery::{browse, DiscoveryWatch, MdnsScope};
 use super::machine;
 use super::monitor::{ClusterMonitor, MachineState, MachineView};
 use super::prediction::{self, preview, Preview};
@@ -224,6 +224,9 @@ pub struct ClusterSettings {
     pub topology: Option<Topology>,
     pub mdns: MdnsScope,
     pub discovery_timeout: Duration,
+    /// Workers seen in the background: asked instead of browsing for
+    /// `discovery_timeout` at each load (the app keeps one).
+    pub discovery: Option<Arc<DiscoveryWatch>>,
     /// Bytes of memory this machine may give the model (default: nine tenths of its available memory).
     pub master_memory: Option<u64>,
     /// Where the cluster view reads what the master sees.
@@ -299,6 +302,7 @@ impl ClusterSettings {
             topology: None,
             mdns,
             discovery_timeout,
+            discovery: None,
             master_memory: None,
             monitor: Arc::default(),
             wire_format: WireFormat::F32,
@@ -337,7 +341,11 @@ impl ClusterSettings {
         }
         self.monitor.forget_machines();
         let mut candidates = Vec::new();
-        for found in browse(&self.key, self.discovery_timeout, &self.mdns)? {
+        let found = match &self.discovery {
+            Some(watch) => watch.seen_after(self.discovery_timeout),
+            None => browse(&self.key, self.discovery_timeout, &self.mdns)?,
+        };
+        for found in found {
             if found.same_cluster {
                 tracing::info!("found worker {}", found.describe());
                 candidates.push(Candidate {

@@ -9,6 +9,7 @@
 
 mod tray;
 
+use crate::app::engine::CancelFlag;
 use crate::app::events::EngineEvent;
 use crate::app::request::CommandRequest;
 use crate::app::App;
@@ -22,13 +23,15 @@ use std::sync::Arc;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Manager, RunEvent, State, WebviewWindowBuilder};
 
+/// A command's answer, or its error as the HTTP API writes it
+/// (`{"error": {"message", "code", …}}`), so the UI reads both alike.
 #[tauri::command]
-async fn app_call(app: State<'_, Arc<App>>, command: String, args: Value) -> Result<Value, String> {
+async fn app_call(app: State<'_, Arc<App>>, command: String, args: Value) -> Result<Value, Value> {
     let app = app.inner().clone();
     tauri::async_runtime::spawn_blocking(move || app.call(CommandRequest::parse(&command, args)?))
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.message().to_string())
+        .map_err(|e| serde_json::json!({"error": {"message": e.to_string()}}))?
+        .map_err(|e| e.body())
 }
 
 #[tauri::command]
@@ -40,10 +43,12 @@ async fn app_stream(
 ) -> Result<(), String> {
     let app = app.inner().clone();
     let sink = Box::new(move |event: EngineEvent| events.send(event).is_ok());
-    tauri::async_runtime::spawn_blocking(move || app.stream(CommandRequest::parse(&command, args)?, sink))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.message().to_string())
+    tauri::async_runtime::spawn_blocking(move || {
+        app.stream(CommandRequest::parse(&command, args)?, sink, CancelFlag::default())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.message().to_string())
 }
 
 /// Whether a graphical session is available (on Linux: X11 or Wayland).

@@ -9,7 +9,7 @@
 //! `models--org--name/blobs/<etag>` with `snapshots/<commit>/<file>` links.
 //! `HF_ENDPOINT` points it at another hub (the tests' local one).
 
-use super::hub::HubConnection;
+use super::hub::{HubConnection, HubUnreachable};
 use crate::files::hf_cache;
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError};
@@ -228,7 +228,9 @@ impl Downloader {
         let response = match self.request("HEAD", url).call() {
             Ok(r) => r,
             Err(ureq::Error::Status(code, _)) => bail!("{}", status_message(repo_id, code)),
-            Err(e) => bail!("cannot reach the hub for {repo_id}/{name}: {e}"),
+            Err(e) => {
+                return Err(HubUnreachable { doing: format!("for {repo_id}/{name}"), cause: e.to_string() }.into())
+            }
         };
         let header = |key: &str| response.header(key).map(|v| v.trim_matches('"').to_string());
         let etag = header("x-linked-etag")
@@ -339,7 +341,10 @@ impl Downloader {
                 }
                 Ok(r) => return Ok(r),
                 Err(ureq::Error::Status(code, _)) => bail!("{}", status_message(repo_id, code)),
-                Err(e) => bail!("cannot download from the hub: {e}"),
+                Err(e) => {
+                    let doing = format!("downloading {repo_id}");
+                    return Err(HubUnreachable { doing, cause: e.to_string() }.into());
+                }
             }
         }
         bail!("too many redirects downloading {url}")
@@ -380,7 +385,7 @@ fn hub_error(repo_id: &str, error: ApiError) -> anyhow::Error {
     match error {
         ApiError::RequestError(e) => match *e {
             ureq::Error::Status(code, _) => anyhow::anyhow!(status_message(repo_id, code)),
-            other => anyhow::anyhow!("cannot reach the hub for {repo_id}: {other}"),
+            other => HubUnreachable { doing: format!("for {repo_id}"), cause: other.to_string() }.into(),
         },
         other => anyhow::anyhow!("cannot list the files of {repo_id}: {other}"),
     }

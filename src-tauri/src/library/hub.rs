@@ -11,6 +11,32 @@ use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::time::Duration;
 
+/// The hub could not be reached at all (no network, no DNS, the
+/// connection refused): not an answer of the hub but its absence, which
+/// the app tells the person as being offline, with what else to do.
+#[derive(Debug)]
+pub struct HubUnreachable {
+    /// What was being done ("searching for models", "downloading org/name").
+    pub doing: String,
+    /// The network library's own words.
+    pub cause: String,
+}
+
+impl std::fmt::Display for HubUnreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot reach the hub {}: {}", self.doing, self.cause)
+    }
+}
+
+impl std::error::Error for HubUnreachable {}
+
+impl HubUnreachable {
+    /// Whether `error` or one of its causes is this.
+    pub fn is_in(error: &anyhow::Error) -> bool {
+        error.chain().any(|cause| cause.is::<Self>())
+    }
+}
+
 /// Repositories a search returns at most.
 const SEARCH_LIMIT: usize = 30;
 /// Files of one repository listed at most.
@@ -129,7 +155,10 @@ impl HubConnection {
         let response = match self.request("GET", &url).call() {
             Ok(response) => response,
             Err(ureq::Error::Status(code, _)) => bail!("the hub answered HTTP {code} to {what}"),
-            Err(e) => bail!("cannot reach the hub at {} for {what}: {e}", self.endpoint),
+            Err(e) => {
+                let doing = format!("at {} for {what}", self.endpoint);
+                return Err(HubUnreachable { doing, cause: e.to_string() }.into());
+            }
         };
         let mut body = Vec::new();
         response

@@ -64,7 +64,7 @@ fn error_response(error: &ApiError) -> Response {
     let kind = match error {
         ApiError::BadRequest(_) => "invalid_request_error",
         ApiError::NotFound(_) => "not_found_error",
-        ApiError::Server(_) => "api_error",
+        ApiError::Server(_) | ApiError::HubUnreachable(_) => "api_error",
         ApiError::Unavailable(_) => "overloaded_error",
     };
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -24,7 +24,7 @@ pub mod openai_speech;
 pub mod replies;
 mod ui_assets;
 
-use crate::app::engine::EventSink;
+use crate::app::engine::{CancelFlag, EventSink};
 use crate::app::error::ApiError;
 use crate::app::events::EngineEvent;
 use crate::app::request::CommandRequest;
@@ -220,10 +220,19 @@ pub fn refuse_if_used(field: &str, value: &Option<Value>, what: &str) -> Result<
     Ok(())
 }
 
-/// An event sink feeding an unbounded channel, and the channel's receiving end.
-pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<EngineEvent>) {
+/// An event sink feeding an unbounded channel, the channel's receiving
+/// end, and a cancel flag raised as soon as that end is dropped (the client
+/// went away), so that the engine stops the work before its next event and
+/// a stopped reply never shares a step with the one asked next.
+pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<EngineEvent>, CancelFlag) {
     let (tx, rx) = mpsc::unbounded_channel();
-    (Box::new(move |event| tx.send(event).is_ok()), rx)
+    let cancel = CancelFlag::default();
+    let (watched, raised) = (tx.clone(), cancel.clone());
+    tokio::spawn(async move {
+        watched.closed().await;
+        raised.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    (Box::new(move |event| tx.send(event).is_ok()), rx, cancel)
 }
 
 async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, body: Bytes) -> Response {
@@ -248,10 +257,10 @@ async fn run_command(app: Arc<App>, command: &str, body: Bytes) -> Response {
         Err(e) => return e.into_response(),
     };
     if request.command.is_streaming() {
-        let (sink, rx) = channel_sink();
+        let (sink, rx, cancel) = channel_sink();
         let started = {
             let app = app.clone();
-            tokio::task::spawn_blocking(move || app.stream(request, sink)).await
+            tokio::task::spawn_blocking(move || app.stream(request, sink, cancel)).await
         };
         return match started {
             Ok(Ok(())) => {

@@ -26,7 +26,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use std::convert::Infallible;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -99,7 +98,7 @@ async fn answer(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
 
 /// Starts speaking `request` (not kept as a clip); its events come on the receiver.
 async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceiver<EngineEvent>, ApiError> {
-    let (sink, rx) = channel_sink();
+    let (sink, rx, cancel) = channel_sink();
     tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
         let voice = app.speech.find_voice(&request.voice).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
         let args = SpeakArgs {
@@ -112,7 +111,7 @@ async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceive
             max_seconds: None,
         };
         let job = app.speak_job(args, false)?;
-        app.engine.speak(job, sink, Arc::new(AtomicBool::new(false)));
+        app.engine.speak(job, sink, cancel);
         Ok(())
     })
     .await

@@ -10,7 +10,6 @@ use crate::app::App;
 use crate::library::catalog::ModelEntry;
 use crate::text::logprobs::LogprobEntry;
 use crate::text::tool_calls::ToolCall;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -56,10 +55,10 @@ impl Reply {
         app: Arc<App>,
         make_job: impl FnOnce(&App) -> Result<ChatJob, ApiError> + Send + 'static,
     ) -> Result<Self, ApiError> {
-        let (sink, mut rx) = channel_sink();
+        let (sink, mut rx, cancel) = channel_sink();
         tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
             let job = make_job(&app)?;
-            app.engine.chat(job, sink, Arc::new(AtomicBool::new(false)));
+            app.engine.chat(job, sink, cancel);
             Ok(())
         })
         .await
@@ -125,8 +124,8 @@ impl Reply {
 
 /// Loads `model` into memory (if it is not there already) and waits for it.
 pub async fn load(app: Arc<App>, model: ModelEntry) -> Result<(), ApiError> {
-    let (sink, mut rx) = channel_sink();
-    app.engine.load(model, sink, Arc::new(AtomicBool::new(false)));
+    let (sink, mut rx, cancel) = channel_sink();
+    app.engine.load(model, sink, cancel);
     while let Some(event) = rx.recv().await {
         match event {
             EngineEvent::Done(_) => return Ok(()),
@@ -155,8 +154,8 @@ pub async fn embed(
             texts.len()
         )));
     }
-    let (sink, mut rx) = channel_sink();
-    app.engine.embed(model, texts, truncate, sink, Arc::new(AtomicBool::new(false)));
+    let (sink, mut rx, cancel) = channel_sink();
+    app.engine.embed(model, texts, truncate, sink, cancel);
     while let Some(event) = rx.recv().await {
         match event {
             EngineEvent::Done(Done::Embeddings { embeddings, prompt_tokens }) => {

@@ -37,11 +37,11 @@ pub fn drop_oldest_turns(
         return Ok(FittedPrompt { tokens: whole, dropped_messages: 0 });
     }
     let Some(&last_cut) = cuts.last() else {
-        return Err(PromptTooLong { tokens: whole.len(), context, at_least: false }.into());
+        return Err(PromptTooLong { last_turn_alone: true, ..PromptTooLong::new(whole.len(), context, false) }.into());
     };
     let shortest = prompt_from(last_cut)?;
     if !fits(&shortest) {
-        return Err(PromptTooLong { tokens: shortest.len(), context, at_least: false }.into());
+        return Err(PromptTooLong { last_turn_alone: true, ..PromptTooLong::new(shortest.len(), context, false) }.into());
     }
     // Leaving out more turns never makes the prompt longer: the first cut
     // that fits is found by bisection, in a few renders however long the
@@ -101,7 +101,7 @@ mod tests {
     fn a_last_turn_too_long_alone_is_refused_with_its_length() {
         let error = drop_oldest_turns(&conversation(), 25, 10, tokenize).unwrap_err();
         let too_long = error.downcast_ref::<PromptTooLong>().expect("a PromptTooLong");
-        assert_eq!((too_long.tokens, too_long.context), (19, 25));
+        assert_eq!((too_long.tokens, too_long.context, too_long.last_turn_alone), (19, 25, true));
         let single = [ChatMessage::new("user", "zzzz")];
         assert!(drop_oldest_turns(&single, 4, 0, tokenize).is_err());
     }

@@ -143,7 +143,7 @@ fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize
     }
     let context = context_length(model, request);
     if prompt.len() >= context {
-        return Err(PromptTooLong { tokens: prompt.len(), context, at_least: false }.into());
+        return Err(PromptTooLong::new(prompt.len(), context, false).into());
     }
     request.sampling.validate()?;
     Ok(context)
@@ -201,13 +201,24 @@ pub struct PromptTooLong {
     /// `tokens` is a lower bound, told from the text's length without
     /// tokenizing all of it.
     pub at_least: bool,
+    /// A conversation's system prompt and last turn alone do not fit:
+    /// leaving out older turns cannot help.
+    pub last_turn_alone: bool,
+}
+
+impl PromptTooLong {
+    /// A prompt of `tokens` (at least, when `at_least`) over `context`.
+    pub fn new(tokens: usize, context: usize, at_least: bool) -> Self {
+        Self { tokens, context, at_least, last_turn_alone: false }
+    }
 }
 
 impl std::fmt::Display for PromptTooLong {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Self { tokens, context, at_least } = self;
+        let Self { tokens, context, at_least, last_turn_alone } = self;
         let bound = if *at_least { "at least " } else { "" };
-        write!(f, "the prompt has {bound}{tokens} tokens but the context length is {context}")
+        let what = if *last_turn_alone { "the last message alone (with the system prompt)" } else { "the prompt" };
+        write!(f, "{what} has {bound}{tokens} tokens but the context length is {context}")
     }
 }
 
@@ -329,6 +340,11 @@ impl<'m> Stream<'m> {
     /// The reply's text so far (what was reported).
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Stops the stream where it is (its listener went away between events).
+    pub fn cancel(&mut self) {
+        self.finish_reason.get_or_insert(FinishReason::Cancelled);
     }
 
     pub fn phase(&self) -> Phase {
