@@ -13,8 +13,10 @@
 // a long prompt shows reading progress, an over-long conversation offers to
 // drop its oldest turns, and conversations are renamed, searched and exported,
 // across a restart; any message is copied, any reply made again with its
-// versions kept, the theme chosen, and the keyboard shortcuts work; and every
-// screen is shot at two sizes, light and dark.
+// versions kept, any message edited with the old branch kept, the theme
+// chosen, and the keyboard shortcuts work; and every screen fits and is shot
+// at 360, 768, 1280 and 1920 px, light and dark, the sidebar a drawer in the
+// narrow ones and hidden on demand (remembered) in the wide ones.
 //
 // Run: CAKE_BIN=target/debug/cake node --test browser.test.mjs
 // (the binary must have been built after `ui/dist`, so it embeds the UI).
@@ -690,6 +692,55 @@ test("error toasts stay clear of the composer and its buttons", async () => {
   }
 });
 
+test("offline: the welcome card and the hub search say so in plain words and offer Import; dismissed toasts stay gone", async () => {
+  // Nothing listens on the discard port: every hub request fails to connect, as offline.
+  const root = mkdtempSync(path.join(tmpdir(), "cake-offline-"));
+  const offline = await startCake({
+    CAKE_DATA_DIR: path.join(root, "data"),
+    HF_HUB_CACHE: path.join(root, "hf"),
+    HF_ENDPOINT: "http://127.0.0.1:9",
+    XDG_DATA_DIRS: path.join(root, "no-packaged-models"),
+  });
+  const plain = "No internet connection: Cake can't reach Hugging Face. Import a file you have instead.";
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.setDefaultTimeout(30_000);
+    await page.goto(offline.baseUrl + "/");
+    await page.locator('[data-testid="starter-download"]').click();
+    const failure = page.locator('[data-testid="starter-failure"]');
+    await failure.waitFor();
+    assert.match(await failure.innerText(), /^No internet connection: Cake can't reach Hugging Face\. Import a file you have instead\./);
+    const toast = page.locator('[data-testid="error-message"]');
+    assert.equal(await toast.locator('[data-testid="notice-message"]').innerText(), plain);
+    // The technical text is there, folded, without the URL in the message.
+    assert.equal(await toast.locator('[data-testid="notice-detail"]').isVisible(), false);
+    await toast.locator("summary", { hasText: "Details" }).click();
+    assert.match(await toast.locator('[data-testid="notice-detail"]').innerText(), /cannot reach the hub/);
+    await page.screenshot({ path: path.join(outDir, "browser-offline-welcome.png") });
+    // The way out: the import field of the Models screen.
+    await failure.locator('[data-testid="failure-action"]').click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("data-testid") === "import-path");
+
+    // The hub search says the same; dismissed, the toasts stay gone.
+    await toast.locator('[data-testid="notice-dismiss"]').click();
+    await toast.waitFor({ state: "detached" });
+    await page.locator('[data-testid="hub-query"]').fill("llama");
+    await page.locator('[data-testid="hub-search"]').click();
+    await toast.locator('[data-testid="notice-message"]', { hasText: plain }).waitFor();
+    assert.doesNotMatch(await toast.locator('[data-testid="notice-message"]').innerText(), /https?:|Dns|\?/);
+    await page.screenshot({ path: path.join(outDir, "browser-offline-search.png") });
+    await toast.locator('[data-testid="notice-dismiss"]').click();
+    await toast.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Back to chat" }).click();
+    await page.locator('[data-testid="models-button"]').click();
+    await page.waitForTimeout(500);
+    assert.equal(await toast.count(), 0, "a dismissed toast does not come back");
+    await page.close();
+  } finally {
+    offline.server.kill();
+  }
+});
+
 test("first run with an empty library: the welcome card downloads a model with progress, then it chats", async () => {
   // A hub-shaped server on loopback serves the tiny Llama as the starter repo.
   const hub = await startLocalHub(path.join(here, "../fixtures/tiny/llama_tied"), { chunkPauseMs: 40 });
@@ -792,6 +843,12 @@ test("a long prompt shows reading progress, and an over-long conversation offers
   await send(page, long);
   await overflow.waitFor();
   assert.match(await overflow.innerText(), /last message alone does not fit/);
+  assert.equal(await page.locator('[data-testid="drop-oldest"]').count(), 0);
+  // The same as the first message of a new conversation: no offer that cannot help.
+  await page.locator('[data-testid="new-conversation"]').click();
+  await send(page, long);
+  await overflow.waitFor();
+  assert.match(await overflow.innerText(), /last message alone \(with the system prompt\) has \d+ tokens/);
   assert.equal(await page.locator('[data-testid="drop-oldest"]').count(), 0);
   await page.close();
 });
@@ -1033,7 +1090,66 @@ test("any message is copied, any reply made again with its versions kept, the th
   await context.close();
 });
 
-test("every screen at 1280×800 and 1024×640, light and dark, fits its window", async () => {
+test("editing turn 1 of a 3-turn chat keeps the old branch: switching back restores every later turn, after a reload too", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.setDefaultTimeout(60_000);
+  await openApp(page);
+  const messages = page.locator('[data-testid="message"]');
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await page.locator('[data-testid="max-tokens"]').fill("8");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  for (const question of ["Name a cake.", "Name a bread.", "Name a pie."]) {
+    await send(page, question);
+    await watchReply(page);
+    await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+  }
+  assert.equal(await messages.count(), 6);
+  const bodies = () => page.locator('[data-testid="message"] .message-body').allInnerTexts();
+  const before = await bodies();
+
+  await messages.nth(0).hover();
+  await messages.nth(0).locator('[data-testid="edit-button"]').click();
+  await page.locator('[data-testid="edit-input"]').fill("Name a biscuit.");
+  await page.locator('[data-testid="edit-save"]').click();
+  await watchReply(page);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+  assert.equal(await messages.count(), 2);
+  const label = messages.nth(0).locator('[data-testid="version-label"]');
+  assert.equal(await label.innerText(), "2 / 2");
+  assert.match(await messages.nth(0).innerText(), /Name a biscuit\./);
+
+  await messages.nth(0).locator('[data-testid="previous-version"]').click();
+  await page.locator('[data-testid="message"]', { hasText: "Name a pie." }).waitFor();
+  assert.deepEqual(await bodies(), before, "the old branch comes back whole");
+  await page.screenshot({ path: path.join(outDir, "browser-edit-branch.png") });
+  await page.reload();
+  await page.locator('[data-testid="version-label"]', { hasText: "1 / 2" }).waitFor();
+  assert.deepEqual(await bodies(), before, "a reload keeps the old branch shown");
+  await messages.nth(0).locator('[data-testid="next-version"]').click();
+  await page.locator('[data-testid="message"]', { hasText: "Name a pie." }).waitFor({ state: "detached" });
+  assert.match(await messages.nth(0).innerText(), /Name a biscuit\./);
+  await page.close();
+});
+
+/** The boxes of `selectors` on the page (null where none is shown). */
+async function boxes(page, selectors) {
+  return page.evaluate((selectors) => {
+    const out = {};
+    for (const [name, selector] of Object.entries(selectors)) {
+      const el = [...document.querySelectorAll(selector)].find((e) => e.checkVisibility({ visibilityProperty: true }));
+      const r = el?.getBoundingClientRect();
+      out[name] = r ? { x: r.x, y: r.y, width: r.width, height: r.height } : null;
+    }
+    return out;
+  }, selectors);
+}
+
+const overlap = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+const inside = (box, width, height) => box.x >= 0 && box.y >= 0 && box.x + box.width <= width + 1 && box.y + box.height <= height + 1;
+
+test("every screen at 360, 768, 1280 and 1920 px, light and dark, fits its window; the sidebar folds away", async () => {
   const screens = path.join(outDir, "screens");
   mkdirSync(screens, { recursive: true });
   const views = [
@@ -1043,12 +1159,29 @@ test("every screen at 1280×800 and 1024×640, light and dark, fits its window",
     ["cluster", "cluster-button"],
   ];
   for (const colorScheme of ["light", "dark"]) {
-    for (const [width, height] of [[1280, 800], [1024, 640]]) {
+    for (const [width, height] of [[360, 740], [768, 1024], [1280, 800], [1920, 1080]]) {
+      const narrow = width <= 860;
       const page = await browser.newPage({ viewport: { width, height }, colorScheme });
       page.setDefaultTimeout(60_000);
       await openApp(page);
+      const toggle = page.locator('[data-testid="sidebar-toggle"]');
+      const sidebarShown = async () => {
+        const box = (await boxes(page, { sidebar: "#sidebar" })).sidebar;
+        return box !== null && box.x >= 0 && box.width > 0;
+      };
+      const openDrawer = async () => {
+        if (!narrow || (await page.locator(".app.drawer-open").count())) return;
+        await toggle.click();
+        await page.locator(".app.drawer-open").waitFor();
+        await page.waitForFunction(() => document.querySelector("#sidebar").getBoundingClientRect().x >= 0);
+      };
+      // Narrow: the sidebar waits in a drawer; the chat has the whole width.
+      await page.waitForTimeout(300);
+      assert.equal(await sidebarShown(), !narrow, `${width}: the sidebar shows only in a wide window`);
       // A conversation with a reply, so the chat screen shows one.
+      await openDrawer();
       await page.locator('[data-testid="new-conversation"]').click();
+      await page.locator(".app.drawer-open").waitFor({ state: "detached" });
       await page.locator('[data-testid="model-select"]').selectOption("default");
       await page.locator('[data-testid="sampling-panel"] summary').click();
       await page.locator('[data-testid="max-tokens"]').fill("24");
@@ -1058,8 +1191,33 @@ test("every screen at 1280×800 and 1024×640, light and dark, fits its window",
       await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
       const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
       assert.equal(background === "rgb(255, 255, 255)", colorScheme === "light", `${colorScheme} background ${background}`);
+      // The composer, Send, the model menu and the sidebar button: all in the window, none over another.
+      const controls = await boxes(page, {
+        composer: "form.composer textarea",
+        send: '[data-testid="send-button"]',
+        model: '[data-testid="model-select"]',
+        toggle: '[data-testid="sidebar-toggle"]',
+        title: '[data-testid="chat-title"]',
+      });
+      for (const [name, box] of Object.entries(controls)) {
+        assert.ok(box && inside(box, width, height), `${width}: ${name} ${JSON.stringify(box)} is not in the window`);
+        assert.ok(box.width >= 24, `${width}: ${name} is squeezed to ${box.width} px`);
+      }
+      const names = Object.keys(controls);
+      for (const [i, a] of names.entries()) {
+        for (const b of names.slice(i + 1)) {
+          assert.ok(!overlap(controls[a], controls[b]), `${width}: ${a} and ${b} overlap`);
+        }
+      }
+      assert.ok(controls.composer.width >= Math.min(width * 0.55, 520), `${width}: the message box is ${controls.composer.width} px`);
+      assert.ok(controls.title.width >= 60, `${width}: the title is ${controls.title.width} px`);
       for (const [view, button] of views) {
-        if (button) await page.locator(`[data-testid="${button}"]`).click();
+        if (button) {
+          await openDrawer();
+          await page.locator(`[data-testid="${button}"]`).click();
+          // Choosing a screen closes the drawer.
+          if (narrow) await page.locator(".app.drawer-open").waitFor({ state: "detached" });
+        }
         await page.waitForTimeout(300);
         // Nothing wider than the window, and no element cut at its right edge.
         const overflow = await page.evaluate(() => {
@@ -1082,8 +1240,29 @@ test("every screen at 1280×800 and 1024×640, light and dark, fits its window",
         });
         assert.ok(overflow.page <= 0, `${view} ${width}×${height} ${colorScheme}: the page is ${overflow.page} px too wide`);
         assert.deepEqual(overflow.elements, [], `${view} ${width}×${height} ${colorScheme}: cut at the right edge`);
+        if (view === "models") {
+          const row = await boxes(page, { load: '[data-testid="model-load"]', remove: '[data-testid="model-delete"]' });
+          for (const [name, box] of Object.entries(row)) assert.ok(box && inside(box, width, height), `${width}: the model's ${name} button is off-screen`);
+        }
         await page.screenshot({ path: path.join(screens, `${view}-${width}x${height}-${colorScheme}.png`) });
-        if (button) await page.locator(`[data-testid="${button}"]`).click();
+      }
+      if (narrow) {
+        await openDrawer();
+        await page.screenshot({ path: path.join(screens, `drawer-${width}x${height}-${colorScheme}.png`) });
+        await page.locator('[data-testid="drawer-backdrop"]').click({ position: { x: width - 10, y: height / 2 } });
+        await page.locator(".app.drawer-open").waitFor({ state: "detached" });
+      } else {
+        // Hidden on demand, remembered across a reload, and shown again.
+        await toggle.click();
+        await page.waitForFunction(() => !document.querySelector("#sidebar").checkVisibility());
+        const main = await boxes(page, { main: "main" });
+        assert.ok(main.main.x === 0 && main.main.width === width, `${width}: the screen takes the window: ${JSON.stringify(main)}`);
+        await page.reload();
+        await page.locator('[data-testid="model-select"], [data-testid="sidebar-toggle"]').first().waitFor();
+        await page.waitForTimeout(300);
+        assert.equal(await sidebarShown(), false, `${width}: the hidden sidebar stays hidden after a reload`);
+        await toggle.first().click();
+        await page.waitForFunction(() => document.querySelector("#sidebar").checkVisibility());
       }
       await page.close();
     }

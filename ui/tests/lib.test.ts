@@ -24,6 +24,37 @@ import {
   titleFrom,
 } from "../src/lib/conversation";
 import { model } from "./fake-api";
+import { explainFailure, HUB_UNREACHABLE_MESSAGE } from "../src/lib/errors";
+import { CommandError, toError } from "../src/transport/events";
+
+describe("failures in plain words", () => {
+  it("reads the backend's error code, from an HTTP body or the desktop's", () => {
+    const body = {
+      error: { message: "cannot reach the hub at https://huggingface.co: Dns Failed", code: "hub_unreachable" },
+    };
+    const error = toError(body);
+    expect(error).toBeInstanceOf(CommandError);
+    expect(explainFailure(error)).toEqual({
+      message: HUB_UNREACHABLE_MESSAGE,
+      detail: "cannot reach the hub at https://huggingface.co: Dns Failed",
+      action: "import-model",
+    });
+  });
+
+  it("names hosts instead of whole URLs, cuts long messages, and keeps the whole text as detail", () => {
+    const raw = "the hub answered HTTP 500 for https://example.org/api/models?search=cake&limit=30";
+    expect(explainFailure(new Error(raw))).toEqual({
+      message: "the hub answered HTTP 500 for example.org",
+      detail: raw,
+    });
+    const long = `${"word ".repeat(80)}end`;
+    const explained = explainFailure(new Error(long));
+    expect(explained.message.length).toBeLessThanOrEqual(241);
+    expect(explained.message.endsWith("…")).toBe(true);
+    expect(explained.detail).toBe(long);
+    expect(explainFailure(new Error("plain words"))).toEqual({ message: "plain words" });
+  });
+});
 
 describe("format", () => {
   it("names a model in a picker with each fact once", () => {

@@ -58,6 +58,21 @@ describe("voices", () => {
     expect(state().clips.map((c) => c.id)).toEqual(["c-old"]);
   });
 
+  it("keeps a voice added while an older list was on its way", async () => {
+    const { cake, api, server, state } = await started();
+    // The list is asked for, and answers only after the upload landed.
+    let answer: () => void = () => {};
+    const listed = structuredClone(server.voices);
+    vi.mocked(api.listVoices).mockImplementationOnce(
+      () => new Promise((resolve) => (answer = () => resolve({ voices: listed }))),
+    );
+    const refreshing = cake.speech.refresh();
+    await cake.speech.addVoiceUpload("Carol.wav", buildWav([0, 0.5, -0.5]));
+    answer();
+    await refreshing;
+    expect(state().voices.map((v) => v.name)).toEqual(["Carol", "Bob", "Alice"]);
+  });
+
   it("adds an uploaded WAV named after its file", async () => {
     const { cake, api, state } = await started();
     const bytes = buildWav([0, 0.5, -0.5]);

@@ -8,6 +8,7 @@ import type { Api } from "../src/api/commands";
 import type { Conversation } from "../src/api/types";
 import { StreamError } from "../src/transport";
 import { STATS, createFakeApi, memoryStorage, model, replyUntilStopped, replyWith } from "./fake-api";
+import { HUB_UNREACHABLE_MESSAGE } from "../src/lib/errors";
 
 async function started(setup: Parameters<typeof createFakeApi>[0] = { models: [model("m1")] }) {
   const { api, server } = createFakeApi(setup);
@@ -167,6 +168,17 @@ describe("chat", () => {
     expect(seen).toEqual([{ read: 512, total: 1000 }, null]);
   });
 
+  it("offers no dropping of turns when the last message alone does not fit", async () => {
+    const { cake, server, state } = await started();
+    const alone = "the last message alone (with the system prompt) has 700 tokens but the context length is 512";
+    server.chatScript = async () => {
+      throw new StreamError(alone, "last_turn_too_long");
+    };
+    await cake.chat.send("a very long message");
+    expect(state().overflow).toEqual({ conversationId: state().selectedId!, message: alone, canDropOldest: false });
+    expect(state().notices).toEqual([]);
+  });
+
   it("keeps an over-long conversation with a way to send it without its oldest turns", async () => {
     const { cake, api, server, state } = await started();
     const tooLong = "the prompt has 900 tokens but the model's context length is 512";
@@ -191,7 +203,7 @@ describe("chat", () => {
     // The conversation keeps leaving out what does not fit; when even that
     // fails, there is nothing more to offer.
     server.chatScript = async () => {
-      throw new StreamError("the last message alone does not fit", "prompt_too_long");
+      throw new StreamError("the last message alone does not fit", "last_turn_too_long");
     };
     await cake.chat.send("another");
     expect(vi.mocked(api.chat).mock.calls[2][0].drop_oldest_turns).toBe(true);
@@ -258,14 +270,29 @@ describe("chat", () => {
     expect(selectedConversation(state())!.messages[1].alternatives).toBeUndefined();
   });
 
-  it("edits a user message, drops what followed, and resends", async () => {
+  it("edits a user message into a new version and keeps the old one with all its turns", async () => {
     const { cake, server, state } = await started();
     await cake.chat.send("first");
     await cake.chat.send("second");
+    server.chatScript = replyWith("Another second answer");
+    await cake.chat.regenerate(3); // the last reply now has two versions
     server.chatScript = replyWith("Edited answer");
     await cake.chat.editAndResend(0, "first, edited");
-    expect(selectedConversation(state())!.messages.map((m) => m.content)).toEqual(["first, edited", "Edited answer"]);
-    expect(server.conversations.get(state().selectedId!)!.messages).toHaveLength(2);
+    const contents = () => selectedConversation(state())!.messages.map((m) => m.content);
+    expect(contents()).toEqual(["first, edited", "Edited answer"]);
+    const id = state().selectedId!;
+    expect(server.conversations.get(id)!.messages[0].alternatives?.others[0].map((m) => m.content)).toEqual([
+      "first",
+      "Hello there",
+      "second",
+      "Another second answer",
+    ]);
+    // Switching back restores every later turn, the reply's own versions too.
+    await cake.chat.showVersion(0, 0);
+    expect(contents()).toEqual(["first", "Hello there", "second", "Another second answer"]);
+    expect(selectedConversation(state())!.messages[3].alternatives?.others[0][0].content).toBe("Hello there");
+    await cake.chat.showVersion(0, 1);
+    expect(contents()).toEqual(["first, edited", "Edited answer"]);
   });
 
   it("asks for a model when none is usable", async () => {
@@ -474,6 +501,38 @@ describe("notices", () => {
     expect(state().notices.map((n) => n.message)).toEqual(["cannot reach worker 10.0.0.2:10128"]);
     for (const text of ["a", "b", "a", "c", "d"]) cake.notices.report(new Error(text));
     expect(state().notices.map((n) => n.message)).toEqual(["a", "c", "d"]);
+  });
+
+  it("keep failures until dismissed and let other notices fade", async () => {
+    const { cake, state } = await started();
+    vi.useFakeTimers();
+    try {
+      cake.notices.report(new Error("the disk is full"));
+      cake.notices.inform("The voice prompt was cut to 60 s.");
+      vi.advanceTimersByTime(60_000);
+      expect(state().notices.map((n) => n.message)).toEqual(["the disk is full"]);
+      cake.notices.dismiss(state().notices[0].id);
+      expect(state().notices).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("say an unreachable hub in plain words, with the technical text behind Details and the import way out", async () => {
+    const { cake, server, state } = await started({ models: [] });
+    const raw =
+      "cannot reach the hub at https://huggingface.co for searching: https://huggingface.co/api/models?search=x&filter=gguf: Dns Failed: resolve dns name 'huggingface.co:443'";
+    server.downloadScript = async () => {
+      throw new StreamError(raw, "hub_unreachable");
+    };
+    expect(await cake.models.download("HuggingFaceTB/SmolLM2-135M-Instruct")).toBeNull();
+    const [notice] = state().notices;
+    expect(notice).toMatchObject({ message: HUB_UNREACHABLE_MESSAGE, detail: raw, action: "import-model" });
+    // The welcome card says it too, until another download starts.
+    expect(state().downloadFailure?.message).toBe(HUB_UNREACHABLE_MESSAGE);
+    server.downloadScript = async () => model("hf:HuggingFaceTB/SmolLM2-135M-Instruct");
+    await cake.models.download("HuggingFaceTB/SmolLM2-135M-Instruct");
+    expect(state().downloadFailure).toBeNull();
   });
 });
 

@@ -81,7 +81,7 @@ export interface ReplyStats {
  * A message as stored in a conversation: assistant replies keep their
  * reasoning and stats.
  * `stopped`: the person stopped this reply before it ended (it has no stats then).
- * `alternatives`: on a regenerated reply, the versions it replaced.
+ * `alternatives`: on a regenerated reply or an edited message, the versions it replaced.
  */
 export type StoredMessage = Omit<ChatMessage, "reasoning_content"> & {
   /** The model's reasoning before its answer (models that think first). */
@@ -171,14 +171,17 @@ export interface ErrorEvent {
   message: string;
   /**
    * `bad_request`: the request cannot work as sent; `prompt_too_long`: the
-   * conversation does not fit the model's context; `unavailable`: the
+   * conversation does not fit the model's context (without its oldest turns
+   * it would); `last_turn_too_long`: its last message alone does not fit; `unavailable`: the
    * cluster's machines cannot run it now (try again later); `failed`: it
-   * failed while served.
+   * failed while served; `hub_unreachable`: the model hub cannot be
+   * reached (no internet connection).
    */
   kind: ErrorKind;
 }
 
-export type ErrorKind = "bad_request" | "prompt_too_long" | "failed" | "unavailable";
+export type ErrorKind =
+  "bad_request" | "prompt_too_long" | "last_turn_too_long" | "failed" | "unavailable" | "hub_unreachable";
 
 export interface DownloadProgressEvent {
   type: "progress";

@@ -1,4 +1,5 @@
-// The app's frame: sidebar, the chat, Models, Speech or Cluster screen, error
+// The app's frame: sidebar (a drawer in a narrow window), the chat, Models,
+// Speech or Cluster screen, error
 // toasts, the theme, the keyboard shortcuts (lib/shortcuts.ts; Escape stops
 // a reply or the speech being made, or silences speech still playing) and
 // file drops (files dropped on the desktop window are imported as models, or
@@ -22,6 +23,7 @@ import { useTheme } from "./useTheme";
 
 export function App() {
   const state = useAppState();
+  const cake = useCake();
   const dropping = useFileDrops();
   const [showingShortcuts, setShowingShortcuts] = useState(false);
   useShortcuts(setShowingShortcuts);
@@ -29,10 +31,20 @@ export function App() {
   // theme's colours (waveforms) read the new ones in their effects.
   applyTheme(useTheme());
 
+  const frame = `app${state.prefs.sidebarHidden ? " sidebar-hidden" : ""}${state.drawerOpen ? " drawer-open" : ""}`;
   return (
-    <div class="app">
+    <div class={frame}>
       <Sidebar onShowShortcuts={() => setShowingShortcuts(true)} />
+      {state.drawerOpen ? (
+        <div
+          class="drawer-backdrop"
+          data-testid="drawer-backdrop"
+          aria-hidden="true"
+          onClick={() => cake.closeDrawer()}
+        />
+      ) : null}
       <main class="main">
+        <Notices />
         {state.view === "models" ? (
           <ModelsPanel />
         ) : state.view === "cluster" ? (
@@ -43,7 +55,6 @@ export function App() {
           <ChatView />
         )}
       </main>
-      <Notices />
       {showingShortcuts ? <ShortcutsDialog onClose={() => setShowingShortcuts(false)} /> : null}
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">

@@ -16,6 +16,7 @@ import { MessageView } from "./MessageView";
 import { SamplingPanel } from "./SamplingPanel";
 import { StarterCard } from "./StarterCard";
 import { useAutosize } from "./useAutosize";
+import { SidebarToggle } from "./SidebarToggle";
 
 export function ChatView() {
   const state = useAppState();
@@ -36,6 +37,7 @@ export function ChatView() {
   return (
     <section class="chat" aria-label="Chat">
       <header class="view-header chat-header">
+        <SidebarToggle />
         <ConversationTitle conversation={conversation} />
         {messages.length > 0 ? <ExportMenu conversationId={conversation.id} /> : null}
         <label class="model-picker">

@@ -11,6 +11,7 @@ import { ClusterPreview } from "./ClusterPreview";
 import { ClusterRunView } from "./ClusterRunView";
 import { ClusterSettingsForm } from "./ClusterSettingsForm";
 import { useAppState, useCake } from "./context";
+import { SidebarToggle } from "./SidebarToggle";
 
 export function ClusterPanel() {
   const state = useAppState();
@@ -22,6 +23,7 @@ export function ClusterPanel() {
   return (
     <section class="cluster-panel" data-testid="cluster-view" aria-labelledby="cluster-title">
       <header class="view-header">
+        <SidebarToggle />
         <h1 id="cluster-title">Cluster</h1>
         <button type="button" class="header-end" onClick={() => cake.showView("chat")}>
           Back to chat

@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { RetryIcon, SendIcon, StopIcon } from "./icons";
 import { useAutosize } from "./useAutosize";
+import { useNarrow } from "./useNarrow";
 
 interface Props {
   /** Changes when another conversation opens, to move focus here. */
@@ -20,6 +21,7 @@ interface Props {
 export function Composer({ conversationId, generating, blocked, canRegenerate, onSend, onStop, onRegenerate }: Props) {
   const [text, setText] = useState("");
   const area = useRef<HTMLTextAreaElement>(null);
+  const narrow = useNarrow();
   useAutosize(area, text);
   useEffect(() => area.current?.focus(), [conversationId]);
 
@@ -49,7 +51,9 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
         placeholder={
           blocked
             ? "Waiting for the other conversation's reply…"
-            : "Message Cake (Enter to send, Shift+Enter for a new line)"
+            : narrow
+              ? "Message Cake"
+              : "Message Cake (Enter to send, Shift+Enter for a new line)"
         }
         value={text}
         onInput={(event) => setText(event.currentTarget.value)}
@@ -67,18 +71,26 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
             class="ghost"
             data-testid="regenerate-button"
             onClick={onRegenerate}
+            aria-label="Regenerate"
             title="Regenerate the last reply"
           >
-            <RetryIcon /> Regenerate
+            <RetryIcon /> <span class="button-label">Regenerate</span>
           </button>
         ) : null}
         {generating ? (
-          <button type="button" class="stop" data-testid="stop-button" onClick={onStop} title="Stop (Escape)">
-            <StopIcon /> Stop
+          <button
+            type="button"
+            class="stop"
+            data-testid="stop-button"
+            onClick={onStop}
+            aria-label="Stop"
+            title="Stop (Escape)"
+          >
+            <StopIcon /> <span class="button-label">Stop</span>
           </button>
         ) : (
-          <button type="submit" class="primary" data-testid="send-button" disabled={!canSend}>
-            <SendIcon /> Send
+          <button type="submit" class="primary" data-testid="send-button" aria-label="Send" disabled={!canSend}>
+            <SendIcon /> <span class="button-label">Send</span>
           </button>
         )}
       </div>

@@ -92,7 +92,13 @@ export function MessageView({
           {versions.count > 1 ? <VersionSwitch versions={versions} onShow={onShowVersion} /> : null}
           {message.content !== "" ? <CopyButton text={message.content} testid="copy-message" /> : null}
           {isUser && onEdit ? (
-            <button type="button" class="ghost small" data-testid="edit-button" onClick={() => setEditing(true)}>
+            <button
+              type="button"
+              class="ghost small"
+              data-testid="edit-button"
+              title="Edit and resend (this version and the replies after it are kept)"
+              onClick={() => setEditing(true)}
+            >
               <EditIcon /> Edit
             </button>
           ) : null}

@@ -10,6 +10,7 @@ import { ImportForm } from "./ImportForm";
 import { ModelRow } from "./ModelRow";
 import { OpenAiApiSwitch } from "./OpenAiApiSwitch";
 import { StarterCard } from "./StarterCard";
+import { SidebarToggle } from "./SidebarToggle";
 
 export function ModelsPanel() {
   const state = useAppState();
@@ -19,6 +20,7 @@ export function ModelsPanel() {
   return (
     <section class="models-panel" aria-labelledby="models-title">
       <header class="view-header">
+        <SidebarToggle />
         <h1 id="models-title">Models</h1>
         <span class="muted" data-testid="loaded-model">
           {loaded ? `Loaded: ${loaded.name}` : "No model loaded"}

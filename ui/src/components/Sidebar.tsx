@@ -35,7 +35,7 @@ export function Sidebar({ onShowShortcuts }: { onShowShortcuts: () => void }) {
   const loaded = state.models.find((m) => m.id === state.loadedModelId);
 
   return (
-    <nav class="sidebar" aria-label="Conversations">
+    <nav class="sidebar" id="sidebar" aria-label="Conversations">
       <div class="brand">
         <img class="brand-mark" src={appIcon} alt="" aria-hidden="true" data-testid="app-icon" />
         <span class="brand-name">Cake</span>
@@ -58,13 +58,22 @@ export function Sidebar({ onShowShortcuts }: { onShowShortcuts: () => void }) {
         type="button"
         class="new-conversation"
         data-testid="new-conversation"
-        onClick={() => cake.conversations.create()}
+        onClick={() => {
+          cake.conversations.create();
+          cake.closeDrawer();
+        }}
       >
         <PlusIcon /> New conversation
       </button>
       <ConversationSearchField query={query} onQuery={setQuery} />
       {query.trim() !== "" ? (
-        <SearchResults matches={matches} onOpen={(id) => void cake.conversations.open(id)} />
+        <SearchResults
+          matches={matches}
+          onOpen={(id) => {
+            cake.closeDrawer();
+            void cake.conversations.open(id);
+          }}
+        />
       ) : (
         <ul class="conversation-list">
           {items.map((item) => {
@@ -80,7 +89,10 @@ export function Sidebar({ onShowShortcuts }: { onShowShortcuts: () => void }) {
                   type="button"
                   class="conversation-open"
                   aria-current={current ? "page" : undefined}
-                  onClick={() => cake.conversations.open(item.id)}
+                  onClick={() => {
+                    cake.closeDrawer();
+                    void cake.conversations.open(item.id);
+                  }}
                 >
                   {state.generatingId === item.id ? <span class="typing-dot" aria-label="Replying" /> : null}
                   <span class="conversation-title">{item.title}</span>

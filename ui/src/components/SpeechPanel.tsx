@@ -18,6 +18,7 @@ import { SpeechNoModel } from "./SpeechNoModel";
 import { SpeechSettings } from "./SpeechSettings";
 import { VoiceLibrary } from "./VoiceLibrary";
 import { VoiceSlots } from "./VoiceSlots";
+import { SidebarToggle } from "./SidebarToggle";
 
 export function SpeechPanel() {
   const state = useAppState();
@@ -36,6 +37,7 @@ export function SpeechPanel() {
   return (
     <section class="speech-panel" data-testid="speech-view" aria-labelledby="speech-title">
       <header class="view-header">
+        <SidebarToggle />
         <h1 id="speech-title">Speech</h1>
         <SpeechModelSelect />
         <button type="button" class="header-end" onClick={() => cake.showView("chat")}>

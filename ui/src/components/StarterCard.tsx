@@ -1,9 +1,11 @@
 // The welcome card shown while the library has no usable model: it offers
-// the app's default model (when there is one) or a download of a small one.
+// the app's default model (when there is one) or a download of a small one,
+// and says why a download failed, with the way out.
 
 import { completeModels } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 import { DownloadProgress } from "./DownloadProgress";
+import { FailureActionButton } from "./FailureActionButton";
 
 export const STARTER_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct";
 
@@ -55,6 +57,12 @@ export function StarterCard({ showProgress }: { showProgress: boolean }) {
       </div>
       <p class="muted small">SmolLM2-135M-Instruct is a small, fast chat model from Hugging Face (a few hundred MB).</p>
       {showProgress && state.download ? <DownloadProgress download={state.download} /> : null}
+      {state.downloadFailure && !state.download ? (
+        <div class="starter-failure" role="alert" data-testid="starter-failure">
+          <p>{state.downloadFailure.message}</p>
+          {state.downloadFailure.action ? <FailureActionButton action={state.downloadFailure.action} /> : null}
+        </div>
+      ) : null}
     </section>
   );
 }

@@ -1,8 +1,9 @@
-// Regenerated replies keep the ones they replaced. A reply regenerated at
-// message `index` starts a new version of the conversation from there: the
-// versions it replaced (each the reply and everything said after it) are
-// kept on the reply's message as `alternatives`, and the reader can switch
-// between versions. Pure functions over message lists, no I/O.
+// Regenerated replies and edited messages keep what they replaced. A reply
+// regenerated (or a user message edited) at message `index` starts a new
+// version of the conversation from there: the versions it replaced (each
+// that message and everything said after it) are kept on the message as
+// `alternatives`, and the reader can switch between versions. Pure
+// functions over message lists, no I/O.
 
 import type { ReplyVersions, StoredMessage } from "../api/types";
 

@@ -16,6 +16,7 @@ import type {
 } from "../api/types";
 import { DEFAULT_SPEECH_SETTINGS, modelVoiceKind, type SpeakProgress, type SpeechSettingsForm } from "../lib/speech";
 import type { Prefs } from "./prefs";
+import type { ExplainedFailure, FailureAction } from "../lib/errors";
 
 export type View = "chat" | "models" | "cluster" | "speech";
 
@@ -24,6 +25,10 @@ export interface Notice {
   message: string;
   /** "error" (the default) or "info": something to know that is not a failure. */
   tone?: "error" | "info";
+  /** The technical text behind "Details". */
+  detail?: string;
+  /** The way out offered beside the message. */
+  action?: FailureAction;
 }
 
 /** How far the reply being generated has read its prompt. */
@@ -91,6 +96,10 @@ export interface AppState {
   /** Set while a long prompt is being read (before the reply's first token). */
   promptProgress: PromptProgress | null;
   overflow: ContextOverflow | null;
+  /** Why the last download failed (the welcome card shows it); null once another starts. */
+  downloadFailure: ExplainedFailure | null;
+  /** In a narrow window: the sidebar is open over the screen. */
+  drawerOpen: boolean;
   notices: Notice[];
   prefs: Prefs;
   /** The last `cluster_status` answer (polled while the Cluster screen is open). */
@@ -135,6 +144,8 @@ export function initialState(prefs: Prefs): AppState {
     generatingId: null,
     promptProgress: null,
     overflow: null,
+    downloadFailure: null,
+    drawerOpen: false,
     notices: [],
     prefs,
     cluster: null,

@@ -1,7 +1,7 @@
 // Generating replies: send a message, stream the reply token by token, stop
-// it (keeping what arrived), regenerate any reply (keeping the versions it
-// replaces, see lib/alternatives.ts), or edit an earlier user message and
-// resend. The conversation is saved after every reply,
+// it (keeping what arrived), regenerate any reply or edit an earlier user
+// message and resend (either keeps the versions it replaces, see
+// lib/alternatives.ts). The conversation is saved after every reply,
 // completed, stopped or failed. A conversation too long for the model's
 // context is not an error toast: it is kept as an overflow the chat shows
 // under the last message, with a way to send it without its oldest turns.
@@ -101,8 +101,11 @@ export function createChatActions(
       store.update({ loadedModelId: modelId }); // `chat` loads the model it needs
     } catch (error) {
       if (controller.signal.aborted) reply = { ...reply, stopped: true };
-      if (error instanceof StreamError && error.kind === "prompt_too_long") {
-        store.update({ overflow: { conversationId: id, message: error.message, canDropOldest: !dropOldest } });
+      const tooLong =
+        error instanceof StreamError && ["prompt_too_long", "last_turn_too_long"].includes(error.kind ?? "");
+      if (tooLong) {
+        const canDropOldest = (error as StreamError).kind === "prompt_too_long" && !dropOldest;
+        store.update({ overflow: { conversationId: id, message: (error as Error).message, canDropOldest } });
       } else {
         notices.report(error); // a stop is not reported
       }
@@ -160,13 +163,19 @@ export function createChatActions(
     await conversations.save(conversation.id);
   }
 
-  /** Change the user message at `index`, drop everything after it, and resend. */
+  /**
+   * Change the user message at `index` and resend. As a regeneration does,
+   * this starts a new version of the conversation from that message: the
+   * old one (the message as it was and everything after it) is kept on the
+   * edited message and can be shown again.
+   */
   async function editAndResend(index: number, text: string): Promise<void> {
     const conversation = selected();
     if (!conversation || busy() || text.trim() === "") return;
     if (conversation.messages[index]?.role !== "user" || modelFor(conversation) === null) return;
-    const messages = [...conversation.messages.slice(0, index), { role: "user" as const, content: text }];
-    conversations.update(conversation.id, { messages });
+    const { before, versions } = replaceFrom(conversation.messages, index);
+    const edited: StoredMessage = { role: "user", content: text, ...(versions ? { alternatives: versions } : {}) };
+    conversations.update(conversation.id, { messages: [...before, edited] });
     await conversations.save(conversation.id);
     await generate(conversation.id);
   }

@@ -43,7 +43,21 @@ export function createCake(api: Api, storage: KeyValueStorage | null, live: Live
     },
 
     showView(view: View): void {
-      store.update({ view });
+      store.update({ view, drawerOpen: false });
+    },
+
+    /**
+     * Show or hide the sidebar: in a `narrow` window open or close the
+     * drawer, in a wide one hide or show it for good (remembered).
+     */
+    toggleSidebar(narrow: boolean): void {
+      if (narrow) store.update({ drawerOpen: !store.get().drawerOpen });
+      else this.setPrefs({ sidebarHidden: !store.get().prefs.sidebarHidden });
+    },
+
+    /** Close the drawer (a conversation or screen was chosen in it). */
+    closeDrawer(): void {
+      if (store.get().drawerOpen) store.update({ drawerOpen: false });
     },
 
     setPrefs(change: Partial<Prefs>): void {

@@ -7,6 +7,8 @@ import type { HubFiles, HubModel, ModelEntry } from "../api/types";
 import type { Store } from "./store";
 import type { AppState } from "./app-state";
 import type { Notices } from "./notices";
+import { isAbortError } from "../transport";
+import { explainFailure } from "../lib/errors";
 
 export function createModelActions(store: Store<AppState>, api: Api, notices: Notices) {
   let downloadAbort: AbortController | null = null;
@@ -77,7 +79,7 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     if (trimmed === "" || store.get().download) return null;
     const controller = new AbortController();
     downloadAbort = controller;
-    store.update({ download: { repoId: trimmed, progress: null } });
+    store.update({ download: { repoId: trimmed, progress: null }, downloadFailure: null });
     try {
       const model = await api.downloadModel(
         trimmed,
@@ -89,6 +91,7 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
       return model;
     } catch (error) {
       notices.report(error); // a cancel is not reported
+      if (!isAbortError(error)) store.update({ downloadFailure: explainFailure(error) });
       return null;
     } finally {
       downloadAbort = null;

@@ -1,7 +1,7 @@
 // Settings that belong to the user rather than to one conversation, kept in
 // the web view's localStorage: the reply length limit, the context length,
-// whether each reply gets a fresh random seed, the colour theme, and the
-// last opened conversation.
+// whether each reply gets a fresh random seed, the colour theme, whether the
+// sidebar is hidden, and the last opened conversation.
 
 import { isThemeChoice, type ThemeChoice } from "../lib/theme";
 
@@ -12,9 +12,17 @@ export interface Prefs {
   /** Draw a new seed for every reply (else the conversation's seed is reused). */
   freshSeed: boolean;
   theme: ThemeChoice;
+  /** The sidebar was hidden in a wide window (a narrow one shows it as a drawer on demand). */
+  sidebarHidden: boolean;
 }
 
-export const DEFAULT_PREFS: Prefs = { maxTokens: 1024, contextLength: null, freshSeed: true, theme: "system" };
+export const DEFAULT_PREFS: Prefs = {
+  maxTokens: 1024,
+  contextLength: null,
+  freshSeed: true,
+  theme: "system",
+  sidebarHidden: false,
+};
 
 const PREFS_KEY = "cake.prefs";
 const LAST_CONVERSATION_KEY = "cake.lastConversation";
@@ -38,6 +46,7 @@ export function loadPrefs(storage: KeyValueStorage | null): Prefs {
       contextLength: positiveInteger(saved.contextLength),
       freshSeed: typeof saved.freshSeed === "boolean" ? saved.freshSeed : DEFAULT_PREFS.freshSeed,
       theme: isThemeChoice(saved.theme) ? saved.theme : DEFAULT_PREFS.theme,
+      sidebarHidden: saved.sidebarHidden === true,
     };
   } catch {
     return { ...DEFAULT_PREFS };

@@ -43,10 +43,22 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
   const audioCache = new Map<string, Promise<Uint8Array<ArrayBuffer>>>();
   const peaksCache = new Map<string, Peak[]>();
 
+  /** Counts changes to the voice list made here, so a list asked for before one is not shown after it. */
+  let voiceChanges = 0;
+
   async function refreshVoices(): Promise<void> {
     try {
-      const { voices } = await api.listVoices();
-      store.update({ voices, voicesReady: true });
+      // A voice added or removed while the list was on its way makes it
+      // stale: ask again (a few times at most) rather than drop the change.
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const before = voiceChanges;
+        const { voices } = await api.listVoices();
+        if (before === voiceChanges || attempt === 2) {
+          if (before === voiceChanges) store.update({ voices });
+          break;
+        }
+      }
+      store.update({ voicesReady: true });
     } catch (error) {
       store.update({ voicesReady: true });
       notices.report(error);
@@ -78,6 +90,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     store.update((state) => ({ addingVoices: state.addingVoices + 1 }));
     try {
       const voice = await api.addVoice(source);
+      voiceChanges++;
       store.update((state) => ({ voices: [voice, ...state.voices.filter((v) => v.id !== voice.id)] }));
       if (voice.notice) notices.inform(voice.notice);
       return voice;
@@ -103,6 +116,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
   async function setTranscript(id: string, transcript: string): Promise<boolean> {
     try {
       const voice = await api.setVoiceTranscript(id, transcript);
+      voiceChanges++;
       store.update((state) => ({ voices: state.voices.map((v) => (v.id === id ? voice : v)) }));
       return true;
     } catch (error) {
@@ -119,6 +133,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
       return;
     }
     forget("voice", id);
+    voiceChanges++;
     store.update((state) => ({
       voices: state.voices.filter((voice) => voice.id !== id),
       speechForm: {

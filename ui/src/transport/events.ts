@@ -21,6 +21,20 @@ export class StreamError extends Error {
   }
 }
 
+/**
+ * A command's failure, with the `code` the backend gave it where it gave
+ * one (e.g. `hub_unreachable`), so the UI can explain a known failure.
+ */
+export class CommandError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | null,
+  ) {
+    super(message);
+    this.name = "CommandError";
+  }
+}
+
 /** Called for each event of a stream, `done` included (never for `error`). */
 export type EventHandler<E> = (event: E) => void;
 
@@ -74,6 +88,11 @@ function messageOf(value: unknown): string | null {
   return null;
 }
 
+function codeOf(value: unknown): string | null {
+  const code = typeof value === "object" && value !== null ? (value as { code?: unknown }).code : null;
+  return typeof code === "string" ? code : null;
+}
+
 /** The error a stream rejects with when its AbortSignal fires. */
 export function abortError(): DOMException {
   return new DOMException("The operation was stopped.", "AbortError");
@@ -85,7 +104,8 @@ export function isAbortError(error: unknown): boolean {
 
 /**
  * Turn a backend failure into an Error with a readable message. Accepts a
- * string, `{message}`, or OpenAI's `{error: {message}}`.
+ * string, `{message}`, or OpenAI's `{error: {message, code}}` (a
+ * [`CommandError`] then).
  */
 export function toError(reason: unknown): Error {
   if (reason instanceof Error) return reason;
@@ -93,8 +113,9 @@ export function toError(reason: unknown): Error {
   const direct = messageOf(reason);
   if (direct !== null) return new Error(direct);
   if (typeof reason === "object" && reason !== null) {
-    const nested = messageOf((reason as { error?: unknown }).error);
-    if (nested !== null) return new Error(nested);
+    const body = (reason as { error?: unknown }).error;
+    const nested = messageOf(body);
+    if (nested !== null) return new CommandError(nested, codeOf(body));
   }
   return new Error(`Unexpected error: ${JSON.stringify(reason)}`);
 }

@@ -27,13 +27,13 @@ async function post(command: string, args: object, accept: string, signal?: Abor
   return response;
 }
 
-/** A non-2xx answer carries `{"error": {"message": ...}}`; fall back to the status. */
+/** A non-2xx answer carries `{"error": {"message", "code"}}`; fall back to the status. */
 export async function errorFromResponse(response: Response): Promise<Error> {
   const text = await response.text().catch(() => "");
   try {
     const body: unknown = JSON.parse(text);
     const message = (body as { error?: { message?: unknown } })?.error?.message;
-    if (typeof message === "string" && message !== "") return new Error(message);
+    if (typeof message === "string" && message !== "") return toError(body);
   } catch {
     // Not JSON: use the status line below.
   }
