@@ -945,6 +945,14 @@ test("conversations are renamed, searched and exported, and keep their names acr
     await results.first().waitFor();
     assert.equal(await results.count(), 1);
     assert.match(await results.first().innerText(), /sourdough bread, Zebulon/);
+    // Its title, longer than the sidebar is wide, is cut with an ellipsis on one line.
+    const title = await results.first().locator(".conversation-title").evaluate((el) => ({
+      cut: el.scrollWidth > el.clientWidth,
+      inside: el.getBoundingClientRect().right <= el.closest("button").getBoundingClientRect().right + 0.5,
+      oneLine: el.getClientRects().length === 1 && getComputedStyle(el).whiteSpace === "nowrap",
+      ellipsis: getComputedStyle(el).textOverflow,
+    }));
+    assert.deepEqual(title, { cut: true, inside: true, oneLine: true, ellipsis: "ellipsis" });
     await search.fill("no conversation says this");
     await page.locator('[data-testid="search-empty"]').waitFor();
     await search.fill("rye");

@@ -275,9 +275,10 @@ describe("cluster texts", () => {
   it("says what this machine is", () => {
     expect(roleText(clusterStatus())).toBe("Not in a cluster");
     expect(roleText(clusterStatus({ role: "master" }))).toBe("Master: models you load use the workers below");
-    expect(roleText(clusterStatus({ role: "worker", worker: { address: "0.0.0.0:7000", masters: [] } }))).toBe(
-      "Worker: serving at 0.0.0.0:7000",
-    );
+    const worker = (reachable_at: string[]) =>
+      roleText(clusterStatus({ role: "worker", worker: { address: "0.0.0.0:7000", reachable_at, masters: [] } }));
+    expect(worker(["192.168.1.20:7000", "10.0.0.5:7000"])).toBe("Worker: serving at 192.168.1.20:7000, 10.0.0.5:7000");
+    expect(worker([])).toBe("Worker: serving on port 7000 (no network address found: is this machine on a network?)");
   });
 
   it("formats memory, shares and transfers", () => {

@@ -115,11 +115,14 @@ impl<'m> RequestMaker<'m> {
             }
             Prompt::Conversation { messages, .. } => {
                 // Too long: say whether leaving out the oldest turns would do.
-                let overflow = |too_long: PromptTooLong| {
-                    match drop_oldest_turns(messages, context, reply_room(job, context), tokenize) {
-                        Err(alone) if alone.is::<PromptTooLong>() => alone,
-                        _ => too_long.into(),
-                    }
+                let overflow = |too_long: PromptTooLong| match drop_oldest_turns(
+                    messages,
+                    context,
+                    reply_room(job, context),
+                    tokenize,
+                ) {
+                    Err(alone) if alone.is::<PromptTooLong>() => alone,
+                    _ => too_long.into(),
                 };
                 match tokenize(messages) {
                     Ok(tokens) if tokens.len() >= context => {

@@ -19,7 +19,7 @@ use crate::models::loader::LoadOptions;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::net::TcpListener;
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -380,6 +380,7 @@ impl ClusterControl {
             "role": role,
             "worker": state.worker.as_ref().map(|w| json!({
                 "address": w.running.address.to_string(),
+                "reachable_at": reachable_addresses(w.running.address),
                 "masters": w.running.sessions(),
             })),
             "worker_error": state.worker_error,
@@ -413,6 +414,24 @@ fn timeout(prefs: &ClusterPreferences) -> Duration {
     Duration::from_secs_f64(prefs.discovery_timeout_s.clamp(0.0, 60.0))
 }
 
+/// Where other machines reach a server listening on `listening`: its own
+/// address, or for one on every interface (`0.0.0.0`) each IPv4 address of
+/// this machine's network interfaces that are up, loopback and link-local
+/// left out.
+pub fn reachable_addresses(listening: SocketAddr) -> Vec<String> {
+    if !listening.ip().is_unspecified() {
+        return vec![listening.to_string()];
+    }
+    let interfaces = if_addrs::get_if_addrs().unwrap_or_default();
+    let usable = interfaces.iter().filter(|i| i.is_oper_up() && !i.is_loopback() && !i.is_link_local());
+    usable
+        .filter_map(|i| match i.ip() {
+            IpAddr::V4(ip) => Some(SocketAddr::new(IpAddr::V4(ip), listening.port()).to_string()),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
+}
+
 /// This machine's host name (for the default worker name).
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -427,6 +446,17 @@ pub fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_on_every_interface_is_shown_at_its_network_addresses() {
+        let bound: SocketAddr = "0.0.0.0:45419".parse().unwrap();
+        for address in reachable_addresses(bound) {
+            let address: SocketAddr = address.parse().unwrap();
+            assert!(!address.ip().is_unspecified() && !address.ip().is_loopback(), "{address}");
+            assert_eq!(address.port(), 45419);
+        }
+        assert_eq!(reachable_addresses("192.168.1.20:10128".parse().unwrap()), ["192.168.1.20:10128"]);
+    }
 
     #[test]
     fn worker_addresses_are_host_and_port_without_repeats() {

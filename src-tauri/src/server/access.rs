@@ -45,8 +45,30 @@ pub struct AccessPolicy {
     any_ip_literal: bool,
     session_secret: String,
     api_key: Option<String>,
+    /// Where the person finds the key (said when a request lacks it).
+    key_source: ApiKeySource,
     /// Wrong API keys, per client address.
     pub guesses: GuessThrottle,
+}
+
+/// Where the API key of a server comes from, so that a request without it
+/// is told where to find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiKeySource {
+    /// `cake serve --api-key` or `CAKE_API_KEY`.
+    #[default]
+    CommandLine,
+    /// The desktop app's OpenAI API switch, which makes the key and shows it.
+    DesktopApp,
+}
+
+impl ApiKeySource {
+    fn where_to_find(self) -> &'static str {
+        match self {
+            Self::CommandLine => "the key given with --api-key or CAKE_API_KEY",
+            Self::DesktopApp => "the API key shown in Cake's window, under Models → Other programs",
+        }
+    }
 }
 
 /// What a request is for, decided from its path.
@@ -83,7 +105,7 @@ pub enum Refusal {
     ForeignOrigin(String),
     NotJson,
     NoSession,
-    NoApiKey,
+    NoApiKey(ApiKeySource),
     /// The UI page without a login, when an API key is set.
     LoginNeeded,
     /// Too many wrong API keys from this address lately.
@@ -95,7 +117,7 @@ impl Refusal {
         match self {
             Self::ForeignHost(_) | Self::ForeignOrigin(_) | Self::NoSession => StatusCode::FORBIDDEN,
             Self::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::NoApiKey | Self::LoginNeeded => StatusCode::UNAUTHORIZED,
+            Self::NoApiKey(_) | Self::LoginNeeded => StatusCode::UNAUTHORIZED,
             Self::TooManyGuesses => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -110,9 +132,10 @@ impl Refusal {
             Self::NoSession => {
                 "this endpoint serves Cake's own page only, with the session that page receives: reload the page (Cake may have restarted)".into()
             }
-            Self::NoApiKey | Self::LoginNeeded => {
-                "this Cake needs its API key: send `Authorization: Bearer <key>` (the key given with --api-key or CAKE_API_KEY)".into()
+            Self::NoApiKey(source) => {
+                format!("this Cake needs its API key: send `Authorization: Bearer <key>` ({})", source.where_to_find())
             }
+            Self::LoginNeeded => Self::NoApiKey(ApiKeySource::CommandLine).message(),
             Self::TooManyGuesses => format!(
                 "too many wrong API keys from this address: try again in {} s",
                 LONGEST_KEY_WAIT.as_secs()
@@ -167,8 +190,14 @@ impl AccessPolicy {
             any_ip_literal: !loopback,
             session_secret: random_secret(),
             api_key,
+            key_source: ApiKeySource::default(),
             guesses: GuessThrottle::new(FIRST_KEY_WAIT, LONGEST_KEY_WAIT),
         })
+    }
+
+    /// The policy with its key coming from `source`.
+    pub fn with_key_source(self, source: ApiKeySource) -> Self {
+        Self { key_source: source, ..self }
     }
 
     /// The name of the session cookie. Cookies are shared between the ports
@@ -253,9 +282,11 @@ impl AccessPolicy {
         }
         match area {
             Area::App if self.has_session(headers) || self.has_bearer_key(headers) => Ok(()),
-            Area::App if self.needs_login() => Err(Refusal::NoApiKey),
+            Area::App if self.needs_login() => Err(Refusal::NoApiKey(self.key_source)),
             Area::App => Err(Refusal::NoSession),
-            Area::ModelApi if self.needs_login() && !self.has_bearer_key(headers) => Err(Refusal::NoApiKey),
+            Area::ModelApi if self.needs_login() && !self.has_bearer_key(headers) => {
+                Err(Refusal::NoApiKey(self.key_source))
+            }
             Area::Ui if self.needs_login() && is_page(uri.path()) && !self.has_session(headers) => {
                 Err(Refusal::LoginNeeded)
             }
@@ -429,14 +460,17 @@ mod tests {
         let p = policy("127.0.0.1:8080", Some("a-key-of-enough-length"));
         let host = ("host", "localhost:8080");
         let ollama: Uri = "/api/tags".parse().unwrap();
-        assert_eq!(p.check(&Method::GET, &ollama, &headers(&[host])), Err(Refusal::NoApiKey));
+        assert_eq!(
+            p.check(&Method::GET, &ollama, &headers(&[host])),
+            Err(Refusal::NoApiKey(ApiKeySource::CommandLine))
+        );
         let key = ("authorization", "Bearer a-key-of-enough-length");
         assert_eq!(p.check(&Method::GET, &ollama, &headers(&[host, key])), Ok(()));
         let uri: Uri = "/v1/models".parse().unwrap();
-        assert_eq!(p.check(&Method::GET, &uri, &headers(&[host])), Err(Refusal::NoApiKey));
+        assert_eq!(p.check(&Method::GET, &uri, &headers(&[host])), Err(Refusal::NoApiKey(ApiKeySource::CommandLine)));
         assert_eq!(
             p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer wrong")])),
-            Err(Refusal::NoApiKey)
+            Err(Refusal::NoApiKey(ApiKeySource::CommandLine))
         );
         assert_eq!(
             p.check(&Method::GET, &uri, &headers(&[host, ("authorization", "Bearer a-key-of-enough-length")])),
@@ -444,5 +478,18 @@ mod tests {
         );
         assert_eq!(p.check(&Method::GET, &"/".parse().unwrap(), &headers(&[host])), Err(Refusal::LoginNeeded));
         assert_eq!(p.check(&Method::GET, &"/assets/app.js".parse().unwrap(), &headers(&[host])), Ok(()));
+    }
+
+    #[test]
+    fn a_missing_key_is_looked_for_where_its_server_got_it() {
+        let served = policy("127.0.0.1:8080", Some("a-key-of-enough-length"));
+        let desktop =
+            policy("127.0.0.1:8080", Some("a-key-of-enough-length")).with_key_source(ApiKeySource::DesktopApp);
+        let (uri, host): (Uri, _) = ("/v1/models".parse().unwrap(), ("host", "localhost:8080"));
+        let refusal = |p: &AccessPolicy| p.check(&Method::GET, &uri, &headers(&[host])).unwrap_err().message();
+        assert!(refusal(&served).contains("--api-key or CAKE_API_KEY"), "{}", refusal(&served));
+        let in_window = refusal(&desktop);
+        assert!(in_window.contains("Cake's window, under Models → Other programs"), "{in_window}");
+        assert!(!in_window.contains("--api-key") && !in_window.contains("CAKE_API_KEY"), "{in_window}");
     }
 }

@@ -3,7 +3,7 @@
 //! loopback and always behind an API key, so no other program on the
 //! machine (or page in its browser) uses the app without that key.
 
-use super::access::AccessPolicy;
+use super::access::{AccessPolicy, ApiKeySource};
 use super::connections::{self, Limits};
 use super::router;
 use crate::app::App;
@@ -28,7 +28,8 @@ impl BackgroundServer {
             .map_err(|e| anyhow!("cannot listen on 127.0.0.1:{port}: {e}"))?;
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
-        let policy = Arc::new(AccessPolicy::new(address, Some(api_key), &[])?);
+        let policy =
+            Arc::new(AccessPolicy::new(address, Some(api_key), &[])?.with_key_source(ApiKeySource::DesktopApp));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("cake-api-server")

@@ -41,7 +41,9 @@ pub fn drop_oldest_turns(
     };
     let shortest = prompt_from(last_cut)?;
     if !fits(&shortest) {
-        return Err(PromptTooLong { last_turn_alone: true, ..PromptTooLong::new(shortest.len(), context, false) }.into());
+        return Err(
+            PromptTooLong { last_turn_alone: true, ..PromptTooLong::new(shortest.len(), context, false) }.into()
+        );
     }
     // Leaving out more turns never makes the prompt longer: the first cut
     // that fits is found by bisection, in a few renders however long the

@@ -306,8 +306,10 @@ export interface MasterSession {
 
 /** Role "worker": what this machine serves. */
 export interface WorkerService {
-  /** Where it listens. */
+  /** Where it listens (`0.0.0.0:port`: on every interface). */
   address: string;
+  /** Where other machines reach it: this machine's network addresses with the port (absent from older backends). */
+  reachable_at?: string[];
   masters: MasterSession[];
 }
 

@@ -9,6 +9,7 @@ import type {
   ClusterStatus,
   MachineState,
   PredictionLimit,
+  WorkerService,
 } from "../api/types";
 
 // ---- Layer bar ---------------------------------------------------------------
@@ -278,13 +279,23 @@ export function keyDescription(settings: ClusterSettings): string | null {
   return `Key set${identity}${where}`;
 }
 
+/** Where masters reach this worker: its network addresses (not the `0.0.0.0` it listens on). */
+function servingText(worker: WorkerService): string {
+  const reachable = worker.reachable_at ?? [worker.address];
+  if (reachable.length === 0) {
+    const port = worker.address.split(":").at(-1);
+    return `serving on port ${port} (no network address found: is this machine on a network?)`;
+  }
+  return `serving at ${reachable.join(", ")}`;
+}
+
 /** The one-line summary of what this machine is in the cluster. */
 export function roleText(status: ClusterStatus): string {
   switch (status.role) {
     case "master":
       return "Master: models you load use the workers below";
     case "worker":
-      return status.worker ? `Worker: serving at ${status.worker.address}` : "Worker: not serving";
+      return status.worker ? `Worker: ${servingText(status.worker)}` : "Worker: not serving";
     default:
       return "Not in a cluster";
   }
