@@ -196,6 +196,29 @@ fn closing_a_stream_cancels_the_reply() {
     let (status, _) = completion(&server, "Hi", json!({"max_tokens": 2}));
     assert_eq!(status, 200);
     assert!(start.elapsed().as_secs() < 30, "the cancelled reply kept the engine busy");
+
+    // Stopped, then asked again at once (the app's Stop, then Regenerate):
+    // the new reply is decoded alone, never beside the stopped one.
+    let short = json!({
+        "model_id": "default", "messages": [{"role": "user", "content": "Hi"}],
+        "sampling": {"temperature": 0.0}, "max_tokens": 4,
+    });
+    // A long prompt is read in chunks with no token sent: a stop during
+    // it is seen only from the closed connection.
+    let long_prompt = "Tell me a very long story about bread and cakes. ".repeat(300);
+    let reading = json!({
+        "model_id": "default", "messages": [{"role": "user", "content": long_prompt}],
+        "sampling": {"temperature": 0.0}, "max_tokens": 2000,
+    });
+    for round in 0..3 {
+        let (status, _) = server.stream("/app/chat", &reading, |_, _| false);
+        assert_eq!(status, 200);
+        let (status, payloads) = server.stream("/app/chat", &short, |_, _| true);
+        assert_eq!(status, 200);
+        let done: Value = serde_json::from_str(payloads.last().unwrap()).unwrap();
+        assert_eq!(done["type"], "done", "{done}");
+        assert_eq!(done["stats"].get("decoded_together"), None, "round {round}: shared a step: {done}");
+    }
 }
 
 #[test]

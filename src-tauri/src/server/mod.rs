@@ -48,7 +48,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
 /// The HTTP routes over `app`, each behind `policy`.
@@ -221,18 +220,45 @@ pub fn refuse_if_used(field: &str, value: &Option<Value>, what: &str) -> Result<
 }
 
 /// An event sink feeding an unbounded channel, the channel's receiving
-/// end, and a cancel flag raised as soon as that end is dropped (the client
-/// went away), so that the engine stops the work before its next event and
-/// a stopped reply never shares a step with the one asked next.
-pub fn channel_sink() -> (EventSink, mpsc::UnboundedReceiver<EngineEvent>, CancelFlag) {
+/// end, and the work's cancel flag, raised as soon as that end is dropped
+/// (the client went away), so that the engine stops the work before its
+/// next event and a stopped reply never shares a step with the one asked
+/// next.
+pub fn channel_sink() -> (EventSink, EventReceiver, CancelFlag) {
     let (tx, rx) = mpsc::unbounded_channel();
     let cancel = CancelFlag::default();
-    let (watched, raised) = (tx.clone(), cancel.clone());
-    tokio::spawn(async move {
-        watched.closed().await;
-        raised.store(true, std::sync::atomic::Ordering::Relaxed);
-    });
-    (Box::new(move |event| tx.send(event).is_ok()), rx, cancel)
+    (Box::new(move |event| tx.send(event).is_ok()), EventReceiver { rx, cancel: cancel.clone() }, cancel)
+}
+
+/// The receiving end of [`channel_sink`]'s events (a stream of them);
+/// dropped, it raises the work's cancel flag.
+pub struct EventReceiver {
+    rx: mpsc::UnboundedReceiver<EngineEvent>,
+    cancel: CancelFlag,
+}
+
+impl EventReceiver {
+    /// The next event; `None` once the work ended and all were read.
+    pub async fn recv(&mut self) -> Option<EngineEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl tokio_stream::Stream for EventReceiver {
+    type Item = EngineEvent;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<EngineEvent>> {
+        self.get_mut().rx.poll_recv(context)
+    }
+}
+
+impl Drop for EventReceiver {
+    fn drop(&mut self) {
+        self.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, body: Bytes) -> Response {
@@ -264,8 +290,8 @@ async fn run_command(app: Arc<App>, command: &str, body: Bytes) -> Response {
         };
         return match started {
             Ok(Ok(())) => {
-                let events = UnboundedReceiverStream::new(rx)
-                    .map(|event| Ok::<_, Infallible>(Event::default().json_data(event).expect("events serialize")));
+                let events =
+                    rx.map(|event| Ok::<_, Infallible>(Event::default().json_data(event).expect("events serialize")));
                 Sse::new(events).keep_alive(KeepAlive::default()).into_response()
             }
             Ok(Err(e)) => e.into_response(),

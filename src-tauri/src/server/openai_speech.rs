@@ -12,7 +12,7 @@
 //! mono, no header) at the model's rate: 24 kHz, LuxTTS 48 kHz; the
 //! `x-sample-rate` response header says which.
 
-use super::{channel_sink, parse_body};
+use super::{channel_sink, parse_body, EventReceiver};
 use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent};
 use crate::app::request::SpeakArgs;
@@ -27,8 +27,6 @@ use serde::Deserialize;
 use serde_json::json;
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
 #[derive(Deserialize, Clone, Copy, Default, PartialEq)]
@@ -97,7 +95,7 @@ async fn answer(app: Arc<App>, body: Bytes) -> Result<Response, ApiError> {
 }
 
 /// Starts speaking `request` (not kept as a clip); its events come on the receiver.
-async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceiver<EngineEvent>, ApiError> {
+async fn start(app: Arc<App>, request: SpeechRequest) -> Result<EventReceiver, ApiError> {
     let (sink, rx, cancel) = channel_sink();
     tokio::task::spawn_blocking(move || -> Result<(), ApiError> {
         let voice = app.speech.find_voice(&request.voice).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
@@ -109,8 +107,9 @@ async fn start(app: Arc<App>, request: SpeechRequest) -> Result<UnboundedReceive
             steps: None,
             seed: request.seed,
             max_seconds: None,
+            keep_clip: false,
         };
-        let job = app.speak_job(args, false)?;
+        let job = app.speak_job(args)?;
         app.engine.speak(job, sink, cancel);
         Ok(())
     })
@@ -134,11 +133,7 @@ fn unbase64(text: &str) -> Result<Vec<u8>, ApiError> {
 }
 
 /// The whole file, once the speech is made.
-async fn whole_file(
-    first: EngineEvent,
-    mut rx: UnboundedReceiver<EngineEvent>,
-    format: AudioFormat,
-) -> Result<Response, ApiError> {
+async fn whole_file(first: EngineEvent, mut rx: EventReceiver, format: AudioFormat) -> Result<Response, ApiError> {
     let mut event = Some(first);
     while let Some(current) = event.take().or(rx.recv().await) {
         match current {
@@ -161,13 +156,13 @@ async fn whole_file(
 }
 
 /// The speech's events from `first` on, as a stream.
-fn events(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>) -> impl tokio_stream::Stream<Item = EngineEvent> {
-    tokio_stream::once(first).chain(UnboundedReceiverStream::new(rx))
+fn events(first: EngineEvent, rx: EventReceiver) -> impl tokio_stream::Stream<Item = EngineEvent> {
+    tokio_stream::once(first).chain(rx)
 }
 
 /// The file sent as it is made. A failure after the first audio can only
 /// end the stream early: the status has been sent.
-fn audio_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>, format: AudioFormat) -> Response {
+fn audio_stream(first: EngineEvent, rx: EventReceiver, format: AudioFormat) -> Response {
     let sample_rate = sample_rate_of(&first);
     let header = match format {
         AudioFormat::Wav => wav::streaming_header(sample_rate),
@@ -207,7 +202,7 @@ fn wav_rate(file: &[u8]) -> u32 {
 
 /// OpenAI's speech events: a `speech.audio.delta` per piece of audio, then
 /// `speech.audio.done` (or an error object).
-fn sse_stream(first: EngineEvent, rx: UnboundedReceiver<EngineEvent>) -> Response {
+fn sse_stream(first: EngineEvent, rx: EventReceiver) -> Response {
     let data = events(first, rx).filter_map(|event| match event {
         EngineEvent::Audio { pcm16_base64, .. } => {
             Some(json!({"type": "speech.audio.delta", "audio": pcm16_base64}).to_string())

@@ -2,7 +2,7 @@
 //! the engine, held until its first token (so a request that cannot run
 //! still gets a 4xx/5xx status), then a stream of [`ReplyEvent`]s.
 
-use super::channel_sink;
+use super::{channel_sink, EventReceiver};
 use crate::app::engine::ChatJob;
 use crate::app::error::ApiError;
 use crate::app::events::{Done, EngineEvent, ReplyStats};
@@ -11,7 +11,6 @@ use crate::library::catalog::ModelEntry;
 use crate::text::logprobs::LogprobEntry;
 use crate::text::tool_calls::ToolCall;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 /// What a reply under way tells its route.
 pub enum ReplyEvent {
@@ -44,7 +43,7 @@ pub struct WholeReply {
 pub struct Reply {
     /// Events that arrived while waiting for the first token.
     early: std::vec::IntoIter<EngineEvent>,
-    rx: mpsc::UnboundedReceiver<EngineEvent>,
+    rx: EventReceiver,
 }
 
 impl Reply {
