@@ -553,6 +553,100 @@ test("speech: a Realtime preset voice plays while it is made, and a long script 
   await page.close();
 });
 
+test("a reply is read aloud in the chat: its audio arrives as it is made, the button shows playing, then stopped", async () => {
+  const model = path.resolve(here, "../fixtures/tiny/vibevoice_realtime");
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  // What the page receives from each `speak` stream, kept as it arrives.
+  await page.addInitScript(() => {
+    const fetchFirst = window.fetch;
+    window.speakStreams = [];
+    window.fetch = async (...args) => {
+      const response = await fetchFirst(...args);
+      if (!String(args[0]).endsWith("/app/speak") || !response.body) return response;
+      const [seen, used] = response.body.tee();
+      const record = { text: "", done: false };
+      window.speakStreams.push(record);
+      (async () => {
+        const reader = seen.getReader();
+        const decoder = new TextDecoder();
+        try {
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            record.text += decoder.decode(value, { stream: true });
+          }
+        } finally {
+          record.done = true; // ended, or closed by the page once it had the last event
+        }
+      })();
+      return new Response(used, { status: response.status, headers: response.headers });
+    };
+  });
+  await openApp(page);
+  await openSpeechWith(page, model);
+  const preset = readFileSync(path.join(model, "voice.pt"));
+  await dropFiles(page, '[data-testid="voice-drop"]', [{ name: "reader.pt", bytes: preset, type: "" }]);
+  await page.locator('[data-testid="voice-item"][data-voice-kind="preset"]').first().waitFor();
+  const clipsBefore = await page.locator('[data-testid="clip-item"]').count();
+  await page.getByRole("button", { name: "Back to chat" }).click();
+
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await page.locator('[data-testid="max-tokens"]').fill("32");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await send(page, "Tell me about cake.");
+  await watchReply(page);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+
+  // Read aloud: the speech comes as audio events while it is made; nothing is kept.
+  const reply = page.locator('[data-testid="message"][data-role="assistant"]').last();
+  const button = reply.locator('[data-testid="read-aloud"]');
+  const asked = page.waitForRequest((r) => r.url().endsWith("/app/speak"));
+  await reply.hover();
+  await button.click();
+  await reply.locator('[data-testid="read-aloud"][data-reading="yes"]').waitFor();
+  assert.match(await button.innerText(), /Stop reading/);
+  assert.equal(JSON.parse((await asked).postData()).keep_clip, false);
+  // It is heard while it is read.
+  await page.waitForFunction(
+    () => Number(document.querySelector('[data-testid="read-aloud"][data-reading="yes"]')?.dataset.heardSeconds ?? 0) > 0,
+  );
+  await page.screenshot({ path: path.join(outDir, "browser-read-aloud.png") });
+  await page.waitForFunction(() => window.speakStreams[0]?.done);
+  const events = (await page.evaluate(() => window.speakStreams[0].text))
+    .split("\n")
+    .filter((line) => line.startsWith("data:"))
+    .map((line) => JSON.parse(line.slice(5)));
+  const audio = events.filter((event) => event.type === "audio");
+  assert.ok(audio.length >= 2, `audio arrives in pieces as it is made: ${audio.length}`);
+  assert.equal(events.at(-1).type, "done");
+  assert.ok(events.at(-1).wav_base64 && !events.at(-1).clip, "nothing is kept as a clip");
+  await reply.locator('[data-testid="read-aloud"][data-reading="no"]').waitFor({ timeout: 120_000 });
+  assert.match(await button.innerText(), /Read aloud/);
+
+  // Stopped at once by the same button.
+  await button.click();
+  await reply.locator('[data-testid="read-aloud"][data-reading="yes"]').waitFor();
+  await button.click();
+  await reply.locator('[data-testid="read-aloud"][data-reading="no"]').waitFor({ timeout: 5_000 });
+
+  // Read replies aloud: the next reply is read by itself, and the switch is kept.
+  await page.locator('[data-testid="auto-read"]').check();
+  const readByItself = page.waitForRequest((r) => r.url().endsWith("/app/speak"), { timeout: 120_000 });
+  await send(page, "And about bread?");
+  const request = await readByItself;
+  assert.equal(JSON.parse(request.postData()).keep_clip, false);
+  await page.reload();
+  await page.locator('[data-testid="auto-read"]').waitFor();
+  assert.equal(await page.locator('[data-testid="auto-read"]').isChecked(), true);
+  await page.locator('[data-testid="speech-button"]').click();
+  await page.waitForTimeout(500);
+  assert.equal(await page.locator('[data-testid="clip-item"]').count(), clipsBefore, "no clip was kept");
+  await page.close();
+});
+
 test("speech: LuxTTS asks for a voice's words, plays while it is made, and a long text comes back as one 48 kHz clip", async () => {
   const model = path.resolve(here, "../fixtures/tiny/luxtts");
   const page = await browser.newPage({ acceptDownloads: true });

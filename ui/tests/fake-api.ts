@@ -377,6 +377,10 @@ export function createFakeApi(
       server.loaded = request.model_id;
       return structuredClone(made);
     }),
+    readAloud: vi.fn(async (request: SpeakRequest, onProgress, signal) => {
+      await server.speakScript(request, onProgress, signal);
+      server.loaded = request.model_id;
+    }),
     listClips: vi.fn(async () => ({ clips: structuredClone(server.clips) })),
     clipAudio: vi.fn(async (id: string) =>
       audioOf(
@@ -414,6 +418,7 @@ export function fakeLiveSpeech() {
   const calls: string[] = [];
   const played: { samples: number[]; sampleRate: number }[] = [];
   const live: LiveSpeech = {
+    prime: () => void calls.push("prime"),
     begin: () => void calls.push("begin"),
     play: (samples, sampleRate) => {
       calls.push("play");

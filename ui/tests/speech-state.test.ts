@@ -15,6 +15,7 @@ import {
   type SpeakState,
 } from "../src/state/app-state";
 import { bytesToBase64 } from "../src/lib/base64";
+import { speakableText } from "../src/lib/speech";
 import {
   PRESET_BYTES,
   audioEvent,
@@ -449,5 +450,63 @@ describe("model kinds", () => {
     expect(speechModelId(state())).toBe("vv2");
     cake.speech.edit({ modelId: "broken" });
     expect(speechModelId(state())).toBe("vv");
+  });
+});
+
+describe("replies read aloud", () => {
+  const voices = [preset("p1", { name: "Carter" }), voice("v1", { name: "Alice" })];
+
+  it("reads a reply's words in the first fitting voice, heard as made, keeping nothing", async () => {
+    const { cake, api, liveCalls, played, state } = await started({ models: [model("m1"), PRESET_MODEL], voices });
+    const clipsBefore = state().clips.length;
+    await cake.speech.readAloud(
+      "c1:1",
+      "## Cakes\n\n**Sponge** is light: see [this](http://x).\n\n```py\nprint(1)\n```",
+    );
+    expect(vi.mocked(api.readAloud).mock.calls[0][0]).toEqual({
+      model_id: "rt",
+      script: "Cakes\n\nSponge is light: see this.",
+      voice_ids: ["p1"],
+    });
+    expect(liveCalls.slice(-4)).toEqual(["begin", "play", "play", "finish"]);
+    expect(played.map((p) => p.samples.length)).toEqual([2, 1]);
+    expect(state().readingAloud).toEqual({ key: "c1:1", making: false });
+    expect(state().clips.length).toBe(clipsBefore);
+  });
+
+  it("stops at once, and says what is missing when it cannot read", async () => {
+    const { cake, server, state } = await started({ models: [model("m1"), PRESET_MODEL], voices });
+    server.speakScript = speakUntilStopped;
+    const reading = cake.speech.readAloud("c1:1", "Hello there.");
+    await Promise.resolve();
+    expect(state().readingAloud).toEqual({ key: "c1:1", making: true });
+    cake.speech.stopReading();
+    await reading;
+    expect(state().readingAloud).toBeNull();
+    expect(state().notices).toEqual([]);
+
+    const none = await started({ models: [model("m1"), PRESET_MODEL], voices: [] });
+    await none.cake.speech.readAloud("c1:1", "Hello there.");
+    expect(none.state().notices.map((n) => n.message)).toEqual([
+      "Cannot read this reply aloud: Add a voice preset first: VibeVoice-Realtime speaks in one.",
+    ]);
+  });
+
+  it("reads each new reply of a conversation that asks for it", async () => {
+    const { cake, api, state } = await started({ models: [model("m1"), PRESET_MODEL], voices });
+    await cake.chat.send("Hi");
+    expect(api.readAloud).not.toHaveBeenCalled();
+    cake.conversations.change(state().selectedId!, { auto_read: true });
+    await cake.chat.send("Again");
+    expect(vi.mocked(api.readAloud).mock.calls.map((call) => call[0].script)).toEqual(["Hello there"]);
+    expect(state().readingAloud?.key).toBe(`${state().selectedId}:3`);
+  });
+});
+
+describe("speakable text", () => {
+  it("leaves out code and Markdown's marks", () => {
+    expect(speakableText("# Title\n- one *two* __three__\n1. `four`\n> five")).toBe("Title\none two three\nfour\nfive");
+    expect(speakableText("| a | b |\n|---|---|\n| 1 | 2 |")).toBe("a, b\n1, 2");
+    expect(speakableText("snake_case stays; ![a cat](cat.png) <b>bold</b>")).toBe("snake_case stays; a cat bold");
   });
 });

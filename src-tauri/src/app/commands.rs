@@ -163,7 +163,7 @@ impl App {
                 Ok(())
             }
             Command::Speak(args) => {
-                let job = self.speak_job(args, true)?;
+                let job = self.speak_job(args)?;
                 self.engine.speak(job, sink, cancel);
                 Ok(())
             }
@@ -276,7 +276,7 @@ impl App {
     }
 
     /// Checks a speech request and gathers its model and voices.
-    pub fn speak_job(&self, a: SpeakArgs, keep_clip: bool) -> Result<SpeakJob, ApiError> {
+    pub fn speak_job(&self, a: SpeakArgs) -> Result<SpeakJob, ApiError> {
         if a.script.trim().is_empty() {
             return Err(ApiError::BadRequest("speak: the script is empty".into()));
         }
@@ -325,7 +325,7 @@ impl App {
             voices,
             settings: SpeechSettings { cfg_scale, steps, max_seconds: a.max_seconds },
             seed: a.seed.unwrap_or_else(rand::random),
-            keep_clip,
+            keep_clip: a.keep_clip,
             library: self.speech.clone(),
         })
     }

@@ -85,7 +85,8 @@ pub enum Done {
     /// An embedding request (the model APIs): one vector per text, and the
     /// tokens read.
     Embeddings { embeddings: Vec<Vec<f32>>, prompt_tokens: usize },
-    /// `speak` without keeping the clip (the OpenAI speech endpoint).
+    /// `speak` without keeping the clip (the OpenAI speech endpoint, the
+    /// chat's Read aloud).
     Audio { wav_base64: String },
     /// `speak`: the stored clip.
     Clip { clip: Clip },

@@ -161,6 +161,14 @@ pub struct SpeakArgs {
     pub seed: Option<u64>,
     #[serde(default)]
     pub max_seconds: Option<f64>,
+    /// Keep the speech as a clip (the Speech screen, the default), or only
+    /// play it as it is made and hand back the WAV (the chat's Read aloud).
+    #[serde(default = "keep_by_default")]
+    pub keep_clip: bool,
+}
+
+fn keep_by_default() -> bool {
+    true
 }
 
 /// Arguments of `chat`.

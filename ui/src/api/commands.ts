@@ -171,6 +171,21 @@ export const api = {
     return (done as SpeakDoneEvent).clip;
   },
 
+  /**
+   * Speak a script without keeping it (the chat's Read aloud): `onUpdate`
+   * sees the loading, the progress and the audio as it is made.
+   */
+  async readAloud(request: SpeakRequest, onUpdate: (event: SpeakUpdate) => void, signal?: AbortSignal): Promise<void> {
+    await stream<SpeakEvent>(
+      "speak",
+      { ...request, keep_clip: false },
+      (event) => {
+        if (event.type === "loading" || event.type === "progress" || event.type === "audio") onUpdate(event);
+      },
+      signal,
+    );
+  },
+
   /** The stored clips, newest first. */
   listClips: () => call<{ clips: Clip[] }>("list_clips"),
 

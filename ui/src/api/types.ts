@@ -111,6 +111,8 @@ export interface Conversation {
   system_prompt: string;
   sampling: Sampling;
   messages: StoredMessage[];
+  /** Read each new reply aloud with the Speech screen's model and voice (absent: off). */
+  auto_read?: boolean;
   /** RFC 3339 */
   created_at: string;
   updated_at: string;
@@ -464,6 +466,8 @@ export interface SpeakRequest {
   /** Absent = a random seed (the clip records the one used). */
   seed?: number;
   max_seconds?: number;
+  /** False (the chat's Read aloud): keep nothing, end with the WAV instead of a clip. */
+  keep_clip?: boolean;
 }
 
 /** The speech model is being loaded before speaking. */

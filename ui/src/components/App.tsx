@@ -83,6 +83,7 @@ function useShortcuts(showShortcuts: (show: boolean) => void) {
         case "stop":
           if (state.generatingId !== null) cake.chat.stop();
           else if (state.speaking !== null) cake.speech.stop();
+          else if (state.readingAloud !== null) cake.speech.stopReading();
           else if (liveAudio.store.get().playing) liveAudio.stop();
           else return; // Escape means nothing here: leave it to the page
           break;

@@ -17,6 +17,8 @@ import { SamplingPanel } from "./SamplingPanel";
 import { StarterCard } from "./StarterCard";
 import { useAutosize } from "./useAutosize";
 import { SidebarToggle } from "./SidebarToggle";
+import { replyKey } from "../lib/conversation";
+import { useLivePlayback } from "./live-audio";
 
 export function ChatView() {
   const state = useAppState();
@@ -84,7 +86,11 @@ export function ChatView() {
         generating={generating}
         blocked={busy && !generating}
         canRegenerate={!busy && last !== undefined && (last.role === "assistant" || last.role === "user")}
-        onSend={(text) => cake.chat.send(text)}
+        onSend={(text) => {
+          // Within the key press or click: the reply may be read aloud once made.
+          if (conversation.auto_read) cake.speech.prepareReading();
+          return cake.chat.send(text);
+        }}
         onStop={() => cake.chat.stop()}
         onRegenerate={() => void cake.chat.regenerate()}
       />
@@ -117,6 +123,26 @@ function ConversationSettings({ conversation, disabled }: { conversation: Conver
         onSampling={(sampling) => cake.conversations.change(conversation.id, { sampling })}
         onPrefs={(change) => cake.setPrefs(change)}
       />
+      {completeModels(state, "speech").length > 0 ? (
+        <label
+          class="field-check auto-read"
+          title="Each new reply is read aloud with the Speech screen's model and voice"
+        >
+          <input
+            type="checkbox"
+            data-testid="auto-read"
+            checked={conversation.auto_read === true}
+            onChange={(event) => {
+              const on = event.currentTarget.checked;
+              if (on)
+                cake.speech.prepareReading(); // within the click: audio may start later
+              else cake.speech.stopReading();
+              cake.conversations.change(conversation.id, { auto_read: on });
+            }}
+          />
+          <span>Read replies aloud</span>
+        </label>
+      ) : null}
     </div>
   );
 }
@@ -168,7 +194,20 @@ const SCROLL_UP_KEYS = new Set(["ArrowUp", "PageUp", "Home"]);
 /** The scrolling message list; it follows new text while the reader is at the bottom. */
 function MessageList({ conversation, generating, busy, children, footer = null }: ListProps) {
   const cake = useCake();
-  const promptProgress = useAppState().promptProgress;
+  const state = useAppState();
+  const promptProgress = state.promptProgress;
+  const live = useLivePlayback();
+  // Replies are read aloud with a speech model, when there is one.
+  const canRead = completeModels(state, "speech").length > 0;
+  const readingAloud = (key: string, text: string) => {
+    const shown = state.readingAloud?.key === key;
+    const reading = shown && (state.readingAloud?.making === true || live.playing);
+    return {
+      reading,
+      heardSeconds: reading ? live.playedSeconds : 0,
+      onToggle: () => (reading ? cake.speech.stopReading() : void cake.speech.readAloud(key, text)),
+    };
+  };
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
   // Where the list was last seen scrolled to, and whether the reader is
@@ -266,6 +305,7 @@ function MessageList({ conversation, generating, busy, children, footer = null }
             }
             versions={versionsAt(messages, index)}
             onShowVersion={busy ? null : (version) => void cake.chat.showVersion(index, version)}
+            readAloud={canRead ? readingAloud(replyKey(conversation.id, index), message.content) : null}
           />
         ))}
         {footer}

@@ -1,7 +1,7 @@
 // One chat message. Assistant replies render as (safe) Markdown with copy
 // buttons on code blocks and their speed stats, and can be made again, the
-// versions kept and switchable; user messages show as plain text and can be
-// edited and resent. Every message can be copied.
+// versions kept and switchable, and read aloud; user messages show as plain
+// text and can be edited and resent. Every message can be copied.
 
 import { useMemo, useState } from "preact/hooks";
 import type { ReplyStats, StoredMessage } from "../api/types";
@@ -10,7 +10,7 @@ import { copyText } from "../lib/clipboard";
 import { formatSeconds, formatTokensPerSecond, stopNote } from "../lib/format";
 import { renderMarkdown } from "../lib/markdown";
 import { CopyButton } from "./CopyButton";
-import { EditIcon, RetryIcon } from "./icons";
+import { EditIcon, RetryIcon, SpeakerIcon, StopIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
 import { ProgressBar } from "./ProgressBar";
 
@@ -27,6 +27,8 @@ interface Props {
   versions?: { shown: number; count: number };
   /** Shows another version (0-based); null while busy. */
   onShowVersion?: ((version: number) => void) | null;
+  /** A reply that can be read aloud (a speech model is there): whether it is being read, and the toggle. */
+  readAloud?: { reading: boolean; heardSeconds: number; onToggle: () => void } | null;
 }
 
 export function MessageView({
@@ -37,6 +39,7 @@ export function MessageView({
   onRegenerate = null,
   versions = { shown: 0, count: 1 },
   onShowVersion = null,
+  readAloud = null,
 }: Props) {
   const [editing, setEditing] = useState(false);
   const isUser = message.role === "user";
@@ -111,6 +114,32 @@ export function MessageView({
               onClick={onRegenerate}
             >
               <RetryIcon /> Regenerate
+            </button>
+          ) : null}
+          {!isUser && readAloud && message.content.trim() !== "" ? (
+            <button
+              type="button"
+              class={`ghost small${readAloud.reading ? " reading-aloud" : ""}`}
+              data-testid="read-aloud"
+              data-reading={readAloud.reading ? "yes" : "no"}
+              data-heard-seconds={readAloud.reading ? readAloud.heardSeconds.toFixed(2) : undefined}
+              aria-pressed={readAloud.reading}
+              title={
+                readAloud.reading
+                  ? "Stop reading this reply"
+                  : "Read this reply aloud (the Speech screen's model and voice)"
+              }
+              onClick={readAloud.onToggle}
+            >
+              {readAloud.reading ? (
+                <>
+                  <StopIcon /> Stop reading
+                </>
+              ) : (
+                <>
+                  <SpeakerIcon /> Read aloud
+                </>
+              )}
             </button>
           ) : null}
         </div>

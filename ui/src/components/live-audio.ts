@@ -71,12 +71,16 @@ export class LiveAudio implements LiveSpeech {
     });
   }
 
+  prime(): void {
+    this.context ??= this.createContext();
+    if (this.context?.state === "suspended") this.context.resume().catch(() => {}); // then nothing is heard
+  }
+
   begin(): void {
     this.stop();
     player.stop();
-    this.context ??= this.createContext();
+    this.prime();
     if (this.context === null) return;
-    if (this.context.state === "suspended") this.context.resume().catch(() => {}); // then nothing is heard
     this.open = true;
   }
 

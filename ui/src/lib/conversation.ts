@@ -67,9 +67,15 @@ export function normalizeConversation(stored: Partial<Conversation> & { id: stri
     system_prompt: typeof stored.system_prompt === "string" ? stored.system_prompt : "",
     sampling: { ...DEFAULT_SAMPLING, ...stored.sampling },
     messages: Array.isArray(stored.messages) ? stored.messages.map(withValidVersions) : [],
+    ...(stored.auto_read === true ? { auto_read: true } : {}),
     created_at: stored.created_at ?? stamp,
     updated_at: stamp,
   };
+}
+
+/** What names a conversation's reply at `index` (which reply is being read aloud). */
+export function replyKey(conversationId: string, index: number): string {
+  return `${conversationId}:${index}`;
 }
 
 /** `message` without its versions record if that record is malformed (a hand-edited file). */

@@ -331,3 +331,32 @@ export function formatClock(seconds: number): string {
 export function voiceLabel(voice: Pick<Voice, "name" | "duration_s">): string {
   return voice.duration_s === null ? voice.name : `${voice.name} (${formatAudioDuration(voice.duration_s)})`;
 }
+
+// ---- Replies read aloud ------------------------------------------------------
+
+/**
+ * A chat reply's Markdown as words to speak: code blocks left out (they
+ * read badly), links and images by their text, and the marks of headings,
+ * lists, quotes, emphasis, tables and HTML taken off.
+ */
+export function speakableText(markdown: string): string {
+  return markdown
+    .replace(/```[\s\S]*?(```|$)/g, "\n")
+    .replace(/<[^>\n]+>/g, "")
+    .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .split("\n")
+    .filter((line) => !/^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$/.test(line)) // a table's rule
+    .map((line) =>
+      line
+        .replace(/^\s{0,3}(#{1,6}|>+|[-*+]|\d+[.)])\s+/, "")
+        .replace(/^\s*\|(.*)\|\s*$/, "$1")
+        .replace(/\s*\|\s*/g, ", ")
+        .replace(/(\*\*|__|~~|`)/g, "")
+        .replace(/(^|[^\w*])\*(?=\S)|(?<=\S)\*(?=[^\w*]|$)/g, "$1")
+        .replace(/(^|\W)_(?=\S)|(?<=\S)_(?=\W|$)/g, "$1")
+        .trim(),
+    )
+    .join("\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+}

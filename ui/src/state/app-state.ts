@@ -126,6 +126,8 @@ export interface AppState {
   latestClipId: string | null;
   speaking: SpeakState | null;
   speechForm: SpeechForm;
+  /** The chat reply being read aloud (`key`: conversation id and message index), while its speech is made (`making`) and heard. */
+  readingAloud: { key: string; making: boolean } | null;
 }
 
 export function initialState(prefs: Prefs): AppState {
@@ -161,6 +163,7 @@ export function initialState(prefs: Prefs): AppState {
     latestClipId: null,
     speaking: null,
     speechForm: { modelId: null, script: "", voiceIds: [], ...DEFAULT_SPEECH_SETTINGS },
+    readingAloud: null,
   };
 }
 

@@ -17,11 +17,13 @@ import { effectiveModelId, type AppState } from "./app-state";
 import type { ConversationActions } from "./conversations";
 import type { Notices } from "./notices";
 
+/** `onReply`: called with each reply made whole (not stopped), its conversation and its index. */
 export function createChatActions(
   store: Store<AppState>,
   api: Api,
   notices: Notices,
   conversations: ConversationActions,
+  onReply: (conversationId: string, index: number, text: string) => void = () => {},
 ) {
   let stopController: AbortController | null = null;
 
@@ -118,6 +120,9 @@ export function createChatActions(
       store.update({ generatingId: null, promptProgress: null });
     }
     await conversations.save(id);
+    if (reply.stats !== undefined && !reply.stopped && reply.content.trim() !== "") {
+      onReply(id, history.length, reply.content);
+    }
   }
 
   /**

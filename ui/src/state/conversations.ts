@@ -15,7 +15,7 @@ import { loadLastConversation, saveLastConversation, type KeyValueStorage } from
 const SETTINGS_SAVE_DELAY_MS = 600;
 
 /** What the settings panel may change on a conversation. */
-export type ConversationSettings = Partial<Pick<Conversation, "model_id" | "system_prompt" | "sampling">>;
+export type ConversationSettings = Partial<Pick<Conversation, "model_id" | "system_prompt" | "sampling" | "auto_read">>;
 
 export function createConversationActions(
   store: Store<AppState>,

@@ -12,6 +12,7 @@ import { createChatActions } from "./chat";
 import { createClusterActions } from "./cluster";
 import { createSpeechActions, type LiveSpeech } from "./speech";
 import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
+import { replyKey } from "../lib/conversation";
 
 /** `live`: where speech plays while it is made; null: it is only heard once made. */
 export function createCake(api: Api, storage: KeyValueStorage | null, live: LiveSpeech | null = null) {
@@ -19,9 +20,12 @@ export function createCake(api: Api, storage: KeyValueStorage | null, live: Live
   const notices = createNotices(store);
   const models = createModelActions(store, api, notices);
   const conversations = createConversationActions(store, api, notices, storage);
-  const chat = createChatActions(store, api, notices, conversations);
-  const cluster = createClusterActions(store, api, notices);
   const speech = createSpeechActions(store, api, notices, live);
+  // A conversation that reads its replies aloud hears each one once it is made.
+  const chat = createChatActions(store, api, notices, conversations, (conversationId, index, text) => {
+    if (conversations.get(conversationId)?.auto_read) void speech.readAloud(replyKey(conversationId, index), text);
+  });
+  const cluster = createClusterActions(store, api, notices);
 
   return {
     store,

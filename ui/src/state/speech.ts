@@ -8,7 +8,7 @@ import type { Api } from "../api/commands";
 import type { Clip, SpeakAudioEvent, Voice, VoiceSource } from "../api/types";
 import { base64ToBytes, bytesToBase64 } from "../lib/base64";
 import { pcm16Samples } from "../lib/pcm";
-import { fileStem, planSpeech } from "../lib/speech";
+import { fileStem, planSpeech, speakableText } from "../lib/speech";
 import { parseWav } from "../lib/wav";
 import { waveformPeaks, type Peak } from "../lib/waveform";
 import type { Store } from "./store";
@@ -22,6 +22,8 @@ export type AudioKind = "voice" | "clip";
  * components/live-audio.ts; tests pass a fake).
  */
 export interface LiveSpeech {
+  /** Readies audio within a click or key press (autoplay rules), for speech that starts later. */
+  prime(): void;
   /** A stream starts. Called within the Generate click, so audio may start (autoplay rules). */
   begin(): void;
   /** Play mono samples right after those before. */
@@ -195,6 +197,7 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
    * (see `LiveSpeech.begin`).
    */
   async function speak(): Promise<Clip | null> {
+    stopReading();
     const state = store.get();
     if (state.speaking) return null;
     const { request, problem } = plan(state);
@@ -265,6 +268,80 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     live?.stop();
   }
 
+  let readAbort: AbortController | null = null;
+
+  /**
+   * Read a chat reply aloud with the Speech screen's model and voice (its
+   * first fitting voice when none is chosen there), heard as it is made;
+   * nothing is kept. `key` names the reply (its button shows it being
+   * read). Another reply being read stops first. Call it within a click,
+   * or after `prime` was (autoplay rules).
+   */
+  async function readAloud(key: string, markdown: string): Promise<void> {
+    stopReading();
+    const state = store.get();
+    if (state.speaking) {
+      notices.report(new Error("The Speech screen is making speech: wait for it, or stop it, then read this reply."));
+      return;
+    }
+    const { request, problem } = readingPlan(state, speakableText(markdown));
+    if (request === null) {
+      notices.report(new Error(`Cannot read this reply aloud: ${problem ?? "nothing to read."}`));
+      return;
+    }
+    const controller = new AbortController();
+    readAbort = controller;
+    live?.begin();
+    const hear = liveListener();
+    store.update({ readingAloud: { key, making: true } });
+    try {
+      await api.readAloud(request, (event) => (event.type === "audio" ? hear(event) : undefined), controller.signal);
+      store.update((s) => (s.readingAloud?.key === key ? { readingAloud: { key, making: false } } : {}));
+      store.update({ loadedModelId: request.model_id }); // `speak` loads the model it needs
+    } catch (error) {
+      notices.report(error); // a stop is not reported
+      store.update((s) => (s.readingAloud?.key === key ? { readingAloud: null } : {}));
+    } finally {
+      if (readAbort === controller) {
+        readAbort = null;
+        live?.finish();
+      }
+    }
+  }
+
+  /** The request reading `text` aloud: the form's model, and its first voice (else the first that fits). */
+  function readingPlan(state: AppState, text: string) {
+    const kind = speechVoiceKind(state);
+    const fits = state.voices.filter(
+      (voice) =>
+        voice.kind === (kind === "preset" ? "preset" : "prompt") && (kind !== "transcribed_prompt" || voice.transcript),
+    );
+    const chosen = state.speechForm.voiceIds[0] ?? "";
+    const voiceId = fits.some((voice) => voice.id === chosen) ? chosen : (fits[0]?.id ?? chosen);
+    return planSpeech({
+      modelId: speechModelId(state),
+      kind,
+      script: text,
+      voiceIds: [voiceId],
+      voices: state.voices,
+      settings: state.speechForm,
+    });
+  }
+
+  /** Stop reading a reply aloud, at once. */
+  function stopReading(): void {
+    if (readAbort === null && store.get().readingAloud === null) return;
+    readAbort?.abort();
+    readAbort = null;
+    live?.stop();
+    store.update({ readingAloud: null });
+  }
+
+  /** Ready the audio within the click or key press that will lead to a reply read aloud. */
+  function prepareReading(): void {
+    live?.prime();
+  }
+
   /** The WAV file of a voice or clip; fetched once and kept while used recently. */
   function audio(kind: AudioKind, id: string): Promise<Uint8Array<ArrayBuffer>> {
     const key = `${kind}:${id}`;
@@ -317,6 +394,9 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
     problem,
     speak,
     stop,
+    readAloud,
+    stopReading,
+    prepareReading,
     audio,
     peaks,
   };
