@@ -207,6 +207,50 @@ fn a_vibevoice_download_fetches_the_tokenizer_it_lacks_from_its_language_model()
     assert!(entry.problem.as_deref().unwrap().contains("Qwen/Qwen2.5-1.5B's tokenizer.json"), "{:?}", entry.problem);
 }
 
+/// An imported VibeVoice folder without its tokenizer is listed as
+/// incomplete; `fetch_speech_tokenizer` (the Speech screen's one click)
+/// downloads only that tokenizer, and the model is complete.
+#[test]
+fn an_imported_vibevoice_folder_gets_its_tokenizer_in_one_command() {
+    let fixture = common::fixture("tiny/vibevoice");
+    let hub = FakeHub::start_repos(&[("Qwen/Qwen2.5-1.5B", &fixture, &[])], Behaviour::default());
+    let root = tempfile::tempdir().unwrap();
+    let folder = root.path().join("VibeVoice-1.5B");
+    std::fs::create_dir_all(&folder).unwrap();
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let tokenizer =
+            ["tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"].contains(&name.as_str());
+        if !tokenizer && !name.starts_with("reference") {
+            std::fs::copy(&path, folder.join(&name)).unwrap();
+        }
+    }
+    std::fs::create_dir_all(root.path().join("data")).unwrap();
+    let server = common::server::Server::start_with_env(
+        &root.path().join("data"),
+        &root.path().join("hf"),
+        &[],
+        &[("HF_ENDPOINT", &hub.endpoint)],
+    );
+    let (status, entry) = server.post("/app/import_model", &json!({"path": folder}));
+    assert_eq!(status, 200, "{entry}");
+    assert_eq!((entry["kind"].as_str(), entry["status"].as_str()), (Some("speech"), Some("incomplete")), "{entry}");
+
+    let (status, payloads) = server.stream("/app/fetch_speech_tokenizer", &json!({"id": entry["id"]}), |_, _| true);
+    assert_eq!(status, 200);
+    let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
+    assert!(events.iter().any(|e| e["type"] == "progress"), "{events:?}");
+    let done = events.last().unwrap();
+    assert_eq!((done["type"].as_str(), done["model"]["status"].as_str()), (Some("done"), Some("complete")), "{done}");
+    let qwen = root.path().join(format!("hf/models--Qwen--Qwen2.5-1.5B/snapshots/{COMMIT}"));
+    assert!(qwen.join("tokenizer.json").exists() && !qwen.join("model.safetensors").exists());
+    // Asked again for a model that needs nothing, it says so.
+    let (status, reply) = server.post("/app/fetch_speech_tokenizer", &json!({"id": entry["id"]}));
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("needs no tokenizer download"), "{reply}");
+}
+
 /// Finding a GGUF model on the hub: a search lists repositories, a
 /// repository its GGUF files with sizes and quantizations, and one file at a
 /// time downloads into the cache, where the library lists each as a model of

@@ -829,6 +829,10 @@ test("offline: the welcome card and the hub search say so in plain words and off
     await page.locator('[data-testid="models-button"]').click();
     await page.waitForTimeout(500);
     assert.equal(await toast.count(), 0, "a dismissed toast does not come back");
+    // With no speech model, the Speech screen names the three families it runs.
+    await page.locator('[data-testid="speech-button"]').click();
+    const families = await page.locator('[data-testid="speech-families"] li').allInnerTexts();
+    assert.deepEqual(families.map((f) => f.split(" (")[0].split(":")[0]), ["VibeVoice 1.5B", "VibeVoice Realtime 0.5B", "LuxTTS"]);
     await page.close();
   } finally {
     offline.server.kill();

@@ -260,6 +260,21 @@ export function createFakeApi(
       server.models.push(entry);
       return entry;
     }),
+    fetchSpeechTokenizer: vi.fn(async (id: string, onProgress) => {
+      const entry = server.models.find((m) => m.id === id);
+      if (!entry) throw new Error(`no model ${id}`);
+      onProgress({
+        type: "progress",
+        file: "tokenizer.json",
+        downloaded_bytes: 5,
+        total_bytes: 10,
+        bytes_per_s: 1,
+        eta_s: 5,
+      });
+      entry.status = "complete";
+      entry.problem = null;
+      return structuredClone(entry);
+    }),
     loadModel: vi.fn(async (id: string, onProgress) => {
       const entry = await server.loadScript(id, onProgress);
       server.loaded = id;

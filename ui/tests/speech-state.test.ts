@@ -510,3 +510,15 @@ describe("speakable text", () => {
     expect(speakableText("snake_case stays; ![a cat](cat.png) <b>bold</b>")).toBe("snake_case stays; a cat bold");
   });
 });
+
+describe("a VibeVoice folder without its tokenizer", () => {
+  it("gets it in one click and becomes usable", async () => {
+    const lacking = model("vv-folder", { kind: "speech", status: "incomplete", problem: "no tokenizer.json" });
+    const { cake, api, state } = await started({ models: [model("m1"), lacking] });
+    expect(completeModels(state(), "speech")).toEqual([]);
+    await cake.models.fetchSpeechTokenizer(lacking);
+    expect(vi.mocked(api.fetchSpeechTokenizer).mock.calls[0][0]).toBe("vv-folder");
+    expect(completeModels(state(), "speech").map((m) => m.id)).toEqual(["vv-folder"]);
+    expect(state().download).toBeNull();
+  });
+});

@@ -121,7 +121,11 @@ impl App {
                 }
                 Ok(json!({}))
             }
-            Command::LoadModel { .. } | Command::Chat(_) | Command::Speak(_) | Command::DownloadModel { .. } => {
+            Command::LoadModel { .. }
+            | Command::Chat(_)
+            | Command::Speak(_)
+            | Command::DownloadModel { .. }
+            | Command::FetchSpeechTokenizer { .. } => {
                 Err(ApiError::BadRequest(format!("`{}` is a streaming command", request.name)))
             }
             Command::Unknown => Err(ApiError::NotFound(format!("unknown command `{}`", request.name))),
@@ -173,7 +177,23 @@ impl App {
                 }
                 let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
                 let catalog = self.catalog.clone();
-                std::thread::spawn(move || download(downloader, catalog, repo_id, file, sink, cancel));
+                let target = match file {
+                    Some(file) => Download::GgufFile { id: format!("hf:{repo_id}/{file}"), repo_id, file },
+                    None => Download::Repository { id: format!("hf:{repo_id}"), repo_id },
+                };
+                std::thread::spawn(move || download(downloader, catalog, target, sink, cancel));
+                Ok(())
+            }
+            Command::FetchSpeechTokenizer { id } => {
+                let model = self.catalog.find(&id).map_err(|e| ApiError::NotFound(format!("{e:#}")))?;
+                let needs = model.kind == ModelKind::Speech && model.voice != Some(VoiceKind::TranscribedPrompt);
+                if !needs || model.status == ModelStatus::Complete {
+                    return Err(ApiError::BadRequest(format!("{} needs no tokenizer download", model.name)));
+                }
+                let downloader = Downloader::from_env(self.catalog.hf_cache().to_path_buf());
+                let catalog = self.catalog.clone();
+                let target = Download::SpeechTokenizer { id, model_dir: model.path };
+                std::thread::spawn(move || download(downloader, catalog, target, sink, cancel));
                 Ok(())
             }
             Command::Unknown => Err(ApiError::NotFound(format!("unknown command `{}`", request.name))),
@@ -382,20 +402,26 @@ fn check_tools(tools: Option<&[Value]>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn download(
-    downloader: Downloader,
-    catalog: Catalog,
-    repo_id: String,
-    file: Option<String>,
-    mut sink: EventSink,
-    cancel: CancelFlag,
-) {
+/// What a download stream fetches, and the library entry (`id`) it makes usable.
+enum Download {
+    /// A transformers model: config, tokenizer and safetensors weights.
+    Repository { id: String, repo_id: String },
+    /// One GGUF file of a repository.
+    GgufFile { id: String, repo_id: String, file: String },
+    /// The text tokenizer the VibeVoice folder `model_dir` lacks.
+    SpeechTokenizer { id: String, model_dir: std::path::PathBuf },
+}
+
+fn download(downloader: Downloader, catalog: Catalog, target: Download, mut sink: EventSink, cancel: CancelFlag) {
     let mut on_progress = |p: &DownloadProgress| {
         sink(EngineEvent::Progress(Progress::Download(p.clone()))) && !cancel.load(Ordering::Relaxed)
     };
-    let (downloaded, id) = match &file {
-        Some(file) => (downloader.download_gguf(&repo_id, file, &mut on_progress), format!("hf:{repo_id}/{file}")),
-        None => (downloader.download(&repo_id, &mut on_progress), format!("hf:{repo_id}")),
+    let (downloaded, id) = match target {
+        Download::Repository { id, repo_id } => (downloader.download(&repo_id, &mut on_progress), id),
+        Download::GgufFile { id, repo_id, file } => (downloader.download_gguf(&repo_id, &file, &mut on_progress), id),
+        Download::SpeechTokenizer { id, model_dir } => {
+            (downloader.download_speech_tokenizer(&model_dir, &mut on_progress), id)
+        }
     };
     // The failure itself, not wrapped, so that its kind can be told.
     let unwrapped = |error: DownloadError| match error {

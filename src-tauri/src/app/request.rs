@@ -92,6 +92,10 @@ pub enum Command {
         #[serde(default)]
         file: Option<String>,
     },
+    /// Download the text tokenizer a VibeVoice model folder lacks.
+    FetchSpeechTokenizer {
+        id: String,
+    },
     /// A name no command has.
     #[serde(other)]
     Unknown,
@@ -100,7 +104,14 @@ pub enum Command {
 impl Command {
     /// Whether the answer is a stream of events rather than one JSON value.
     pub fn is_streaming(&self) -> bool {
-        matches!(self, Self::LoadModel { .. } | Self::Chat(_) | Self::Speak(_) | Self::DownloadModel { .. })
+        matches!(
+            self,
+            Self::LoadModel { .. }
+                | Self::Chat(_)
+                | Self::Speak(_)
+                | Self::DownloadModel { .. }
+                | Self::FetchSpeechTokenizer { .. }
+        )
     }
 }
 

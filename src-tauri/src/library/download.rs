@@ -104,21 +104,32 @@ impl Downloader {
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .is_some_and(|c| c["model_type"] == "vibevoice");
         if is_vibevoice && !snapshot.join("tokenizer.json").exists() {
-            // VibeVoice ships no tokenizer: fetch its language model's (only the tokenizer files).
-            let tokenizer_repo = crate::speech::vibevoice::tokenizer_source::tokenizer_repo(&snapshot);
-            let choose = |available: &[String], _: &dyn Fn(&str) -> String| -> Result<Vec<String>> {
-                if !available.iter().any(|a| a == "tokenizer.json") {
-                    bail!("{tokenizer_repo} has no tokenizer.json, which {repo_id} needs");
-                }
-                Ok(["tokenizer.json", "tokenizer_config.json"]
-                    .iter()
-                    .filter(|n| available.iter().any(|a| a == *n))
-                    .map(|n| n.to_string())
-                    .collect())
-            };
-            self.download_files(&tokenizer_repo, &choose, on_progress)?;
+            // VibeVoice ships no tokenizer: fetch its language model's.
+            self.download_speech_tokenizer(&snapshot, on_progress)?;
         }
         Ok(snapshot)
+    }
+
+    /// Downloads the tokenizer files (only those) of the language model the
+    /// VibeVoice checkpoint in `model_dir` was trained from, into the cache
+    /// where the model finds them; returns that snapshot.
+    pub fn download_speech_tokenizer(
+        &self,
+        model_dir: &Path,
+        on_progress: &mut dyn FnMut(&DownloadProgress) -> bool,
+    ) -> Result<PathBuf, DownloadError> {
+        let tokenizer_repo = crate::speech::vibevoice::tokenizer_source::tokenizer_repo(model_dir);
+        let choose = |available: &[String], _: &dyn Fn(&str) -> String| -> Result<Vec<String>> {
+            if !available.iter().any(|a| a == "tokenizer.json") {
+                bail!("{tokenizer_repo} has no tokenizer.json, which {} needs", model_dir.display());
+            }
+            Ok(["tokenizer.json", "tokenizer_config.json"]
+                .iter()
+                .filter(|n| available.iter().any(|a| a == *n))
+                .map(|n| n.to_string())
+                .collect())
+        };
+        self.download_files(&tokenizer_repo, &choose, on_progress)
     }
 
     /// Downloads the GGUF file `file` of `repo_id` (a model in one file, its

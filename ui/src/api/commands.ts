@@ -72,6 +72,23 @@ export const api = {
     return (done as ModelDoneEvent).model;
   },
 
+  /** Download the text tokenizer the VibeVoice folder `id` lacks; resolves with the model as it is then. */
+  async fetchSpeechTokenizer(
+    id: string,
+    onProgress: (progress: DownloadProgressEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<ModelEntry> {
+    const done = await stream<DownloadEvent>(
+      "fetch_speech_tokenizer",
+      { id },
+      (event) => {
+        if (event.type === "progress") onProgress(event);
+      },
+      signal,
+    );
+    return (done as ModelDoneEvent).model;
+  },
+
   /** Load a model into memory; resolves with the loaded model. */
   async loadModel(
     id: string,

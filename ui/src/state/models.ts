@@ -99,6 +99,30 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     }
   }
 
+  /** Download the text tokenizer a VibeVoice folder lacks (progress as a download's); resolves with the model. */
+  async function fetchSpeechTokenizer(model: ModelEntry): Promise<ModelEntry | null> {
+    if (store.get().download) return null;
+    const controller = new AbortController();
+    downloadAbort = controller;
+    const repoId = `${model.name}'s tokenizer`;
+    store.update({ download: { repoId, progress: null }, downloadFailure: null });
+    try {
+      const fetched = await api.fetchSpeechTokenizer(
+        model.id,
+        (progress) => store.update({ download: { repoId, progress } }),
+        controller.signal,
+      );
+      await refresh();
+      return fetched;
+    } catch (error) {
+      notices.report(error);
+      return null;
+    } finally {
+      downloadAbort = null;
+      store.update({ download: null });
+    }
+  }
+
   function cancelDownload(): void {
     downloadAbort?.abort();
   }
@@ -123,7 +147,18 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     }
   }
 
-  return { refresh, load, unload, importPath, remove, download, cancelDownload, searchHub, hubFiles };
+  return {
+    refresh,
+    load,
+    unload,
+    importPath,
+    remove,
+    download,
+    fetchSpeechTokenizer,
+    cancelDownload,
+    searchHub,
+    hubFiles,
+  };
 }
 
 export type ModelActions = ReturnType<typeof createModelActions>;
