@@ -19,6 +19,12 @@ fn hub(behaviour: Behaviour) -> FakeHub {
     FakeHub::start_repos(&[("*", &fixture("tiny/qwen2"), NOT_IN_REPO)], behaviour)
 }
 
+/// `cake serve` with its data and Hugging Face cache under `root`, asking `hub`.
+fn serve_with(hub: &FakeHub, root: &Path) -> common::server::Server {
+    std::fs::create_dir_all(root.join("data")).unwrap();
+    common::server::Server::start_with_env(&root.join("data"), &root.join("hf"), &[], &[("HF_ENDPOINT", &hub.endpoint)])
+}
+
 fn blobs(cache: &Path) -> Vec<String> {
     std::fs::read_dir(cache.join("models--tiny-org--tiny-qwen2/blobs"))
         .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
@@ -123,13 +129,7 @@ fn cancelled_download_keeps_its_part_for_later() {
 fn serve_streams_download_progress_then_the_model() {
     let hub = hub(Behaviour::default());
     let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("data")).unwrap();
-    let server = common::server::Server::start_with_env(
-        &root.path().join("data"),
-        &root.path().join("hf"),
-        &[],
-        &[("HF_ENDPOINT", &hub.endpoint)],
-    );
+    let server = serve_with(&hub, root.path());
     let (status, payloads) = server.stream("/app/download_model", &json!({"repo_id": REPO}), |_, _| true);
     assert_eq!(status, 200);
     let events: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).unwrap()).collect();
@@ -226,13 +226,7 @@ fn an_imported_vibevoice_folder_gets_its_tokenizer_in_one_command() {
             std::fs::copy(&path, folder.join(&name)).unwrap();
         }
     }
-    std::fs::create_dir_all(root.path().join("data")).unwrap();
-    let server = common::server::Server::start_with_env(
-        &root.path().join("data"),
-        &root.path().join("hf"),
-        &[],
-        &[("HF_ENDPOINT", &hub.endpoint)],
-    );
+    let server = serve_with(&hub, root.path());
     let (status, entry) = server.post("/app/import_model", &json!({"path": folder}));
     assert_eq!(status, 200, "{entry}");
     assert_eq!((entry["kind"].as_str(), entry["status"].as_str()), (Some("speech"), Some("incomplete")), "{entry}");

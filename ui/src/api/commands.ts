@@ -34,6 +34,24 @@ import type {
   WavAudio,
 } from "./types";
 
+/** A download stream (`download_model`, `fetch_speech_tokenizer`): progress, then the model it made usable. */
+async function download(
+  command: string,
+  args: object,
+  onProgress: (progress: DownloadProgressEvent) => void,
+  signal?: AbortSignal,
+): Promise<ModelEntry> {
+  const done = await stream<DownloadEvent>(
+    command,
+    args,
+    (event) => {
+      if (event.type === "progress") onProgress(event);
+    },
+    signal,
+  );
+  return (done as ModelDoneEvent).model;
+}
+
 export const api = {
   appInfo: () => call<AppInfo>("app_info"),
 
@@ -55,39 +73,25 @@ export const api = {
    * Download a Hugging Face repository's model, or one GGUF `file` of it;
    * resolves with the new model.
    */
-  async downloadModel(
+  downloadModel: (
     repoId: string,
     onProgress: (progress: DownloadProgressEvent) => void,
     signal?: AbortSignal,
     file?: string,
-  ): Promise<ModelEntry> {
-    const done = await stream<DownloadEvent>(
+  ): Promise<ModelEntry> =>
+    download(
       "download_model",
       file === undefined ? { repo_id: repoId } : { repo_id: repoId, file },
-      (event) => {
-        if (event.type === "progress") onProgress(event);
-      },
+      onProgress,
       signal,
-    );
-    return (done as ModelDoneEvent).model;
-  },
+    ),
 
   /** Download the text tokenizer the VibeVoice folder `id` lacks; resolves with the model as it is then. */
-  async fetchSpeechTokenizer(
+  fetchSpeechTokenizer: (
     id: string,
     onProgress: (progress: DownloadProgressEvent) => void,
     signal?: AbortSignal,
-  ): Promise<ModelEntry> {
-    const done = await stream<DownloadEvent>(
-      "fetch_speech_tokenizer",
-      { id },
-      (event) => {
-        if (event.type === "progress") onProgress(event);
-      },
-      signal,
-    );
-    return (done as ModelDoneEvent).model;
-  },
+  ): Promise<ModelEntry> => download("fetch_speech_tokenizer", { id }, onProgress, signal),
 
   /** Load a model into memory; resolves with the loaded model. */
   async loadModel(
