@@ -755,34 +755,50 @@ test("the Cluster screen generates a key, warns about a weak typed one, and neve
   }
 });
 
-test("error toasts stay clear of the composer and its buttons", async () => {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-  page.setDefaultTimeout(30_000);
-  try {
-    await openApp(page);
-    await page.locator('[data-testid="models-button"]').click();
-    for (const path of ["/no/such/model-a.gguf", "/no/such/model-b.gguf", "/no/such/model-c.gguf"]) {
-      await page.locator('[data-testid="import-path"]').fill(path);
-      await page.locator('[data-testid="import-button"]').click();
-      await page.locator(`[data-testid="error-message"]:has-text("${path}")`).waitFor();
+test("error toasts stay clear of the composer and its buttons, wide and narrow", async () => {
+  for (const [width, height] of [[1280, 800], [360, 740]]) {
+    const page = await browser.newPage({ viewport: { width, height } });
+    page.setDefaultTimeout(30_000);
+    try {
+      await openApp(page);
+      if (width <= 860) await page.locator('[data-testid="sidebar-toggle"]').click();
+      await page.locator('[data-testid="models-button"]').click();
+      for (const path of ["/no/such/model-a.gguf", "/no/such/model-b.gguf", "/no/such/model-c.gguf", "/no/such/model-d.gguf"]) {
+        await page.locator('[data-testid="import-path"]').fill(path);
+        await page.locator('[data-testid="import-button"]').click();
+        await page.locator(`[data-testid="error-message"]:has-text("${path}")`).waitFor();
+      }
+      await page.getByRole("button", { name: "Back to chat" }).click();
+      const controls = await boxes(page, {
+        composer: "form.composer",
+        send: '[data-testid="send-button"]',
+        model: '[data-testid="model-select"]',
+      });
+      const toasts = await page.locator('[data-testid="error-message"]').evaluateAll((nodes) =>
+        nodes.map((n) => {
+          const r = n.getBoundingClientRect();
+          return { x: r.x, y: r.y, width: r.width, height: r.height };
+        }),
+      );
+      assert.equal(toasts.length, 3, `${width}: at most three toasts, the oldest dropped`);
+      for (const t of toasts) {
+        assert.ok(inside(t, width, height), `${width}: a toast ${JSON.stringify(t)} is off-screen`);
+        for (const [name, box] of Object.entries(controls)) {
+          assert.ok(box && !overlap(t, box), `${width}: a toast ${JSON.stringify(t)} covers the ${name} ${JSON.stringify(box)}`);
+        }
+      }
+      await page.screenshot({ path: path.join(outDir, `browser-toasts-${width}.png`) });
+      // On the Models screen the toasts sit above the import form, not over it.
+      if (width <= 860) await page.locator('[data-testid="sidebar-toggle"]').click();
+      await page.locator('[data-testid="models-button"]').click();
+      const field = await page.locator('[data-testid="import-path"]').boundingBox();
+      const shown = await page.locator('[data-testid="error-message"]').evaluateAll((nodes) =>
+        nodes.map((n) => n.getBoundingClientRect().toJSON()),
+      );
+      for (const t of shown) assert.ok(!overlap(t, field), `${width}: a toast covers the import field`);
+    } finally {
+      await page.close();
     }
-    await page.getByRole("button", { name: "Back to chat" }).click();
-    const composer = await page.locator("form.composer").boundingBox();
-    const toasts = await page.locator('[data-testid="error-message"]').evaluateAll((nodes) =>
-      nodes.map((n) => {
-        const r = n.getBoundingClientRect();
-        return { x: r.x, y: r.y, width: r.width, height: r.height };
-      }),
-    );
-    assert.ok(toasts.length >= 1 && toasts.length <= 3, `${toasts.length} toasts`);
-    for (const t of toasts) {
-      const overlaps =
-        t.x < composer.x + composer.width && composer.x < t.x + t.width && t.y < composer.y + composer.height && composer.y < t.y + t.height;
-      assert.ok(!overlaps, `a toast ${JSON.stringify(t)} covers the composer ${JSON.stringify(composer)}`);
-    }
-    await page.screenshot({ path: path.join(outDir, "browser-toasts.png") });
-  } finally {
-    await page.close();
   }
 });
 
