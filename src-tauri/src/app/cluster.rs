@@ -124,9 +124,12 @@ struct ControlState {
     /// Why the worker could not start.
     worker_error: Option<String>,
     /// As a master with a key: the workers seen in the background, so a
-    /// load waits for no one.
-    discovery: Option<Arc<DiscoveryWatch>>,
+    /// load waits for no one, and the key text and interfaces it watches with.
+    discovery: Option<(Watched, Arc<DiscoveryWatch>)>,
 }
+
+/// The key text and mDNS interfaces a discovery watch was started with.
+type Watched = (String, Vec<String>);
 
 /// Owns the cluster settings and the role they give this machine.
 pub struct ClusterControl {
@@ -194,7 +197,7 @@ impl ClusterControl {
         settings.name = state.prefs.worker_name.clone();
         settings.monitor = self.monitor.clone();
         settings.remembered_workers = state.prefs.worker_addresses.clone();
-        settings.discovery = state.discovery.clone();
+        settings.discovery = state.discovery.as_ref().map(|(_, watch)| watch.clone());
         Some(settings)
     }
 
@@ -267,14 +270,15 @@ impl ClusterControl {
             worker.running.stop();
         }
         state.worker_error = None;
-        state.discovery = None;
         if state.from_command_line.is_some() {
+            state.discovery = None;
             return;
         }
         if !state.prefs.join_as_worker {
-            state.discovery = self.watch_for_workers(state);
+            self.keep_watching(state);
             return;
         }
+        state.discovery = None;
         let Some((text, _)) = &state.key else { return };
         match self.start_worker(&state.prefs, text) {
             Ok(worker) => state.worker = Some(worker),
@@ -285,8 +289,18 @@ impl ClusterControl {
         }
     }
 
-    /// As a master with a key: starts watching for workers (none without a
-    /// key, or when mDNS cannot start, said in the log).
+    /// As a master: watches for workers with the key and interfaces set,
+    /// keeping the watch under way while they stay (a new one would make the
+    /// next load wait out its first discovery window again).
+    fn keep_watching(&self, state: &mut ControlState) {
+        let wanted = state.key.as_ref().map(|(text, _)| (text.clone(), state.prefs.mdns_interfaces.clone()));
+        if state.discovery.as_ref().map(|(watched, _)| watched) != wanted.as_ref() {
+            state.discovery = wanted.and_then(|wanted| Some((wanted, self.watch_for_workers(state)?)));
+        }
+    }
+
+    /// Starts watching for workers (none without a usable key, or when mDNS
+    /// cannot start, said in the log).
     fn watch_for_workers(&self, state: &ControlState) -> Option<Arc<DiscoveryWatch>> {
         let key = ClusterKey::from_passphrase(&state.key.as_ref()?.0).ok()?;
         match DiscoveryWatch::start(&key, &scope(&state.prefs)) {

@@ -114,8 +114,6 @@ pub struct ChatTemplate {
     tool_call_syntax: ToolCallSyntax,
     /// What the template renders of tools, calls and their results.
     tool_support: ToolSupport,
-    /// Whether the template takes a system turn (Gemma 2's refuses it).
-    system_role: bool,
 }
 
 impl ChatTemplate {
@@ -137,18 +135,20 @@ impl ChatTemplate {
         });
         let source = source.unwrap_or(CHATML);
         env.add_template_owned("chat", source.to_string()).context("the model's chat template does not compile")?;
-        let mut template = Self {
+        Ok(Self {
             env,
             bos_token: bos_token.unwrap_or_default().to_string(),
             eos_token: eos_token.unwrap_or_default().to_string(),
             thinks: source.contains(THINK_OPEN),
             tool_call_syntax: ToolCallSyntax::of_template(source),
             tool_support: ToolSupport::of_template(source),
-            system_role: true,
-        };
+        })
+    }
+
+    /// Whether the template keeps a system turn (Gemma 2's refuses one).
+    fn takes_system_turn(&self) -> bool {
         let probe = [ChatMessage::new("system", SYSTEM_PROBE), ChatMessage::new("user", "Hi")];
-        template.system_role = template.render(&probe, true).is_ok_and(|text| text.contains(SYSTEM_PROBE));
-        Ok(template)
+        self.render(&probe, true).is_ok_and(|text| text.contains(SYSTEM_PROBE))
     }
 
     /// How replies to this template's prompts spell function calls.
@@ -174,7 +174,8 @@ impl ChatTemplate {
         if self.tool_support.renders_as_is(messages, tools) {
             return self.render_with(messages, true, options);
         }
-        let shaped = shape_conversation(messages, tools, self.tool_support, self.tool_call_syntax, self.system_role);
+        let system_role = || self.takes_system_turn();
+        let shaped = shape_conversation(messages, tools, self.tool_support, self.tool_call_syntax, system_role);
         let argument = self.tool_support.tools == ToolsSlot::Argument;
         let options = RenderOptions { tools: options.tools.clone().filter(|_| argument), ..options.clone() };
         self.render_turns(&shaped, true, &options)

@@ -62,14 +62,15 @@ impl ToolSupport {
 
 /// `messages` (with `tools` offered) as turns a template with `support`
 /// renders: what it would drop written into turns it keeps. `syntax` is
-/// how the model writes calls; `system_role` whether the template takes a
-/// system turn (else the tools' description opens the first user turn).
+/// how the model writes calls; `system_role` tells whether the template
+/// takes a system turn (else the tools' description opens the first user
+/// turn), asked only when the conversation has none.
 pub fn shape_conversation(
     messages: &[ChatMessage],
     tools: Option<&[Value]>,
     support: ToolSupport,
     syntax: ToolCallSyntax,
-    system_role: bool,
+    system_role: impl FnOnce() -> bool,
 ) -> Vec<Value> {
     let mut turns: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
     for message in messages {
@@ -108,7 +109,8 @@ pub fn shape_conversation(
         }
         ToolsSlot::Prompt => {
             let description = describe_tools(tools, syntax);
-            let first = shaped.first_mut().filter(|turn| turn["role"] == "system" || !system_role);
+            let has_system = shaped.first().is_some_and(|turn| turn["role"] == "system");
+            let first = shaped.first_mut().filter(|_| has_system || !system_role());
             match first {
                 Some(turn) if turn["role"] == "system" => add_paragraph(turn, &description, Place::End),
                 Some(turn) => add_paragraph(turn, &description, Place::Start),

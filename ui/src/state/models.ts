@@ -3,7 +3,7 @@
 // repository, or one GGUF file found by searching the hub).
 
 import type { Api } from "../api/commands";
-import type { HubFiles, HubModel, ModelEntry } from "../api/types";
+import type { DownloadProgressEvent, HubFiles, HubModel, ModelEntry } from "../api/types";
 import type { Store } from "./store";
 import type { AppState } from "./app-state";
 import type { Notices } from "./notices";
@@ -73,25 +73,30 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     await refresh();
   }
 
-  /** Download `repoId`'s model, or its GGUF `file`; resolves with the model (null if it failed). */
-  async function download(repoId: string, file?: string): Promise<ModelEntry | null> {
-    const trimmed = repoId.trim();
-    if (trimmed === "" || store.get().download) return null;
+  /**
+   * Runs one download stream (`start`), its progress shown under `label`;
+   * resolves with the model it made usable, or null if it failed (reported,
+   * and kept for the welcome card when `remembered`) or was cancelled.
+   */
+  async function runDownload(
+    label: string,
+    start: (onProgress: (progress: DownloadProgressEvent) => void, signal: AbortSignal) => Promise<ModelEntry>,
+    remembered: boolean,
+  ): Promise<ModelEntry | null> {
+    if (store.get().download) return null;
     const controller = new AbortController();
     downloadAbort = controller;
-    store.update({ download: { repoId: trimmed, progress: null }, downloadFailure: null });
+    store.update({ download: { repoId: label, progress: null }, downloadFailure: null });
     try {
-      const model = await api.downloadModel(
-        trimmed,
-        (progress) => store.update({ download: { repoId: trimmed, progress } }),
+      const model = await start(
+        (progress) => store.update({ download: { repoId: label, progress } }),
         controller.signal,
-        file,
       );
       await refresh();
       return model;
     } catch (error) {
       notices.report(error); // a cancel is not reported
-      if (!isAbortError(error)) store.update({ downloadFailure: explainFailure(error) });
+      if (remembered && !isAbortError(error)) store.update({ downloadFailure: explainFailure(error) });
       return null;
     } finally {
       downloadAbort = null;
@@ -99,28 +104,17 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
     }
   }
 
+  /** Download `repoId`'s model, or its GGUF `file`; resolves with the model (null if it failed). */
+  async function download(repoId: string, file?: string): Promise<ModelEntry | null> {
+    const trimmed = repoId.trim();
+    if (trimmed === "") return null;
+    return runDownload(trimmed, (onProgress, signal) => api.downloadModel(trimmed, onProgress, signal, file), true);
+  }
+
   /** Download the text tokenizer a VibeVoice folder lacks (progress as a download's); resolves with the model. */
-  async function fetchSpeechTokenizer(model: ModelEntry): Promise<ModelEntry | null> {
-    if (store.get().download) return null;
-    const controller = new AbortController();
-    downloadAbort = controller;
-    const repoId = `${model.name}'s tokenizer`;
-    store.update({ download: { repoId, progress: null }, downloadFailure: null });
-    try {
-      const fetched = await api.fetchSpeechTokenizer(
-        model.id,
-        (progress) => store.update({ download: { repoId, progress } }),
-        controller.signal,
-      );
-      await refresh();
-      return fetched;
-    } catch (error) {
-      notices.report(error);
-      return null;
-    } finally {
-      downloadAbort = null;
-      store.update({ download: null });
-    }
+  function fetchSpeechTokenizer(model: ModelEntry): Promise<ModelEntry | null> {
+    const label = `${model.name}'s tokenizer`;
+    return runDownload(label, (onProgress, signal) => api.fetchSpeechTokenizer(model.id, onProgress, signal), false);
   }
 
   function cancelDownload(): void {

@@ -8,7 +8,7 @@ import type { Api } from "../api/commands";
 import type { Clip, SpeakAudioEvent, Voice, VoiceSource } from "../api/types";
 import { base64ToBytes, bytesToBase64 } from "../lib/base64";
 import { pcm16Samples } from "../lib/pcm";
-import { fileStem, planSpeech, speakableText } from "../lib/speech";
+import { fileStem, planSpeech, speakableText, voicesOfKind } from "../lib/speech";
 import { parseWav } from "../lib/wav";
 import { waveformPeaks, type Peak } from "../lib/waveform";
 import type { Store } from "./store";
@@ -312,9 +312,8 @@ export function createSpeechActions(store: Store<AppState>, api: Api, notices: N
   /** The request reading `text` aloud: the form's model, and its first voice (else the first that fits). */
   function readingPlan(state: AppState, text: string) {
     const kind = speechVoiceKind(state);
-    const fits = state.voices.filter(
-      (voice) =>
-        voice.kind === (kind === "preset" ? "preset" : "prompt") && (kind !== "transcribed_prompt" || voice.transcript),
+    const fits = voicesOfKind(state.voices, kind === "preset" ? "preset" : "prompt").filter(
+      (voice) => kind !== "transcribed_prompt" || voice.transcript,
     );
     const chosen = state.speechForm.voiceIds[0] ?? "";
     const voiceId = fits.some((voice) => voice.id === chosen) ? chosen : (fits[0]?.id ?? chosen);
