@@ -4,7 +4,8 @@
 # desktop window (Tauri) builds against, and for the end-to-end tests
 # Chromium, Xvfb, WebKitWebDriver, ImageMagick, debootstrap (a clean root
 # for the package test), the desktop-entry and AppStream validators, and
-# espeak-ng (LuxTTS's phonemizer).
+# espeak-ng (LuxTTS's phonemizer), and Mesa's lavapipe (a Vulkan driver on the
+# CPU: the GPU backend's tests run on it).
 # On Debian/Ubuntu as root (or with sudo); elsewhere it names what is missing.
 set -euo pipefail
 
@@ -36,6 +37,11 @@ need_cmd desktop-file-validate desktop-file-utils
 need_cmd appstreamcli appstream
 # LuxTTS's phonemizer (run as a program: espeak-ng is GPL-3.0).
 need_cmd espeak-ng espeak-ng
+# The Vulkan loader and lavapipe for the GPU backend's tests; vulkaninfo names
+# the device Cake would pick.
+[ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || [ -e /usr/share/vulkan/icd.d/lvp_icd.aarch64.json ] \
+  || missing+=(mesa-vulkan-drivers)
+need_cmd vulkaninfo vulkan-tools
 
 if ((${#missing[@]})); then
   if ! command -v apt-get >/dev/null; then

@@ -28,7 +28,7 @@
 use half::f16;
 
 /// The GGML block formats Cake's kernels multiply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(non_camel_case_types)]
 pub enum GgmlFormat {
     Q4_0,

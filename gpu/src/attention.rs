@@ -1,0 +1,126 @@
+//! Keys and values in VRAM (f16) and causal attention over them.
+
+use crate::batch::{groups_of_64, Batch};
+use crate::buffer::GpuTensor;
+use crate::device::Gpu;
+use crate::shader::Kernel;
+use anyhow::{bail, Result};
+
+/// The largest head the attention kernel takes.
+pub const MAX_HEAD_DIM: usize = 512;
+
+/// One layer's cache: keys and values of up to `capacity` positions per
+/// kv head, f16, laid out `(kv_heads, capacity, head_dim)`.
+#[derive(Debug)]
+pub struct GpuKvCache {
+    keys: wgpu::Buffer,
+    values: wgpu::Buffer,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub capacity: usize,
+    /// Positions written so far.
+    pub len: usize,
+}
+
+impl GpuKvCache {
+    /// Bytes of VRAM a cache of this shape takes.
+    pub fn bytes_for(kv_heads: usize, head_dim: usize, capacity: usize) -> u64 {
+        2 * 2 * (kv_heads * head_dim * capacity) as u64
+    }
+}
+
+/// The shape and options of one attention call.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    pub tokens: usize,
+    pub heads: usize,
+    /// Multiplies the scores (usually `1 / sqrt(head_dim)`).
+    pub scale: f32,
+    /// Scores become `cap · tanh(score / cap)` (Gemma 2).
+    pub softcap: Option<f32>,
+    /// Only the last `window` positions are seen (sliding-window layers).
+    pub window: Option<usize>,
+}
+
+impl Gpu {
+    /// An empty cache for `capacity` positions.
+    pub fn kv_cache(&self, kv_heads: usize, head_dim: usize, capacity: usize) -> Result<GpuKvCache> {
+        if !head_dim.is_multiple_of(2) || head_dim > MAX_HEAD_DIM || kv_heads == 0 {
+            bail!("a GPU key/value cache takes even heads of at most {MAX_HEAD_DIM} values, not {kv_heads}×{head_dim}");
+        }
+        let half = GpuKvCache::bytes_for(kv_heads, head_dim, capacity) / 2;
+        Ok(GpuKvCache {
+            keys: self.storage("keys", half, false)?,
+            values: self.storage("values", half, false)?,
+            kv_heads,
+            head_dim,
+            capacity,
+            len: 0,
+        })
+    }
+}
+
+impl Batch<'_> {
+    /// Appends `tokens` positions of keys and values `(tokens, kv_heads,
+    /// head_dim)` to `cache`.
+    pub fn kv_append(
+        &mut self,
+        cache: &mut GpuKvCache,
+        keys: &GpuTensor,
+        values: &GpuTensor,
+        tokens: usize,
+    ) -> Result<()> {
+        let width = cache.kv_heads * cache.head_dim;
+        if keys.len() < tokens * width || values.len() < tokens * width {
+            bail!("{tokens} positions of keys and values need {} values each", tokens * width);
+        }
+        if cache.len + tokens > cache.capacity {
+            bail!("the GPU cache holds {} positions; {} more do not fit", cache.capacity, tokens);
+        }
+        let params =
+            [tokens as u32, cache.kv_heads as u32, cache.head_dim as u32, cache.capacity as u32, cache.len as u32];
+        let threads = tokens * width / 2;
+        self.dispatch(Kernel::KvStore, &[&keys.buffer, &cache.keys], &params, groups_of_64(threads), 1);
+        self.dispatch(Kernel::KvStore, &[&values.buffer, &cache.values], &params, groups_of_64(threads), 1);
+        cache.len += tokens;
+        Ok(())
+    }
+
+    /// Attention of the last `shape.tokens` cached positions' queries `q`
+    /// `(tokens, heads, head_dim)` over the cache: `out` has `q`'s shape.
+    pub fn attention(
+        &mut self,
+        q: &GpuTensor,
+        cache: &GpuKvCache,
+        shape: AttentionShape,
+        out: &GpuTensor,
+    ) -> Result<()> {
+        let AttentionShape { tokens, heads, scale, softcap, window } = shape;
+        let len = tokens * heads * cache.head_dim;
+        if q.len() < len || out.len() < len {
+            bail!("attention over {len} query values got tensors of {} and {}", q.len(), out.len());
+        }
+        if heads % cache.kv_heads != 0 {
+            bail!("{heads} query heads cannot share {} kv heads", cache.kv_heads);
+        }
+        if tokens > cache.len {
+            bail!("{tokens} queries but only {} cached positions", cache.len);
+        }
+        let first = cache.len - tokens;
+        let params = [
+            tokens as u32,
+            heads as u32,
+            cache.kv_heads as u32,
+            cache.head_dim as u32,
+            cache.capacity as u32,
+            first as u32,
+            window.unwrap_or(0) as u32,
+            0,
+            scale.to_bits(),
+            softcap.unwrap_or(0.0).to_bits(),
+        ];
+        let buffers = [&q.buffer, &cache.keys, &cache.values, &out.buffer];
+        self.dispatch(Kernel::Attention, &buffers, &params, (tokens * heads) as u32, 1);
+        Ok(())
+    }
+}

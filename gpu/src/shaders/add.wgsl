@@ -1,0 +1,25 @@
+// Y = A + B (residual connections).
+
+struct Params {
+    len: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<uniform> P: Params;
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = thread_index(group, groups, lid);
+    if (i < P.len) {
+        Y[i] = A[i] + B[i];
+    }
+}
