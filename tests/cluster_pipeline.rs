@@ -61,6 +61,34 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
     }
 }
 
+/// A worker on a GPU (`--gpu on`: lavapipe where there is none) runs the
+/// layers a CPU master gives it there: transformers' tokens, and its log
+/// names the GPU and the layers.
+#[test]
+fn a_worker_runs_its_layers_on_its_gpu() {
+    for family in ["qwen3", "gemma3_hybrid", "phi3_window"] {
+        let model = fixture(&format!("tiny/{family}"));
+        let n = common::layer_count(&model);
+        let f32 = Some(candle_core::DType::F32);
+        let gpu = Worker::start_with(KEY, "gpu", Some(share(&model, f32, 1..n, false)), &["--gpu", "on"]);
+        let reference: Value =
+            serde_json::from_str(&std::fs::read_to_string(model.join("reference.json")).unwrap()).unwrap();
+        let prompt: Vec<u64> =
+            reference["prompt_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let out = distributed_tokens(
+            &model,
+            &["--prompt-tokens", &join_ids(&prompt), "--max-tokens", "16", "--dtype", "f32"],
+            &[&gpu],
+            share(&model, f32, 0..1, true),
+        );
+        assert_eq!(out["tokens"], reference["greedy_tokens"], "{family}");
+        let log = gpu.log.lock().unwrap().join("\n");
+        let placed = format!("layers 1-{} of {n}", n - 1);
+        let placed = if n == 2 { "layers 1 of 2".to_string() } else { placed };
+        assert!(log.contains("GPU ") && log.contains(&placed), "{family}: the worker's log: {log}");
+    }
+}
+
 #[test]
 fn default_model_split_over_three_processes_matches_one_process() {
     let model = common::server::default_model_file();

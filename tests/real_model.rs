@@ -76,6 +76,42 @@ fn dequantized_greedy_continuations_match_transformers() {
     }
 }
 
+/// The GPU path (`--gpu on`: lavapipe where the machine has no GPU) reads
+/// the Q4_1 blocks as stored and multiplies f32 activations: the exact
+/// computation, so its greedy tokens are the CPU's exact path's and
+/// transformers'. Twelve tokens of the first prompt (lavapipe is slow).
+#[test]
+fn gpu_greedy_continuation_equals_the_cpus_exact_one_and_transformers() {
+    let model = model_path();
+    let case = &reference()["prompts"][0];
+    let prompt = case["prompt"].as_str().unwrap();
+    let run = |gpu: &str| {
+        cake_json(&[
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--dtype",
+            "f32",
+            "--prompt",
+            prompt,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "12",
+            "--ignore-eos",
+            "--gpu",
+            gpu,
+            "--json",
+        ])
+    };
+    let (cpu, gpu) = (run("off"), run("on"));
+    assert_eq!(gpu["gpu"]["layers"].as_array().unwrap().len(), 30, "every layer on the GPU: {}", gpu["gpu"]);
+    let q4_1 = gpu["kernels"].as_array().unwrap().iter().find(|k| k["stored"] == "Q4_1").cloned();
+    assert_eq!(q4_1.map(|k| k["kernel"].clone()), Some(Value::from("gpu wgsl")), "{}", gpu["kernels"]);
+    assert_eq!(ids(&gpu["tokens"]), ids(&cpu["tokens"]), "GPU {:?}, CPU {:?}", gpu["text"], cpu["text"]);
+    assert_eq!(ids(&gpu["tokens"]), ids(&case["greedy_tokens"])[..12].to_vec());
+}
+
 #[test]
 fn dequantized_perplexity_within_a_tenth_of_a_percent() {
     let reference = &reference()["perplexity_text"];

@@ -49,7 +49,9 @@ fn check_nll_matches_transformers(family: &str, file: Option<&str>) {
     }
 }
 
-fn check_greedy_matches_transformers(family: &str, file: Option<&str>, no_kv_cache: bool) {
+/// `cake run --json` of the reference's prompt, 16 greedy tokens in f32
+/// with `extra` arguments.
+fn greedy_run(family: &str, file: Option<&str>, extra: &[&str]) -> Value {
     let reference = reference(family);
     let model = model_of(family, file);
     let prompt = join_ids(&ids(&reference["prompt_tokens"]));
@@ -68,15 +70,126 @@ fn check_greedy_matches_transformers(family: &str, file: Option<&str>, no_kv_cac
         "f32",
         "--json",
     ];
-    if no_kv_cache {
-        args.push("--no-kv-cache");
-    }
-    let out = cake_json(&args);
+    args.extend_from_slice(extra);
+    cake_json(&args)
+}
+
+fn check_greedy_matches_transformers(family: &str, file: Option<&str>, no_kv_cache: bool) {
+    let extra: &[&str] = if no_kv_cache { &["--no-kv-cache"] } else { &[] };
+    let out = greedy_run(family, file, extra);
     assert_eq!(
         ids(&out["tokens"]),
-        ids(&reference["greedy_tokens"]),
+        ids(&reference(family)["greedy_tokens"]),
         "{family} {file:?} (no_kv_cache = {no_kv_cache}): greedy continuation differs from transformers"
     );
+}
+
+/// Decode steps of several sequences on the GPU (each row over its own
+/// cache in VRAM) equal each step alone, windows and norms included.
+#[test]
+fn gpu_steps_of_several_sequences_equal_each_alone() {
+    use cake::models::gpu_offload::{GpuMode, GpuRequest};
+    for family in ["qwen3", "gemma3_hybrid", "mistral_window"] {
+        check_streams_equal_each_alone_on(family, GpuRequest { mode: GpuMode::On, ..Default::default() });
+    }
+}
+
+/// A GPU cache cut back (a conversation edited) or copied (a prompt
+/// shared with another) continues as a fresh run does, through growth of
+/// its buffers.
+#[test]
+fn gpu_caches_cut_and_copied_continue_as_fresh_ones() {
+    use cake::models::decoder::LogitsFor;
+    use cake::models::gpu_offload::{GpuMode, GpuRequest};
+    use cake::text::model::{LoadOptions, TextModel};
+    let gpu = GpuRequest { mode: GpuMode::On, ..Default::default() };
+    let model = TextModel::load(&model_of("qwen3", None), &LoadOptions { gpu, ..Default::default() }).unwrap();
+    assert_eq!(model.decoder().gpu.layers, [0, 1]);
+    let tokens: Vec<u32> = (1..100).collect();
+    let last = |session: &mut cake::models::pipeline::Session, part: &[u32]| {
+        model.forward(part, session, LogitsFor::Last).unwrap().to_vec2::<f32>().unwrap()
+    };
+    let mut fresh = model.new_session();
+    let want = last(&mut fresh, &tokens);
+    let mut cut = model.new_session();
+    last(&mut cut, &tokens[..90]);
+    let mut copied = model.new_session();
+    copied.cache = cut.cache.copy_prefix(30).unwrap().expect("a GPU cache copies");
+    assert!(cut.cache.truncate(30), "a GPU cache cuts");
+    for session in [&mut cut, &mut copied] {
+        assert_eq!(session.cache.position(), 30);
+        let got = last(session, &tokens[30..]);
+        let gap = got[0].iter().zip(&want[0]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(gap <= 1e-4, "continued logits differ by {gap}");
+    }
+    for session in [fresh, cut, copied] {
+        model.end_session(session);
+    }
+}
+
+/// The families whose every layer the GPU runs (the others keep their
+/// mixture-of-experts, Gated DeltaNet, gated-attention or FP8 layers on
+/// the CPU and run the rest on the GPU).
+const GPU_WHOLE: &[&str] = &[
+    "llama3_rope_scaling",
+    "llama_tied",
+    "qwen2",
+    "qwen3",
+    "mistral_window",
+    "olmo2",
+    "phi4_mini_longrope",
+    "phi3_window",
+    "exaone4_hybrid",
+    "gemma3_hybrid",
+    "gemma3_gguf",
+    "falcon3",
+    "deepseek_r1_distill_qwen",
+];
+
+fn layer_count(family: &str) -> usize {
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(&format!("tiny/{family}/config.json"))).unwrap())
+            .unwrap();
+    let text = config.get("text_config").unwrap_or(&config);
+    text["num_hidden_layers"].as_u64().expect("num_hidden_layers") as usize
+}
+
+/// The GPU path (`--gpu on`: Mesa's lavapipe where there is no GPU) with
+/// every layer offloaded and with the first half: per-token NLL within
+/// 1e-3 of transformers and the same greedy tokens, and the placement
+/// `--json` reports.
+fn check_gpu_matches_transformers(family: &str, file: Option<&str>) {
+    let layers = layer_count(family);
+    for offloaded in [layers, layers / 2] {
+        let count = offloaded.to_string();
+        let gpu = ["--gpu", "on", "--gpu-layers", count.as_str()];
+        let mut extra = vec!["--dtype", "f32"];
+        extra.extend_from_slice(&gpu);
+        let (ours, theirs) = nll_beside_transformers(family, file, &extra);
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(
+                (a - b).abs() < 1e-3,
+                "{family} {file:?} on the GPU ({count} layers): nll[{i}] is {a}, transformers says {b}"
+            );
+        }
+        let out = greedy_run(family, file, &gpu);
+        assert_eq!(
+            ids(&out["tokens"]),
+            ids(&reference(family)["greedy_tokens"]),
+            "{family} {file:?} on the GPU ({count} layers): greedy continuation differs from transformers"
+        );
+        let placement = &out["gpu"];
+        assert!(placement["device"].is_string(), "{family}: no GPU used: {placement}");
+        let placed = placement["layers"].as_array().expect("GPU layers").len();
+        if GPU_WHOLE.contains(&family) {
+            assert_eq!(placed, offloaded, "{family}: {placement}");
+        } else {
+            assert!(placed <= offloaded, "{family}: {placement}");
+            // Asked for every layer, the load log says which stay and why.
+            let reasons = placement["cpu_reasons"].as_array().unwrap();
+            assert!(offloaded < layers || !reasons.is_empty(), "{family}: {placement}");
+        }
+    }
 }
 
 fn check_tokenizer_matches_transformers(family: &str, file: Option<&str>) {
@@ -121,6 +234,10 @@ macro_rules! family_tests {
             fn steps_of_several_sequences_equal_each_alone() {
                 super::check_streams_equal_each_alone($family);
             }
+            #[test]
+            fn gpu_offload_matches_transformers() {
+                super::check_gpu_matches_transformers($family, None);
+            }
         }
     )*};
 }
@@ -130,9 +247,13 @@ macro_rules! family_tests {
 /// the logits its step alone gives: positions, windows, rotary variants,
 /// norms and recurrent layers are kept per sequence.
 fn check_streams_equal_each_alone(family: &str) {
+    check_streams_equal_each_alone_on(family, Default::default());
+}
+
+fn check_streams_equal_each_alone_on(family: &str, gpu: cake::models::gpu_offload::GpuRequest) {
     use cake::models::decoder::LogitsFor;
     use cake::text::model::{LoadOptions, TextModel};
-    let model = TextModel::load(&model_of(family, None), &LoadOptions::default()).unwrap();
+    let model = TextModel::load(&model_of(family, None), &LoadOptions { gpu, ..Default::default() }).unwrap();
     let prompts: [Vec<u32>; 3] = [vec![5, 9, 14], (20..32).collect(), (40..61).rev().collect()];
     let mut together: Vec<_> = prompts.iter().map(|_| model.new_session()).collect();
     let mut alone: Vec<_> = prompts.iter().map(|_| model.new_session()).collect();
@@ -209,6 +330,10 @@ macro_rules! gguf_tests {
             fn gguf_tokenizer_matches_transformers() {
                 super::check_tokenizer_matches_transformers($family, FILE);
             }
+            #[test]
+            fn gguf_gpu_offload_matches_transformers() {
+                super::check_gpu_matches_transformers($family, FILE);
+            }
         }
     )*};
 }
@@ -238,9 +363,12 @@ gguf_tests! {
 fn q8_0_conversions_score_close_to_transformers() {
     for family in ["olmo2", "phi4_mini_longrope", "qwen3_moe_sparse", "qwen3_5_moe", "qwen3_next_sparse", "gemma3_gguf"]
     {
-        let (ours, theirs) = nll_beside_transformers(family, Some("model-q8_0.gguf"), &[]);
-        let mean: f64 = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).sum::<f64>() / ours.len() as f64;
-        assert!(mean < 0.1, "{family}: Q8_0 NLL is {mean:.3} nats per token from transformers' f32");
+        // The GPU reads the same blocks (Q8_0 where rows allow, F32 elsewhere).
+        for extra in [&[][..], &["--gpu", "on"][..]] {
+            let (ours, theirs) = nll_beside_transformers(family, Some("model-q8_0.gguf"), extra);
+            let mean: f64 = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).sum::<f64>() / ours.len() as f64;
+            assert!(mean < 0.1, "{family} {extra:?}: Q8_0 NLL is {mean:.3} nats per token from transformers' f32");
+        }
     }
 }
 

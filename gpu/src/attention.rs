@@ -9,12 +9,31 @@ use anyhow::{bail, Result};
 /// The largest head the attention kernel takes.
 pub const MAX_HEAD_DIM: usize = 512;
 
+/// What a cache keeps keys and values in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvPrecision {
+    /// Half the memory (what llama.cpp keeps; for quantized models).
+    F16,
+    /// Exact (for models computed in f32 throughout).
+    F32,
+}
+
+impl KvPrecision {
+    fn bytes(self) -> u64 {
+        match self {
+            Self::F16 => 2,
+            Self::F32 => 4,
+        }
+    }
+}
+
 /// One layer's cache: keys and values of up to `capacity` positions per
-/// kv head, f16, laid out `(kv_heads, capacity, head_dim)`.
+/// kv head, laid out `(kv_heads, capacity, head_dim)`.
 #[derive(Debug)]
 pub struct GpuKvCache {
     keys: wgpu::Buffer,
     values: wgpu::Buffer,
+    pub precision: KvPrecision,
     pub kv_heads: usize,
     pub head_dim: usize,
     pub capacity: usize,
@@ -24,8 +43,8 @@ pub struct GpuKvCache {
 
 impl GpuKvCache {
     /// Bytes of VRAM a cache of this shape takes.
-    pub fn bytes_for(kv_heads: usize, head_dim: usize, capacity: usize) -> u64 {
-        2 * 2 * (kv_heads * head_dim * capacity) as u64
+    pub fn bytes_for(precision: KvPrecision, kv_heads: usize, head_dim: usize, capacity: usize) -> u64 {
+        2 * precision.bytes() * (kv_heads * head_dim * capacity) as u64
     }
 }
 
@@ -44,19 +63,49 @@ pub struct AttentionShape {
 
 impl Gpu {
     /// An empty cache for `capacity` positions.
-    pub fn kv_cache(&self, kv_heads: usize, head_dim: usize, capacity: usize) -> Result<GpuKvCache> {
+    pub fn kv_cache(
+        &self,
+        precision: KvPrecision,
+        kv_heads: usize,
+        head_dim: usize,
+        capacity: usize,
+    ) -> Result<GpuKvCache> {
         if !head_dim.is_multiple_of(2) || head_dim > MAX_HEAD_DIM || kv_heads == 0 {
             bail!("a GPU key/value cache takes even heads of at most {MAX_HEAD_DIM} values, not {kv_heads}×{head_dim}");
         }
-        let half = GpuKvCache::bytes_for(kv_heads, head_dim, capacity) / 2;
+        let half = GpuKvCache::bytes_for(precision, kv_heads, head_dim, capacity) / 2;
         Ok(GpuKvCache {
-            keys: self.storage("keys", half, false)?,
-            values: self.storage("values", half, false)?,
+            keys: self.storage("keys", half, true)?,
+            values: self.storage("values", half, true)?,
+            precision,
             kv_heads,
             head_dim,
             capacity,
             len: 0,
         })
+    }
+}
+
+impl Gpu {
+    /// A cache with room for `capacity` positions holding the first `keep`
+    /// of `cache`'s (growing a full cache, or a prompt's cached prefix).
+    pub fn kv_copy(&self, cache: &GpuKvCache, keep: usize, capacity: usize) -> Result<GpuKvCache> {
+        if keep > cache.len || keep > capacity {
+            bail!("cannot keep {keep} of {} cached positions in room for {capacity}", cache.len);
+        }
+        let mut copy = self.kv_cache(cache.precision, cache.kv_heads, cache.head_dim, capacity)?;
+        let row = cache.precision.bytes() * cache.head_dim as u64;
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        for head in 0..cache.kv_heads as u64 {
+            for (from, to) in [(&cache.keys, &copy.keys), (&cache.values, &copy.values)] {
+                let (source, target) = (head * cache.capacity as u64 * row, head * capacity as u64 * row);
+                encoder.copy_buffer_to_buffer(from, source, to, target, keep as u64 * row);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        self.check()?;
+        copy.len = keep;
+        Ok(copy)
     }
 }
 
@@ -80,8 +129,9 @@ impl Batch<'_> {
         let params =
             [tokens as u32, cache.kv_heads as u32, cache.head_dim as u32, cache.capacity as u32, cache.len as u32];
         let threads = tokens * width / 2;
-        self.dispatch(Kernel::KvStore, &[&keys.buffer, &cache.keys], &params, groups_of_64(threads), 1);
-        self.dispatch(Kernel::KvStore, &[&values.buffer, &cache.values], &params, groups_of_64(threads), 1);
+        let kernel = Kernel::KvStore(cache.precision);
+        self.dispatch(kernel, &[&keys.buffer, &cache.keys], &params, groups_of_64(threads), 1);
+        self.dispatch(kernel, &[&values.buffer, &cache.values], &params, groups_of_64(threads), 1);
         cache.len += tokens;
         Ok(())
     }
@@ -120,7 +170,7 @@ impl Batch<'_> {
             softcap.unwrap_or(0.0).to_bits(),
         ];
         let buffers = [&q.buffer, &cache.keys, &cache.values, &out.buffer];
-        self.dispatch(Kernel::Attention, &buffers, &params, (tokens * heads) as u32, 1);
+        self.dispatch(Kernel::Attention(cache.precision), &buffers, &params, (tokens * heads) as u32, 1);
         Ok(())
     }
 }

@@ -21,6 +21,11 @@ impl<'g> Batch<'g> {
         Self { gpu, encoder }
     }
 
+    /// The GPU the batch runs on.
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
     /// Records `kernel` over `buffers` (bindings 0..) and `params` (the next
     /// binding, a uniform of u32 and f32 fields), in `groups` workgroups
     /// along the 2-D grid the shaders' `group_index` reads, times `layers`

@@ -1,5 +1,6 @@
 //! The WGSL sources of the kernels, assembled from `shaders/`.
 
+use crate::attention::KvPrecision;
 use crate::matmul::WeightFormat;
 use cake_kernels::ggml_blocks::GgmlFormat;
 
@@ -13,8 +14,8 @@ pub(crate) enum Kernel {
     Glu,
     Add,
     AddBias,
-    KvStore,
-    Attention,
+    KvStore(KvPrecision),
+    Attention(KvPrecision),
 }
 
 const GRID: &str = include_str!("shaders/grid.wgsl");
@@ -29,8 +30,8 @@ impl Kernel {
             Self::Glu => "glu",
             Self::Add => "add",
             Self::AddBias => "add_bias",
-            Self::KvStore => "kv_store",
-            Self::Attention => "attention",
+            Self::KvStore(_) => "kv_store",
+            Self::Attention(_) => "attention",
         }
     }
 }
@@ -70,8 +71,20 @@ pub(crate) fn source(kernel: Kernel) -> String {
         Kernel::Glu => include_str!("shaders/glu.wgsl").to_owned(),
         Kernel::Add => include_str!("shaders/add.wgsl").to_owned(),
         Kernel::AddBias => include_str!("shaders/add_bias.wgsl").to_owned(),
-        Kernel::KvStore => include_str!("shaders/kv_store.wgsl").to_owned(),
-        Kernel::Attention => include_str!("shaders/attention.wgsl").to_owned(),
+        Kernel::KvStore(precision) => {
+            let write = match precision {
+                KvPrecision::F16 => include_str!("shaders/kv_write_f16.wgsl"),
+                KvPrecision::F32 => include_str!("shaders/kv_write_f32.wgsl"),
+            };
+            include_str!("shaders/kv_store.wgsl").replace("//INCLUDE_PRECISION//", write)
+        }
+        Kernel::Attention(precision) => {
+            let read = match precision {
+                KvPrecision::F16 => include_str!("shaders/kv_read_f16.wgsl"),
+                KvPrecision::F32 => include_str!("shaders/kv_read_f32.wgsl"),
+            };
+            include_str!("shaders/attention.wgsl").replace("//INCLUDE_PRECISION//", read)
+        }
     };
     [GRID, &body].join("\n")
 }

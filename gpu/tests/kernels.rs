@@ -8,7 +8,7 @@
 //! keys and values rounded to f16, which the reference rounds the same way,
 //! and agrees to `1e-4`.
 
-use cake_gpu::attention::AttentionShape;
+use cake_gpu::attention::{AttentionShape, KvPrecision};
 use cake_gpu::matmul::WeightFormat;
 use cake_gpu::ops::{Activation, RotaryPairs};
 use cake_gpu::{Batch, Gpu, GpuOptions};
@@ -276,9 +276,10 @@ fn gated_activations_adds_and_biases_match() {
     assert_close("add then bias", &gpu.read(&ys, len).unwrap(), &want, 1e-6);
 }
 
-/// Attention in f64 over keys and values rounded to f16, as the cache keeps them.
+/// Attention in f64 over keys and values rounded as the cache keeps them.
 #[allow(clippy::too_many_arguments)]
 fn reference_attention(
+    precision: KvPrecision,
     q: &[f32],
     keys: &[f32],
     values: &[f32],
@@ -288,7 +289,10 @@ fn reference_attention(
     softcap: Option<f32>,
     window: Option<usize>,
 ) -> Vec<f64> {
-    let round = |v: f32| f16::from_f32(v).to_f32() as f64;
+    let round = |v: f32| match precision {
+        KvPrecision::F16 => f16::from_f32(v).to_f32() as f64,
+        KvPrecision::F32 => v as f64,
+    };
     let mut out = vec![0f64; tokens * heads * head_dim];
     for t in 0..tokens {
         let pos = positions - tokens + t;
@@ -338,14 +342,14 @@ fn attention_matches_for_prompts_and_decode_steps() {
         Case { heads: 3, kv_heads: 3, head_dim: 80, prompt: 100, steps: 2, softcap: Some(50.0), window: Some(37) },
         Case { heads: 8, kv_heads: 1, head_dim: 6, prompt: 1, steps: 4, softcap: None, window: Some(2) },
     ];
-    for c in cases {
+    for (c, precision) in cases.iter().flat_map(|c| [(c, KvPrecision::F16), (c, KvPrecision::F32)]) {
         let capacity = c.prompt + c.steps + 3;
         let width = c.kv_heads * c.head_dim;
         let total = c.prompt + c.steps;
         // Large scores test the running maximum.
         let keys: Vec<f32> = rng.values(total * width).iter().map(|v| v * 4.0).collect();
         let values = rng.values(total * width);
-        let mut cache = gpu.kv_cache(c.kv_heads, c.head_dim, capacity).unwrap();
+        let mut cache = gpu.kv_cache(precision, c.kv_heads, c.head_dim, capacity).unwrap();
         let scale = 1.0 / (c.head_dim as f32).sqrt();
         let mut done = 0;
         for tokens in std::iter::once(c.prompt).chain(std::iter::repeat_n(1, c.steps)) {
@@ -361,8 +365,8 @@ fn attention_matches_for_prompts_and_decode_steps() {
             batch.submit().unwrap();
             done += tokens;
             let dims = (tokens, c.heads, c.kv_heads, c.head_dim);
-            let want = reference_attention(&q, &keys, &values, dims, done, scale, c.softcap, c.window);
-            let what = format!("attention {}/{}×{} at {done}", c.heads, c.kv_heads, c.head_dim);
+            let want = reference_attention(precision, &q, &keys, &values, dims, done, scale, c.softcap, c.window);
+            let what = format!("attention {}/{}×{} at {done} ({precision:?})", c.heads, c.kv_heads, c.head_dim);
             assert_close(&what, &gpu.read(&out, q.len()).unwrap(), &want, 1e-4);
         }
         let mut batch = Batch::new(&gpu);
@@ -383,4 +387,36 @@ fn software_drivers_are_refused_unless_allowed() {
             assert!(why.to_string().contains(&allowed.info().name), "{why}");
         }
     }
+}
+
+#[test]
+fn copied_caches_keep_their_prefix_and_grow() {
+    let gpu = gpu(GpuOptions::default());
+    let mut rng = Rng(23);
+    let (heads, kv_heads, head_dim) = (4, 2, 32);
+    let width = kv_heads * head_dim;
+    let (keys, values) = (rng.values(10 * width), rng.values(10 * width));
+    let mut cache = gpu.kv_cache(KvPrecision::F16, kv_heads, head_dim, 10).unwrap();
+    let mut batch = Batch::new(&gpu);
+    let (ks, vs) = (gpu.upload("k", &keys).unwrap(), gpu.upload("v", &values).unwrap());
+    batch.kv_append(&mut cache, &ks, &vs, 10).unwrap();
+    batch.submit().unwrap();
+    // Keep 6 positions in room for 40, then attend 4 new ones over them:
+    // the same as attending them over the first 10 of the original inputs.
+    let mut grown = gpu.kv_copy(&cache, 6, 40).unwrap();
+    assert_eq!((grown.len, grown.capacity), (6, 40));
+    let new = 6 * width..10 * width;
+    let (ks, vs) = (gpu.upload("k", &keys[new.clone()]).unwrap(), gpu.upload("v", &values[new]).unwrap());
+    let q = rng.values(4 * heads * head_dim);
+    let (qs, out) = (gpu.upload("q", &q).unwrap(), gpu.zeros("out", q.len()).unwrap());
+    let scale = 0.2;
+    let shape = AttentionShape { tokens: 4, heads, scale, softcap: None, window: None };
+    let mut batch = Batch::new(&gpu);
+    batch.kv_append(&mut grown, &ks, &vs, 4).unwrap();
+    batch.attention(&qs, &grown, shape, &out).unwrap();
+    batch.submit().unwrap();
+    let dims = (4, heads, kv_heads, head_dim);
+    let want = reference_attention(KvPrecision::F16, &q, &keys, &values, dims, 10, scale, None, None);
+    assert_close("attention over a copied cache", &gpu.read(&out, q.len()).unwrap(), &want, 1e-4);
+    assert!(gpu.kv_copy(&cache, 11, 40).is_err(), "more positions than cached");
 }

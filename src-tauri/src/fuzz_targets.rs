@@ -119,7 +119,7 @@ pub fn worker_step(data: &[u8]) {
     let context = 1usize << (u16::from_le_bytes([c0, c1]) % 40);
     let positions = usize::from(u16::from_le_bytes([p0, p1]));
     let format = if format % 2 == 0 { WireFormat::F32 } else { WireFormat::F16 };
-    let Ok(decoder) = load_stage(folder, 1..2, None, context, FUZZ_WORKER_MEMORY) else { return };
+    let Ok(decoder) = load_stage(folder, 1..2, None, context, FUZZ_WORKER_MEMORY, Default::default()) else { return };
     let shape = [1, positions, decoder.config.hidden_size];
     let values = positions.saturating_mul(decoder.config.hidden_size);
     let bytes = match format {

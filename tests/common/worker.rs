@@ -3,6 +3,7 @@
 use super::place::Place;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 /// A `cake worker` process on a free loopback port.
 pub struct Worker {
@@ -10,6 +11,8 @@ pub struct Worker {
     pub address: String,
     /// The worker's own data folder (its weight cache).
     pub data: tempfile::TempDir,
+    /// What it printed to stderr so far (its log).
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Worker {
@@ -17,6 +20,13 @@ impl Worker {
     /// mDNS at all.
     pub fn start(key: &str, name: &str, max_memory: Option<u64>) -> Self {
         Self::spawn(Command::new(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &["--no-mdns"])
+    }
+
+    /// [`Self::start`] with more `cake worker` arguments.
+    pub fn start_with(key: &str, name: &str, max_memory: Option<u64>, extra: &[&str]) -> Self {
+        let mut args = vec!["--no-mdns"];
+        args.extend_from_slice(extra);
+        Self::spawn(Command::new(env!("CARGO_BIN_EXE_cake")), name, max_memory, key, &args)
     }
 
     /// A worker that advertises itself over mDNS on IPv4 loopback, inside `place`.
@@ -40,8 +50,14 @@ impl Worker {
         let mut child = command.spawn().expect("cake worker starts");
         let address = super::ready_address(child.stdout.take().unwrap());
         let lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, address, data }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Self { child, address, data, log }
     }
 }
 

@@ -31,13 +31,10 @@ var<workgroup> query: array<f32, 512>;
 var<workgroup> probs: array<f32, 64>;
 var<workgroup> partial: array<f32, 64>;
 
+//INCLUDE_PRECISION//
 
 
-// Value `d` of the cache word `word` of V.
-fn value_at(word: u32, d: u32) -> f32 {
-    let pair = unpack2x16float(V[word]);
-    return select(pair.x, pair.y, (d & 1u) == 1u);
-}
+
 
 fn reduce_max(lid: u32) -> f32 {
     for (var stride = 32u; stride > 0u; stride >>= 1u) {
@@ -94,10 +91,10 @@ fn main(
         let key = tile + lid;
         var score = NONE;
         if (key <= pos) {
-            let first_word = ((head_base + key) * P.head_dim) / 2u;
+            let first_pair = ((head_base + key) * P.head_dim) / 2u;
             var dot = 0.0;
             for (var d = 0u; d < P.head_dim; d += 2u) {
-                let pair = unpack2x16float(K[first_word + d / 2u]);
+                let pair = key_pair(first_pair + d / 2u);
                 dot += query[d] * pair.x + query[d + 1u] * pair.y;
             }
             score = dot * P.scale;
@@ -125,8 +122,7 @@ fn main(
             if (d < P.head_dim) {
                 var a = acc[k] * correction;
                 for (var j = 0u; j < keys; j++) {
-                    let word = ((head_base + tile + j) * P.head_dim + d) / 2u;
-                    a += probs[j] * value_at(word, d);
+                    a += probs[j] * value_at((head_base + tile + j) * P.head_dim + d);
                 }
                 acc[k] = a;
             }

@@ -1,6 +1,6 @@
-// Writes new keys or values (tokens, kv_heads, head_dim; f32) into an f16
-// cache laid out (kv_heads, capacity, head_dim), at positions first.. .
-// Two values per thread: one word of the cache.
+// Writes new keys or values (tokens, kv_heads, head_dim; f32) into a cache
+// of f16 or f32 values laid out (kv_heads, capacity, head_dim), at
+// positions first.. . Two values per thread.
 
 struct Params {
     tokens: u32,
@@ -17,6 +17,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> cache: array<u32>;
 @group(0) @binding(2) var<uniform> P: Params;
 
+//INCLUDE_PRECISION//
+
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -32,6 +34,6 @@ fn main(
     let head = (id / pairs) % P.kv_heads;
     let token = id / (pairs * P.kv_heads);
     let read_at = (token * P.kv_heads + head) * P.head_dim + d;
-    let write_at = ((head * P.capacity + P.first + token) * P.head_dim + d) / 2u;
-    cache[write_at] = pack2x16float(vec2<f32>(X[read_at], X[read_at + 1u]));
+    let pair = ((head * P.capacity + P.first + token) * P.head_dim + d) / 2u;
+    store_pair(pair, vec2<f32>(X[read_at], X[read_at + 1u]));
 }

@@ -325,6 +325,7 @@ impl ClusterControl {
                 cache_dir: self.worker_cache.clone(),
                 memory_bytes: None,
                 idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
+                gpu: Default::default(),
             },
         )?;
         let advertisement = advertise(&prefs.worker_name, port, &key, &scope(prefs))?;

@@ -18,6 +18,7 @@ use crate::cluster::protocol::HiddenRoute;
 use crate::cluster::protocol::WireFormat;
 use crate::cluster::topology::Topology;
 use crate::library::resolve_model;
+use crate::models::gpu_offload::{GpuMode, GpuRequest, LayerCount};
 use crate::models::loader::ComputeDtype;
 use crate::text::model::{LoadOptions, TextModel};
 use crate::text::sampling::{SamplingOverrides, SamplingParams};
@@ -77,6 +78,19 @@ pub struct ModelArgs {
     /// sized for it.
     #[arg(long = "ctx")]
     pub context_length: Option<usize>,
+    /// Run layers on the GPU: off, auto (a hardware GPU if the machine has
+    /// one), or on (any GPU driver, software ones such as Mesa's lavapipe
+    /// included). Without a usable GPU the CPU runs everything, and the
+    /// load log says why.
+    #[arg(long, value_enum, default_value = "off")]
+    pub gpu: GpuMode,
+    /// How many layers the GPU runs, the first ones: a number or `all`
+    /// (default: all it can run within --gpu-memory).
+    #[arg(long = "gpu-layers")]
+    pub gpu_layers: Option<LayerCount>,
+    /// Bytes of GPU memory the layers' weights and full-context caches may take.
+    #[arg(long = "gpu-memory")]
+    pub gpu_memory: Option<u64>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -160,7 +174,16 @@ impl ClusterArgs {
 impl ModelArgs {
     /// How `--dtype` and `--ctx` ask for the model to be loaded.
     pub fn load_options(&self) -> LoadOptions {
-        LoadOptions { dtype: self.dtype.map(DType::from), context_length: self.context_length, ..Default::default() }
+        LoadOptions {
+            dtype: self.dtype.map(DType::from),
+            context_length: self.context_length,
+            gpu: GpuRequest {
+                mode: self.gpu,
+                layers: self.gpu_layers.and_then(LayerCount::cap),
+                memory: self.gpu_memory,
+            },
+            ..Default::default()
+        }
     }
 
     /// Applies `--threads` before any kernel runs.
@@ -196,6 +219,9 @@ impl ModelArgs {
             crate::models::kernel_census::describe(&decoder.kernels),
             decoder.kv_precision().name()
         );
+        if self.gpu != GpuMode::Off {
+            eprintln!("{}", decoder.gpu.describe(decoder.config.num_hidden_layers()));
+        }
         Ok((model, load_s))
     }
 }

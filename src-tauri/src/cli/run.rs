@@ -119,6 +119,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "network_bytes": model.pipeline.network_bytes(),
             "stages": stage_timings(&model),
             "kernels": model.decoder().kernels,
+            "gpu": model.decoder().gpu,
             "kv_cache": model.decoder().kv_precision().name(),
             "rss_before_load_bytes": rss_before_load,
             "rss_peak_bytes": status_bytes("VmHWM:"),

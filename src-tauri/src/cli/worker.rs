@@ -4,9 +4,10 @@
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, scope_from};
 use crate::cluster::worker::{start, WorkerConfig};
+use crate::models::gpu_offload::{GpuMode, GpuRequest};
 use crate::startup::systemd;
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::net::TcpListener;
 
 #[derive(Args, Debug)]
@@ -39,6 +40,13 @@ pub struct WorkerArgs {
     /// Do not advertise over mDNS (masters must name this worker with --worker).
     #[arg(long)]
     pub no_mdns: bool,
+    /// Run the layers a master gives this worker on its GPU: off, auto (a
+    /// hardware GPU if there is one) or on (any driver, software included).
+    #[arg(long, value_enum, default_value = "off")]
+    pub gpu: GpuMode,
+    /// Bytes of GPU memory its layers' weights and caches may take.
+    #[arg(long = "gpu-memory")]
+    pub gpu_memory: Option<u64>,
     /// Instead of serving now, write a systemd user unit that serves with
     /// these options at every login, and start it (docs/packaging.md).
     #[arg(long, conflicts_with = "uninstall_service")]
@@ -62,6 +70,10 @@ impl WorkerArgs {
         option("--port", Some(self.port.to_string()));
         option("--max-memory", self.max_memory.map(|bytes| bytes.to_string()));
         option("--threads", self.threads.map(|n| n.to_string()));
+        if self.gpu != GpuMode::Off {
+            option("--gpu", self.gpu.to_possible_value().map(|v| v.get_name().to_string()));
+        }
+        option("--gpu-memory", self.gpu_memory.map(|bytes| bytes.to_string()));
         for interface in &self.mdns_interfaces {
             option("--mdns-iface", Some(interface.clone()));
         }
@@ -117,6 +129,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             cache_dir: crate::files::paths::data_dir().join("worker-cache"),
             memory_bytes: args.max_memory,
             idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
+            gpu: GpuRequest { mode: args.gpu, layers: None, memory: args.gpu_memory },
         },
     )?;
     // The machine-readable signal scripts and tests wait for: one JSON line.

@@ -18,12 +18,13 @@ use super::relay::{Inbox, Inboxes, Links, Relayed};
 use super::secure_channel::{FailedGuess, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
+use crate::models::gpu_offload::{GpuMode, GpuRequest};
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::memory_needs::MemoryNeeds;
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -50,6 +51,8 @@ pub struct WorkerConfig {
     pub memory_bytes: Option<u64>,
     /// How long a master may stay silent before it is dropped.
     pub idle_timeout: Duration,
+    /// Which of its layers to run on this machine's GPU.
+    pub gpu: GpuRequest,
 }
 
 impl WorkerConfig {
@@ -215,10 +218,11 @@ pub fn load_stage(
     dtype: Option<ComputeDtype>,
     context_length: usize,
     offered: u64,
+    gpu: GpuRequest,
 ) -> Result<Decoder> {
     let checkpoint = Checkpoint::open(path)?;
     let options =
-        LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), ..Default::default() };
+        LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), device: Device::Cpu, gpu };
     check_fits(&checkpoint, &options, layers.clone(), offered)?;
     let selection = TensorSelection { layers, embedding: false, head: false };
     checkpoint.load_decoder(Some(selection), &options)
@@ -361,6 +365,7 @@ fn session(
             inbox: inbox_number,
             links: &mut links,
             key: &config.key,
+            gpu: config.gpu,
         };
         let (response, out) = match state.handle(request, &payload) {
             Ok(answer) => answer,
@@ -441,6 +446,7 @@ struct State<'a> {
     inbox: u64,
     links: &'a mut Links,
     key: &'a ClusterKey,
+    gpu: GpuRequest,
 }
 
 impl State<'_> {
@@ -523,7 +529,11 @@ impl State<'_> {
         }
         let path = self.weights.model_path(&manifest);
         *self.manifest = Some(manifest);
-        *self.stage = Some(load_stage(&path, layers, dtype, context_length, self.info.memory_bytes)?);
+        let stage = load_stage(&path, layers, dtype, context_length, self.info.memory_bytes, self.gpu)?;
+        if self.gpu.mode != GpuMode::Off {
+            tracing::info!("worker {}: {}", self.name, stage.gpu.describe(stage.config.num_hidden_layers()));
+        }
+        *self.stage = Some(stage);
         tracing::info!("worker {}: loaded layers {start}..{end}", self.name);
         self.report.update(|v| v.layers = Some([start, end]));
         Ok(Response::Loaded { start, end, inbox: self.inbox })
@@ -676,6 +686,7 @@ mod tests {
                 cache_dir: cache.path().to_path_buf(),
                 memory_bytes: Some(1 << 20),
                 idle_timeout: Duration::from_secs(5),
+                gpu: GpuRequest::default(),
             },
         )
         .unwrap();
@@ -707,6 +718,7 @@ mod tests {
             cache_dir: cache.path().to_path_buf(),
             memory_bytes: Some(1 << 20),
             idle_timeout: Duration::from_secs(5),
+            gpu: GpuRequest::default(),
         };
         let worker = start(TcpListener::bind("127.0.0.1:0").unwrap(), config).unwrap();
         let master = RemoteWorker::connect(&worker.address.to_string(), &key).unwrap();

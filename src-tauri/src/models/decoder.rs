@@ -8,9 +8,11 @@
 
 use super::config::{ModelConfig, NormPlacement, TokenMixer};
 use super::context::kv_positions;
+use super::gpu_offload::{device_name, shared_gpu, GpuMode, GpuPlacement, GpuRequest};
 use super::kernel_census::KernelUse;
 use super::nn::attention::Attention;
 use super::nn::gated_delta_net::GatedDeltaNet;
+use super::nn::gpu_block::{self, GpuBlock};
 use super::nn::kv_cache::{KvCache, KvPrecision, LayerCache};
 use super::nn::linear::Linear;
 use super::nn::mlp::GatedMlp;
@@ -19,6 +21,8 @@ use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
 use super::weights::{MappedMatrix, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
+use cake_gpu::attention::{GpuKvCache, KvPrecision as GpuKvPrecision};
+use cake_gpu::{Gpu, GpuTensor};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
@@ -78,6 +82,42 @@ impl DecoderLayer {
         let x = (x + apply(&self.attention_output_norm, &attention)?)?;
         let mlp = self.mlp.forward(&apply(&self.mlp_input_norm, &x)?)?;
         Ok((&x + apply(&self.mlp_output_norm, &mlp)?)?)
+    }
+}
+
+/// A block on the CPU or on the GPU.
+enum Block {
+    Cpu(Box<DecoderLayer>),
+    Gpu(Box<GpuBlock>),
+}
+
+impl Block {
+    /// Bytes of weights in RAM (a GPU block holds none).
+    fn weight_bytes(&self) -> usize {
+        match self {
+            Self::Cpu(layer) => layer.weight_bytes(),
+            Self::Gpu(_) => 0,
+        }
+    }
+}
+
+/// Hidden states between blocks: in RAM, or in VRAM between GPU blocks.
+enum Hidden {
+    Cpu(Tensor),
+    Gpu { values: GpuTensor, tokens: usize },
+}
+
+impl Hidden {
+    /// The states as a CPU tensor `(1, tokens, hidden)` of `dtype`.
+    fn into_cpu(self, gpu_of: Option<&GpuBlock>, hidden: usize, dtype: DType) -> Result<Tensor> {
+        match self {
+            Self::Cpu(x) => Ok(x),
+            Self::Gpu { values, tokens } => {
+                let gpu = gpu_of.context("hidden states on a GPU without its block")?.gpu();
+                let values = gpu.read(&values, tokens * hidden)?;
+                Ok(Tensor::from_vec(values, (1, tokens, hidden), &Device::Cpu)?.to_dtype(dtype)?)
+            }
+        }
     }
 }
 
@@ -216,6 +256,80 @@ fn gather_rows(ids: &Tensor, cols: usize, fill: impl Fn(usize, &mut [f32])) -> R
     Ok(Tensor::from_vec(rows, dims, ids.device())?)
 }
 
+/// Hidden states `(1, t, hidden)` copied into VRAM as f32.
+fn upload_hidden(block: &GpuBlock, x: &Tensor) -> Result<GpuTensor> {
+    let values = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    block.gpu().upload("hidden", &values)
+}
+
+/// Choosing layers for the GPU as they load: the first ones it can run,
+/// up to the count and VRAM asked for.
+struct Offload {
+    request: GpuRequest,
+    gpu: Option<Arc<Gpu>>,
+    placement: GpuPlacement,
+    /// VRAM taken so far (weights and full-context caches).
+    used: u64,
+    /// Set once a layer did not fit: later layers stay on the CPU too.
+    full: bool,
+}
+
+impl Offload {
+    fn new(request: GpuRequest) -> Self {
+        let mut placement = GpuPlacement::default();
+        let gpu = match request.mode {
+            GpuMode::Off => None,
+            mode => match shared_gpu(mode) {
+                Ok(gpu) => {
+                    placement.device = Some(device_name(&gpu));
+                    Some(gpu)
+                }
+                Err(why) => {
+                    placement.cpu_reasons.push(format!("no GPU: {why}"));
+                    None
+                }
+            },
+        };
+        Self { request, gpu, placement, used: 0, full: false }
+    }
+
+    /// Layer `index` uploaded to the GPU, or `None` for the CPU (the
+    /// reason noted in the placement).
+    fn try_load(&mut self, weights: &Weights, cfg: &ModelConfig, index: usize, context: usize) -> Option<GpuBlock> {
+        let gpu = self.gpu.clone()?;
+        if self.full || self.request.layers.is_some_and(|n| self.placement.layers.len() >= n) {
+            return None;
+        }
+        if let Some(why) = gpu_block::unsupported(cfg, index) {
+            self.placement.cpu_reasons.push(format!("layer {index}: {why}"));
+            return None;
+        }
+        let block = match GpuBlock::load(&gpu, weights, cfg, index) {
+            Ok(block) => block,
+            Err(error) => {
+                self.placement.cpu_reasons.push(format!("layer {index} and later: {error:#}"));
+                self.full = true;
+                return None;
+            }
+        };
+        // The larger precision: the cache's is chosen once every layer is in.
+        let cache = GpuKvCache::bytes_for(GpuKvPrecision::F32, cfg.num_key_value_heads, cfg.head_dim, context);
+        let needed = block.vram_bytes() + cache;
+        if self.request.memory.is_some_and(|cap| self.used + needed > cap) {
+            let cap = self.request.memory.unwrap_or_default();
+            self.placement
+                .cpu_reasons
+                .push(format!("layer {index} and later: over the GPU memory cap of {:.1} MB", cap as f64 / 1e6));
+            self.full = true;
+            return None;
+        }
+        self.used += needed;
+        self.placement.weight_bytes += block.vram_bytes();
+        self.placement.layers.push(index);
+        Some(block)
+    }
+}
+
 /// Which positions the LM head is applied to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogitsFor {
@@ -230,7 +344,7 @@ pub struct Decoder {
     pub config: ModelConfig,
     pub selection: TensorSelection,
     embed_tokens: Option<Embedding>,
-    layers: Vec<DecoderLayer>,
+    layers: Vec<Block>,
     norm: Option<RmsNorm>,
     lm_head: Option<Linear>,
     dtype: DType,
@@ -241,6 +355,8 @@ pub struct Decoder {
     kv_precision: KvPrecision,
     /// Tokens a sequence may hold; caches never grow beyond it.
     context_length: usize,
+    /// Which layers the GPU runs.
+    pub gpu: GpuPlacement,
 }
 
 impl Decoder {
@@ -251,6 +367,20 @@ impl Decoder {
         weights: &Weights,
         selection: TensorSelection,
         context_length: usize,
+        on_layer: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
+        Self::load_placed(config, weights, selection, context_length, GpuRequest::default(), on_layer)
+    }
+
+    /// [`Self::load`], with the layers `gpu` asks for on the GPU (those it
+    /// can run and that fit; the rest, and all of them when there is no
+    /// GPU, on the CPU, with the reasons in [`Self::gpu`]).
+    pub fn load_placed(
+        config: ModelConfig,
+        weights: &Weights,
+        selection: TensorSelection,
+        context_length: usize,
+        gpu: GpuRequest,
         on_layer: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let n = config.num_hidden_layers();
@@ -281,8 +411,17 @@ impl Decoder {
         };
         let total = selection.layers.len();
         let mut layers = Vec::with_capacity(total);
+        let mut offload = Offload::new(gpu);
         for i in selection.layers.clone() {
-            layers.push(DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}"))?);
+            let layer = match offload.try_load(weights, &config, i, context_length) {
+                Some(block) => Block::Gpu(Box::new(block)),
+                None => {
+                    let layer =
+                        DecoderLayer::load(weights, &config, i).with_context(|| format!("loading layer {i}"))?;
+                    Block::Cpu(Box::new(layer))
+                }
+            };
+            layers.push(layer);
             on_layer(layers.len(), total);
         }
         let norm =
@@ -303,6 +442,7 @@ impl Decoder {
                 weights.policy.keep_quantized && weights.census.any_ggml_below_f32(),
             ),
             context_length,
+            gpu: offload.placement,
         })
     }
 
@@ -315,7 +455,7 @@ impl Decoder {
             Some(head) if !shares_table => head.weight_bytes(),
             _ => 0,
         };
-        let layers: usize = self.layers.iter().map(DecoderLayer::weight_bytes).sum();
+        let layers: usize = self.layers.iter().map(Block::weight_bytes).sum();
         embedding + layers + self.norm.as_ref().map_or(0, RmsNorm::weight_bytes) + head
     }
 
@@ -363,11 +503,26 @@ impl Decoder {
 
     /// Runs this decoder's layers over hidden states `(1, t, hidden)`.
     pub fn forward_layers(&self, hidden: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
-        let mut x = hidden.to_dtype(self.dtype)?;
+        let tokens = hidden.dim(1)?;
+        let mut x = Hidden::Cpu(hidden.to_dtype(self.dtype)?);
+        let mut last_gpu = None;
         for (layer, layer_cache) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            x = layer.forward(&x, RowCaches::Sequence(layer_cache))?;
+            x = match layer {
+                Block::Cpu(layer) => {
+                    let input = x.into_cpu(last_gpu, self.config.hidden_size, self.dtype)?;
+                    Hidden::Cpu(layer.forward(&input, RowCaches::Sequence(layer_cache))?)
+                }
+                Block::Gpu(block) => {
+                    let values = match x {
+                        Hidden::Gpu { values, .. } => values,
+                        Hidden::Cpu(input) => upload_hidden(block, &input)?,
+                    };
+                    last_gpu = Some(block);
+                    Hidden::Gpu { values: block.forward(&values, tokens, layer_cache)?, tokens }
+                }
+            };
         }
-        Ok(x)
+        x.into_cpu(last_gpu, self.config.hidden_size, self.dtype)
     }
 
     /// Runs this decoder's layers over hidden states `(1, n, hidden)` whose
@@ -380,7 +535,24 @@ impl Decoder {
         let mut x = hidden.to_dtype(self.dtype)?;
         for (index, layer) in self.layers.iter().enumerate() {
             let mut layer_caches: Vec<&mut LayerCache> = caches.iter_mut().map(|c| &mut c.layers[index]).collect();
-            x = layer.forward(&x, RowCaches::Streams(&mut layer_caches))?;
+            x = match layer {
+                Block::Cpu(layer) => layer.forward(&x, RowCaches::Streams(&mut layer_caches))?,
+                // Each sequence's row over its own cache in VRAM.
+                Block::Gpu(block) => {
+                    let rows = (layer_caches.iter_mut().enumerate())
+                        .map(|(i, cache)| {
+                            let row = upload_hidden(block, &x.narrow(1, i, 1)?)?;
+                            let out = block.forward(&row, 1, cache)?;
+                            Hidden::Gpu { values: out, tokens: 1 }.into_cpu(
+                                Some(block),
+                                self.config.hidden_size,
+                                self.dtype,
+                            )
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Tensor::cat(&rows, 1)?
+                }
+            };
         }
         Ok(x)
     }

@@ -52,6 +52,15 @@ impl KernelCensus {
         }
     }
 
+    /// Counts a matrix the GPU multiplies, stored in the file as `stored`
+    /// (`from_file_below_f32`: blocks or halves read from a GGUF file).
+    pub fn record_gpu(&self, stored: &str, from_file_below_f32: bool) {
+        *self.counts.lock().expect("census").entry((stored.to_string(), "gpu wgsl".into())).or_default() += 1;
+        if from_file_below_f32 {
+            self.ggml_below_f32.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Whether a matrix recorded so far is in a GGML type below f32.
     pub fn any_ggml_below_f32(&self) -> bool {
         self.ggml_below_f32.load(Ordering::Relaxed)

@@ -4,6 +4,7 @@
 use super::config::{HfConfig, ModelConfig};
 use super::decoder::Decoder;
 use super::families;
+use super::gpu_offload::GpuRequest;
 use super::sources::folder::SafetensorsFolder;
 use super::sources::gguf::GgufStore;
 use super::sources::renamed::RenamedStore;
@@ -26,11 +27,13 @@ pub struct LoadOptions {
     /// Tokens a conversation may hold (prompt and reply); `None` for the
     /// model's own length up to [`super::context::DEFAULT_CONTEXT_LENGTH`].
     pub context_length: Option<usize>,
+    /// Which layers to run on the GPU.
+    pub gpu: GpuRequest,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { dtype: None, device: Device::Cpu, context_length: None }
+        Self { dtype: None, device: Device::Cpu, context_length: None, gpu: GpuRequest::default() }
     }
 }
 
@@ -313,7 +316,7 @@ impl Checkpoint {
                 Weights::new(Box::new(GgufStore::new(file.clone(), config)), policy, options.device.clone())
             }
         };
-        Decoder::load(config, &weights, selection, context_length, on_layer)
+        Decoder::load_placed(config, &weights, selection, context_length, options.gpu, on_layer)
     }
 }
 

@@ -5,6 +5,7 @@ pub mod context;
 pub mod decoder;
 pub mod families;
 pub mod fp8;
+pub mod gpu_offload;
 pub mod kernel_census;
 pub mod loader;
 pub mod memory_needs;

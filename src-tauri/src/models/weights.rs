@@ -12,6 +12,8 @@ use super::fp8::Fp8Matrix;
 use super::kernel_census::KernelCensus;
 use crate::formats::gguf::GgmlType;
 use anyhow::{bail, Context, Result};
+use cake_gpu::matmul::{GpuMatrix, WeightFormat};
+use cake_gpu::Gpu;
 use cake_kernels::packed::{GgmlFormat, PackedMatrix};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
@@ -170,6 +172,27 @@ pub fn repackable(ggml_type: GgmlType) -> Option<GgmlFormat> {
     })
 }
 
+/// The GPU's format for matrices stored as `ggml_type`, if it reads them.
+pub fn gpu_format(ggml_type: GgmlType) -> Option<WeightFormat> {
+    Some(match ggml_type {
+        GgmlType::F32 => WeightFormat::F32,
+        GgmlType::F16 => WeightFormat::F16,
+        GgmlType::BF16 => WeightFormat::Bf16,
+        other => WeightFormat::Ggml(repackable(other)?),
+    })
+}
+
+/// `t`'s values as little-endian bytes of its float type (f16 and bf16
+/// kept, anything else as f32), with that type.
+fn dense_bytes(t: &Tensor) -> Result<(GgmlType, Vec<u8>)> {
+    let t = t.flatten_all()?;
+    Ok(match t.dtype() {
+        DType::F16 => (GgmlType::F16, t.to_vec1::<half::f16>()?.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        DType::BF16 => (GgmlType::BF16, t.to_vec1::<half::bf16>()?.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        _ => (GgmlType::F32, t.to_dtype(DType::F32)?.to_vec1::<f32>()?.iter().flat_map(|v| v.to_le_bytes()).collect()),
+    })
+}
+
 /// A source of named tensors.
 pub trait WeightStore: Send + Sync {
     /// Where the tensors come from, for error messages.
@@ -185,6 +208,14 @@ pub trait WeightStore: Send + Sync {
     /// unless the store is a renamed view.
     fn stored_name(&self, name: &str) -> String {
         name.to_string()
+    }
+
+    /// Calls `f` with matrix `name`'s bytes as the file stores them and
+    /// their GGML type, where the store keeps such bytes as the model uses
+    /// them (a GGUF tensor that needs no reordering); `None` otherwise. The
+    /// GPU reads these blocks as they are.
+    fn with_stored_bytes(&self, _name: &str, _f: &mut dyn FnMut(GgmlType, &[u8]) -> Result<()>) -> Option<Result<()>> {
+        None
     }
 }
 
@@ -203,6 +234,9 @@ impl<T: WeightStore + ?Sized> WeightStore for Box<T> {
     }
     fn stored_name(&self, name: &str) -> String {
         (**self).stored_name(name)
+    }
+    fn with_stored_bytes(&self, name: &str, f: &mut dyn FnMut(GgmlType, &[u8]) -> Result<()>) -> Option<Result<()>> {
+        (**self).with_stored_bytes(name, f)
     }
 }
 
@@ -302,6 +336,63 @@ impl Weights {
         let stored_type = stored.type_name();
         let matrix = self.matrix_from(name, stored)?;
         self.census.record(stored_type, &matrix);
+        Ok(matrix)
+    }
+
+    /// Rows `rows` of the `(out, in)` matrix `name` in VRAM, its blocks as
+    /// stored (dense tensors in their float type).
+    pub fn gpu_matrix(
+        &self,
+        gpu: &Gpu,
+        name: &str,
+        (out, cols): (usize, usize),
+        rows: std::ops::Range<usize>,
+    ) -> Result<GpuMatrix> {
+        let origin = self.store.origin();
+        let Some(shape) = self.store.shape(name) else {
+            bail!("{origin}: tensor `{}` is missing", self.store.stored_name(name));
+        };
+        if shape != [out, cols] {
+            bail!("{origin}: tensor `{}` has shape {shape:?}, not [{out}, {cols}]", self.store.stored_name(name));
+        }
+        let mut uploaded = None;
+        let mut from_file = false;
+        let mut upload = |ggml_type: GgmlType, bytes: &[u8]| -> Result<()> {
+            let format = gpu_format(ggml_type).with_context(|| {
+                format!("{origin}: `{name}` is stored as {ggml_type:?}, which the GPU does not read")
+            })?;
+            let row_bytes = format.row_bytes(cols)?;
+            let part = bytes.get(rows.start * row_bytes..rows.end * row_bytes).context("rows outside the tensor")?;
+            uploaded = Some(gpu.upload_matrix(name, format, rows.len(), cols, part)?);
+            Ok(())
+        };
+        match self.store.with_stored_bytes(name, &mut upload) {
+            Some(result) => {
+                result?;
+                from_file = true;
+            }
+            None => match self.store.load(name, &Device::Cpu)? {
+                StoredTensor::Dense(t) if t.dtype() == DType::F8E4M3 => {
+                    bail!("`{name}` is stored as FP8, which the GPU does not read")
+                }
+                StoredTensor::Dense(t) => {
+                    let (ggml_type, bytes) = dense_bytes(&t)?;
+                    upload(ggml_type, &bytes)?;
+                }
+                StoredTensor::Mapped(m) => {
+                    let t = m.to_tensor(&Device::Cpu)?;
+                    let (ggml_type, bytes) = dense_bytes(&t)?;
+                    upload(ggml_type, &bytes)?;
+                }
+                StoredTensor::Quantized(_) | StoredTensor::Packed(_) => {
+                    bail!("`{name}`: its stored blocks are not at hand for the GPU")
+                }
+            },
+        }
+        let matrix = uploaded.context("the store gave no bytes")?;
+        if rows.start == 0 {
+            self.census.record_gpu(matrix.format.name(), from_file && matrix.format != WeightFormat::F32);
+        }
         Ok(matrix)
     }
 

@@ -14,10 +14,13 @@
 
 use super::cpu_values::with_all_cpu_values;
 use anyhow::Result;
+use cake_gpu::attention::GpuKvCache;
+use cake_gpu::Gpu;
 use cake_kernels::attention::CachedKv;
 use cake_kernels::values::StoredValue;
 use candle_core::{DType, Device, Tensor};
 use half::f16;
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// The precision f32 keys and values are kept in on the CPU.
@@ -78,6 +81,9 @@ pub struct LayerCache {
     dropped: usize,
     /// A linear-attention layer's state instead of keys and values.
     pub recurrent: Option<RecurrentState>,
+    /// Keys and values in VRAM, for a layer the GPU runs (all positions:
+    /// a sliding window masks older ones instead of dropping them).
+    pub gpu: Option<GpuLayerKv>,
     precision: KvPrecision,
     /// Most positions the buffers get room for (the context's, or a
     /// sliding window's): growth stops there, so a cache never holds more
@@ -87,8 +93,21 @@ pub struct LayerCache {
 
 impl Default for LayerCache {
     fn default() -> Self {
-        Self { kv: None, dropped: 0, recurrent: None, precision: KvPrecision::default(), max_positions: usize::MAX }
+        Self {
+            kv: None,
+            dropped: 0,
+            recurrent: None,
+            gpu: None,
+            precision: KvPrecision::default(),
+            max_positions: usize::MAX,
+        }
     }
+}
+
+/// A GPU layer's keys and values, and the GPU they are on.
+pub struct GpuLayerKv {
+    pub gpu: Arc<Gpu>,
+    pub cache: GpuKvCache,
 }
 
 /// What a Gated DeltaNet layer carries from one step to the next.
@@ -120,7 +139,7 @@ const FIRST_CAPACITY: usize = 64;
 /// The capacity given to buffers that must hold `positions`: a quarter
 /// more, in whole blocks of 64 positions, but not beyond `max_positions`
 /// unless `positions` itself is.
-fn room_for(positions: usize, max_positions: usize) -> usize {
+pub(crate) fn room_for(positions: usize, max_positions: usize) -> usize {
     (positions + positions / 4).max(FIRST_CAPACITY).next_multiple_of(64).min(max_positions).max(positions)
 }
 
@@ -220,10 +239,18 @@ impl LayerCache {
             }
             _ => None,
         };
+        let gpu = match &self.gpu {
+            Some(kv) => Some(GpuLayerKv {
+                gpu: kv.gpu.clone(),
+                cache: kv.gpu.kv_copy(&kv.cache, n.min(kv.cache.len), room_for(n, usize::MAX))?,
+            }),
+            None => None,
+        };
         Ok(Self {
             kv,
             dropped: self.dropped,
             recurrent: self.recurrent.clone(),
+            gpu,
             precision: self.precision,
             max_positions: self.max_positions,
         })
@@ -233,6 +260,9 @@ impl LayerCache {
     fn truncate(&mut self, n: usize) {
         if let Some(buffers) = &mut self.kv {
             buffers.stored = buffers.stored.min(n - self.dropped);
+        }
+        if let Some(kv) = &mut self.gpu {
+            kv.cache.len = kv.cache.len.min(n);
         }
     }
 
@@ -294,6 +324,11 @@ impl LayerCache {
         .flatten()
     }
 
+    /// What f32 keys and values are kept in.
+    pub fn precision(&self) -> KvPrecision {
+        self.precision
+    }
+
     /// The position of the oldest cached key.
     pub fn first_position(&self) -> usize {
         self.dropped
@@ -303,6 +338,9 @@ impl LayerCache {
     pub fn len(&self) -> usize {
         if let Some(recurrent) = &self.recurrent {
             return recurrent.positions;
+        }
+        if let Some(kv) = &self.gpu {
+            return kv.cache.len;
         }
         self.dropped + self.kv.as_ref().map_or(0, |buffers| buffers.stored)
     }

@@ -3,6 +3,7 @@
 pub mod attention;
 pub mod cpu_values;
 pub mod gated_delta_net;
+pub mod gpu_block;
 pub mod kv_cache;
 pub mod linear;
 pub mod mlp;

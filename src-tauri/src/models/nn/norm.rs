@@ -32,6 +32,15 @@ impl RmsNorm {
         crate::models::fp8::tensor_bytes(&self.weight)
     }
 
+    /// The weights as applied (unit offset included), as f32.
+    pub fn values(&self) -> Result<Vec<f32>> {
+        Ok(self.weight.to_dtype(DType::F32)?.to_vec1()?)
+    }
+
+    pub fn eps(&self) -> f32 {
+        self.eps
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dtype = x.dtype();
         let x32 = x.to_dtype(DType::F32)?.contiguous()?;

@@ -372,6 +372,16 @@ impl WeightStore for GgufStore {
         }
     }
 
+    fn with_stored_bytes(&self, name: &str, f: &mut dyn FnMut(GgmlType, &[u8]) -> Result<()>) -> Option<Result<()>> {
+        let location = gguf_location(name, self.architecture)?;
+        if location.undo != Undo::None || location.expert.is_some() {
+            return None;
+        }
+        let info = self.file.tensor_info(&location.tensor)?;
+        let result = self.file.tensor_bytes(&location.tensor).and_then(|bytes| f(info.ggml_type, bytes));
+        Some(result.with_context(|| format!("{}: tensor `{}`", self.origin(), location.tensor)))
+    }
+
     fn load(&self, name: &str, device: &Device) -> Result<StoredTensor> {
         let location = gguf_location(name, self.architecture)
             .with_context(|| format!("{}: no GGUF tensor corresponds to `{name}`", self.origin()))?;

@@ -37,6 +37,14 @@ impl<S: WeightStore> WeightStore for RenamedStore<S> {
         self.inner.load(&self.stored_name(name), device)
     }
 
+    fn with_stored_bytes(
+        &self,
+        name: &str,
+        f: &mut dyn FnMut(crate::formats::gguf::GgmlType, &[u8]) -> Result<()>,
+    ) -> Option<Result<()>> {
+        self.inner.with_stored_bytes(&self.stored_name(name), f)
+    }
+
     fn stored_name(&self, name: &str) -> String {
         for (from, to) in &self.prefixes {
             if let Some(rest) = name.strip_prefix(from.as_str()) {
