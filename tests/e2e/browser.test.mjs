@@ -755,6 +755,46 @@ test("the Cluster screen generates a key, warns about a weak typed one, and neve
   }
 });
 
+test("the GPU setting says what each choice finds, and a model loaded on the GPU shows its layers there", async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(60_000);
+  const gpu = page.locator('[data-testid="cluster-gpu"]');
+  const hint = page.locator('[data-testid="cluster-gpu-hint"]');
+  const choose = async (mode) => {
+    if ((await gpu.count()) === 0) await page.locator('[data-testid="cluster-button"]').click();
+    await gpu.selectOption(mode);
+    await page.locator('[data-testid="cluster-save"]').click();
+    await page.waitForFunction(() => document.querySelector('[data-testid="cluster-save"]').disabled);
+  };
+  try {
+    await openApp(page);
+    await page.locator('[data-testid="cluster-button"]').click();
+    assert.equal(await gpu.inputValue(), "off");
+    assert.match(await hint.innerText(), /^Models run on the CPU\./);
+    // Auto never takes a driver that computes on the CPU (lavapipe here).
+    await gpu.selectOption("auto");
+    const auto = await hint.innerText();
+    assert.ok(/^Uses (?!llvmpipe)/.test(auto) || /^No GPU to use \(.+\): models run on the CPU\./.test(auto), auto);
+    await gpu.selectOption("on");
+    assert.match(await hint.innerText(), /^Uses .+\((Vulkan|Metal|Dx12), /);
+    await page.screenshot({ path: path.join(outDir, "browser-gpu-setting.png") });
+    await choose("on");
+
+    await page.locator('[data-testid="models-button"]').click();
+    const row = page.locator('[data-testid="model-row"][data-model-id="default"]');
+    await row.locator('[data-testid="model-load"]').click();
+    await row.locator('[data-testid="model-loaded"]').waitFor();
+    const placed = page.locator('[data-testid="loaded-gpu"]');
+    await placed.waitFor();
+    assert.match(await placed.innerText(), /^Layers 0–29 on the GPU: .+/, "all 30 layers of the default model");
+    await page.screenshot({ path: path.join(outDir, "browser-gpu-loaded.png") });
+  } finally {
+    // Back to the CPU (which unloads the model) for the tests after this one.
+    await choose("off").catch(() => {});
+    await page.close();
+  }
+});
+
 test("error toasts stay clear of the composer and its buttons, wide and narrow", async () => {
   for (const [width, height] of [[1280, 800], [360, 740]]) {
     const page = await browser.newPage({ viewport: { width, height } });

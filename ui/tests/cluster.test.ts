@@ -161,6 +161,7 @@ describe("settings form", () => {
     discovery_timeout_s: 3,
     worker_addresses: ["10.0.0.5:10128"],
     context_length: 0,
+    gpu: "off",
   };
   const form = formFromSettings(settings);
 
@@ -174,7 +175,12 @@ describe("settings form", () => {
       discovery_timeout_s: "3",
       worker_addresses: "10.0.0.5:10128",
       context_length: "",
+      gpu: "off",
     });
+  });
+
+  it("sends the GPU setting when it changed", () => {
+    expect(settingsChanges(settings, { ...form, gpu: "auto" }).update).toEqual({ gpu: "auto" });
   });
 
   it("sends nothing when nothing changed", () => {

@@ -171,6 +171,7 @@ export function clusterStatus(
       discovery_timeout_s: 3,
       worker_addresses: [],
       context_length: 0,
+      gpu: "off",
       ...settings,
     },
     role: "off",
@@ -178,6 +179,10 @@ export function clusterStatus(
     worker_error: null,
     machines: [],
     run: null,
+    gpus: {
+      auto: { device: null, unavailable: "no GPU driver found (Vulkan, Metal or DX12)" },
+      on: { device: null, unavailable: "no GPU driver found (Vulkan, Metal or DX12)" },
+    },
     ...rest,
   };
 }
@@ -239,7 +244,11 @@ export function createFakeApi(
 
   const api: Api = {
     appInfo: vi.fn(async () => ({ version: "0.1.0", data_dir: "/data", default_model_id: null })),
-    listModels: vi.fn(async () => ({ models: structuredClone(server.models), loaded: server.loaded })),
+    listModels: vi.fn(async () => ({
+      models: structuredClone(server.models),
+      loaded: server.loaded,
+      loaded_gpu: null,
+    })),
     importModel: vi.fn(async (path: string) => {
       if (!path.endsWith(".gguf")) throw new Error(`${path} is not a model`);
       const entry = model(`file:${path}`, { source: "imported", path });

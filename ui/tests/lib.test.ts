@@ -13,6 +13,7 @@ import {
   stopNote,
 } from "../src/lib/format";
 import { randomId } from "../src/lib/ids";
+import { describeGpuChoice, describePlacement } from "../src/lib/gpu";
 import { exportFileName, exportText } from "../src/lib/export";
 import {
   DEFAULT_SAMPLING,
@@ -234,5 +235,27 @@ describe("samplingFor", () => {
       ],
     };
     expect(samplingFor(underWay, recommending)).toEqual(DEFAULT_SAMPLING);
+  });
+});
+
+describe("GPU texts", () => {
+  it("shows the GPU's layers as ranges, or why the CPU runs them", () => {
+    const placement = { device: "llvmpipe (Vulkan, software)", layers: [0, 1, 2, 5], weight_bytes: 1, cpu_reasons: [] };
+    expect(describePlacement(placement)).toBe("Layers 0–2, 5 on the GPU: llvmpipe (Vulkan, software)");
+    expect(describePlacement({ ...placement, layers: [3] })).toBe("Layer 3 on the GPU: llvmpipe (Vulkan, software)");
+    const none = { device: null, layers: [], weight_bytes: 0, cpu_reasons: ["no GPU: no GPU driver found"] };
+    expect(describePlacement(none)).toBe("CPU only: no GPU: no GPU driver found");
+    expect(describePlacement({ ...none, cpu_reasons: [] })).toBeNull();
+    expect(describePlacement(null)).toBeNull();
+  });
+
+  it("says what each GPU setting would use", () => {
+    const found = {
+      auto: { device: null, unavailable: "the only GPU driver, llvmpipe, computes on the CPU" },
+      on: { device: "llvmpipe (Vulkan, software)", unavailable: null },
+    };
+    expect(describeGpuChoice("off", found)).toBe("Models run on the CPU.");
+    expect(describeGpuChoice("on", found)).toBe("Uses llvmpipe (Vulkan, software).");
+    expect(describeGpuChoice("auto", found)).toContain("No GPU to use (the only GPU driver");
   });
 });

@@ -15,6 +15,7 @@ use crate::cluster::prediction::Preview;
 use crate::cluster::worker::{start, RunningWorker, WorkerConfig};
 use crate::files::storage::write_json_atomically;
 use crate::models::context::MIN_CONTEXT_LENGTH;
+use crate::models::gpu_offload::{device_name, shared_gpu, GpuMode, GpuRequest};
 use crate::models::loader::LoadOptions;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,8 @@ pub struct ClusterPreferences {
     /// Tokens a conversation may hold, which caches and plans are sized
     /// for; 0 for the model's own context, up to 8 192.
     pub context_length: usize,
+    /// Whether models (and a worker's layers) run on this machine's GPU.
+    pub gpu: GpuMode,
 }
 
 impl Default for ClusterPreferences {
@@ -58,6 +61,7 @@ impl Default for ClusterPreferences {
             discovery_timeout_s: 2.0,
             worker_addresses: Vec::new(),
             context_length: 0,
+            gpu: GpuMode::Off,
         }
     }
 }
@@ -75,6 +79,7 @@ pub struct SettingsUpdate {
     pub discovery_timeout_s: Option<f64>,
     pub worker_addresses: Option<Vec<String>>,
     pub context_length: Option<usize>,
+    pub gpu: Option<GpuMode>,
 }
 
 /// The longest context one may ask for in the settings.
@@ -239,6 +244,9 @@ impl ClusterControl {
         if let Some(join) = update.join_as_worker {
             prefs.join_as_worker = join;
         }
+        if let Some(gpu) = update.gpu {
+            prefs.gpu = gpu;
+        }
         let key = match update.key.as_deref().map(str::trim) {
             Some("") => {
                 self.key_store.clear()?;
@@ -325,7 +333,7 @@ impl ClusterControl {
                 cache_dir: self.worker_cache.clone(),
                 memory_bytes: None,
                 idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
-                gpu: Default::default(),
+                gpu: GpuRequest { mode: prefs.gpu, ..GpuRequest::default() },
             },
         )?;
         let advertisement = advertise(&prefs.worker_name, port, &key, &scope(prefs))?;
@@ -336,6 +344,11 @@ impl ClusterControl {
     pub fn context_length(&self) -> Option<usize> {
         let tokens = self.state.lock().expect("cluster state").prefs.context_length;
         (tokens > 0).then_some(tokens)
+    }
+
+    /// What the settings ask of this machine's GPU.
+    pub fn gpu_request(&self) -> GpuRequest {
+        GpuRequest { mode: self.state.lock().expect("cluster state").prefs.gpu, ..GpuRequest::default() }
     }
 
     /// Whether this machine is serving other machines' masters right now.
@@ -391,7 +404,9 @@ impl ClusterControl {
                 "discovery_timeout_s": state.prefs.discovery_timeout_s,
                 "worker_addresses": state.prefs.worker_addresses,
                 "context_length": state.prefs.context_length,
+                "gpu": state.prefs.gpu,
             },
+            "gpus": this_machines_gpus(),
             "role": role,
             "worker": state.worker.as_ref().map(|w| json!({
                 "address": w.running.address.to_string(),
@@ -445,6 +460,16 @@ pub fn reachable_addresses(listening: SocketAddr) -> Vec<String> {
             IpAddr::V6(_) => None,
         })
         .collect()
+}
+
+/// What `--gpu auto` and `--gpu on` find on this machine: the GPU's name,
+/// or why there is none.
+fn this_machines_gpus() -> Value {
+    let found = |mode: GpuMode| match shared_gpu(mode) {
+        Ok(gpu) => json!({"device": device_name(&gpu), "unavailable": null}),
+        Err(why) => json!({"device": null, "unavailable": why.to_string()}),
+    };
+    json!({"auto": found(GpuMode::Auto), "on": found(GpuMode::On)})
 }
 
 /// This machine's host name (for the default worker name).

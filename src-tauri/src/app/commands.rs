@@ -41,7 +41,11 @@ impl App {
             })),
             Command::ListModels => {
                 let models = self.catalog.list().map_err(ApiError::server)?;
-                Ok(json!({"models": models, "loaded": self.engine.loaded().map(|e| e.id)}))
+                Ok(json!({
+                    "models": models,
+                    "loaded": self.engine.loaded().map(|e| e.id),
+                    "loaded_gpu": self.engine.loaded_placement(),
+                }))
             }
             Command::ImportModel { path } => {
                 let entry = self.catalog.import(std::path::Path::new(&path)).map_err(ApiError::of)?;
@@ -103,7 +107,11 @@ impl App {
             Command::GenerateClusterKey => Ok(json!({"key": ClusterKey::generate()})),
             Command::SetClusterSettings(update) => {
                 self.cluster.update(update).map_err(ApiError::of)?;
-                self.engine.configure(self.cluster.master_settings(), self.cluster.context_length());
+                self.engine.configure(
+                    self.cluster.master_settings(),
+                    self.cluster.context_length(),
+                    self.cluster.gpu_request(),
+                );
                 Ok(self.cluster.status())
             }
             Command::ScanCluster => {

@@ -15,6 +15,7 @@ use crate::audio::{wav, Audio};
 use crate::cluster::master::ClusterSettings;
 use crate::cluster::remote::{Unreachable, WorkerLost};
 use crate::library::catalog::ModelEntry;
+use crate::models::gpu_offload::{GpuPlacement, GpuRequest};
 use crate::speech::model::{BadSpeechRequest, SpeechModel, Voices};
 use crate::speech::noise::SeededNoise;
 use crate::speech::vibevoice::generate::{SpeechObserver, SpeechSettings};
@@ -92,6 +93,7 @@ enum Job {
     Configure {
         cluster: Option<ClusterSettings>,
         context_length: Option<usize>,
+        gpu: GpuRequest,
     },
     Speak {
         job: Box<SpeakJob>,
@@ -112,6 +114,8 @@ enum Job {
 pub struct Engine {
     jobs: Mutex<mpsc::Sender<Job>>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
+    /// Where the loaded model's layers run on this machine.
+    placement: Arc<Mutex<Option<GpuPlacement>>>,
 }
 
 struct Worker {
@@ -127,6 +131,7 @@ struct Worker {
     /// The speech model in memory (beside the text model).
     speech: Option<(ModelEntry, SpeechModel)>,
     loaded: Arc<Mutex<Option<ModelEntry>>>,
+    placement: Arc<Mutex<Option<GpuPlacement>>>,
 }
 
 impl Engine {
@@ -134,6 +139,7 @@ impl Engine {
     pub fn start(options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
         let (tx, rx) = mpsc::channel::<Job>();
         let loaded = Arc::new(Mutex::new(None));
+        let placement = Arc::new(Mutex::new(None));
         let mut worker = Worker {
             jobs: rx,
             waiting: VecDeque::new(),
@@ -143,6 +149,7 @@ impl Engine {
             prompt_cache: PromptCache::new(),
             speech: None,
             loaded: loaded.clone(),
+            placement: placement.clone(),
         };
         std::thread::Builder::new()
             .name("cake-engine".into())
@@ -152,12 +159,17 @@ impl Engine {
                 }
             })
             .expect("can spawn the engine thread");
-        Self { jobs: Mutex::new(tx), loaded }
+        Self { jobs: Mutex::new(tx), loaded, placement }
     }
 
     /// The model currently in memory.
     pub fn loaded(&self) -> Option<ModelEntry> {
         self.loaded.lock().expect("engine state").clone()
+    }
+
+    /// Which of the loaded model's layers run on this machine's GPU.
+    pub fn loaded_placement(&self) -> Option<GpuPlacement> {
+        self.placement.lock().expect("engine state").clone()
     }
 
     fn send(&self, job: Job) {
@@ -193,10 +205,11 @@ impl Engine {
         self.send(Job::Speak { job: Box::new(job), sink, cancel });
     }
 
-    /// Queues a change of cluster settings and context length, used from
-    /// the next load on; a model loaded for another context is unloaded.
-    pub fn configure(&self, cluster: Option<ClusterSettings>, context_length: Option<usize>) {
-        self.send(Job::Configure { cluster, context_length });
+    /// Queues a change of cluster settings, context length and GPU use,
+    /// used from the next load on; a model loaded for another context or
+    /// GPU use is unloaded.
+    pub fn configure(&self, cluster: Option<ClusterSettings>, context_length: Option<usize>, gpu: GpuRequest) {
+        self.send(Job::Configure { cluster, context_length, gpu });
     }
 }
 
@@ -256,10 +269,11 @@ impl Worker {
                 self.answer(*chat, load_s);
             }
             Job::Unload => self.set_model(None),
-            Job::Configure { cluster, context_length } => {
+            Job::Configure { cluster, context_length, gpu } => {
                 self.cluster = cluster;
-                if self.options.context_length != context_length {
+                if self.options.context_length != context_length || self.options.gpu != gpu {
                     self.options.context_length = context_length;
+                    self.options.gpu = gpu;
                     self.set_model(None);
                 }
             }
@@ -295,6 +309,7 @@ impl Worker {
             self.prompt_cache.clear(old);
         }
         *self.loaded.lock().expect("engine state") = model.as_ref().map(|(e, _)| e.clone());
+        *self.placement.lock().expect("engine state") = model.as_ref().map(|(_, m)| m.decoder().gpu.clone());
         self.model = model;
     }
 

@@ -16,6 +16,7 @@ pub mod speech_library;
 
 use crate::cluster::master::ClusterSettings;
 use crate::library::catalog::Catalog;
+use crate::models::gpu_offload::GpuRequest;
 use crate::text::model::LoadOptions;
 use cluster::ClusterControl;
 use conversations::ConversationStore;
@@ -40,18 +41,25 @@ pub struct App {
 impl App {
     /// The app over `catalog`, keeping conversations in its data folder.
     pub fn new(catalog: Catalog, options: LoadOptions) -> Self {
-        Self::with_cluster(catalog, options, None)
+        Self::with_cluster(catalog, options, None, None)
     }
 
     /// Like [`App::new`], running models over the workers of `cluster`
     /// (from the command line) instead of the stored cluster settings.
-    /// A context length given on the command line wins over the stored one.
-    pub fn with_cluster(catalog: Catalog, mut options: LoadOptions, cluster: Option<ClusterSettings>) -> Self {
+    /// A context length given on the command line wins over the stored one,
+    /// and so does a `gpu` request.
+    pub fn with_cluster(
+        catalog: Catalog,
+        mut options: LoadOptions,
+        cluster: Option<ClusterSettings>,
+        gpu: Option<GpuRequest>,
+    ) -> Self {
         sweep_orphans(catalog.data_dir());
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         let cluster = ClusterControl::open(catalog.data_dir(), cluster);
         let speech = SpeechLibrary::new(catalog.data_dir());
         options.context_length = options.context_length.or(cluster.context_length());
+        options.gpu = gpu.unwrap_or_else(|| cluster.gpu_request());
         Self {
             catalog,
             engine: Engine::start(options, cluster.master_settings()),

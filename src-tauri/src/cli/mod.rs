@@ -78,12 +78,21 @@ pub struct ModelArgs {
     /// sized for it.
     #[arg(long = "ctx")]
     pub context_length: Option<usize>,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Which layers run on this machine's GPU.
+#[derive(Args, Debug, Clone)]
+pub struct GpuArgs {
     /// Run layers on the GPU: off, auto (a hardware GPU if the machine has
     /// one), or on (any GPU driver, software ones such as Mesa's lavapipe
     /// included). Without a usable GPU the CPU runs everything, and the
-    /// load log says why.
-    #[arg(long, value_enum, default_value = "off")]
-    pub gpu: GpuMode,
+    /// load log says why. Default: the app's setting, else off.
+    #[arg(long, value_enum)]
+    pub gpu: Option<GpuMode>,
     /// How many layers the GPU runs, the first ones: a number or `all`
     /// (default: all it can run within --gpu-memory).
     #[arg(long = "gpu-layers")]
@@ -91,8 +100,17 @@ pub struct ModelArgs {
     /// Bytes of GPU memory the layers' weights and full-context caches may take.
     #[arg(long = "gpu-memory")]
     pub gpu_memory: Option<u64>,
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
+}
+
+impl GpuArgs {
+    /// What these flags ask of the GPU (`--gpu` unset: off).
+    pub fn request(&self) -> GpuRequest {
+        GpuRequest {
+            mode: self.gpu.unwrap_or_default(),
+            layers: self.gpu_layers.and_then(LayerCount::cap),
+            memory: self.gpu_memory,
+        }
+    }
 }
 
 /// Running over workers: their addresses and the shared key.
@@ -172,16 +190,12 @@ impl ClusterArgs {
 }
 
 impl ModelArgs {
-    /// How `--dtype` and `--ctx` ask for the model to be loaded.
+    /// How `--dtype`, `--ctx` and the GPU flags ask for the model to be loaded.
     pub fn load_options(&self) -> LoadOptions {
         LoadOptions {
             dtype: self.dtype.map(DType::from),
             context_length: self.context_length,
-            gpu: GpuRequest {
-                mode: self.gpu,
-                layers: self.gpu_layers.and_then(LayerCount::cap),
-                memory: self.gpu_memory,
-            },
+            gpu: self.gpu.request(),
             ..Default::default()
         }
     }
@@ -219,7 +233,7 @@ impl ModelArgs {
             crate::models::kernel_census::describe(&decoder.kernels),
             decoder.kv_precision().name()
         );
-        if self.gpu != GpuMode::Off {
+        if self.gpu.request().mode != GpuMode::Off {
             eprintln!("{}", decoder.gpu.describe(decoder.config.num_hidden_layers()));
         }
         Ok((model, load_s))

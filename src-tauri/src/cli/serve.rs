@@ -39,6 +39,8 @@ pub struct ServeArgs {
     #[arg(long = "ctx")]
     pub context_length: Option<usize>,
     #[command(flatten)]
+    pub gpu: super::GpuArgs,
+    #[command(flatten)]
     pub cluster: super::ClusterArgs,
 }
 
@@ -58,8 +60,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     // The first is loaded at start; the others wait for their first request.
     let preload = named.into_iter().next();
+    // Without --gpu, the app's setting (the Models screen) decides.
+    let gpu = args.gpu.gpu.is_some().then(|| args.gpu.request());
     let options = LoadOptions { context_length: args.context_length, ..Default::default() };
-    let app = Arc::new(App::with_cluster(catalog, options, args.cluster.settings()?));
+    let app = Arc::new(App::with_cluster(catalog, options, args.cluster.settings()?, gpu));
     if let Some(entry) = preload {
         eprintln!("loading {} …", entry.name);
         app.engine.load(entry, Box::new(report_preload), Arc::new(AtomicBool::new(false)));

@@ -4,7 +4,7 @@
 use crate::cluster::cluster_key::ClusterKey;
 use crate::cluster::discovery::{advertise, scope_from};
 use crate::cluster::worker::{start, WorkerConfig};
-use crate::models::gpu_offload::{GpuMode, GpuRequest};
+use crate::models::gpu_offload::LayerCount;
 use crate::startup::systemd;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -40,13 +40,9 @@ pub struct WorkerArgs {
     /// Do not advertise over mDNS (masters must name this worker with --worker).
     #[arg(long)]
     pub no_mdns: bool,
-    /// Run the layers a master gives this worker on its GPU: off, auto (a
-    /// hardware GPU if there is one) or on (any driver, software included).
-    #[arg(long, value_enum, default_value = "off")]
-    pub gpu: GpuMode,
-    /// Bytes of GPU memory its layers' weights and caches may take.
-    #[arg(long = "gpu-memory")]
-    pub gpu_memory: Option<u64>,
+    /// The layers a master gives this worker on its GPU.
+    #[command(flatten)]
+    pub gpu: super::GpuArgs,
     /// Instead of serving now, write a systemd user unit that serves with
     /// these options at every login, and start it (docs/packaging.md).
     #[arg(long, conflicts_with = "uninstall_service")]
@@ -70,10 +66,9 @@ impl WorkerArgs {
         option("--port", Some(self.port.to_string()));
         option("--max-memory", self.max_memory.map(|bytes| bytes.to_string()));
         option("--threads", self.threads.map(|n| n.to_string()));
-        if self.gpu != GpuMode::Off {
-            option("--gpu", self.gpu.to_possible_value().map(|v| v.get_name().to_string()));
-        }
-        option("--gpu-memory", self.gpu_memory.map(|bytes| bytes.to_string()));
+        option("--gpu", self.gpu.gpu.and_then(|mode| mode.to_possible_value()).map(|v| v.get_name().to_string()));
+        option("--gpu-layers", self.gpu.gpu_layers.and_then(LayerCount::cap).map(|n| n.to_string()));
+        option("--gpu-memory", self.gpu.gpu_memory.map(|bytes| bytes.to_string()));
         for interface in &self.mdns_interfaces {
             option("--mdns-iface", Some(interface.clone()));
         }
@@ -129,7 +124,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             cache_dir: crate::files::paths::data_dir().join("worker-cache"),
             memory_bytes: args.max_memory,
             idle_timeout: crate::cluster::worker::IDLE_TIMEOUT,
-            gpu: GpuRequest { mode: args.gpu, layers: None, memory: args.gpu_memory },
+            gpu: args.gpu.request(),
         },
     )?;
     // The machine-readable signal scripts and tests wait for: one JSON line.

@@ -140,6 +140,28 @@ export interface AppInfo {
 export interface ModelList {
   models: ModelEntry[];
   loaded: string | null;
+  /** Where the loaded model's layers run on this machine. */
+  loaded_gpu: GpuPlacement | null;
+}
+
+/** Whether models run on this machine's GPU: not at all, on a hardware GPU
+ *  if there is one, or on any driver (software ones too). */
+export type GpuMode = "off" | "auto" | "on";
+
+/** Which of a loaded model's layers the GPU holds, and why others do not. */
+export interface GpuPlacement {
+  /** The GPU, e.g. "NVIDIA GeForce RTX 4070 (Vulkan, discrete)"; null: none used. */
+  device: string | null;
+  layers: number[];
+  weight_bytes: number;
+  cpu_reasons: string[];
+}
+
+/** What a GPU mode finds on this machine. */
+export interface GpuFound {
+  device: string | null;
+  /** Why there is none. */
+  unavailable: string | null;
 }
 
 // ---- The hub ----------------------------------------------------------------
@@ -271,6 +293,7 @@ export interface ClusterSettingsUpdate {
   worker_addresses?: string[];
   /** Tokens a conversation may hold; 0 for the model's own (up to 8 192). */
   context_length?: number;
+  gpu?: GpuMode;
 }
 
 export type ClusterKeyStorage = "keyring" | "file";
@@ -292,6 +315,7 @@ export interface ClusterSettings {
   worker_addresses: string[];
   /** 0: the model's own context, up to 8 192 tokens. */
   context_length: number;
+  gpu: GpuMode;
 }
 
 export type ClusterRole = "off" | "master" | "worker";
@@ -395,6 +419,8 @@ export interface ClusterStatus {
   /** Role "master": this machine first, then the workers seen. */
   machines: Machine[];
   run: ClusterRun | null;
+  /** What each GPU mode finds on this machine. */
+  gpus: { auto: GpuFound; on: GpuFound };
 }
 
 // ---- Speech ------------------------------------------------------------------

@@ -62,7 +62,7 @@ export function ClusterPanel() {
               {status.role === "worker" && status.worker ? <ClusterMasters worker={status.worker} /> : null}
             </div>
             <aside class="cluster-side" aria-label="Cluster settings">
-              <ClusterSettingsForm settings={status.settings} saving={state.clusterSaving} />
+              <ClusterSettingsForm settings={status.settings} gpus={status.gpus} saving={state.clusterSaving} />
             </aside>
           </>
         )}

@@ -3,7 +3,8 @@
 // polled settings; Save sends only the fields that changed.
 
 import { useState } from "preact/hooks";
-import type { ClusterSettings } from "../api/types";
+import type { ClusterSettings, ClusterStatus, GpuMode } from "../api/types";
+import { describeGpuChoice } from "../lib/gpu";
 import {
   MAX_CONTEXT_TOKENS,
   MAX_DISCOVERY_SECONDS,
@@ -22,10 +23,12 @@ import { useCake } from "./context";
 
 interface Props {
   settings: ClusterSettings;
+  /** What each GPU setting finds on this machine. */
+  gpus: ClusterStatus["gpus"];
   saving: boolean;
 }
 
-export function ClusterSettingsForm({ settings, saving }: Props) {
+export function ClusterSettingsForm({ settings, gpus, saving }: Props) {
   const cake = useCake();
   const [edits, setEdits] = useState<Partial<ClusterForm>>({});
   const [forgetting, setForgetting] = useState(false);
@@ -233,6 +236,22 @@ export function ClusterSettingsForm({ settings, saving }: Props) {
         />
         <span class="field-hint">
           what a conversation may hold; KV caches and cluster plans are sized for it (the model reloads)
+        </span>
+      </label>
+
+      <label class="field">
+        <span class="field-label">Graphics card (GPU)</span>
+        <select
+          data-testid="cluster-gpu"
+          value={form.gpu}
+          onChange={(event) => edit({ gpu: event.currentTarget.value as GpuMode })}
+        >
+          <option value="off">Off: the CPU only</option>
+          <option value="auto">Auto: a hardware GPU if there is one</option>
+          <option value="on">On: any GPU driver, software ones too</option>
+        </select>
+        <span class="field-hint" data-testid="cluster-gpu-hint">
+          {describeGpuChoice(form.gpu, gpus)} This machine's layers run there, as a worker too (the model reloads).
         </span>
       </label>
 

@@ -2,6 +2,7 @@
 // and download, and (in the desktop app) serving the OpenAI API to other
 // programs.
 
+import { describePlacement } from "../lib/gpu";
 import { desktopSession } from "../transport";
 import { useAppState, useCake } from "./context";
 import { DownloadForm } from "./DownloadForm";
@@ -16,6 +17,7 @@ export function ModelsPanel() {
   const state = useAppState();
   const cake = useCake();
   const loaded = state.models.find((m) => m.id === state.loadedModelId);
+  const placement = describePlacement(state.loadedGpu);
 
   return (
     <section class="models-panel" aria-labelledby="models-title">
@@ -25,6 +27,11 @@ export function ModelsPanel() {
         <span class="muted" data-testid="loaded-model">
           {loaded ? `Loaded: ${loaded.name}` : "No model loaded"}
         </span>
+        {loaded && placement !== null ? (
+          <span class="muted loaded-gpu" data-testid="loaded-gpu" title={placement}>
+            {placement}
+          </span>
+        ) : null}
         <button type="button" class="header-end" onClick={() => cake.showView("chat")}>
           Back to chat
         </button>

@@ -7,6 +7,7 @@ import type {
   ClusterSettings,
   ClusterSettingsUpdate,
   ClusterStatus,
+  GpuMode,
   MachineState,
   PredictionLimit,
   WorkerService,
@@ -153,6 +154,7 @@ export interface ClusterForm {
   worker_addresses: string;
   /** Tokens a conversation may hold; "" or "0" for the model's own. */
   context_length: string;
+  gpu: GpuMode;
 }
 
 /** The shortest and longest context one may choose (as the app checks). */
@@ -170,6 +172,7 @@ export function formFromSettings(settings: ClusterSettings): ClusterForm {
     discovery_timeout_s: String(settings.discovery_timeout_s),
     worker_addresses: settings.worker_addresses.join("\n"),
     context_length: settings.context_length > 0 ? String(settings.context_length) : "",
+    gpu: settings.gpu,
   };
 }
 
@@ -252,6 +255,8 @@ export function settingsChanges(settings: ClusterSettings, form: ClusterForm): S
   } else if (tokens !== settings.context_length) {
     update.context_length = tokens;
   }
+
+  if (form.gpu !== settings.gpu) update.gpu = form.gpu;
 
   return { update, problem: problems.length > 0 ? problems.join(" ") : null };
 }

@@ -9,6 +9,7 @@ import type {
   Conversation,
   ConversationSummary,
   DownloadProgressEvent,
+  GpuPlacement,
   ModelEntry,
   ModelKind,
   ModelVoiceKind,
@@ -83,6 +84,8 @@ export interface AppState {
   /** True once `list_models` answered at least once. */
   modelsReady: boolean;
   loadedModelId: string | null;
+  /** Where the loaded model's layers run on this machine. */
+  loadedGpu: GpuPlacement | null;
   loading: LoadState | null;
   download: DownloadState | null;
   importing: boolean;
@@ -137,6 +140,7 @@ export function initialState(prefs: Prefs): AppState {
     models: [],
     modelsReady: false,
     loadedModelId: null,
+    loadedGpu: null,
     loading: null,
     download: null,
     importing: false,

@@ -15,8 +15,8 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
 
   async function refresh(): Promise<void> {
     try {
-      const { models, loaded } = await api.listModels();
-      store.update({ models, loadedModelId: loaded, modelsReady: true });
+      const { models, loaded, loaded_gpu } = await api.listModels();
+      store.update({ models, loadedModelId: loaded, loadedGpu: loaded_gpu ?? null, modelsReady: true });
     } catch (error) {
       store.update({ modelsReady: true });
       notices.report(error);
@@ -31,6 +31,7 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
         store.update({ loading: { id, fraction, message } }),
       );
       store.update({ loadedModelId: model.id });
+      await refresh(); // where its layers run
     } catch (error) {
       notices.report(error);
     } finally {
@@ -41,7 +42,7 @@ export function createModelActions(store: Store<AppState>, api: Api, notices: No
   async function unload(): Promise<void> {
     try {
       await api.unloadModel();
-      store.update({ loadedModelId: null });
+      store.update({ loadedModelId: null, loadedGpu: null });
     } catch (error) {
       notices.report(error);
     }
