@@ -36,6 +36,17 @@ impl Kernel {
     }
 }
 
+/// Q4_K's and Q5_K's packed scales, which both formats' decoders read.
+const K_SCALES: &str = include_str!("shaders/formats/k_scales.wgsl");
+
+/// The WGSL a weight format's `load_unit` needs besides [`BYTES`].
+fn format_helpers(format: WeightFormat) -> &'static str {
+    match format {
+        WeightFormat::Ggml(GgmlFormat::Q4_K | GgmlFormat::Q5_K) => K_SCALES,
+        _ => "",
+    }
+}
+
 /// The WGSL of a weight format's `load_unit`.
 fn format_source(format: WeightFormat) -> &'static str {
     match format {
@@ -63,7 +74,7 @@ fn format_source(format: WeightFormat) -> &'static str {
 pub(crate) fn source(kernel: Kernel) -> String {
     let body = match kernel {
         Kernel::Matmul(format) => {
-            let format = [BYTES, format_source(format)].join("\n");
+            let format = [BYTES, format_helpers(format), format_source(format)].join("\n");
             include_str!("shaders/matmul.wgsl").replace("//INCLUDE_FORMAT//", &format)
         }
         Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl").to_owned(),

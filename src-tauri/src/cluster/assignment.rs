@@ -11,6 +11,7 @@
 //! read back) never leave it; workers see only hidden states.
 
 use crate::models::memory_needs::MemoryNeeds;
+use crate::models::sources::selection::layer_ranges;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::ops::Range;
@@ -292,7 +293,7 @@ pub fn plan_with_fixed(
     let gap = match (free.first(), free.last()) {
         (Some(&a), Some(&b)) if b - a + 1 == free.len() => a..b + 1,
         (Some(_), Some(_)) => {
-            bail!("the layers given to no machine ({}) are not one contiguous range", describe_layers(&free))
+            bail!("the layers given to no machine ({}) are not one contiguous range", layer_ranges(&free))
         }
         _ => 0..0,
     };
@@ -318,21 +319,6 @@ pub fn plan_with_fixed(
     let order = stages.iter().map(|(index, _)| *index).collect();
     let stages = stages.into_iter().map(|(_, s)| s).collect();
     Ok((Plan { stages, bottleneck_seconds: bottleneck, context_length: needs.context_length }, order))
-}
-
-/// `[0, 1, 2, 7]` as `0-2, 7`.
-fn describe_layers(layers: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < layers.len() {
-        let mut j = i;
-        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { layers[i].to_string() } else { format!("{}-{}", layers[i], layers[j]) });
-        i = j + 1;
-    }
-    parts.join(", ")
 }
 
 #[cfg(test)]

@@ -152,6 +152,26 @@ pub enum NormPlacement {
     Sandwich,
 }
 
+/// The checkpoint names of a block's norms, where it has them: before and
+/// after attention, before and after the MLP.
+pub type BlockNormNames = [Option<&'static str>; 4];
+
+impl NormPlacement {
+    /// Which norms a block of this placement has, by checkpoint name.
+    pub fn norm_names(self) -> BlockNormNames {
+        match self {
+            Self::Pre => [Some("input_layernorm"), None, Some("post_attention_layernorm"), None],
+            Self::Post => [None, Some("post_attention_layernorm"), None, Some("post_feedforward_layernorm")],
+            Self::Sandwich => [
+                Some("input_layernorm"),
+                Some("post_attention_layernorm"),
+                Some("pre_feedforward_layernorm"),
+                Some("post_feedforward_layernorm"),
+            ],
+        }
+    }
+}
+
 /// The activation of the gated MLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {

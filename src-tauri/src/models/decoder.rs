@@ -6,7 +6,7 @@
 //! and the head only if it is the last, and hidden states travel between
 //! stages through [`Decoder::forward_layers`].
 
-use super::config::{ModelConfig, NormPlacement, TokenMixer};
+use super::config::{ModelConfig, TokenMixer};
 use super::context::kv_positions;
 use super::gpu_offload::{device_name, shared_gpu, GpuMode, GpuPlacement, GpuRequest};
 use super::kernel_census::KernelUse;
@@ -48,18 +48,13 @@ struct DecoderLayer {
 impl DecoderLayer {
     fn load(weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
         let prefix = format!("model.layers.{index}");
-        let norm =
-            |name: &str| RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), cfg.hidden_size, cfg).map(Some);
-        let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) = match cfg.norm_placement {
-            NormPlacement::Pre => (norm("input_layernorm")?, None, norm("post_attention_layernorm")?, None),
-            NormPlacement::Post => (None, norm("post_attention_layernorm")?, None, norm("post_feedforward_layernorm")?),
-            NormPlacement::Sandwich => (
-                norm("input_layernorm")?,
-                norm("post_attention_layernorm")?,
-                norm("pre_feedforward_layernorm")?,
-                norm("post_feedforward_layernorm")?,
-            ),
-        };
+        let [attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm] =
+            cfg.norm_placement.norm_names().map(|name| {
+                name.map(|name| RmsNorm::load_for(weights, &format!("{prefix}.{name}.weight"), cfg.hidden_size, cfg))
+                    .transpose()
+            });
+        let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) =
+            (attention_input_norm?, attention_output_norm?, mlp_input_norm?, mlp_output_norm?);
         Ok(Self {
             mixer: Mixer::load(weights, &prefix, cfg, index)?,
             mlp: FeedForward::load(weights, &format!("{prefix}.mlp"), cfg, index)?,

@@ -2,7 +2,7 @@
 //! `--gpu-layers`, `--gpu-memory`), the GPU opened once per process, and
 //! what the load chose, for the load log and `cake run --json`.
 
-use anyhow::Result;
+use super::sources::selection::layer_ranges;
 use cake_gpu::{Gpu, GpuOptions, Unavailable};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -66,7 +66,7 @@ impl GpuPlacement {
         let mut line = match &self.device {
             Some(device) if !self.layers.is_empty() => format!(
                 "GPU {device}: layers {} of {total_layers} ({:.1} MB of weights)",
-                ranges(&self.layers),
+                layer_ranges(&self.layers),
                 self.weight_bytes as f64 / 1e6
             ),
             Some(device) => format!("GPU {device}: no layers"),
@@ -77,21 +77,6 @@ impl GpuPlacement {
         }
         line
     }
-}
-
-/// `0-11, 14` for layers 0 to 11 and 14.
-fn ranges(layers: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < layers.len() {
-        let mut j = i;
-        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { layers[i].to_string() } else { format!("{}-{}", layers[i], layers[j]) });
-        i = j + 1;
-    }
-    parts.join(", ")
 }
 
 /// The GPU's name as placements show it.
@@ -133,9 +118,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layer_lists_read_as_ranges() {
-        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8");
-        assert_eq!(ranges(&[]), "");
+    fn layer_lists_read_as_ranges_and_counts_parse() {
+        assert_eq!(layer_ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8");
+        assert_eq!(layer_ranges(&[]), "");
         assert_eq!("all".parse(), Ok(LayerCount::All));
         assert_eq!("12".parse(), Ok(LayerCount::First(12)));
         assert!("twelve".parse::<LayerCount>().is_err());

@@ -2,16 +2,6 @@
 // As Q4_K, with bit j of high[l] as bit 4 of value l of sub-block j.
 const BLOCK_BYTES: u32 = 176u;
 
-fn k_scale_min(s: u32, j: u32) -> vec2<u32> {
-    if (j < 4u) {
-        return vec2<u32>(byte_at(s + j) & 63u, byte_at(s + j + 4u) & 63u);
-    }
-    let packed = byte_at(s + j + 4u);
-    let scale = (packed & 0xfu) | ((byte_at(s + j - 4u) >> 6u) << 4u);
-    let min = (packed >> 4u) | ((byte_at(s + j) >> 6u) << 4u);
-    return vec2<u32>(scale, min);
-}
-
 fn load_unit(row: u32, u: u32) {
     let o = row * P.row_bytes + (u / 8u) * BLOCK_BYTES;
     let j = u % 8u;

@@ -7,7 +7,7 @@
 use super::kv_cache::{room_for, GpuLayerKv, KvPrecision, LayerCache};
 use super::norm::RmsNorm;
 use super::rotary::RotaryEmbedding;
-use crate::models::config::{Activation, ModelConfig, NormPlacement, QkNorm, RotaryPairs, TokenMixer};
+use crate::models::config::{Activation, ModelConfig, QkNorm, RotaryPairs, TokenMixer};
 use crate::models::weights::Weights;
 use anyhow::{Context, Result};
 use cake_gpu::attention::{AttentionShape, GpuKvCache, KvPrecision as GpuKvPrecision, MAX_HEAD_DIM};
@@ -174,19 +174,12 @@ impl GpuBlock {
     pub fn load(gpu: &Arc<Gpu>, weights: &Weights, cfg: &ModelConfig, index: usize) -> Result<Self> {
         let prefix = format!("model.layers.{index}");
         let (h, d) = (cfg.hidden_size, cfg.head_dim);
-        let norm = |name: &str| -> Result<Option<GpuNorm>> {
-            GpuNorm::load(gpu, weights, &format!("{prefix}.{name}.weight"), h, cfg).map(Some)
-        };
-        let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) = match cfg.norm_placement {
-            NormPlacement::Pre => (norm("input_layernorm")?, None, norm("post_attention_layernorm")?, None),
-            NormPlacement::Post => (None, norm("post_attention_layernorm")?, None, norm("post_feedforward_layernorm")?),
-            NormPlacement::Sandwich => (
-                norm("input_layernorm")?,
-                norm("post_attention_layernorm")?,
-                norm("pre_feedforward_layernorm")?,
-                norm("post_feedforward_layernorm")?,
-            ),
-        };
+        let [attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm] =
+            cfg.norm_placement.norm_names().map(|name| {
+                name.map(|name| GpuNorm::load(gpu, weights, &format!("{prefix}.{name}.weight"), h, cfg)).transpose()
+            });
+        let (attention_input_norm, attention_output_norm, mlp_input_norm, mlp_output_norm) =
+            (attention_input_norm?, attention_output_norm?, mlp_input_norm?, mlp_output_norm?);
         let attn = format!("{prefix}.self_attn");
         let (q_dim, kv_dim) = (cfg.num_attention_heads * d, cfg.num_key_value_heads * d);
         let parts = [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)];

@@ -42,6 +42,21 @@ pub fn layer_index(name: &str) -> Option<usize> {
     rest.split('.').next()?.parse().ok()
 }
 
+/// Layer indices `[0, 1, 2, 7]` as `0-2, 7`.
+pub fn layer_ranges(layers: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < layers.len() {
+        let mut j = i;
+        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { layers[i].to_string() } else { format!("{}-{}", layers[i], layers[j]) });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
