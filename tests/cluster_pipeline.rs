@@ -61,9 +61,9 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
     }
 }
 
-/// A worker on a GPU (`--gpu on`: lavapipe where there is none) runs the
-/// layers a CPU master gives it there: transformers' tokens, and its log
-/// names the GPU and the layers.
+/// A worker on a GPU (`--gpu on`: lavapipe where there is none) names it
+/// among its devices and runs the layers a CPU master gives it there:
+/// transformers' tokens, and its log names the GPU and the layers.
 #[test]
 fn a_worker_runs_its_layers_on_its_gpu() {
     for family in ["qwen3", "gemma3_hybrid", "phi3_window"] {
@@ -71,6 +71,10 @@ fn a_worker_runs_its_layers_on_its_gpu() {
         let n = common::layer_count(&model);
         let f32 = Some(candle_core::DType::F32);
         let gpu = Worker::start_with(KEY, "gpu", Some(share(&model, f32, 1..n, false)), &["--gpu", "on"]);
+        // It tells masters (and so the Cluster screen) which GPU it has.
+        let key = cake::cluster::cluster_key::ClusterKey::from_passphrase(KEY).unwrap();
+        let devices = cake::cluster::remote::RemoteWorker::connect(&gpu.address, &key).unwrap().info.devices.clone();
+        assert!(devices.iter().any(|d| d.starts_with("gpu: ")), "{family}: {devices:?}");
         let reference: Value =
             serde_json::from_str(&std::fs::read_to_string(model.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> =

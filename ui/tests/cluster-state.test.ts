@@ -109,6 +109,15 @@ describe("cluster settings", () => {
     expect(state().clusterSaving).toBe(false);
   });
 
+  it("shows the model unloaded once the GPU setting or the context length changes", async () => {
+    const { cake } = setup();
+    cake.store.update({ loadedModelId: "default", loadedGpu: null });
+    expect(await cake.cluster.save({ worker_port: 7000 })).toBe(true);
+    expect(cake.store.get().loadedModelId).toBe("default");
+    expect(await cake.cluster.save({ gpu: "on" })).toBe(true);
+    expect(cake.store.get().loadedModelId).toBeNull();
+  });
+
   it("generates a key without saving it", async () => {
     const { cake, api, state } = setup();
     const key = await cake.cluster.generateKey();

@@ -81,6 +81,11 @@ export function createClusterActions(store: Store<AppState>, api: Api, notices: 
     store.update({ clusterSaving: true });
     try {
       await track(() => api.setClusterSettings(update));
+      // A new context length or GPU setting unloads the model (the next
+      // request loads it again the new way).
+      if (update.context_length !== undefined || update.gpu !== undefined) {
+        store.update({ loadedModelId: null, loadedGpu: null });
+      }
       return true;
     } catch (error) {
       notices.report(error);
