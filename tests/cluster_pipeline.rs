@@ -73,8 +73,32 @@ fn a_worker_runs_its_layers_on_its_gpu() {
         let gpu = Worker::start_with(KEY, "gpu", Some(share(&model, f32, 1..n, false)), &["--gpu", "on"]);
         // It tells masters (and so the Cluster screen) which GPU it has.
         let key = cake::cluster::cluster_key::ClusterKey::from_passphrase(KEY).unwrap();
-        let devices = cake::cluster::remote::RemoteWorker::connect(&gpu.address, &key).unwrap().info.devices.clone();
-        assert!(devices.iter().any(|d| d.starts_with("gpu: ")), "{family}: {devices:?}");
+        let info = cake::cluster::remote::RemoteWorker::connect(&gpu.address, &key).unwrap().info.clone();
+        assert!(info.devices.iter().any(|d| d.starts_with("gpu: ")), "{family}: {:?}", info.devices);
+        let reported = info.gpu.expect("its GPU's memory and speed");
+        assert!(reported.capacity.memory_bytes.is_some() && reported.capacity.bytes_per_second > 0.0);
+        // The master's preview plans its layers on that GPU.
+        let memory = share(&model, f32, 0..1, true).to_string();
+        let preview = common::cake_json(&[
+            "run",
+            "--model",
+            model.to_str().unwrap(),
+            "--plan",
+            "--json",
+            "--dtype",
+            "f32",
+            "--max-memory",
+            &memory,
+            "--cluster-key",
+            KEY,
+            "--worker",
+            &gpu.address,
+        ]);
+        let chosen = &preview["options"][preview["chosen"].as_u64().unwrap() as usize]["plan"]["stages"];
+        let worker = chosen.as_array().unwrap().iter().find(|s| s["node"] == "gpu").expect("a stage on the worker");
+        let on_gpu: Vec<u64> = worker["gpu_layers"].as_array().unwrap().iter().map(|l| l.as_u64().unwrap()).collect();
+        assert_eq!(on_gpu, (1..n as u64).collect::<Vec<_>>(), "{family}: {worker:#}");
+        assert!(worker["reason"].as_str().unwrap().contains("on its GPU"), "{worker:#}");
         let reference: Value =
             serde_json::from_str(&std::fs::read_to_string(model.join("reference.json")).unwrap()).unwrap();
         let prompt: Vec<u64> =

@@ -654,6 +654,7 @@ fn rogue_info(memory_bytes: u64, bytes_per_second: f64) -> Response {
         layer_overhead_seconds: 0.0,
         kernel_boot: String::new(),
         instance: String::new(),
+        gpu: None,
     })
 }
 

@@ -102,3 +102,27 @@ fn the_gpu_counts_its_matrices_by_stored_type() {
     assert!(on_gpu.iter().any(|k| k["stored"] == "Q8_0"), "{kernels:?}");
     assert_eq!(out["kv_cache"], "f16", "quantized files keep f16 keys and values, on the GPU too");
 }
+
+/// What a machine tells planners about its GPU (`--gpu on`: lavapipe where
+/// there is no GPU): its name, its memory as the driver reports it with a
+/// spare share kept, its measured speeds, and the caps asked for.
+#[test]
+fn the_gpu_reports_its_memory_and_measured_speed() {
+    use cake::models::gpu_offload::{GpuMode, GpuRequest};
+    let request = GpuRequest { mode: GpuMode::On, ..GpuRequest::default() };
+    let report = cake::cluster::gpu_probe::report(request).expect("a GPU (lavapipe will do)");
+    let capacity = &report.capacity;
+    let (total, free) = (report.total_bytes.expect("Vulkan reports its heaps"), report.free_bytes.unwrap());
+    assert!(free <= total && total > 0, "{report:?}");
+    let usable = capacity.memory_bytes.unwrap();
+    assert!(usable < free && usable >= free - (free / 20).max(512 << 20), "{report:?}");
+    for speed in [capacity.bytes_per_second, capacity.prompt_bytes_per_second] {
+        assert!(speed.is_finite() && speed > 1e6, "{report:?}");
+    }
+    assert!((0.0..1.0).contains(&capacity.layer_overhead_seconds), "{report:?}");
+    let capped = GpuRequest { memory: Some(123_456_789), layers: Some(3), ..request };
+    let capped = cake::cluster::gpu_probe::report(capped).unwrap().capacity;
+    assert_eq!((capped.memory_bytes, capped.max_layers), (Some(123_456_789), Some(3)));
+    assert_eq!(capped.bytes_per_second, capacity.bytes_per_second, "measured once per process");
+    assert!(cake::cluster::gpu_probe::report(GpuRequest::default()).is_none(), "--gpu off reports none");
+}

@@ -24,9 +24,11 @@ pub mod batch;
 pub mod buffer;
 pub mod device;
 pub mod matmul;
+pub mod memory;
 pub mod ops;
 mod shader;
 
 pub use batch::Batch;
 pub use buffer::GpuTensor;
 pub use device::{Gpu, GpuInfo, GpuOptions, Unavailable};
+pub use memory::GpuMemory;

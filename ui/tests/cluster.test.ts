@@ -34,6 +34,8 @@ function stage(node: string, layers: [number, number], extra: Partial<ClusterSta
     bytes: 1e9,
     kv_bytes: 1e8,
     memory_bytes: 1.2e9,
+    gpu_layers: [],
+    gpu_memory_bytes: 0,
     seconds_per_token: 0.01,
     reason: "fastest free memory",
     compute_share: 0.5,

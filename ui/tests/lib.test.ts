@@ -13,7 +13,7 @@ import {
   stopNote,
 } from "../src/lib/format";
 import { randomId } from "../src/lib/ids";
-import { describeGpuChoice, describePlacement } from "../src/lib/gpu";
+import { describeGpuChoice, describePlacement, describeStageGpu } from "../src/lib/gpu";
 import { exportFileName, exportText } from "../src/lib/export";
 import {
   DEFAULT_SAMPLING,
@@ -257,5 +257,14 @@ describe("GPU texts", () => {
     expect(describeGpuChoice("off", found)).toBe("Models run on the CPU.");
     expect(describeGpuChoice("on", found)).toBe("Uses llvmpipe (Vulkan, software).");
     expect(describeGpuChoice("auto", found)).toContain("No GPU to use (the only GPU driver");
+  });
+
+  it("names the layers a plan puts on a machine's GPU", () => {
+    expect(describeStageGpu({ gpu_layers: [1, 2, 3, 5], gpu_memory_bytes: 1.5e9 })).toBe(
+      "layers 1–3, 5 on its GPU (1.5 GB)",
+    );
+    expect(describeStageGpu({ gpu_layers: [4], gpu_memory_bytes: 2e6 })).toBe("layer 4 on its GPU (2 MB)");
+    expect(describeStageGpu({ gpu_layers: [], gpu_memory_bytes: 0 })).toBeNull();
+    expect(describeStageGpu({})).toBeNull();
   });
 });

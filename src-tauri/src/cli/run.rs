@@ -5,6 +5,7 @@ use crate::cluster::machine::describe;
 use crate::cluster::master::preview_over;
 use crate::cluster::recovery::generate_recovering;
 use crate::library::resolve_model;
+use crate::models::sources::selection::layer_ranges;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
@@ -145,7 +146,7 @@ fn print_preview(args: &RunArgs) -> Result<()> {
     let preview = match args.model.cluster.settings()? {
         Some(settings) => settings.preview(&path, &options, args.plan_prompt)?,
         None => {
-            let me = describe("master", args.model.cluster.max_memory);
+            let me = describe("master", args.model.cluster.max_memory, options.gpu);
             let cluster = &args.model.cluster;
             preview_over(&path, &options, &me, &[], cluster.wire, cluster.hidden_route, args.plan_prompt)?
         }
@@ -164,7 +165,16 @@ fn print_preview(args: &RunArgs) -> Result<()> {
         if let (Some(plan), Some(prediction)) = (&option.plan, &option.prediction) {
             for stage in plan.stages.iter().filter(|s| !s.layers.is_empty()) {
                 let layers = format!("layers {}–{}", stage.layers.start, stage.layers.end - 1);
-                writeln!(stdout, "    {}: {layers}, {:.1} MB of memory", stage.node, stage.memory_bytes as f64 / 1e6)?;
+                let gpu = match stage.gpu_layers.as_slice() {
+                    [] => String::new(),
+                    on_gpu => format!(
+                        "; layers {} on its GPU, {:.1} MB of VRAM",
+                        layer_ranges(on_gpu),
+                        stage.gpu_memory_bytes as f64 / 1e6
+                    ),
+                };
+                let memory = stage.memory_bytes as f64 / 1e6;
+                writeln!(stdout, "    {}: {layers}, {memory:.1} MB of memory{gpu}", stage.node)?;
             }
             writeln!(
                 stdout,

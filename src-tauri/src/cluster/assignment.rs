@@ -9,11 +9,16 @@
 //! The master also keeps the embedding and the LM head, and always runs the
 //! first layer itself: raw token embeddings (from which the prompt can be
 //! read back) never leave it; workers see only hidden states.
+//!
+//! A node with a GPU runs the first layers of its range that its GPU can
+//! run and hold there (the rule its load follows, [`GpuFill`]), at the
+//! GPU's measured speed; the rest of its range takes RAM and CPU time.
 
+use crate::models::gpu_offload::{FillOutcome, GpuFill};
 use crate::models::memory_needs::MemoryNeeds;
 use crate::models::sources::selection::layer_ranges;
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
 /// What the planner knows about one machine.
@@ -25,6 +30,25 @@ pub struct NodeCapacity {
     pub memory_bytes: u64,
     /// Weight bytes the node processes per second (measured or estimated).
     pub bytes_per_second: f64,
+    /// The GPU its layers run on first, if it uses one.
+    pub gpu: Option<GpuCapacity>,
+}
+
+/// A machine's GPU as the planner sees it, measured by that machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuCapacity {
+    /// VRAM it may fill with layers (free, less a spare share, or what the
+    /// user capped it at); `None` where the driver does not tell: no cap.
+    pub memory_bytes: Option<u64>,
+    /// At most this many layers (`--gpu-layers`); `None`: all that fit.
+    pub max_layers: Option<usize>,
+    /// Weight bytes a decode step multiplies per second on it.
+    pub bytes_per_second: f64,
+    /// Weight bytes × tokens per second while reading a prompt.
+    pub prompt_bytes_per_second: f64,
+    /// Seconds a layer costs on it beyond its weights (kernel launches,
+    /// attention, norms).
+    pub layer_overhead_seconds: f64,
 }
 
 /// One node's share of the model, with the reason it got it.
@@ -39,8 +63,15 @@ pub struct StageAssignment {
     pub read_bytes: u64,
     /// Bytes its layers' KV caches take at full context.
     pub kv_bytes: u64,
-    /// All the memory planned for it: weights, caches, working memory and margin.
+    /// All the RAM planned for it: weights, caches, working memory and margin
+    /// (of the layers its CPU runs).
     pub memory_bytes: u64,
+    /// The layers its GPU runs (the first it can run and hold).
+    pub gpu_layers: Vec<usize>,
+    /// VRAM planned for them (weights and caches).
+    pub gpu_memory_bytes: u64,
+    /// The part of `read_bytes` its GPU reads.
+    pub gpu_read_bytes: u64,
     /// Estimated seconds per token for its layers.
     pub seconds_per_token: f64,
     pub reason: String,
@@ -83,10 +114,47 @@ impl MemoryNeeds {
         Self {
             layer_weights: self.layer_weights[range.clone()].to_vec(),
             layer_reads: self.layer_reads[range.clone()].to_vec(),
-            layer_kv: self.layer_kv[range].to_vec(),
+            layer_kv: self.layer_kv[range.clone()].to_vec(),
+            layer_gpu_vram: self.layer_gpu_vram[range].to_vec(),
             ..self.clone()
         }
     }
+}
+
+/// How a node runs a range of layers: which of them its GPU takes and
+/// what that leaves for its RAM and CPU.
+struct Split {
+    gpu_layers: Vec<usize>,
+    gpu_memory: u64,
+    gpu_reads: u64,
+    /// RAM for the layers its CPU runs (see [`MemoryNeeds::machine_bytes`]).
+    ram: u64,
+    /// Estimated seconds per token for the range.
+    seconds: f64,
+}
+
+/// `node` (the master when `master`) running `layers`: its GPU, if any,
+/// takes layers by [`GpuFill`]'s rule, as the node's load will.
+fn split(needs: &MemoryNeeds, node: &NodeCapacity, layers: Range<usize>, master: bool) -> Split {
+    let mut on_gpu = vec![false; layers.len()];
+    let (mut gpu_memory, mut gpu_reads, mut gpu_seconds) = (0, 0, 0.0);
+    if let Some(gpu) = &node.gpu {
+        let mut fill = GpuFill::new(gpu.max_layers, gpu.memory_bytes);
+        for (slot, layer) in on_gpu.iter_mut().zip(layers.clone()) {
+            let Some(vram) = needs.layer_gpu_vram[layer] else { continue };
+            if fill.offer(vram) == FillOutcome::Taken {
+                *slot = true;
+                gpu_memory += vram;
+                gpu_reads += needs.layer_reads[layer];
+                gpu_seconds += needs.layer_reads[layer] as f64 / gpu.bytes_per_second + gpu.layer_overhead_seconds;
+            }
+        }
+    }
+    let gpu_layers: Vec<usize> = layers.clone().zip(&on_gpu).filter(|(_, &on)| on).map(|(l, _)| l).collect();
+    let cpu_layers = layers.clone().zip(&on_gpu).filter(|(_, &on)| !on).map(|(l, _)| l);
+    let ram = if layers.is_empty() && !master { 0 } else { needs.ram_bytes(cpu_layers, master) };
+    let cpu_reads = needs.reads(layers) - gpu_reads;
+    Split { gpu_layers, gpu_memory, gpu_reads, ram, seconds: cpu_reads as f64 / node.bytes_per_second + gpu_seconds }
 }
 
 /// The stage of `node` (the master when `master`) running `layers`.
@@ -98,13 +166,17 @@ fn stage(
     reason: String,
 ) -> StageAssignment {
     let reads = needs.reads(layers.clone());
+    let split = split(needs, node, layers.clone(), master);
     StageAssignment {
         node: node.name.clone(),
         bytes: needs.weights(layers.clone()) + if master { needs.other_weights } else { 0 },
         read_bytes: reads + if master { needs.other_reads } else { 0 },
         kv_bytes: needs.kv(layers.clone()),
-        memory_bytes: needs.machine_bytes(layers.clone(), master),
-        seconds_per_token: reads as f64 / node.bytes_per_second,
+        memory_bytes: split.ram,
+        gpu_layers: split.gpu_layers,
+        gpu_memory_bytes: split.gpu_memory,
+        gpu_read_bytes: split.gpu_reads,
+        seconds_per_token: split.seconds,
         layers,
         reason,
     }
@@ -118,7 +190,7 @@ pub fn plan(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<Plan> {
     let mut stages = Vec::with_capacity(nodes.len());
     let mut start = 0;
     for (k, (node, &end)) in nodes.iter().zip(&ends).enumerate() {
-        let next = (end < needs.layer_weights.len()).then(|| needs.machine_bytes(start..end + 1, k == 0));
+        let next = (end < needs.layer_weights.len()).then(|| split(needs, node, start..end + 1, k == 0).ram);
         let reason = stage_reason(needs, node, start..end, k == 0, next);
         stages.push(stage(needs, node, start..end, k == 0, reason));
         start = end;
@@ -138,7 +210,9 @@ fn check_capacity(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<()> {
     // Saturating: memory is what each machine reports about itself.
     let layers = needs.layer_weights.len();
     let needed = needs.machine_bytes(0..layers, true);
-    let available: u64 = nodes.iter().fold(0u64, |sum, n| sum.saturating_add(n.memory_bytes));
+    // A GPU's VRAM holds layers too (without a figure: as much as needed).
+    let vram = |n: &NodeCapacity| n.gpu.as_ref().map_or(0, |g| g.memory_bytes.unwrap_or(u64::MAX));
+    let available: u64 = nodes.iter().fold(0u64, |sum, n| sum.saturating_add(n.memory_bytes).saturating_add(vram(n)));
     if needed > available {
         bail!(
             "the model needs at least {} ({}) but the {} machine(s) have {} available: {} missing",
@@ -149,7 +223,7 @@ fn check_capacity(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<()> {
             amount(needed - available)
         );
     }
-    let master_minimum = needs.machine_bytes(0..layers.min(1), true);
+    let master_minimum = split(needs, &nodes[0], 0..layers.min(1), true).ram;
     if master_minimum > nodes[0].memory_bytes {
         bail!(
             "{} must hold the embedding, the LM head and the first layer with its KV cache for {} tokens ({}) \
@@ -178,11 +252,12 @@ fn best_split(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<(f64, Vec<u
         let shortest = usize::from(k == 0 && layers > 0);
         for i in 0..=layers {
             for end in (i + shortest).min(layers)..=layers {
-                if needs.machine_bytes(i..end, k == 0) > node.memory_bytes {
+                // RAM only grows with the range: layers past the GPU's go to the CPU.
+                let split = split(needs, node, i..end, k == 0);
+                if split.ram > node.memory_bytes {
                     break;
                 }
-                let time = needs.reads(i..end) as f64 / node.bytes_per_second;
-                let total = time.max(best[k + 1][end]);
+                let total = split.seconds.max(best[k + 1][end]);
                 if total < best[k][i] {
                     best[k][i] = total;
                     choice[k][i] = end;
@@ -208,8 +283,8 @@ fn best_split(needs: &MemoryNeeds, nodes: &[NodeCapacity]) -> Result<(f64, Vec<u
     Ok((best[0][0], ends))
 }
 
-/// Why a node got `layers`: memory (`with_next`, what one more layer would
-/// take, is over its limit) or speed.
+/// Why a node got `layers`: memory (`with_next`, the RAM one more layer
+/// would take, is over its limit) or speed; and which its GPU runs.
 fn stage_reason(
     needs: &MemoryNeeds,
     node: &NodeCapacity,
@@ -218,10 +293,11 @@ fn stage_reason(
     with_next: Option<u64>,
 ) -> String {
     let count = layers.len();
-    let memory = needs.machine_bytes(layers.clone(), master);
+    let split = split(needs, node, layers.clone(), master);
     let kv = needs.kv(layers.clone());
-    if count == 0 {
-        "no layers: the others are fast enough and have room".to_string()
+    let memory = needs.machine_bytes(layers.clone(), master);
+    let share = if count == 0 {
+        return "no layers: the others are fast enough and have room".to_string();
     } else if with_next.is_some_and(|next| next > node.memory_bytes) {
         format!(
             "{count} layers ({} with a {} KV cache): as many as fit in its {} of memory",
@@ -230,14 +306,23 @@ fn stage_reason(
             amount(node.memory_bytes)
         )
     } else {
-        let seconds = needs.reads(layers) as f64 / node.bytes_per_second;
         format!(
             "{count} layers ({} with a {} KV cache): a share matched to its speed ({:.1} GB/s), {:.1} ms per token",
             amount(memory),
             amount(kv),
             node.bytes_per_second / 1e9,
-            seconds * 1e3
+            split.seconds * 1e3
         )
+    };
+    match &node.gpu {
+        Some(_) if split.gpu_layers.is_empty() => format!("{share}; none on its GPU"),
+        Some(gpu) => format!(
+            "{share}; layers {} on its GPU ({} of VRAM, {:.1} GB/s)",
+            layer_ranges(&split.gpu_layers),
+            amount(split.gpu_memory),
+            gpu.bytes_per_second / 1e9
+        ),
+        None => share,
     }
 }
 
@@ -270,7 +355,7 @@ pub fn plan_with_fixed(
             }
             owner[layer] = Some(index);
         }
-        let bytes = needs.machine_bytes(range.clone(), false);
+        let bytes = split(needs, node, range.clone(), false).ram;
         if bytes > node.memory_bytes {
             bail!(
                 "{} is given {} (layers, their KV cache for {} tokens, working memory) but has only {} available",
@@ -334,13 +419,14 @@ mod tests {
             other_weights: master_extra,
             layer_reads: weights.to_vec(),
             other_reads: master_extra,
+            layer_gpu_vram: vec![None; weights.len()],
             activations: 0,
             safety_margin: 0.0,
         }
     }
 
     fn node(name: &str, memory: u64, speed: f64) -> NodeCapacity {
-        NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed }
+        NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed, gpu: None }
     }
 
     fn ranges(plan: &Plan) -> Vec<Range<usize>> {
@@ -424,6 +510,54 @@ mod tests {
         }
         assert!((plan.bottleneck_seconds - best).abs() < 1e-12, "{} vs {best}", plan.bottleneck_seconds);
     }
+    /// A GPU of `memory` bytes (`None`: unknown) at `speed`, no fixed cost.
+    fn gpu(memory: Option<u64>, speed: f64) -> Option<GpuCapacity> {
+        Some(GpuCapacity {
+            memory_bytes: memory,
+            max_layers: None,
+            bytes_per_second: speed,
+            prompt_bytes_per_second: speed,
+            layer_overhead_seconds: 0.0,
+        })
+    }
+
+    /// A node's GPU takes the first layers of its range that it can run and
+    /// hold (the load's rule): they cost VRAM instead of RAM and run at the
+    /// GPU's speed, so a machine with a fast GPU gets more layers; a layer
+    /// the GPU cannot run stays on the CPU without ending the fill.
+    #[test]
+    fn a_gpu_holds_the_first_layers_it_can_run_at_its_speed() {
+        let mut layers = needs(&[10; 12], 0);
+        layers.layer_gpu_vram = vec![Some(12); 12];
+        layers.layer_gpu_vram[1] = None;
+        // RAM for 4 layers, VRAM for 3 more (36 of 40), 9 times faster there.
+        let master = NodeCapacity { gpu: gpu(Some(40), 9.0), ..node("master", 40, 1.0) };
+        let plan = plan(&layers, &[master.clone(), node("worker", 1000, 1.0)]).unwrap();
+        let stage = &plan.stages[0];
+        assert_eq!(ranges(&plan), vec![0..7, 7..12]);
+        assert_eq!(stage.gpu_layers, vec![0, 2, 3]);
+        assert_eq!((stage.gpu_memory_bytes, stage.gpu_read_bytes, stage.memory_bytes), (36, 30, 40));
+        assert!((stage.seconds_per_token - (40.0 + 30.0 / 9.0)).abs() < 1e-9, "{}", stage.seconds_per_token);
+        assert!(stage.reason.contains("layers 0, 2-3 on its GPU"), "{}", stage.reason);
+        // `--gpu-layers 1`: one layer on the GPU, the rest as RAM allows.
+        let capped = NodeCapacity {
+            gpu: gpu(Some(40), 9.0).map(|g| GpuCapacity { max_layers: Some(1), ..g }),
+            ..master.clone()
+        };
+        let plan = super::plan(&layers, &[capped, node("worker", 1000, 1.0)]).unwrap();
+        assert_eq!((ranges(&plan)[0].clone(), plan.stages[0].gpu_layers.clone()), (0..5, vec![0]));
+        // Alone, its VRAM counts toward what the model needs.
+        let err = format!("{:#}", super::plan(&layers, &[node("master", 40, 1.0)]).unwrap_err());
+        assert!(err.contains("missing"), "{err}");
+        let err = format!("{:#}", super::plan(&layers, std::slice::from_ref(&master)).unwrap_err());
+        assert!(err.contains("missing"), "RAM and VRAM hold 7 of 12 layers: {err}");
+        let ample = NodeCapacity { gpu: gpu(Some(1000), 9.0), ..master };
+        assert_eq!(super::plan(&layers, &[ample]).unwrap().stages[0].gpu_layers.len(), 11);
+        let roomy = NodeCapacity { gpu: gpu(None, 9.0), ..node("master", 40, 1.0) };
+        let alone = super::plan(&layers, &[roomy]).unwrap();
+        assert_eq!(alone.stages[0].gpu_layers.len(), 11, "a GPU without a memory figure takes every layer it runs");
+    }
+
     #[test]
     fn claims_of_endless_memory_do_not_overflow_the_plan() {
         let nodes = [node("master", 1000, 1.0), node("boaster", u64::MAX, 1.0), node("other", u64::MAX, 1.0)];

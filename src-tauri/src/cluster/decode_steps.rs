@@ -57,9 +57,10 @@ fn share_a_kernel(machines: &[&WorkerInfo]) -> bool {
 mod tests {
     use super::*;
     use crate::cluster::machine;
+    use crate::models::gpu_offload::GpuRequest;
 
     fn on_kernel(kernel_boot: &str) -> WorkerInfo {
-        let mut info = machine::describe("m", Some(1 << 30));
+        let mut info = machine::describe("m", Some(1 << 30), GpuRequest::default());
         info.kernel_boot = kernel_boot.to_string();
         info
     }
@@ -73,6 +74,6 @@ mod tests {
         assert!(!pipelines(DecodeSteps::Auto, &[&a, &b, &a]));
         assert!(pipelines(DecodeSteps::Pipelined, &[&a, &a]));
         assert!(!pipelines(DecodeSteps::OneAtATime, &[&a, &b]));
-        assert_eq!(machine::describe("m", None).kernel_boot.len(), 16, "read on Linux");
+        assert_eq!(machine::describe("m", None, GpuRequest::default()).kernel_boot.len(), 16, "read on Linux");
     }
 }

@@ -7,16 +7,21 @@
 //! the pool's hand-offs, small matrices read less efficiently than a large
 //! one) is paid by every layer of every model at every step, and is what
 //! makes a small model's step several times longer than streaming its
-//! weights would take. [`LAYERS`] distinct layers hold more than the
+//! weights would take. [`CPU_LAYERS`] distinct layers hold more than the
 //! processor's caches, so their weights come from memory as a model's do.
+//! The same layers run on a GPU measure what a layer costs there (fewer:
+//! kernel launches, not weights, make a GPU layer's fixed cost).
 
-use super::machine::q8_0_matrix;
+use super::machine::{q8_0_matrix, synthetic_blocks};
+use crate::formats::gguf_header::GgmlType;
 use crate::models::config::HfConfig;
 use crate::models::decoder::Decoder;
 use crate::models::families;
+use crate::models::gpu_offload::{GpuMode, GpuRequest};
 use crate::models::sources::selection::TensorSelection;
 use crate::models::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use cake_kernels::ggml_blocks::GgmlFormat;
 use cake_kernels::packed::PackedMatrix;
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
@@ -30,8 +35,11 @@ const HEADS: usize = 9;
 const KV_HEADS: usize = 3;
 /// Positions in the cache while a step is timed.
 const CACHED: usize = 128;
-/// Layers stepped: 45 MB of weights, more than a processor's last-level cache.
-const LAYERS: usize = 12;
+/// Layers stepped on a CPU: 45 MB of weights, more than a processor's
+/// last-level cache.
+const CPU_LAYERS: usize = 12;
+/// Layers stepped on a GPU.
+const GPU_LAYERS: usize = 4;
 
 /// The layers' tensors, made up (speed does not depend on the values).
 struct SyntheticLayers {
@@ -39,7 +47,7 @@ struct SyntheticLayers {
 }
 
 impl SyntheticLayers {
-    fn new() -> Self {
+    fn new(layers: usize) -> Self {
         let shapes = [
             ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
             ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
@@ -49,7 +57,7 @@ impl SyntheticLayers {
             ("mlp.up_proj", FEED_FORWARD, HIDDEN),
             ("mlp.down_proj", HIDDEN, FEED_FORWARD),
         ];
-        let matrices = (0..LAYERS)
+        let matrices = (0..layers)
             .flat_map(|layer| {
                 shapes.map(|(name, rows, cols)| {
                     (format!("model.layers.{layer}.{name}.weight"), Arc::new(q8_0_matrix(rows, cols)))
@@ -87,14 +95,20 @@ impl WeightStore for SyntheticLayers {
         let matrix = self.matrices.get(name).with_context(|| format!("the synthetic layers have no {name}"))?;
         Ok(StoredTensor::Packed(matrix.clone()))
     }
+
+    /// The blocks as a file would hold them, for the GPU.
+    fn with_stored_bytes(&self, name: &str, f: &mut dyn FnMut(GgmlType, &[u8]) -> Result<()>) -> Option<Result<()>> {
+        let matrix = self.matrices.get(name)?;
+        Some(f(GgmlType::Q8_0, &synthetic_blocks(GgmlFormat::Q8_0, matrix.rows, matrix.cols)))
+    }
 }
 
-/// The model the synthetic layers belong to.
-fn config() -> Result<HfConfig> {
+/// The model of `layers` synthetic layers.
+fn config(layers: usize) -> Result<HfConfig> {
     HfConfig::parse(&format!(
         r#"{{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": {HIDDEN},
             "intermediate_size": {FEED_FORWARD}, "num_attention_heads": {HEADS},
-            "num_key_value_heads": {KV_HEADS}, "num_hidden_layers": {LAYERS}, "vocab_size": 64,
+            "num_key_value_heads": {KV_HEADS}, "num_hidden_layers": {layers}, "vocab_size": 64,
             "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 1024,
             "hidden_act": "silu", "tie_word_embeddings": true}}"#
     ))
@@ -102,15 +116,19 @@ fn config() -> Result<HfConfig> {
 
 /// Seconds a decoder layer's step takes beyond reading its weights at
 /// `decode_bytes_per_second` (the median of repeated runs within `budget`,
-/// at least 5).
-pub fn layer_overhead_seconds(budget: Duration, decode_bytes_per_second: f64) -> Result<f64> {
-    let layers = SyntheticLayers::new();
+/// at least 5), on the CPU or, as `gpu` asks, on the GPU.
+pub fn layer_overhead_seconds(budget: Duration, decode_bytes_per_second: f64, gpu: GpuRequest) -> Result<f64> {
+    let count = if gpu.mode == GpuMode::Off { CPU_LAYERS } else { GPU_LAYERS };
+    let layers = SyntheticLayers::new(count);
     let bytes = layers.bytes();
-    let config = families::from_hf(&config()?)?;
+    let config = families::from_hf(&config(count)?)?;
     let policy = LoadPolicy { dtype: DType::F32, keep_quantized: true };
     let weights = Weights::new(Box::new(layers), policy, Device::Cpu);
-    let selection = TensorSelection { layers: 0..LAYERS, embedding: false, head: false };
-    let decoder = Decoder::load(config, &weights, selection, 2 * CACHED, &mut |_, _| {})?;
+    let selection = TensorSelection { layers: 0..count, embedding: false, head: false };
+    let decoder = Decoder::load_placed(config, &weights, selection, 2 * CACHED, gpu, &mut |_, _| {})?;
+    if gpu.mode != GpuMode::Off && decoder.gpu.layers.len() != count {
+        bail!("the GPU did not take the synthetic layers: {}", decoder.gpu.describe(count));
+    }
     let values = |n: usize| {
         Tensor::from_vec(
             (0..n).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect(),
@@ -126,7 +144,7 @@ pub fn layer_overhead_seconds(budget: Duration, decode_bytes_per_second: f64) ->
         cache.truncate(CACHED);
         Ok(())
     })?;
-    Ok(((step_seconds - bytes as f64 / decode_bytes_per_second) / LAYERS as f64).max(0.0))
+    Ok(((step_seconds - bytes as f64 / decode_bytes_per_second) / count as f64).max(0.0))
 }
 
 /// The median time of `run`, over at least 5 runs and more while `budget`
@@ -151,7 +169,7 @@ mod tests {
     fn a_layers_fixed_cost_is_a_plausible_figure() {
         // Zero is possible: on a busy machine the decode speed measured a
         // moment before can be more than the layers see.
-        let overhead = layer_overhead_seconds(Duration::from_millis(40), 20e9).unwrap();
+        let overhead = layer_overhead_seconds(Duration::from_millis(40), 20e9, GpuRequest::default()).unwrap();
         assert!((0.0..0.05).contains(&overhead), "{overhead} s per layer");
     }
 }

@@ -2,9 +2,11 @@
 //! a model's share, and how fast it runs quantized weights in a decode
 //! step and in a prompt.
 
+use super::gpu_probe;
 use super::layer_probe::{layer_overhead_seconds, median_seconds};
 use super::protocol::WorkerInfo;
 use crate::formats::gguf_header::GgmlType;
+use crate::models::gpu_offload::GpuRequest;
 use crate::models::weights::repackable;
 use cake_kernels::activations::QuantizedActivations;
 use cake_kernels::cpu::Level;
@@ -92,17 +94,19 @@ fn measure_speed() -> MeasuredSpeed {
     let layer = q8_0_matrix(1536, 576);
     let prompt_bytes_per_second =
         (layer.bytes() * 256) as f64 / product_seconds(&layer, 256, 1, Duration::from_millis(40));
-    let layer_overhead_seconds = layer_overhead_seconds(Duration::from_millis(60), decode_bytes_per_second)
-        .unwrap_or_else(|error| {
-            tracing::warn!("cannot time a synthetic layer ({error:#}); counting five tiny products instead");
-            product_seconds(&q8_0_matrix(64, 576), 1, 5, Duration::from_millis(10))
-        });
+    let layer_overhead_seconds =
+        layer_overhead_seconds(Duration::from_millis(60), decode_bytes_per_second, GpuRequest::default())
+            .unwrap_or_else(|error| {
+                tracing::warn!("cannot time a synthetic layer ({error:#}); counting five tiny products instead");
+                product_seconds(&q8_0_matrix(64, 576), 1, 5, Duration::from_millis(10))
+            });
     MeasuredSpeed { decode_bytes_per_second, prompt_bytes_per_second, layer_overhead_seconds }
 }
 
-/// A matrix in `format` of arbitrary quants with small scales (speed does
-/// not depend on the values): one row of blocks, repeated.
-pub(super) fn synthetic_matrix(format: GgmlFormat, rows: usize, cols: usize) -> PackedMatrix {
+/// The stored blocks of a `rows × cols` matrix in `format` of arbitrary
+/// quants with small scales (speed does not depend on the values): one row
+/// of blocks, repeated.
+pub(super) fn synthetic_blocks(format: GgmlFormat, rows: usize, cols: usize) -> Vec<u8> {
     let mut row: Vec<u8> =
         (0..cols / format.block_values() * format.block_bytes()).map(|i| (i * 131 % 251) as u8).collect();
     let scale = half::f16::from_f32(0.01).to_le_bytes();
@@ -111,7 +115,12 @@ pub(super) fn synthetic_matrix(format: GgmlFormat, rows: usize, cols: usize) -> 
             block[at..at + 2].copy_from_slice(&scale);
         }
     }
-    let bytes = row.repeat(rows);
+    row.repeat(rows)
+}
+
+/// [`synthetic_blocks`] as the CPU kernels hold them.
+pub(super) fn synthetic_matrix(format: GgmlFormat, rows: usize, cols: usize) -> PackedMatrix {
+    let bytes = synthetic_blocks(format, rows, cols);
     if PackedMatrix::reads_in_place(format) {
         // Stored as a model's would be: read where it lies.
         return PackedMatrix::in_place(format, std::sync::Arc::new(bytes), 0, rows, cols)
@@ -223,20 +232,28 @@ impl SyntheticProduct {
     }
 }
 
-/// This machine as a worker describes itself.
-pub fn describe(name: &str, memory_limit: Option<u64>) -> WorkerInfo {
+/// This machine as a worker describes itself, with the GPU `gpu` asks for
+/// (measured on first use).
+pub fn describe(name: &str, memory_limit: Option<u64>, gpu: GpuRequest) -> WorkerInfo {
     let speed = speed();
+    let gpu = gpu_probe::report(gpu).map(Box::new);
+    let mut devices = vec!["cpu".to_string()];
+    if let Some(gpu) = &gpu {
+        let free = gpu.free_bytes.map_or(String::new(), |free| format!(", {:.1} GB free", free as f64 / 1e9));
+        devices.push(format!("gpu: {}{free}", gpu.device));
+    }
     WorkerInfo {
         name: name.to_string(),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         cpu: cpu_name(),
-        devices: vec!["cpu".into()],
+        devices,
         memory_bytes: memory_limit.unwrap_or_else(usable_memory_bytes),
         bytes_per_second: speed.decode_bytes_per_second,
         prompt_bytes_per_second: speed.prompt_bytes_per_second,
         layer_overhead_seconds: speed.layer_overhead_seconds,
         kernel_boot: kernel_boot(),
         instance: process_instance().to_string(),
+        gpu,
     }
 }
 

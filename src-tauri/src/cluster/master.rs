@@ -16,6 +16,7 @@ use super::protocol::{HiddenRoute, WireFormat, WorkerInfo};
 use super::remote::{RemoteWorker, Unreachable};
 use super::topology::Topology;
 use super::weight_transfer::ModelManifest;
+use crate::models::gpu_offload::GpuRequest;
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::memory_needs::MemoryNeeds;
 use crate::models::sources::selection::TensorSelection;
@@ -78,6 +79,7 @@ pub fn load_distributed<M>(
         name: me.name.clone(),
         memory_bytes: me.memory_bytes,
         bytes_per_second: me.bytes_per_second,
+        gpu: me.gpu.as_ref().map(|g| g.capacity.clone()),
     }];
     let mut fixed = vec![None];
     for planned in &workers {
@@ -88,6 +90,7 @@ pub fn load_distributed<M>(
             memory_bytes: info.memory_bytes,
             bytes_per_second: monitor
                 .map_or(info.bytes_per_second, |m| m.believed_speed(address, info.bytes_per_second)),
+            gpu: info.gpu.as_ref().map(|g| g.capacity.clone()),
         });
         fixed.push(planned.fixed_layers.clone());
     }
@@ -195,6 +198,7 @@ pub fn preview_over(
             name: info.name.clone(),
             memory_bytes: info.memory_bytes,
             bytes_per_second: info.bytes_per_second,
+            gpu: info.gpu.as_ref().map(|g| g.capacity.clone()),
         },
         prompt_bytes_per_second: info.prompt_bytes_per_second,
         layer_overhead_seconds: info.layer_overhead_seconds,
@@ -466,14 +470,14 @@ impl ClusterSettings {
 
     /// Looks for workers and tries each, recording the outcomes in the monitor.
     pub fn survey(&self) -> Result<()> {
-        self.connect_workers(&machine::describe(&self.name, self.master_memory), &[]).map(drop)
+        self.connect_workers(&machine::describe(&self.name, self.master_memory, GpuRequest::default()), &[]).map(drop)
     }
 
     /// The placement preview for the model at `path`: finds and contacts
     /// the workers as loading would, measures each link, and compares plans
     /// for a prompt of `prompt_tokens` without loading anything.
     pub fn preview(&self, path: &Path, options: &LoadOptions, prompt_tokens: usize) -> Result<Preview> {
-        let me = machine::describe(&self.name, self.master_memory);
+        let me = machine::describe(&self.name, self.master_memory, options.gpu);
         let workers = self.connect_workers(&me, &[])?;
         let workers: Vec<&RemoteWorker> = workers.iter().map(|p| &p.worker).collect();
         preview_over(path, options, &me, &workers, self.wire_format, self.hidden_route, prompt_tokens)
@@ -510,7 +514,7 @@ impl ClusterSettings {
         self.monitor.end_run();
         on_progress(0.0, "looking for workers");
         // Its speed is measured once per process; its free memory, now.
-        let me = machine::describe(&self.name, self.master_memory);
+        let me = machine::describe(&self.name, self.master_memory, options.gpu);
         let workers = self.connect_workers(&me, excluded)?;
         let (model, plan) = load_distributed(
             path,

@@ -5,7 +5,7 @@
 //! - [`secure_channel`]: the mutually authenticated, encrypted connection
 //!   every cluster message travels over.
 //! - [`protocol`]: the messages inside it.
-//! - [`machine`]: what a machine offers (memory, speed).
+//! - [`machine`]: what a machine offers (memory, speed); [`gpu_probe`]: its GPU's.
 //! - [`discovery`]: finding workers with mDNS.
 //! - [`assignment`]: which machine runs which layers.
 //! - [`worker`]: the worker's side; [`remote`]: the master's handle on a worker.
@@ -22,6 +22,7 @@ pub mod assignment;
 pub mod cluster_key;
 pub mod decode_steps;
 pub mod discovery;
+pub mod gpu_probe;
 pub mod layer_probe;
 pub mod machine;
 pub mod master;

@@ -269,6 +269,8 @@ fn run_snapshot(run: &Run) -> Value {
                 "bytes": stage.bytes,
                 "kv_bytes": stage.kv_bytes,
                 "memory_bytes": stage.memory_bytes,
+                "gpu_layers": stage.gpu_layers,
+                "gpu_memory_bytes": stage.gpu_memory_bytes,
                 "seconds_per_token": stage.seconds_per_token,
                 "reason": stage.reason,
                 "compute_share": if total_busy == 0 { 0.0 } else { *busy as f64 / total_busy as f64 },

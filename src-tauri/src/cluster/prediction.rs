@@ -132,16 +132,21 @@ pub fn predict(
             continue;
         }
         let name = stage.node.clone();
-        let bytes = stage.read_bytes as f64;
-        let overhead = stage.layers.len() as f64 * machine.layer_overhead_seconds;
-        decode_parts.push(Limit::Memory {
-            machine: name.clone(),
-            seconds: bytes / machine.capacity.bytes_per_second + overhead,
-        });
-        prompt_parts.push(Limit::Compute {
-            machine: name,
-            seconds: bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second + pieces as f64 * overhead,
-        });
+        // The CPU's part and, where it has one, the GPU's part of the stage.
+        let cpu_bytes = stage.read_bytes.saturating_sub(stage.gpu_read_bytes) as f64;
+        let cpu_overhead = (stage.layers.len() - stage.gpu_layers.len()) as f64 * machine.layer_overhead_seconds;
+        let (mut decode, mut prompt) = (
+            cpu_bytes / machine.capacity.bytes_per_second + cpu_overhead,
+            cpu_bytes * prompt_tokens as f64 / machine.prompt_bytes_per_second + pieces as f64 * cpu_overhead,
+        );
+        if let Some(gpu) = &machine.capacity.gpu {
+            let (bytes, overhead) =
+                (stage.gpu_read_bytes as f64, stage.gpu_layers.len() as f64 * gpu.layer_overhead_seconds);
+            decode += bytes / gpu.bytes_per_second + overhead;
+            prompt += bytes * prompt_tokens as f64 / gpu.prompt_bytes_per_second + pieces as f64 * overhead;
+        }
+        decode_parts.push(Limit::Memory { machine: name.clone(), seconds: decode });
+        prompt_parts.push(Limit::Compute { machine: name, seconds: prompt });
         links.extend(machine.link);
     }
     let decode_link = crossing_seconds(&links, hidden_bytes, route);
@@ -272,6 +277,7 @@ fn reason(options: &[PlanOption], chosen: Option<usize>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::assignment::GpuCapacity;
 
     fn needs(layers: usize, layer_bytes: u64) -> MemoryNeeds {
         MemoryNeeds {
@@ -281,6 +287,7 @@ mod tests {
             other_weights: layer_bytes,
             layer_reads: vec![layer_bytes; layers],
             other_reads: layer_bytes,
+            layer_gpu_vram: vec![None; layers],
             activations: 10_000_000,
             safety_margin: 0.05,
         }
@@ -288,7 +295,7 @@ mod tests {
 
     fn machine(name: &str, memory: u64, speed: f64, link: Option<LinkSpeed>) -> Machine {
         Machine {
-            capacity: NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed },
+            capacity: NodeCapacity { name: name.into(), memory_bytes: memory, bytes_per_second: speed, gpu: None },
             prompt_bytes_per_second: speed * 30.0,
             layer_overhead_seconds: 0.0,
             link,
@@ -312,6 +319,31 @@ mod tests {
         assert!((1.0 / prediction.decode_tokens_per_second - (streaming + hop)).abs() < 1e-9);
         assert!((prediction.link_seconds_per_token - hop).abs() < 1e-12);
         assert!(matches!(prediction.decode_limit, Limit::Memory { .. }), "{prediction:?}");
+    }
+
+    /// A machine with a GPU: the layers on it stream at the GPU's speed
+    /// and pay its fixed cost per layer, the rest the CPU's.
+    #[test]
+    fn layers_on_a_gpu_are_predicted_at_its_speed() {
+        let mut needs = needs(10, 100_000_000);
+        needs.layer_gpu_vram = vec![Some(200_000_000); 10];
+        let mut me = machine("me", 1 << 40, 10e9, None);
+        me.layer_overhead_seconds = 50e-6;
+        me.capacity.gpu = Some(GpuCapacity {
+            memory_bytes: Some(600_000_000),
+            max_layers: None,
+            bytes_per_second: 500e9,
+            prompt_bytes_per_second: 5000e9,
+            layer_overhead_seconds: 20e-6,
+        });
+        let plan = plan(&needs, std::slice::from_ref(&me.capacity)).unwrap();
+        assert_eq!(plan.stages[0].gpu_layers, vec![0, 1, 2]);
+        let prediction = predict(&plan, std::slice::from_ref(&me), 0, HiddenRoute::ThroughMaster, 100);
+        let cpu = (7.0 + 1.0) * 100e6 / 10e9 + 7.0 * 50e-6;
+        let gpu = 3.0 * 100e6 / 500e9 + 3.0 * 20e-6;
+        assert!((1.0 / prediction.decode_tokens_per_second - (cpu + gpu)).abs() < 1e-9, "{prediction:?}");
+        let prompt = 8.0 * 100e6 * 100.0 / 300e9 + 7.0 * 50e-6 + 3.0 * 100e6 * 100.0 / 5000e9 + 3.0 * 20e-6;
+        assert!((prediction.first_token_seconds - prompt).abs() < 1e-9, "{prediction:?}");
     }
 
     /// Worker to worker, a step crosses into each worker once and back

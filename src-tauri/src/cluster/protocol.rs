@@ -5,6 +5,7 @@
 //! [`WireFormat`] says), packed as `[u32 header length][header][payload]`
 //! into one sealed frame.
 
+use super::assignment::GpuCapacity;
 use super::weight_transfer::{ChunkRef, ModelManifest};
 use crate::models::context::PREFILL_CHUNK;
 use crate::models::loader::ComputeDtype;
@@ -137,6 +138,20 @@ pub struct WorkerInfo {
     /// one process are one machine. Empty when not reported.
     #[serde(default)]
     pub instance: String,
+    /// The GPU its layers run on first; `None`: its CPU only (or not reported).
+    #[serde(default)]
+    pub gpu: Option<Box<GpuReport>>,
+}
+
+/// A machine's GPU: which it is, its memory, and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuReport {
+    /// e.g. `NVIDIA GeForce RTX 4070 (Vulkan, discrete)`.
+    pub device: String,
+    /// All its memory, and what is free now; `None` where the driver does not tell.
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub capacity: GpuCapacity,
 }
 
 /// A worker's answer.

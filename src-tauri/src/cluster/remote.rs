@@ -187,6 +187,7 @@ impl RemoteWorker {
                 layer_overhead_seconds: 0.0,
                 kernel_boot: String::new(),
                 instance: String::new(),
+                gpu: None,
             },
             stats: Arc::default(),
             wire_format: WireFormat::F32,

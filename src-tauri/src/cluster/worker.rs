@@ -18,7 +18,7 @@ use super::relay::{Inbox, Inboxes, Links, Relayed};
 use super::secure_channel::{FailedGuess, SecureChannel, HANDSHAKE_DEADLINE};
 use super::weight_transfer::{ChunkRef, ModelManifest, WeightCache};
 use crate::models::decoder::Decoder;
-use crate::models::gpu_offload::{device_name, shared_gpu, GpuMode, GpuRequest};
+use crate::models::gpu_offload::{GpuMode, GpuRequest};
 use crate::models::loader::{Checkpoint, ComputeDtype, LoadOptions};
 use crate::models::memory_needs::MemoryNeeds;
 use crate::models::nn::kv_cache::KvCache;
@@ -59,13 +59,7 @@ impl WorkerConfig {
     /// How it describes itself to masters: with the GPU its layers run on,
     /// if its settings ask for one and there is one.
     fn info(&self) -> WorkerInfo {
-        let mut info = machine::describe(&self.name, self.memory_bytes);
-        if self.gpu.mode != GpuMode::Off {
-            if let Ok(gpu) = shared_gpu(self.gpu.mode) {
-                info.devices.push(format!("gpu: {}", device_name(&gpu)));
-            }
-        }
-        info
+        machine::describe(&self.name, self.memory_bytes, self.gpu)
     }
 }
 

@@ -8,7 +8,9 @@
 
 use super::config::{ModelConfig, TokenMixer};
 use super::context::kv_positions;
-use super::gpu_offload::{device_name, shared_gpu, GpuMode, GpuPlacement, GpuRequest};
+use super::gpu_offload::{
+    device_name, layer_cache_vram, shared_gpu, usable_vram, FillOutcome, GpuFill, GpuMode, GpuPlacement, GpuRequest,
+};
 use super::kernel_census::KernelUse;
 use super::nn::attention::Attention;
 use super::nn::gated_delta_net::GatedDeltaNet;
@@ -21,7 +23,6 @@ use super::nn::norm::RmsNorm;
 use super::sources::selection::TensorSelection;
 use super::weights::{MappedMatrix, MatrixWeight, Weights};
 use anyhow::{bail, Context, Result};
-use cake_gpu::attention::{GpuKvCache, KvPrecision as GpuKvPrecision};
 use cake_gpu::{Gpu, GpuTensor};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
@@ -258,15 +259,14 @@ fn upload_hidden(block: &GpuBlock, x: &Tensor) -> Result<GpuTensor> {
 }
 
 /// Choosing layers for the GPU as they load: the first ones it can run,
-/// up to the count and VRAM asked for.
+/// up to the count and VRAM asked for (by [`GpuFill`]'s rule, which the
+/// cluster planner predicts with).
 struct Offload {
-    request: GpuRequest,
     gpu: Option<Arc<Gpu>>,
     placement: GpuPlacement,
-    /// VRAM taken so far (weights and full-context caches).
-    used: u64,
-    /// Set once a layer did not fit: later layers stay on the CPU too.
-    full: bool,
+    fill: GpuFill,
+    /// What limits the VRAM, for the reason a layer stays on the CPU.
+    vram_limit: String,
 }
 
 impl Offload {
@@ -285,14 +285,20 @@ impl Offload {
                 }
             },
         };
-        Self { request, gpu, placement, used: 0, full: false }
+        let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+        let (max_bytes, vram_limit) = match (request.memory, gpu.as_deref().and_then(usable_vram)) {
+            (Some(cap), _) => (Some(cap), format!("over the GPU memory cap of {}", mb(cap))),
+            (None, Some(usable)) => (Some(usable), format!("over the GPU's free memory ({} usable)", mb(usable))),
+            (None, None) => (None, String::new()),
+        };
+        Self { gpu, placement, fill: GpuFill::new(request.layers, max_bytes), vram_limit }
     }
 
     /// Layer `index` uploaded to the GPU, or `None` for the CPU (the
     /// reason noted in the placement).
     fn try_load(&mut self, weights: &Weights, cfg: &ModelConfig, index: usize, context: usize) -> Option<GpuBlock> {
         let gpu = self.gpu.clone()?;
-        if self.full || self.request.layers.is_some_and(|n| self.placement.layers.len() >= n) {
+        if !self.fill.takes_more() {
             return None;
         }
         if let Some(why) = gpu_block::unsupported(cfg, index) {
@@ -303,25 +309,23 @@ impl Offload {
             Ok(block) => block,
             Err(error) => {
                 self.placement.cpu_reasons.push(format!("layer {index} and later: {error:#}"));
-                self.full = true;
+                self.fill.close();
                 return None;
             }
         };
-        // The larger precision: the cache's is chosen once every layer is in.
-        let cache = GpuKvCache::bytes_for(GpuKvPrecision::F32, cfg.num_key_value_heads, cfg.head_dim, context);
-        let needed = block.vram_bytes() + cache;
-        if self.request.memory.is_some_and(|cap| self.used + needed > cap) {
-            let cap = self.request.memory.unwrap_or_default();
-            self.placement
-                .cpu_reasons
-                .push(format!("layer {index} and later: over the GPU memory cap of {:.1} MB", cap as f64 / 1e6));
-            self.full = true;
-            return None;
+        let cache = layer_cache_vram(cfg.num_key_value_heads, cfg.head_dim, context);
+        match self.fill.offer(block.vram_bytes() + cache) {
+            FillOutcome::Taken => {
+                self.placement.weight_bytes += block.vram_bytes();
+                self.placement.layers.push(index);
+                Some(block)
+            }
+            FillOutcome::NoRoom => {
+                self.placement.cpu_reasons.push(format!("layer {index} and later: {}", self.vram_limit));
+                None
+            }
+            FillOutcome::CountReached | FillOutcome::Full => None,
         }
-        self.used += needed;
-        self.placement.weight_bytes += block.vram_bytes();
-        self.placement.layers.push(index);
-        Some(block)
     }
 }
 

@@ -5,7 +5,9 @@
 
 use super::config::{LayerAttention, ModelConfig, TokenMixer};
 use super::context::{context_length, kv_positions, PREFILL_CHUNK};
+use super::gpu_offload::layer_cache_vram;
 use super::loader::{Checkpoint, LoadOptions};
+use super::nn::gpu_block;
 use super::nn::kv_cache::KvPrecision;
 use crate::formats::gguf_header::GgmlType;
 use anyhow::Result;
@@ -33,6 +35,10 @@ pub struct MemoryNeeds {
     pub layer_reads: Vec<u64>,
     /// The same for the embedding, final norm and head.
     pub other_reads: u64,
+    /// Per layer: VRAM it takes on a GPU (weights as stored, its cache
+    /// counted as f32, see [`layer_cache_vram`]); `None` where the GPU
+    /// cannot run it (it stays on the CPU).
+    pub layer_gpu_vram: Vec<Option<u64>>,
     /// Working memory of a forward pass on a machine that runs layers.
     pub activations: u64,
     /// Each machine's share is planned this fraction larger than its estimate.
@@ -50,7 +56,12 @@ impl MemoryNeeds {
         let layer_kv =
             config.layers.iter().map(|layer| layer_kv_bytes(config, layer, context_length, kv_value_bytes)).collect();
         let activations = activation_bytes(config, context_length);
+        let cache_vram = layer_cache_vram(config.num_key_value_heads, config.head_dim, context_length);
+        let layer_gpu_vram = (0..config.num_hidden_layers())
+            .map(|i| gpu_block::unsupported(config, i).is_none().then(|| layer_weights[i] + cache_vram))
+            .collect();
         Ok(Self {
+            layer_gpu_vram,
             context_length,
             layer_reads: layer_weights.clone(),
             other_reads: other_weights,
@@ -76,10 +87,15 @@ impl MemoryNeeds {
         if layers.is_empty() && !master {
             return 0;
         }
-        let own = self.weights(layers.clone())
-            + self.kv(layers)
-            + self.activations
-            + if master { self.other_weights } else { 0 };
+        self.ram_bytes(layers, master)
+    }
+
+    /// Bytes of RAM a machine that runs `layers` on its CPU needs, as
+    /// [`Self::machine_bytes`] counts them (layers on its GPU are not
+    /// listed; the working memory is counted even when none are).
+    pub fn ram_bytes(&self, layers: impl IntoIterator<Item = usize>, master: bool) -> u64 {
+        let layers = layers.into_iter().map(|l| self.layer_weights[l] + self.layer_kv[l]).sum::<u64>();
+        let own = layers + self.activations + if master { self.other_weights } else { 0 };
         own + (own as f64 * self.safety_margin) as u64
     }
 
@@ -166,6 +182,7 @@ mod tests {
             other_weights: 1000,
             layer_reads: weights.to_vec(),
             other_reads: 1000,
+            layer_gpu_vram: vec![None; weights.len()],
             activations: 100,
             safety_margin: 0.1,
         }

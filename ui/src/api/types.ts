@@ -348,6 +348,23 @@ export interface MachineInfo {
   devices: string[];
   memory_bytes: number;
   bytes_per_second: number;
+  /** The GPU its layers run on first; null: its CPU only. */
+  gpu?: MachineGpu | null;
+}
+
+/** A machine's GPU as it reported it. */
+export interface MachineGpu {
+  device: string;
+  total_bytes: number | null;
+  free_bytes: number | null;
+  capacity: {
+    /** VRAM it may fill with layers; null where the driver does not tell. */
+    memory_bytes: number | null;
+    max_layers: number | null;
+    bytes_per_second: number;
+    prompt_bytes_per_second: number;
+    layer_overhead_seconds: number;
+  };
 }
 
 export interface Machine {
@@ -373,8 +390,11 @@ export interface ClusterStage {
   bytes: number;
   /** Bytes its layers' KV caches take at full context. */
   kv_bytes: number;
-  /** All the memory planned for it: weights, caches, working memory, margin. */
+  /** All the RAM planned for it: weights, caches, working memory, margin (of its CPU's layers). */
   memory_bytes: number;
+  /** The layers its GPU runs, and the VRAM planned for them. */
+  gpu_layers: number[];
+  gpu_memory_bytes: number;
   /** The planner's estimate. */
   seconds_per_token: number;
   /** Why it got these layers. */
@@ -573,7 +593,11 @@ export interface PreviewStage {
   /** What its decode step reads, in bytes of Q8_0 that take as long to multiply. */
   read_bytes: number;
   kv_bytes: number;
+  /** RAM planned: the layers its CPU runs, working memory, margin. */
   memory_bytes: number;
+  /** The layers its GPU runs, and the VRAM planned for them. */
+  gpu_layers: number[];
+  gpu_memory_bytes: number;
   seconds_per_token: number;
   reason: string;
 }

@@ -8,6 +8,7 @@ import { useState } from "preact/hooks";
 import type { PreviewOption } from "../api/types";
 import { formatSeconds, formatTokensPerSecond, limitText } from "../lib/cluster";
 import { formatBytes } from "../lib/format";
+import { describeStageGpu } from "../lib/gpu";
 import { completeModels, effectiveModelId } from "../state/app-state";
 import { useAppState, useCake } from "./context";
 
@@ -92,8 +93,9 @@ function PreviewRow({ option, chosen }: { option: PreviewOption; chosen: boolean
         {plan?.stages
           .filter((stage) => stage.layers.end > stage.layers.start)
           .map((stage) => (
-            <div key={stage.node} class="small">
+            <div key={stage.node} class="small" data-testid="cluster-preview-stage">
               {stage.node}: layers {stage.layers.start}–{stage.layers.end - 1}, {formatBytes(stage.memory_bytes)}
+              {describeStageGpu(stage) !== null ? `; ${describeStageGpu(stage)}` : null}
             </div>
           ))}
       </td>

@@ -12,6 +12,7 @@ import {
   transferFraction,
 } from "../lib/cluster";
 import { formatBytes } from "../lib/format";
+import { describeStageGpu } from "../lib/gpu";
 import { ProgressBar } from "./ProgressBar";
 
 interface Props {
@@ -72,6 +73,11 @@ export function ClusterStages({ run, colours }: Props) {
                 <div class="muted small" title="The KV cache at the full context">
                   {formatBytes(stage.kv_bytes)} KV cache
                 </div>
+                {describeStageGpu(stage) !== null ? (
+                  <div class="small" data-testid="cluster-stage-gpu" title="Weights and KV cache in the GPU's memory">
+                    {describeStageGpu(stage)}
+                  </div>
+                ) : null}
               </td>
               <td class="stage-reason">
                 {stage.reason}

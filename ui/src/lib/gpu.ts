@@ -2,6 +2,7 @@
 // what each GPU setting would find.
 
 import type { GpuFound, GpuMode, GpuPlacement } from "../api/types";
+import { formatBytes } from "./format";
 
 /** "0–11, 14" for layers 0 to 11 and 14. */
 export function layerRanges(layers: readonly number[]): string {
@@ -34,4 +35,12 @@ export function describeGpuChoice(mode: GpuMode, found: { auto: GpuFound; on: Gp
   const choice = found[mode];
   if (choice.device !== null) return `Uses ${choice.device}.`;
   return `No GPU to use (${choice.unavailable ?? "none found"}): models run on the CPU.`;
+}
+
+/** A plan stage's GPU share: "layers 1–5 on its GPU (1.2 GB)", or null when its GPU runs none. */
+export function describeStageGpu(stage: { gpu_layers?: number[]; gpu_memory_bytes?: number }): string | null {
+  const layers = stage.gpu_layers ?? [];
+  if (layers.length === 0) return null;
+  const noun = layers.length === 1 ? "layer" : "layers";
+  return `${noun} ${layerRanges(layers)} on its GPU (${formatBytes(stage.gpu_memory_bytes ?? 0)})`;
 }
