@@ -737,12 +737,39 @@ fn a_rogue_worker_gets_clean_errors_and_never_sees_raw_embeddings() {
     }
 }
 
+/// A worker claiming more speed than it shows, on its CPU or on a GPU, is
+/// doubted and planned with what it showed.
 #[test]
 fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_it_showed() {
-    // It claims 1 000 GB/s but takes 30 ms per step (answering with the
-    // states it was sent: the reply is nonsense, the timing is the point).
-    let (address, _worker) = rogue_worker(|request, payload| match request {
-        Request::Info => (rogue_info(1 << 40, 1e12), vec![]),
+    // 1 000 GB/s on its CPU; or a modest CPU and a GPU with 1 TB of VRAM at 1 000 GB/s.
+    let gpu = cake::cluster::protocol::GpuReport {
+        device: "Imaginary GPU (Vulkan, discrete)".into(),
+        total_bytes: Some(1 << 40),
+        free_bytes: Some(1 << 40),
+        capacity: cake::cluster::assignment::GpuCapacity {
+            memory_bytes: Some(1 << 40),
+            max_layers: None,
+            bytes_per_second: 1e12,
+            prompt_bytes_per_second: 1e13,
+            layer_overhead_seconds: 0.0,
+        },
+    };
+    let mut on_gpu = rogue_info(1 << 30, 1e9);
+    if let Response::Info(info) = &mut on_gpu {
+        info.gpu = Some(Box::new(gpu));
+    }
+    for (claim, info) in [("CPU", rogue_info(1 << 40, 1e12)), ("GPU", on_gpu)] {
+        doubted_once_measured(claim, info);
+    }
+}
+
+/// A rogue worker answering `info` to Info requests but taking 30 ms per
+/// step (answering with the states it was sent: the reply is nonsense, the
+/// timing is the point) wins layers with its claim, is doubted, and gets
+/// far fewer when the model loads again.
+fn doubted_once_measured(claim: &str, info: Response) {
+    let (address, _worker) = rogue_worker(move |request, payload| match request {
+        Request::Info => (info.clone(), vec![]),
         Request::Load { start, end, .. } => (Response::Loaded { start: *start, end: *end, inbox: 0 }, vec![]),
         Request::Forward { shape, format, .. } | Request::ForwardStreams { shape, format, .. } => {
             thread::sleep(Duration::from_millis(30));
@@ -764,14 +791,20 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     let chat = serde_json::json!({"model": "default", "messages": [{"role": "user", "content": "Hi"}],
                                   "temperature": 0, "max_tokens": 8});
     let (status, reply) = server.post("/v1/chat/completions", &chat);
-    assert_eq!(status, 200, "{reply}");
+    assert_eq!(status, 200, "{claim}: {reply}");
     let (_, cluster) = server.post("/app/cluster_status", &serde_json::json!({}));
     let rogue = &cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned();
     let rogue = rogue.as_ref().unwrap_or_else(|| panic!("{cluster}"));
-    assert!(rogue["layers"][1].as_u64() > rogue["layers"][0].as_u64(), "its claim won it layers first: {cluster}");
-    assert_eq!(rogue["claimed_bytes_per_second"], 1e12);
-    assert!(rogue["measured_bytes_per_second"].as_f64().unwrap() < 1e10, "{cluster}");
-    assert!(rogue["speed_doubt"].as_str().unwrap().contains("claims 1000.0 GB/s"), "{cluster}");
+    assert!(rogue["layers"][1].as_u64() > rogue["layers"][0].as_u64(), "{claim}: its claim won it layers: {cluster}");
+    if claim == "CPU" {
+        assert_eq!(rogue["claimed_bytes_per_second"], 1e12);
+        assert!(rogue["speed_doubt"].as_str().unwrap().contains("claims 1000.0 GB/s"), "{cluster}");
+    } else {
+        assert!(!rogue["gpu_layers"].as_array().unwrap().is_empty(), "{cluster}");
+        assert!(rogue["claimed_bytes_per_second"].as_f64().unwrap() > 1e11, "{cluster}");
+        assert!(rogue["speed_doubt"].as_str().unwrap().contains("claims"), "{cluster}");
+    }
+    assert!(rogue["measured_bytes_per_second"].as_f64().unwrap() < 1e10, "{claim}: {cluster}");
 
     // Loaded again, the model is planned with the measured speed: the slow worker gets far less.
     let (status, answer) = server.post("/app/unload_model", &serde_json::json!({}));
@@ -782,8 +815,13 @@ fn a_worker_claiming_more_speed_than_it_shows_is_doubted_and_planned_with_what_i
     let replanned =
         cluster["run"]["stages"].as_array().unwrap().iter().find(|s| s["node"] == "rogue").cloned().unwrap();
     let count = |stage: &serde_json::Value| stage["layers"][1].as_u64().unwrap() - stage["layers"][0].as_u64().unwrap();
-    assert!(count(&replanned) * 4 <= count(rogue), "{} layers then {}: {cluster}", count(rogue), count(&replanned));
-    assert!(!replanned["reason"].as_str().unwrap().contains("1000.0 GB/s"), "{cluster}");
+    assert!(
+        count(&replanned) * 4 <= count(rogue),
+        "{claim}: {} layers then {}: {cluster}",
+        count(rogue),
+        count(&replanned)
+    );
+    assert!(!replanned["reason"].as_str().unwrap().contains("1000.0 GB/s"), "{claim}: {cluster}");
 }
 
 #[test]

@@ -51,6 +51,19 @@ pub struct GpuCapacity {
     pub layer_overhead_seconds: f64,
 }
 
+impl GpuCapacity {
+    /// The same GPU `fraction` (above 0, at most 1) as fast: what a master
+    /// believes of a machine that ran slower than it claimed.
+    pub fn slowed(&self, fraction: f64) -> Self {
+        Self {
+            bytes_per_second: self.bytes_per_second * fraction,
+            prompt_bytes_per_second: self.prompt_bytes_per_second * fraction,
+            layer_overhead_seconds: self.layer_overhead_seconds / fraction,
+            ..self.clone()
+        }
+    }
+}
+
 /// One node's share of the model, with the reason it got it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageAssignment {

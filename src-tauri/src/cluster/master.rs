@@ -85,12 +85,13 @@ pub fn load_distributed<M>(
     for planned in &workers {
         let info = &planned.worker.info;
         let address = &planned.worker.address;
+        // Claims slowed to what the worker showed in earlier steps, if less.
+        let believed = monitor.map_or(1.0, |m| m.believed_fraction(address));
         nodes.push(NodeCapacity {
             name: info.name.clone(),
             memory_bytes: info.memory_bytes,
-            bytes_per_second: monitor
-                .map_or(info.bytes_per_second, |m| m.believed_speed(address, info.bytes_per_second)),
-            gpu: info.gpu.as_ref().map(|g| g.capacity.clone()),
+            bytes_per_second: info.bytes_per_second * believed,
+            gpu: info.gpu.as_ref().map(|g| g.capacity.slowed(believed)),
         });
         fixed.push(planned.fixed_layers.clone());
     }

@@ -2,11 +2,12 @@
 //! seen (and whether they proved the key) and, while a model runs over
 //! them, who holds which layers, why, and how busy each one is. It also
 //! keeps the speed each worker showed (measured by the master on decode
-//! steps), so the next plan trusts that over what a worker claims, and the
-//! view says when a claim was far off. The app's cluster view polls
+//! steps) against the speed its stage was planned at (its claims: CPU and,
+//! for layers on its GPU, GPU), so the next plan slows those claims to what
+//! it showed, and the view says when a claim was far off. The app's cluster view polls
 //! [`ClusterMonitor::snapshot`].
 
-use super::assignment::Plan;
+use super::assignment::{Plan, StageAssignment};
 use super::decode_steps::StepsChoice;
 use super::protocol::WorkerInfo;
 use super::remote::RemoteWorker;
@@ -68,8 +69,9 @@ struct State {
     /// By address, or by name for the master itself.
     machines: BTreeMap<String, MachineView>,
     run: Option<Run>,
-    /// Weight bytes per second each worker showed in earlier runs, by address.
-    measured: BTreeMap<String, f64>,
+    /// What each worker showed in earlier runs over what its stage was
+    /// planned at, by address.
+    shown: BTreeMap<String, f64>,
     /// Workers that stopped answering while in use, by address, with why:
     /// left out of plans until they answer again.
     lost: BTreeMap<String, String>,
@@ -78,12 +80,25 @@ struct State {
 /// A claimed speed this many times what the master measured is doubted.
 pub const SPEED_DOUBT_FACTOR: f64 = 4.0;
 
+/// The speed `stage` was planned at on `worker`, in weight bytes per
+/// second: a worker's claimed speed, or with layers on its GPU, its CPU's
+/// and GPU's claims together.
+fn planned_speed(stage: &StageAssignment, worker: &RemoteWorker) -> f64 {
+    if stage.gpu_layers.is_empty() || stage.seconds_per_token <= 0.0 {
+        worker.info.bytes_per_second
+    } else {
+        stage.read_bytes as f64 / stage.seconds_per_token
+    }
+}
+
 impl Run {
-    /// Each worker's measured speed on its stage, by address.
-    fn measured_speeds(&self) -> impl Iterator<Item = (String, f64)> + '_ {
+    /// Each worker's measured speed on its stage over the speed it was
+    /// planned at, by address.
+    fn shown_ratios(&self) -> impl Iterator<Item = (String, f64)> + '_ {
         self.plan.stages.iter().zip(&self.workers).filter_map(|(stage, worker)| {
             let worker = worker.as_ref()?;
-            Some((worker.address.clone(), worker.measured_bytes_per_second(stage.bytes)?))
+            let measured = worker.measured_bytes_per_second(stage.bytes)?;
+            Some((worker.address.clone(), measured / planned_speed(stage, worker)))
         })
     }
 }
@@ -177,12 +192,13 @@ impl ClusterMonitor {
         state.run = None;
     }
 
-    /// The speed to plan `worker` with: what it claims, unless the master
-    /// measured less (network included), in this run or an earlier one.
-    pub fn believed_speed(&self, address: &str, claimed: f64) -> f64 {
+    /// How much of its claimed speeds to plan the worker at `address` with:
+    /// 1, unless the master measured its stage slower than planned (network
+    /// included), in this run or an earlier one; then that fraction.
+    pub fn believed_fraction(&self, address: &str) -> f64 {
         let state = self.state.lock().expect("cluster monitor");
-        let live = state.run.as_ref().and_then(|run| run.measured_speeds().find(|(a, _)| a == address).map(|(_, s)| s));
-        live.or_else(|| state.measured.get(address).copied()).map_or(claimed, |measured| claimed.min(measured))
+        let live = state.run.as_ref().and_then(|run| run.shown_ratios().find(|(a, _)| a == address).map(|(_, r)| r));
+        live.or_else(|| state.shown.get(address).copied()).map_or(1.0, |shown| shown.min(1.0))
     }
 
     /// Machines and the current run as JSON (the `machines` and `run` fields
@@ -220,8 +236,8 @@ impl ClusterMonitor {
 impl State {
     fn remember_measured_speeds(&mut self) {
         if let Some(run) = &self.run {
-            let speeds: Vec<(String, f64)> = run.measured_speeds().collect();
-            self.measured.extend(speeds);
+            let ratios: Vec<(String, f64)> = run.shown_ratios().collect();
+            self.shown.extend(ratios);
         }
     }
 }
@@ -260,7 +276,7 @@ fn run_snapshot(run: &Run) -> Value {
             let counter = |f: fn(&super::remote::WorkerStats) -> &AtomicU64| {
                 worker.as_ref().map_or(0, |w| f(&w.stats).load(Ordering::Relaxed))
             };
-            let claimed = worker.as_ref().map(|w| w.info.bytes_per_second);
+            let claimed = worker.as_ref().map(|w| planned_speed(stage, w));
             let measured = worker.as_ref().and_then(|w| w.measured_bytes_per_second(stage.bytes));
             json!({
                 "node": stage.node,
