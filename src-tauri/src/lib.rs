@@ -12,6 +12,7 @@
 //! | [`guesses`] | guesses at a secret over the network, throttled per client address | |
 //! | [`startup`] | how Cake starts: the systemd user unit, the XDG autostart entry, one instance per user | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
+//! | [`images`] | decoding the pictures people attach, within size caps, upright | |
 //! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | files, formats |
 //! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
 //! | [`audio`] | reading, resampling and writing WAV audio | files |
@@ -34,6 +35,7 @@ pub mod files;
 pub mod formats;
 pub mod fuzz_targets;
 pub mod guesses;
+pub mod images;
 pub mod library;
 pub mod models;
 pub mod server;

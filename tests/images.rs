@@ -1,0 +1,152 @@
+//! Attached pictures: the four formats decode to the pixels encoded, a
+//! camera's EXIF orientation is applied, and bad files (cut short, a huge
+//! header, a GIF bomb, not a picture, too many bytes) get an error naming
+//! the file and the problem, refused before their pixels are allocated.
+
+use cake::images::decode::{decode, ImageError, ImageLimits};
+use image::{ImageEncoder, RgbImage};
+
+/// A 5 × 3 picture whose every pixel differs.
+fn picture() -> RgbImage {
+    RgbImage::from_fn(5, 3, |x, y| image::Rgb([(x * 50) as u8, (y * 80) as u8, ((x + y) * 20) as u8]))
+}
+
+fn png(image: &RgbImage) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
+        .write_image(image, image.width(), image.height(), image::ExtendedColorType::Rgb8)
+        .unwrap();
+    bytes
+}
+
+fn limits() -> ImageLimits {
+    ImageLimits::default()
+}
+
+#[test]
+fn lossless_formats_decode_to_the_pixels_encoded() {
+    let original = picture();
+    let mut webp = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
+        .write_image(&original, 5, 3, image::ExtendedColorType::Rgb8)
+        .unwrap();
+    for (name, bytes) in [("a.png", png(&original)), ("a.webp", webp)] {
+        let decoded = decode(name, &bytes, &limits()).unwrap();
+        assert_eq!((decoded.width, decoded.height), (5, 3), "{name}");
+        assert_eq!(decoded.rgb, original.as_raw().as_slice(), "{name}");
+    }
+    // GIF keeps a palette: a picture of few colours comes back exactly.
+    let flat = RgbImage::from_fn(4, 2, |x, _| if x < 2 { image::Rgb([255, 0, 0]) } else { image::Rgb([0, 0, 255]) });
+    let mut gif = Vec::new();
+    image::codecs::gif::GifEncoder::new(&mut gif).encode(flat.as_raw(), 4, 2, image::ExtendedColorType::Rgb8).unwrap();
+    let decoded = decode("a.gif", &gif, &limits()).unwrap();
+    assert_eq!(decoded.rgb, flat.as_raw().as_slice());
+    // JPEG is lossy: close to what was encoded.
+    let smooth = RgbImage::from_fn(16, 16, |x, y| image::Rgb([(x * 8) as u8, (y * 8) as u8, 128]));
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95).encode_image(&smooth).unwrap();
+    let decoded = decode("a.jpg", &jpeg, &limits()).unwrap();
+    let worst = decoded.rgb.iter().zip(smooth.as_raw()).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+    assert!(worst <= 12, "JPEG differs by up to {worst}");
+}
+
+/// A JPEG of `image` with an EXIF block saying how the camera was held
+/// (`orientation`, 1–8), as phones write it.
+fn jpeg_with_orientation(image: &RgbImage, orientation: u16) -> Vec<u8> {
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 100).encode_image(image).unwrap();
+    // TIFF, little-endian: one IFD with one entry, Orientation (0x0112), SHORT, count 1.
+    let mut tiff = b"II*\0\x08\0\0\0\x01\0".to_vec();
+    tiff.extend([0x12, 0x01, 3, 0, 1, 0, 0, 0]);
+    tiff.extend(orientation.to_le_bytes());
+    tiff.extend([0, 0, 0, 0, 0, 0]);
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend(tiff);
+    let mut segment = vec![0xFF, 0xE1];
+    segment.extend(((app1.len() + 2) as u16).to_be_bytes());
+    segment.extend(app1);
+    // After the start-of-image marker.
+    [&jpeg[..2], &segment, &jpeg[2..]].concat()
+}
+
+#[test]
+fn a_cameras_orientation_is_applied() {
+    // Left half dark, right half bright, 16 × 8.
+    let wide = RgbImage::from_fn(16, 8, |x, _| if x < 8 { image::Rgb([0, 0, 0]) } else { image::Rgb([255, 255, 255]) });
+    let upright = decode("upright.jpg", &jpeg_with_orientation(&wide, 1), &limits()).unwrap();
+    assert_eq!((upright.width, upright.height), (16, 8));
+    // 6: the camera was turned a quarter clockwise; shown upright, the
+    // picture is tall and its left half (dark) is on top.
+    let turned = decode("turned.jpg", &jpeg_with_orientation(&wide, 6), &limits()).unwrap();
+    assert_eq!((turned.width, turned.height), (8, 16));
+    let pixel =
+        |image: &cake::images::decode::DecodedImage, x: u32, y: u32| image.rgb[((y * image.width + x) * 3) as usize];
+    assert!(pixel(&turned, 4, 2) < 40 && pixel(&turned, 4, 13) > 215, "dark on top, bright below");
+}
+
+/// A PNG claiming `width × height` with a few bytes of compressed pixels:
+/// the header of a decompression bomb.
+fn png_header(width: u32, height: u32) -> Vec<u8> {
+    let mut ihdr = b"IHDR".to_vec();
+    ihdr.extend(width.to_be_bytes());
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    let crc = crc32(&ihdr);
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(13u32.to_be_bytes());
+    bytes.extend(ihdr);
+    bytes.extend(crc.to_be_bytes());
+    // An IDAT with a zlib stream of zeros, then IEND.
+    for (kind, data) in [(&b"IDAT"[..], &[0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01][..]), (b"IEND", &[])] {
+        let mut chunk = kind.to_vec();
+        chunk.extend(data);
+        bytes.extend((data.len() as u32).to_be_bytes());
+        bytes.extend(&chunk);
+        bytes.extend(crc32(&chunk).to_be_bytes());
+    }
+    bytes
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn bad_pictures_are_refused_with_the_file_and_the_reason() {
+    // Cut short: the header is read, the pixels are missing.
+    let whole = png(&picture());
+    let err = decode("cut.png", &whole[..whole.len() - 20], &limits()).unwrap_err();
+    assert!(matches!(err, ImageError::Unreadable { .. }), "{err}");
+    assert!(err.to_string().starts_with("cut.png: the PNG picture is damaged"), "{err}");
+    // A 30 000 × 30 000 header: refused from the header, nothing decoded.
+    let err = decode("huge.png", &png_header(30_000, 30_000), &limits()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "huge.png: the picture is 30000 × 30000 pixels, over the limit of 16384 per side and 50 megapixels"
+    );
+    // Within the sides but over the pixel count.
+    let err = decode("big.png", &png_header(16_000, 16_000), &limits()).unwrap_err();
+    assert!(matches!(err, ImageError::TooLarge { width: 16_000, .. }), "{err}");
+    // A GIF bomb: a 65 535 × 65 535 logical screen in a few bytes.
+    let mut gif = b"GIF89a".to_vec();
+    gif.extend([0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0]);
+    gif.extend([0x2C, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 2, 2, 0x44, 0x01, 0, 0x3B]);
+    let err = decode("bomb.gif", &gif, &limits()).unwrap_err();
+    assert!(err.to_string().contains("65535 × 65535 pixels, over the limit"), "{err}");
+    // Not a picture at all, and a file over the byte cap.
+    let err = decode("notes.png", b"just some text, named like a picture", &limits()).unwrap_err();
+    assert_eq!(err.to_string(), "notes.png: not a PNG, JPEG, WebP or GIF picture");
+    let small = ImageLimits { max_file_bytes: 100, ..limits() };
+    let err = decode("photo.png", &whole, &small).unwrap_err();
+    assert!(matches!(err, ImageError::TooManyBytes { limit: 100, .. }), "{err}");
+    // A legal picture just over a tighter pixel cap.
+    let tight = ImageLimits { max_pixels: 14, ..limits() };
+    assert!(matches!(decode("a.png", &whole, &tight), Err(ImageError::TooLarge { .. })));
+}
