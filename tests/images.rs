@@ -150,3 +150,37 @@ fn bad_pictures_are_refused_with_the_file_and_the_reason() {
     let tight = ImageLimits { max_pixels: 14, ..limits() };
     assert!(matches!(decode("a.png", &whole, &tight), Err(ImageError::TooLarge { .. })));
 }
+
+/// Pillow's resampling, byte for byte: each filter the vision processors
+/// use, shrinking, enlarging, both at once, one side unchanged, one pixel
+/// (tests/fixtures/generate_image_resize_references.py).
+#[test]
+fn resizing_matches_pillow_byte_for_byte() {
+    use base64::Engine;
+    use cake::images::decode::DecodedImage;
+    use cake::images::resize::{resize, Filter};
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/image_resize/references.json"))
+            .unwrap();
+    let references: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (width, height) = (41u32, 29u32);
+    let rgb = (0..height)
+        .flat_map(|y| {
+            (0..width)
+                .flat_map(move |x| (0..3).map(move |c| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8))
+        })
+        .collect();
+    let source = DecodedImage { width, height, rgb };
+    for case in references["cases"].as_array().unwrap() {
+        let filter = match case["filter"].as_str().unwrap() {
+            "bilinear" => Filter::Bilinear,
+            "bicubic" => Filter::Bicubic,
+            _ => Filter::Lanczos,
+        };
+        let (w, h) = (case["width"].as_u64().unwrap() as u32, case["height"].as_u64().unwrap() as u32);
+        let expected = base64::engine::general_purpose::STANDARD.decode(case["rgb"].as_str().unwrap()).unwrap();
+        let ours = resize(&source, w, h, filter);
+        let differing = ours.rgb.iter().zip(&expected).filter(|(a, b)| a != b).count();
+        assert_eq!(differing, 0, "{filter:?} to {w} × {h}: {differing} of {} bytes differ", expected.len());
+    }
+}

@@ -3,6 +3,9 @@
 //!
 //! - [`decode`]: PNG, JPEG, WebP and GIF (first frame) to upright RGB,
 //!   with the file size, the sides and the pixel count checked from the
-//!   header before anything the size of the picture is allocated.
+//!   header before anything the size of the picture is allocated;
+//! - [`resize`]: resampling exactly as Pillow does, as the vision
+//!   processors of transformers resize.
 
 pub mod decode;
+pub mod resize;
