@@ -156,21 +156,9 @@ fn bad_pictures_are_refused_with_the_file_and_the_reason() {
 /// (tests/fixtures/generate_image_resize_references.py).
 #[test]
 fn resizing_matches_pillow_byte_for_byte() {
-    use base64::Engine;
-    use cake::images::decode::DecodedImage;
     use cake::images::resize::{resize, Filter};
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/image_resize/references.json"))
-            .unwrap();
-    let references: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let (width, height) = (41u32, 29u32);
-    let rgb = (0..height)
-        .flat_map(|y| {
-            (0..width)
-                .flat_map(move |x| (0..3).map(move |c| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8))
-        })
-        .collect();
-    let source = DecodedImage { width, height, rgb };
+    let references = fixture("image_resize/references.json");
+    let source = computed_picture(41, 29);
     for case in references["cases"].as_array().unwrap() {
         let filter = match case["filter"].as_str().unwrap() {
             "bilinear" => Filter::Bilinear,
@@ -178,9 +166,49 @@ fn resizing_matches_pillow_byte_for_byte() {
             _ => Filter::Lanczos,
         };
         let (w, h) = (case["width"].as_u64().unwrap() as u32, case["height"].as_u64().unwrap() as u32);
-        let expected = base64::engine::general_purpose::STANDARD.decode(case["rgb"].as_str().unwrap()).unwrap();
+        let expected = base64_bytes(&case["rgb"]);
         let ours = resize(&source, w, h, filter);
         let differing = ours.rgb.iter().zip(&expected).filter(|(a, b)| a != b).count();
         assert_eq!(differing, 0, "{filter:?} to {w} × {h}: {differing} of {} bytes differ", expected.len());
+    }
+}
+
+/// The pictures the fixture generators compute: value (x·37 + y·11 + c·71 +
+/// (x·y mod 13)·19) mod 256 at column x, row y, channel c.
+fn computed_picture(width: u32, height: u32) -> cake::images::decode::DecodedImage {
+    let value = |x: u32, y: u32, c: u32| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8;
+    let rgb = (0..height).flat_map(|y| (0..width).flat_map(move |x| (0..3).map(move |c| value(x, y, c)))).collect();
+    cake::images::decode::DecodedImage { width, height, rgb }
+}
+
+fn fixture(name: &str) -> serde_json::Value {
+    let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn base64_bytes(value: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap()).unwrap()
+}
+
+/// Gemma 3's processor (tests/fixtures/generate_image_pixel_references.py):
+/// a square, a wide and a tall picture resized to its square and
+/// normalised give transformers' pixel values bit for bit.
+#[test]
+fn gemma3_pixel_values_match_transformers() {
+    use cake::images::pixels::{pixel_values, Normalization};
+    use cake::images::resize::{resize, Filter};
+    let references = fixture("image_pixels/gemma3.json");
+    let size = references["size"].as_u64().unwrap() as u32;
+    for case in references["cases"].as_array().unwrap() {
+        let (w, h) = (case["width"].as_u64().unwrap() as u32, case["height"].as_u64().unwrap() as u32);
+        let expected: Vec<f32> = base64_bytes(&case["pixel_values_f32"])
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let ours = pixel_values(&resize(&computed_picture(w, h), size, size, Filter::Bilinear), &Normalization::HALF);
+        assert_eq!(ours.len(), expected.len());
+        let differing = ours.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differing, 0, "{}: {differing} of {} values differ", case["picture"], expected.len());
     }
 }
