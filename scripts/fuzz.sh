@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cluster_message master_load worker_step gguf_header safetensors_header wav chat_template torch_pickle)
+[ ${#targets[@]} -gt 0 ] || targets=(cluster_message master_load worker_step gguf_header safetensors_header wav chat_template torch_pickle picture)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 export PATH="$PWD/.tools/bin:$PATH"
@@ -34,6 +34,7 @@ seed() {
     gguf_header) find tests/fixtures -name '*.gguf' -size -200k -exec cp -n {} "$corpus/" \; ;;
     safetensors_header) find tests/fixtures -name '*.safetensors' -size -200k -exec sh -c 'cp -n "$1" "$2/$(basename "$(dirname "$1")").safetensors"' _ {} "$corpus" \; ;;
     wav) find tests/fixtures -name '*.wav' -size -200k -exec cp -n {} "$corpus/" \; ;;
+    picture) find icons -name '*.png' -size -200k -exec cp -n {} "$corpus/" \; ;;
     torch_pickle) python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2] + "/voice.pkl", "wb").write(z.read([n for n in z.namelist() if n.endswith("data.pkl")][0]))' tests/fixtures/tiny/vibevoice_realtime/voice.pt "$corpus" ;;
     chat_template) find tests/fixtures -name 'chat_template.jinja' -exec sh -c 'cp -n "$1" "$2/$(basename "$(dirname "$1")").jinja"' _ {} "$corpus" \; ;;
   esac

@@ -15,6 +15,9 @@ use crate::cluster::worker::{load_stage, run_step};
 use crate::formats::gguf_header;
 use crate::formats::safetensors::SafetensorsHeader;
 use crate::formats::torch_pickle::unpickle;
+use crate::images::decode::{self as picture_decode, ImageLimits};
+use crate::images::pixels::{pixel_values, Normalization};
+use crate::images::resize::{resize, Filter};
 use crate::speech::voice_prompt::VoicePrompt;
 use crate::text::chat_template::{ChatMessage, ChatTemplate};
 use candle_core::Device;
@@ -24,7 +27,7 @@ use std::path::Path;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name, for `make fuzz` and the regression replay.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("cluster_message", cluster_message),
     ("master_load", master_load),
     ("worker_step", worker_step),
@@ -33,6 +36,7 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("wav", wav),
     ("chat_template", chat_template),
     ("torch_pickle", torch_pickle),
+    ("picture", picture),
 ];
 
 /// A decrypted frame, read as a worker reads a master's request and as a
@@ -150,6 +154,14 @@ pub fn torch_pickle(data: &[u8]) {
 /// An uploaded voice prompt, read and resampled as the speech screen does.
 pub fn wav(file: &[u8]) {
     let _ = VoicePrompt::from_wav_bytes(file, "fuzz.wav");
+}
+
+/// An attached picture, decoded within the default caps, then resized and
+/// normalised as a vision processor would.
+pub fn picture(file: &[u8]) {
+    if let Ok(image) = picture_decode::decode("fuzz.png", file, &ImageLimits::default()) {
+        let _ = pixel_values(&resize(&image, 14, 14, Filter::Bicubic), &Normalization::HALF);
+    }
 }
 
 /// A chat template as a GGUF file's metadata might carry it, rendered for

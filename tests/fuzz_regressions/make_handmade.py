@@ -81,3 +81,25 @@ write("worker_step", "step_of_4000_positions_in_f16",
       struct.pack("<HHB", 12, 4000, 1) + json.dumps(dict(config, max_position_embeddings=4096)).encode())
 huge = dict(config, num_key_value_heads=2**20, head_dim=2**20, max_position_embeddings=2**30)
 write("worker_step", "heads_and_context_of_2_20_and_2_30", struct.pack("<HHB", 30, 1, 0) + json.dumps(huge).encode())
+
+# Pictures: a PNG header claiming 30 000 x 30 000 with a few bytes of
+# pixels, a GIF whose screen and frame claim 65 535 x 65 535, a PNG whose
+# pixel data stops short, and a JPEG whose EXIF block claims more entries
+# than it holds.
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    import zlib
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+write("picture", "png_of_30000_by_30000",
+      PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0))
+      + png_chunk(b"IDAT", bytes([0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1])) + png_chunk(b"IEND", b""))
+write("picture", "gif_bomb_65535_square",
+      b"GIF89a" + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0])
+      + bytes([0x2C, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 2, 2, 0x44, 0x01, 0, 0x3B]))
+write("picture", "png_cut_in_its_pixels",
+      PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0))
+      + png_chunk(b"IDAT", bytes([0x78, 0x9C, 0x63, 0x60]))[:-6])
+write("picture", "jpeg_exif_claiming_65535_entries",
+      b"\xFF\xD8\xFF\xE1" + struct.pack(">H", 2 + 6 + 10) + b"Exif\0\0" + b"II*\0\x08\0\0\0\xFF\xFF" + b"\xFF\xD9")
