@@ -93,11 +93,14 @@ pub struct GpuArgs {
     /// load log says why. Default: the app's setting, else off.
     #[arg(long, value_enum)]
     pub gpu: Option<GpuMode>,
-    /// How many layers the GPU runs, the first ones: a number or `all`
-    /// (default: all it can run within --gpu-memory).
+    /// How many layers the GPU runs, the first ones: a number, or `all` /
+    /// `auto` (the default): all it can run within --gpu-memory, or else
+    /// within its free memory less a spare share.
     #[arg(long = "gpu-layers")]
     pub gpu_layers: Option<LayerCount>,
-    /// Bytes of GPU memory the layers' weights and full-context caches may take.
+    /// Bytes of GPU memory the layers' weights and full-context caches may
+    /// take (default: the free memory the driver reports, less 512 MiB or a
+    /// twentieth).
     #[arg(long = "gpu-memory")]
     pub gpu_memory: Option<u64>,
 }

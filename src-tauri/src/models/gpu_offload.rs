@@ -173,7 +173,8 @@ impl GpuFill {
     }
 }
 
-/// `--gpu-layers`: all the layers the GPU can run, or the first `n`.
+/// `--gpu-layers`: all the layers the GPU can run and hold (`all`, or
+/// `auto` as llama.cpp-style tools say it), or the first `n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayerCount {
     All,
@@ -195,8 +196,8 @@ impl std::str::FromStr for LayerCount {
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text {
-            "all" => Ok(Self::All),
-            n => n.parse().map(Self::First).map_err(|_| format!("`{n}` is not a number of layers or `all`")),
+            "all" | "auto" => Ok(Self::All),
+            n => n.parse().map(Self::First).map_err(|_| format!("`{n}` is not a number of layers, `all` or `auto`")),
         }
     }
 }
@@ -210,6 +211,7 @@ mod tests {
         assert_eq!(layer_ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8");
         assert_eq!(layer_ranges(&[]), "");
         assert_eq!("all".parse(), Ok(LayerCount::All));
+        assert_eq!("auto".parse(), Ok(LayerCount::All));
         assert_eq!("12".parse(), Ok(LayerCount::First(12)));
         assert!("twelve".parse::<LayerCount>().is_err());
     }
