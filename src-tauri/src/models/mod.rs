@@ -12,4 +12,5 @@ pub mod memory_needs;
 pub mod nn;
 pub mod pipeline;
 pub mod sources;
+pub mod vision;
 pub mod weights;
