@@ -3,7 +3,10 @@
 //! header, a GIF bomb, not a picture, too many bytes) get an error naming
 //! the file and the problem, refused before their pixels are allocated.
 
+mod common;
+
 use cake::images::decode::{decode, ImageError, ImageLimits};
+use common::computed_picture;
 use image::{ImageEncoder, RgbImage};
 
 /// A 5 × 3 picture whose every pixel differs.
@@ -171,14 +174,6 @@ fn resizing_matches_pillow_byte_for_byte() {
         let differing = ours.rgb.iter().zip(&expected).filter(|(a, b)| a != b).count();
         assert_eq!(differing, 0, "{filter:?} to {w} × {h}: {differing} of {} bytes differ", expected.len());
     }
-}
-
-/// The pictures the fixture generators compute: value (x·37 + y·11 + c·71 +
-/// (x·y mod 13)·19) mod 256 at column x, row y, channel c.
-fn computed_picture(width: u32, height: u32) -> cake::images::decode::DecodedImage {
-    let value = |x: u32, y: u32, c: u32| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8;
-    let rgb = (0..height).flat_map(|y| (0..width).flat_map(move |x| (0..3).map(move |c| value(x, y, c)))).collect();
-    cake::images::decode::DecodedImage { width, height, rgb }
 }
 
 fn fixture(name: &str) -> serde_json::Value {

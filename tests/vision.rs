@@ -1,12 +1,14 @@
 //! Vision towers against transformers on tiny random checkpoints in the
 //! released layouts (tests/fixtures/generate_tiny_vision.py).
 
+mod common;
+
 use base64::Engine;
-use cake::images::decode::DecodedImage;
 use cake::images::pixels::{pixel_values, Normalization};
 use cake::images::resize::{resize, Filter};
 use cake::models::vision::gemma3_projector::Gemma3Projector;
 use cake::models::vision::siglip::{SiglipConfig, SiglipVision, Tensors};
+use common::computed_picture;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -19,13 +21,6 @@ fn array(value: &Value) -> (Vec<usize>, Vec<f32>) {
     let shape = value["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
     let bytes = base64::engine::general_purpose::STANDARD.decode(value["f32"].as_str().unwrap()).unwrap();
     (shape, bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect())
-}
-
-/// The pictures the fixture generators compute.
-fn computed_picture(width: u32, height: u32) -> DecodedImage {
-    let value = |x: u32, y: u32, c: u32| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8;
-    let rgb = (0..height).flat_map(|y| (0..width).flat_map(move |x| (0..3).map(move |c| value(x, y, c)))).collect();
-    DecodedImage { width, height, rgb }
 }
 
 /// The largest difference between `ours` and `expected`, relative to the
@@ -53,10 +48,10 @@ fn gemma3_vision_tower_matches_transformers() {
     assert_eq!(shape, [3, vision.image_size, vision.image_size]);
     assert!(pixels.iter().zip(&expected_pixels).all(|(a, b)| a.to_bits() == b.to_bits()), "pixel values differ");
 
-    let mut tensors = Tensors::open(&folder.join("model.safetensors")).unwrap();
+    let tensors = Tensors::open(&folder).unwrap();
     let eps = vision.layer_norm_eps;
     let side = vision.patches_per_side();
-    let tower = SiglipVision::load(vision, &mut tensors, "vision_tower.vision_model").unwrap();
+    let tower = SiglipVision::load(vision, &tensors, "vision_tower.vision_model").unwrap();
     let hidden = tower.forward(&pixels).unwrap();
     let (_, expected_hidden) = array(&reference["vision_hidden"]);
     let ours: Vec<f32> = hidden.flatten_all().unwrap().to_vec1().unwrap();
@@ -65,7 +60,7 @@ fn gemma3_vision_tower_matches_transformers() {
     assert!(error < 2e-6, "vision hidden states differ by {error}");
 
     let tokens = config["mm_tokens_per_image"].as_u64().unwrap() as usize;
-    let projector = Gemma3Projector::load(&mut tensors, side, tokens, eps).unwrap();
+    let projector = Gemma3Projector::load(&tensors, side, tokens, eps).unwrap();
     let features = projector.forward(&hidden).unwrap();
     let (shape, expected_features) = array(&reference["image_features"]);
     assert_eq!(features.dims(), shape.as_slice());

@@ -146,3 +146,11 @@ pub fn connect_from(source: std::net::Ipv4Addr, to: std::net::SocketAddr) -> std
         Ok(stream)
     }
 }
+
+/// The picture the image fixture generators compute: value (x·37 + y·11 +
+/// c·71 + (x·y mod 13)·19) mod 256 at column x, row y, channel c.
+pub fn computed_picture(width: u32, height: u32) -> cake::images::decode::DecodedImage {
+    let value = |x: u32, y: u32, c: u32| ((x * 37 + y * 11 + c * 71 + (x * y) % 13 * 19) % 256) as u8;
+    let rgb = (0..height).flat_map(|y| (0..width).flat_map(move |x| (0..3).map(move |c| value(x, y, c)))).collect();
+    cake::images::decode::DecodedImage { width, height, rgb }
+}

@@ -20,7 +20,7 @@ pub struct Gemma3Projector {
 impl Gemma3Projector {
     /// The projector of a checkpoint whose vision grid is
     /// `patches_per_side` square, pooled to `tokens` soft tokens.
-    pub fn load(tensors: &mut Tensors, patches_per_side: usize, tokens: usize, eps: f64) -> Result<Self> {
+    pub fn load(tensors: &Tensors, patches_per_side: usize, tokens: usize, eps: f64) -> Result<Self> {
         let tokens_per_side = (tokens as f64).sqrt().round() as usize;
         if tokens_per_side == 0
             || tokens_per_side * tokens_per_side != tokens
@@ -28,8 +28,8 @@ impl Gemma3Projector {
         {
             bail!("{tokens} soft tokens cannot pool a {patches_per_side} × {patches_per_side} patch grid evenly");
         }
-        let projection = tensors.take("multi_modal_projector.mm_input_projection_weight")?;
-        let norm = tensors.take("multi_modal_projector.mm_soft_emb_norm.weight")?.to_vec1::<f32>()?;
+        let projection = tensors.load("multi_modal_projector.mm_input_projection_weight")?;
+        let norm = tensors.load("multi_modal_projector.mm_soft_emb_norm.weight")?.to_vec1::<f32>()?;
         if projection.dims2()?.0 != norm.len() {
             bail!("the projector's norm has {} values for {:?}", norm.len(), projection.dims());
         }

@@ -4,10 +4,11 @@
 //! (LayerNorm, multi-head attention over all patches, LayerNorm, a GELU-tanh
 //! MLP, biases everywhere) and a final LayerNorm. Computed in f32.
 
-use anyhow::{bail, Context, Result};
-use candle_core::{Device, Tensor};
+use crate::models::sources::folder::SafetensorsFolder;
+use crate::models::weights::{StoredTensor, WeightStore};
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
-use std::collections::HashMap;
 
 /// The vision part of a checkpoint's config.json (`vision_config`).
 #[derive(Debug, Clone, Deserialize)]
@@ -40,8 +41,8 @@ struct Affine {
 }
 
 impl Affine {
-    fn load(tensors: &mut Tensors, prefix: &str) -> Result<Self> {
-        Ok(Self { weight: tensors.take(&format!("{prefix}.weight"))?, bias: tensors.take(&format!("{prefix}.bias"))? })
+    fn load(tensors: &Tensors, prefix: &str) -> Result<Self> {
+        Ok(Self { weight: tensors.load(&format!("{prefix}.weight"))?, bias: tensors.load(&format!("{prefix}.bias"))? })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -56,10 +57,10 @@ struct LayerNorm {
 }
 
 impl LayerNorm {
-    fn load(tensors: &mut Tensors, prefix: &str, eps: f64) -> Result<Self> {
+    fn load(tensors: &Tensors, prefix: &str, eps: f64) -> Result<Self> {
         Ok(Self {
-            weight: tensors.take(&format!("{prefix}.weight"))?,
-            bias: tensors.take(&format!("{prefix}.bias"))?,
+            weight: tensors.load(&format!("{prefix}.weight"))?,
+            bias: tensors.load(&format!("{prefix}.bias"))?,
             eps: eps as f32,
         })
     }
@@ -80,25 +81,24 @@ struct EncoderLayer {
     fc2: Affine,
 }
 
-/// A checkpoint's tensors by name, taken as the model is built.
+/// A model folder's vision tensors, read as f32 through the folder reader
+/// every model uses (memory-mapped; only the shards holding them opened).
 pub struct Tensors {
-    origin: String,
-    by_name: HashMap<String, Tensor>,
+    store: SafetensorsFolder,
 }
 
 impl Tensors {
-    /// Every tensor of the safetensors file at `path`, as f32.
-    pub fn open(path: &std::path::Path) -> Result<Self> {
-        let by_name = candle_core::safetensors::load(path, &Device::Cpu)
-            .with_context(|| format!("reading {}", path.display()))?
-            .into_iter()
-            .map(|(name, t)| Ok((name, t.to_dtype(candle_core::DType::F32)?)))
-            .collect::<Result<_>>()?;
-        Ok(Self { origin: path.display().to_string(), by_name })
+    /// The vision tower's and projector's tensors of the folder `dir`.
+    pub fn open(dir: &std::path::Path) -> Result<Self> {
+        let vision = |name: &str| name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.");
+        Ok(Self { store: SafetensorsFolder::open(dir, vision)? })
     }
 
-    pub fn take(&mut self, name: &str) -> Result<Tensor> {
-        self.by_name.remove(name).with_context(|| format!("{}: tensor `{name}` is missing", self.origin))
+    pub fn load(&self, name: &str) -> Result<Tensor> {
+        match self.store.load(name, &Device::Cpu)? {
+            StoredTensor::Dense(t) => Ok(t.to_dtype(DType::F32)?),
+            _ => bail!("{}: `{name}` is not a plain float tensor", self.store.origin()),
+        }
     }
 }
 
@@ -115,20 +115,20 @@ pub struct SiglipVision {
 
 impl SiglipVision {
     /// The encoder under `prefix` (e.g. `vision_tower.vision_model`).
-    pub fn load(config: SiglipConfig, tensors: &mut Tensors, prefix: &str) -> Result<Self> {
+    pub fn load(config: SiglipConfig, tensors: &Tensors, prefix: &str) -> Result<Self> {
         let (d, p) = (config.hidden_size, config.patch_size);
         if config.num_attention_heads == 0 || !d.is_multiple_of(config.num_attention_heads) || p == 0 {
             bail!("the vision config has {d} dimensions over {} heads and patches of {p}", config.num_attention_heads);
         }
-        let conv = tensors.take(&format!("{prefix}.embeddings.patch_embedding.weight"))?;
+        let conv = tensors.load(&format!("{prefix}.embeddings.patch_embedding.weight"))?;
         if conv.dims() != [d, 3, p, p] {
             bail!("the patch embedding has shape {:?}, not [{d}, 3, {p}, {p}]", conv.dims());
         }
         let patch = Affine {
             weight: conv.reshape((d, 3 * p * p))?,
-            bias: tensors.take(&format!("{prefix}.embeddings.patch_embedding.bias"))?,
+            bias: tensors.load(&format!("{prefix}.embeddings.patch_embedding.bias"))?,
         };
-        let positions = tensors.take(&format!("{prefix}.embeddings.position_embedding.weight"))?;
+        let positions = tensors.load(&format!("{prefix}.embeddings.position_embedding.weight"))?;
         let eps = config.layer_norm_eps;
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
