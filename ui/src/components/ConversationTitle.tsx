@@ -2,7 +2,7 @@
 // saves, Escape cancels, an empty name gives the title back to the first
 // message.
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { Conversation } from "../api/types";
 import { MAX_TITLE_LENGTH, displayTitle } from "../lib/conversation";
 import { useCake } from "./context";
@@ -13,15 +13,19 @@ export function ConversationTitle({ conversation }: { conversation: Conversation
   const [editing, setEditing] = useState(false);
   const field = useRef<HTMLInputElement>(null);
   // Set once an edit has ended, so the blur that follows Enter or Escape
-  // (the field leaving the page) does not end it a second time.
+  // (the field leaving the page) does not end it a second time. Cleared when
+  // an edit starts, not in an effect: a key pressed before effects run (a
+  // busy page) must still end the edit.
   const ended = useRef(false);
   const title = displayTitle(conversation);
 
-  useEffect(() => {
-    if (editing) {
-      ended.current = false;
-      field.current?.select();
-    }
+  const start = () => {
+    ended.current = false;
+    setEditing(true);
+  };
+  // Before paint, so the first key typed replaces the old name.
+  useLayoutEffect(() => {
+    if (editing) field.current?.select();
   }, [editing]);
   // Another conversation opened: stop editing this one.
   useEffect(() => setEditing(false), [conversation.id]);
@@ -66,7 +70,7 @@ export function ConversationTitle({ conversation }: { conversation: Conversation
         data-testid="rename-conversation"
         aria-label="Rename conversation"
         title="Rename conversation"
-        onClick={() => setEditing(true)}
+        onClick={start}
       >
         <EditIcon />
       </button>
