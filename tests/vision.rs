@@ -6,10 +6,17 @@ mod common;
 use base64::Engine;
 use cake::images::pixels::{pixel_values, Normalization};
 use cake::images::resize::{resize, Filter};
+use cake::models::decoder::LogitsFor;
 use cake::models::vision::gemma3_projector::Gemma3Projector;
 use cake::models::vision::siglip::{SiglipConfig, SiglipVision, Tensors};
-use common::computed_picture;
+use cake::text::generation::{generate, generate_cached, GenerationRequest};
+use cake::text::model::{LoadOptions, TextModel};
+use cake::text::pictures::{place_pictures, AttachedPicture};
+use cake::text::prompt_cache::PromptCache;
+use cake::text::sampling::SamplingParams;
+use common::{cake_error, cake_json, computed_picture};
 use serde_json::Value;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -67,4 +74,147 @@ fn gemma3_vision_tower_matches_transformers() {
     let ours: Vec<f32> = features.flatten_all().unwrap().to_vec1().unwrap();
     let error = relative_error(&ours, &expected_features);
     assert!(error < 2e-6, "image features differ by {error}");
+}
+
+fn ids(value: &Value) -> Vec<u32> {
+    value.as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()
+}
+
+/// The computed picture of `[width, height]`, as a prompt attaches it.
+fn attached(shape: &Value) -> AttachedPicture {
+    let side = |i: usize| shape[i].as_u64().unwrap() as u32;
+    let image = computed_picture(side(0), side(1));
+    // The digest only tells pictures apart here.
+    let mut digest = [0u8; 32];
+    digest[..8].copy_from_slice(&(u64::from(side(0)) << 32 | u64::from(side(1))).to_le_bytes());
+    AttachedPicture { image, digest }
+}
+
+/// Gemma 3's processor on a wide, a tall and a square picture: its pixel
+/// values bit for bit.
+#[test]
+fn gemma3_pixel_values_match_the_processor_for_every_shape() {
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("tiny/gemma3_vision/reference.json")).unwrap()).unwrap();
+    let cases = reference["pixel_values_by_shape"].as_array().unwrap();
+    assert_eq!(cases.len(), 3);
+    for case in cases {
+        let picture = attached(&case["picture"]).image;
+        let pixels = pixel_values(&resize(&picture, 56, 56, Filter::Bilinear), &Normalization::HALF);
+        let (_, expected) = array(&case["pixel_values"]);
+        assert!(pixels.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "{}", case["picture"]);
+    }
+}
+
+/// Gemma 3's text model over a prompt holding two pictures, longer than its
+/// sliding window: each position's negative log-likelihood of the next id
+/// within 1e-3 of transformers', the likeliest id at every position and
+/// the greedy reply equal; and a follow-up with the same pictures reuses
+/// the cached prompt and answers as a fresh reading does, while another
+/// picture in the same place is not taken from the cache.
+#[test]
+fn gemma3_prompt_with_pictures_matches_transformers() {
+    let folder = fixture("tiny/gemma3_vision");
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+    let prompt = &reference["prompt"];
+    let model = TextModel::load(&folder, &LoadOptions::default()).unwrap();
+    let vision = model.vision.as_ref().expect("a Gemma 3 checkpoint with a vision tower reads pictures");
+    let tokens = ids(&prompt["ids"]);
+    let pictures: Vec<AttachedPicture> = prompt["pictures"].as_array().unwrap().iter().map(attached).collect();
+    let placed = place_pictures(&tokens, &pictures, vision).unwrap();
+    assert_eq!(placed.iter().map(|p| p.positions()).collect::<Vec<_>>(), [5..9, 18..22]);
+
+    let mut session = model.new_session();
+    let logits = model.forward_with(&tokens, 0, &placed, &mut session, LogitsFor::All).unwrap();
+    model.end_session(session);
+    let logits: Vec<Vec<f32>> = logits.to_vec2().unwrap();
+    let expected_nll: Vec<f64> = prompt["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    for (position, row) in logits.iter().enumerate().take(tokens.len() - 1) {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
+        let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
+        let gap = (nll - expected_nll[position]).abs();
+        assert!(gap < 1e-3, "position {position}: NLL {nll} against {}", expected_nll[position]);
+    }
+    let argmax: Vec<u32> = logits
+        .iter()
+        .map(|row| {
+            row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0 as u32
+        })
+        .collect();
+    assert_eq!(argmax, ids(&prompt["argmax"]));
+
+    let mut request = GenerationRequest::new(tokens.clone());
+    request.pictures = placed;
+    request.max_new_tokens = 8;
+    request.ignore_eos = true;
+    request.sampling = SamplingParams { temperature: 0.0, ..Default::default() };
+    let mut cache = PromptCache::new();
+    let mut run = |request: &GenerationRequest| {
+        generate_cached(&model, request, &mut cache, |_| ControlFlow::Continue(())).unwrap()
+    };
+    let first = run(&request);
+    assert_eq!(first.tokens, ids(&prompt["greedy"]));
+    // A follow-up holding the reply continues the cached prompt, pictures
+    // included, and answers as a fresh reading would.
+    let mut follow_up = request.clone();
+    follow_up.prompt_tokens = [tokens.clone(), first.tokens.clone(), vec![61, 19, 7]].concat();
+    let continued = run(&follow_up);
+    assert_eq!(continued.cached_prompt_tokens, tokens.len() + first.tokens.len() - 1);
+    let fresh = generate(&model, &follow_up, |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!(continued.tokens, fresh.tokens);
+    // Another second picture in the same place: nothing from it on is reused.
+    let mut other = follow_up.clone();
+    other.pictures[1].digest = [7; 32];
+    assert!(run(&other).cached_prompt_tokens <= 18, "a changed picture was taken from the cache");
+}
+
+/// `cake run --chat --image picture.png --prompt …` on the tiny Gemma 3
+/// with its tokenizer: the prompt ids Gemma3Processor makes of the same
+/// turn, and the greedy reply of transformers' `generate`.
+#[test]
+fn cake_run_with_an_image_matches_the_processor_and_generate() {
+    let folder = fixture("tiny/gemma3_vision");
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+    let chat = &reference["chat"];
+    let picture = folder.join(chat["picture"].as_str().unwrap());
+    let model = folder.to_str().unwrap();
+    let question = chat["question"].as_str().unwrap();
+    let run = |picture: &str| {
+        vec![
+            "run",
+            "--model",
+            model,
+            "--chat",
+            "--image",
+            picture,
+            "--prompt",
+            question,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "8",
+            "--ignore-eos",
+            "--dtype",
+            "f32",
+            "--json",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let args = run(picture.to_str().unwrap());
+    let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]));
+    assert_eq!(ids(&out["tokens"]), ids(&chat["greedy"]));
+
+    // Not a picture: refused, naming the file.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("notes.png");
+    std::fs::write(&fake, "these are words, not pixels").unwrap();
+    let args = run(fake.to_str().unwrap());
+    let error = cake_error(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(error.contains("notes.png: not a PNG, JPEG, WebP or GIF picture"), "{error}");
 }

@@ -13,8 +13,8 @@
 //! | [`startup`] | how Cake starts: the systemd user unit, the XDG autostart entry, one instance per user | files |
 //! | [`formats`] | reading checkpoint files (safetensors, GGUF) defensively | |
 //! | [`images`] | decoding the pictures people attach, within size caps, upright | |
-//! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline | files, formats |
-//! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity | formats, models |
+//! | [`models`] | architectures, weight sources, the shared decoder and its layer pipeline, vision towers | files, formats, images |
+//! | [`text`] | tokenizer, chat templates, sampling, generation, perplexity, pictures in prompts | formats, images, models |
 //! | [`audio`] | reading, resampling and writing WAV audio | files |
 //! | [`cluster`] | running a model across the machines of a LAN | files, formats, guesses, models, text |
 //! | [`speech`] | text to speech (VibeVoice 1.5B and Realtime-0.5B) | audio, cluster, files, formats, models, text |

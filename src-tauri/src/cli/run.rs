@@ -9,6 +9,7 @@ use crate::models::sources::selection::layer_ranges;
 use crate::text::chat_template::ChatMessage;
 use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
+use crate::text::pictures::{place_pictures, spell_pictures, AttachedPicture, PromptPicture, PICTURE_MARK};
 use crate::text::prompt_cache::PromptCache;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -31,6 +32,10 @@ pub struct RunArgs {
     /// System prompt (with --chat).
     #[arg(long, requires = "chat")]
     pub system: Option<String>,
+    /// A picture the prompt asks about (PNG, JPEG, WebP or GIF; repeatable),
+    /// for models that read pictures; placed before the prompt's text.
+    #[arg(long = "image", value_name = "PATH", requires = "prompt")]
+    pub images: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Maximum new tokens.
@@ -70,8 +75,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     let (model, load_s) = args.model.load_model()?;
     stopped::doing("reading the prompt");
 
-    let prompt_tokens = prompt_tokens(&model, &args)?;
+    let (prompt_tokens, pictures) = prompt_tokens(&model, &args)?;
     let mut request = GenerationRequest::new(prompt_tokens.clone());
+    request.pictures = pictures;
     request.max_new_tokens = args.max_tokens;
     request.stop_strings = args.stop.clone();
     request.ignore_eos = args.ignore_eos;
@@ -203,7 +209,19 @@ fn status_bytes(field: &str) -> Option<u64> {
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
-fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
+/// The prompt's tokens, and the pictures placed in it.
+fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<(Vec<u32>, Vec<PromptPicture>)> {
+    if !args.images.is_empty() {
+        stopped::doing("reading the pictures");
+    }
+    let attached = args.images.iter().map(|path| AttachedPicture::read(path)).collect::<Result<Vec<_>>>()?;
+    let vision = if attached.is_empty() { None } else { Some(model.vision()?) };
+    // The pictures go before the text, each where the processor spells one.
+    let marked = |text: &str| format!("{}{text}", PICTURE_MARK.to_string().repeat(attached.len()));
+    let spelled = |rendered: String| match vision {
+        Some(vision) => spell_pictures(&rendered, attached.len(), vision.spelling(), model.tokenizer()?),
+        None => Ok(rendered),
+    };
     let tokens = match (&args.prompt, &args.prompt_tokens) {
         (_, Some(list)) => parse_token_list(list)?,
         (Some(text), None) if args.chat => {
@@ -211,18 +229,25 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<Vec<u32>> {
             if let Some(system) = &args.system {
                 messages.push(ChatMessage::new("system", system));
             }
-            messages.push(ChatMessage::new("user", text));
-            let rendered = model.chat_template()?.render(&messages, true)?;
-            let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            messages.push(ChatMessage::new("user", &marked(text)));
+            let rendered = spelled(model.chat_template()?.render(&messages, true)?)?;
+            let written: Vec<&str> = args.system.iter().chain([text]).map(String::as_str).collect();
             model.tokenizer()?.encode_chat(&rendered, &written)?
         }
-        (Some(text), None) => model.tokenizer()?.encode(text, true)?,
+        (Some(text), None) => model.tokenizer()?.encode(&spelled(marked(text))?, true)?,
         (None, None) => bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3"),
     };
     if tokens.is_empty() {
         bail!("the prompt is empty: give at least one token");
     }
-    Ok(tokens)
+    let pictures = match vision {
+        Some(vision) => {
+            stopped::doing("looking at the pictures");
+            place_pictures(&tokens, &attached, vision)?
+        }
+        None => Vec::new(),
+    };
+    Ok((tokens, pictures))
 }
 
 /// Where the time of the layers went: this machine's, and each worker's

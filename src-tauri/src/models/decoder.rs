@@ -27,6 +27,7 @@ use cake_gpu::{Gpu, GpuTensor};
 use cake_kernels::packed::PackedMatrix;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// One transformer block. Pre-norm blocks normalise each sub-layer's input,
@@ -147,9 +148,10 @@ impl Mixer {
 
     fn forward(&self, x: &Tensor, caches: RowCaches) -> Result<Tensor> {
         match (self, caches) {
-            (Self::Attention(a), RowCaches::Sequence(cache)) => a.forward(x, cache),
+            (Self::Attention(a), RowCaches::Sequence { cache, mutual }) => a.forward(x, cache, mutual),
             (Self::Attention(a), RowCaches::Streams(caches)) => a.forward_streams(x, caches),
-            (Self::GatedDeltaNet(g), RowCaches::Sequence(cache)) => g.forward(x, cache),
+            // A recurrence reads positions in order: nothing sees ahead.
+            (Self::GatedDeltaNet(g), RowCaches::Sequence { cache, .. }) => g.forward(x, cache),
             // Its projections are a small part of the step: one row at a time.
             (Self::GatedDeltaNet(g), RowCaches::Streams(caches)) => {
                 let rows = caches
@@ -165,8 +167,9 @@ impl Mixer {
 
 /// Whose positions the rows of a layer's input `(1, n, hidden)` are.
 enum RowCaches<'c, 'a> {
-    /// Consecutive positions of one sequence, after those in its cache.
-    Sequence(&'c mut LayerCache),
+    /// Consecutive positions of one sequence, after those in its cache;
+    /// the positions in one of the `mutual` spans see each other both ways.
+    Sequence { cache: &'c mut LayerCache, mutual: &'c [Range<usize>] },
     /// Row `i` is the next position of the sequence whose cache is `[i]`.
     Streams(&'c mut [&'a mut LayerCache]),
 }
@@ -502,6 +505,18 @@ impl Decoder {
 
     /// Runs this decoder's layers over hidden states `(1, t, hidden)`.
     pub fn forward_layers(&self, hidden: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        self.forward_layers_seeing(hidden, cache, &[])
+    }
+
+    /// Like [`Self::forward_layers`], where the positions of each `mutual`
+    /// span (absolute positions, each within this input or before it) see
+    /// each other both ways: one picture's tokens in Gemma 3.
+    pub fn forward_layers_seeing(
+        &self,
+        hidden: &Tensor,
+        cache: &mut KvCache,
+        mutual: &[Range<usize>],
+    ) -> Result<Tensor> {
         let tokens = hidden.dim(1)?;
         let mut x = Hidden::Cpu(hidden.to_dtype(self.dtype)?);
         let mut last_gpu = None;
@@ -509,7 +524,10 @@ impl Decoder {
             x = match layer {
                 Block::Cpu(layer) => {
                     let input = x.into_cpu(last_gpu, self.config.hidden_size, self.dtype)?;
-                    Hidden::Cpu(layer.forward(&input, RowCaches::Sequence(layer_cache))?)
+                    Hidden::Cpu(layer.forward(&input, RowCaches::Sequence { cache: layer_cache, mutual })?)
+                }
+                Block::Gpu(_) if mutual.iter().any(|span| span.end > layer_cache.len() && span.len() > 1) => {
+                    bail!("pictures run on the CPU for now: load the model with `--gpu off` to send one")
                 }
                 Block::Gpu(block) => {
                     let values = match x {

@@ -6,7 +6,7 @@
 
 use super::decoder::Decoder;
 use super::nn::kv_cache::KvCache;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,8 +161,22 @@ impl LayerPipeline {
     /// Hidden states `(1, t, hidden)` after every layer, local and remote,
     /// for the embedded positions `embedded` appended to the session.
     pub fn run_layers(&self, embedded: &Tensor, session: &mut Session) -> Result<Tensor> {
+        self.run_layers_seeing(embedded, session, &[])
+    }
+
+    /// Like [`Self::run_layers`], where the positions of each `mutual` span
+    /// see each other both ways (see [`Decoder::forward_layers_seeing`]).
+    pub fn run_layers_seeing(
+        &self,
+        embedded: &Tensor,
+        session: &mut Session,
+        mutual: &[Range<usize>],
+    ) -> Result<Tensor> {
+        if !mutual.is_empty() && !self.remote_stages.is_empty() {
+            bail!("pictures are not sent to workers yet: run a model that reads pictures on this machine alone");
+        }
         let started = Instant::now();
-        let mut hidden = self.decoder.forward_layers(embedded, &mut session.cache)?;
+        let mut hidden = self.decoder.forward_layers_seeing(embedded, &mut session.cache, mutual)?;
         self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let mut next = 0;
         while let Some(stage) = self.remote_stages.get(next) {

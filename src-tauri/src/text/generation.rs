@@ -11,6 +11,7 @@ use super::constraint::Constraint;
 use super::detokenizer::Detokenizer;
 use super::logprobs::{StepDistribution, TokenLogprob};
 use super::model::TextModel;
+use super::pictures::{self, PromptPicture};
 use super::prompt_cache::PromptCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::stop_strings::{StopCheck, StopStrings};
@@ -44,6 +45,9 @@ pub struct GenerationRequest {
     /// Keep each written token's log-probability and this many likeliest
     /// alternatives (`None`: keep none).
     pub logprobs: Option<usize>,
+    /// The pictures in the prompt, in order, each over the image tokens
+    /// it replaces.
+    pub pictures: Vec<PromptPicture>,
 }
 
 impl GenerationRequest {
@@ -59,6 +63,7 @@ impl GenerationRequest {
             shown_special_tokens: Vec::new(),
             constraint: None,
             logprobs: None,
+            pictures: Vec::new(),
         }
     }
 }
@@ -146,6 +151,11 @@ fn check_request(model: &TextModel, request: &GenerationRequest) -> Result<usize
         return Err(PromptTooLong::new(prompt.len(), context, false).into());
     }
     request.sampling.validate()?;
+    pictures::check_placement(&request.pictures, prompt.len())?;
+    let hidden = model.decoder().config.hidden_size;
+    if let Some(picture) = request.pictures.iter().find(|p| p.embeddings.dims().get(1) != Some(&hidden)) {
+        bail!("a picture's embeddings are {:?} for a model {hidden} wide", picture.embeddings.dims());
+    }
     Ok(context)
 }
 
@@ -158,11 +168,13 @@ fn next_logits(
     history: &[u32],
     next_input: &[u32],
 ) -> Result<Vec<f32>> {
+    let pictures = &request.pictures;
     let logits = if request.no_kv_cache {
         let mut fresh = model.pipeline.guard(model.new_session());
-        model.forward(history, &mut fresh, LogitsFor::Last)?
+        model.forward_with(history, 0, pictures, &mut fresh, LogitsFor::Last)?
     } else {
-        model.forward(next_input, session, LogitsFor::Last)?
+        let first = history.len() - next_input.len();
+        model.forward_with(next_input, first, pictures, session, LogitsFor::Last)?
     };
     Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
 }
@@ -304,7 +316,7 @@ impl<'m> Stream<'m> {
             cache.clear(model);
             (model.new_session(), 0)
         } else {
-            cache.session_for(model, &request.prompt_tokens)
+            cache.session_for(model, &request.prompt_tokens, &request.pictures)
         };
         Ok(Self {
             model,
@@ -369,9 +381,11 @@ impl<'m> Stream<'m> {
             self.finish_reason = Some(FinishReason::Cancelled);
             return Ok(());
         }
-        let chunk: Vec<u32> = self.next_input.drain(..PREFILL_CHUNK).collect();
+        let first = self.history.len() - self.next_input.len();
+        let length = pictures::piece_length(first, PREFILL_CHUNK, &self.request.pictures)?;
+        let chunk: Vec<u32> = self.next_input.drain(..length).collect();
         // Only the keys and values matter here: no logits are computed.
-        self.model.hidden_states(&chunk, &mut self.session)?;
+        self.model.hidden_states_with(&chunk, first, &self.request.pictures, &mut self.session)?;
         if on_event(GenerationEvent::PromptRead { read: read + chunk.len(), total }).is_break() {
             self.finish_reason = Some(FinishReason::Cancelled);
         }
@@ -467,7 +481,7 @@ impl<'m> Stream<'m> {
         if !self.request.no_kv_cache {
             // The session holds every token fed to the model: all but the unfed last input.
             let held = self.history.len() - self.next_input.len();
-            cache.keep(self.model, self.session.keep(), self.history[..held].to_vec());
+            cache.keep(self.model, self.session.keep(), self.history[..held].to_vec(), &self.request.pictures);
         }
         if let Some(t) = self.first_token_at {
             let decoded_after_first = self.generated.len().saturating_sub(1);

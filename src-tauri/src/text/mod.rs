@@ -10,6 +10,7 @@ pub mod generation;
 pub mod logprobs;
 pub mod model;
 pub mod perplexity;
+pub mod pictures;
 pub mod prompt_cache;
 pub mod python_json;
 pub mod reasoning;

@@ -7,6 +7,7 @@
 use super::chat_template::{fallback_template, ChatTemplate};
 use super::constraint::ConstraintCompiler;
 use super::embedding::EmbeddingSpec;
+use super::pictures::{self, PromptPicture};
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::context::PREFILL_CHUNK;
@@ -14,6 +15,7 @@ use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
 pub use crate::models::loader::LoadOptions;
 pub use crate::models::pipeline::{LayerPipeline, RemoteStage, Session};
+use crate::models::vision::VisionModel;
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,12 @@ pub struct TextModel {
     pub sampling_defaults: SamplingParams,
     /// How the model makes embeddings, when it is made for them.
     pub embedding: Option<EmbeddingSpec>,
+    /// What reads the pictures of a prompt, for a model that takes them
+    /// (see [`Self::vision`]).
+    pub vision: Option<VisionModel>,
+    /// Why a model with a vision part cannot read pictures (its tower did
+    /// not load): its text still works.
+    pub vision_unusable: Option<String>,
     /// Compiles output formats for this vocabulary; built on first use.
     constraint_compiler: OnceLock<Result<ConstraintCompiler, String>>,
 }
@@ -90,6 +98,8 @@ impl TextModel {
             eos_token_ids: text.eos_token_ids,
             sampling_defaults: text.sampling_defaults,
             embedding: text.embedding,
+            vision: text.vision,
+            vision_unusable: text.vision_unusable,
             constraint_compiler: OnceLock::new(),
         }
     }
@@ -123,10 +133,24 @@ impl TextModel {
     /// Hidden states after every layer, local and remote, for `tokens`
     /// appended to the session.
     pub fn hidden_states(&self, tokens: &[u32], session: &mut Session) -> Result<Tensor> {
+        self.hidden_states_with(tokens, 0, &[], session)
+    }
+
+    /// Like [`Self::hidden_states`] for the prompt positions `first..` of
+    /// a prompt holding `pictures`: the positions a picture holds get its
+    /// embeddings.
+    pub fn hidden_states_with(
+        &self,
+        tokens: &[u32],
+        first: usize,
+        pictures: &[PromptPicture],
+        session: &mut Session,
+    ) -> Result<Tensor> {
         if tokens.is_empty() {
             bail!("no tokens to run");
         }
-        self.pipeline.run_layers(&self.decoder().embed(tokens)?, session)
+        let embedded = pictures::place(self.decoder().embed(tokens)?, first, pictures)?;
+        self.pipeline.run_layers_seeing(&embedded, session, &pictures::mutual_spans(pictures))
     }
 
     /// f32 logits for `tokens` appended to the session, read in pieces of
@@ -134,15 +158,31 @@ impl TextModel {
     /// take a bounded amount of memory, and every row comes out as it would
     /// read whole (Cake's kernels compute each row on its own).
     pub fn forward(&self, tokens: &[u32], session: &mut Session, which: LogitsFor) -> Result<Tensor> {
+        self.forward_with(tokens, 0, &[], session, which)
+    }
+
+    /// Like [`Self::forward`] for the prompt positions `first..` of a prompt
+    /// holding `pictures` (a picture whose tokens see each other is read
+    /// in one piece).
+    pub fn forward_with(
+        &self,
+        tokens: &[u32],
+        first: usize,
+        pictures: &[PromptPicture],
+        session: &mut Session,
+        which: LogitsFor,
+    ) -> Result<Tensor> {
         if tokens.is_empty() {
             bail!("no tokens to run");
         }
         let mut logits = Vec::new();
-        let chunks = tokens.chunks(PREFILL_CHUNK);
-        let last = chunks.len() - 1;
-        for (i, chunk) in chunks.enumerate() {
-            let hidden = self.hidden_states(chunk, session)?;
-            if i == last || which == LogitsFor::All {
+        let mut read = 0;
+        while read < tokens.len() {
+            let wanted = PREFILL_CHUNK.min(tokens.len() - read);
+            let piece = &tokens[read..read + pictures::piece_length(first + read, wanted, pictures)?];
+            let hidden = self.hidden_states_with(piece, first + read, pictures, session)?;
+            read += piece.len();
+            if read == tokens.len() || which == LogitsFor::All {
                 logits.push(self.decoder().logits(&hidden, which)?);
             }
         }
@@ -158,6 +198,15 @@ impl TextModel {
         }
         let hidden = self.pipeline.run_layers_streams(&self.decoder().embed(tokens)?, sessions)?;
         self.decoder().logits(&hidden, LogitsFor::All)
+    }
+
+    /// The picture reader, or an error saying why this model reads none.
+    pub fn vision(&self) -> Result<&VisionModel> {
+        match (&self.vision, &self.vision_unusable) {
+            (Some(vision), _) => Ok(vision),
+            (None, Some(why)) => bail!("{}: this model's picture reader did not load: {why}", self.path.display()),
+            (None, None) => bail!("{}: this model reads text only, not pictures", self.path.display()),
+        }
     }
 
     /// The tokenizer, or an error saying the model has none.
@@ -185,10 +234,13 @@ struct TextSide {
     eos_token_ids: Vec<u32>,
     sampling_defaults: SamplingParams,
     embedding: Option<EmbeddingSpec>,
+    vision: Option<VisionModel>,
+    vision_unusable: Option<String>,
 }
 
 impl TextSide {
-    /// Reads the tokenizer, chat template, stop tokens and sampling defaults.
+    /// Reads the tokenizer, chat template, stop tokens, sampling defaults
+    /// and the picture reader of a model that takes pictures.
     fn read(checkpoint: &Checkpoint) -> Result<Self> {
         let mut eos = checkpoint.config().eos_token_ids.clone();
         let mut sampling_defaults = SamplingParams::default();
@@ -215,7 +267,32 @@ impl TextSide {
         }
         eos.sort_unstable();
         eos.dedup();
-        Ok(Self { tokenizer, chat_template_source, eos_token_ids: eos, sampling_defaults, embedding })
+        let width = checkpoint.config().hidden_size;
+        let vision = match checkpoint {
+            Checkpoint::Folder { dir, .. } => VisionModel::load_folder(dir).and_then(|vision| match vision {
+                Some(v) if v.output_width() != width => {
+                    bail!("its picture reader makes tokens {} wide for a text model {width} wide", v.output_width())
+                }
+                other => Ok(other),
+            }),
+            Checkpoint::Gguf { .. } => Ok(None),
+        };
+        let (vision, vision_unusable) = match vision {
+            Ok(vision) => (vision, None),
+            Err(error) => {
+                tracing::warn!("the model's vision part did not load, it reads text only: {error:#}");
+                (None, Some(format!("{error:#}")))
+            }
+        };
+        Ok(Self {
+            tokenizer,
+            chat_template_source,
+            eos_token_ids: eos,
+            sampling_defaults,
+            embedding,
+            vision,
+            vision_unusable,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Causal self-attention with grouped-query heads, rotary positions, optional
-//! optional q/k RMSNorm (per head or over the projection) and an optional
-//! sliding window.
+//! q/k RMSNorm (per head or over the projection), an optional sliding
+//! window, and spans of positions that see each other both ways (one
+//! picture's tokens in Gemma 3).
 
 use super::kv_cache::{CacheView, CacheViews, LayerCache};
 use super::linear::Linear;
@@ -9,10 +10,11 @@ use super::projections::Projections;
 use super::rotary::RotaryEmbedding;
 use crate::models::config::{LayerAttention, ModelConfig, QkNorm};
 use crate::models::weights::Weights;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use cake_kernels::attention::{decode_attention_streams, prefill_attention};
 use cake_kernels::cpu::Level;
 use candle_core::{DType, Device, Tensor};
+use std::ops::Range;
 
 pub struct Attention {
     /// q, k and v (separate or fused as `qkv_proj`).
@@ -98,10 +100,12 @@ impl Attention {
     }
 
     /// Attends `x` of shape `(b, t, hidden)` at positions `cache.len()..` and
-    /// appends its keys and values to `cache`.
-    pub fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+    /// appends its keys and values to `cache`. Besides its past, a position
+    /// sees every position of a `mutual` span it lies in (spans must lie
+    /// within this input or before it).
+    pub fn forward(&self, x: &Tensor, cache: &mut LayerCache, mutual: &[Range<usize>]) -> Result<Tensor> {
         let projected = self.project(x)?;
-        let out = self.attend_cached(&projected.q, &projected.k, &projected.v, cache)?;
+        let out = self.attend_cached(&projected.q, &projected.k, &projected.v, cache, mutual)?;
         self.output(out, projected.gate)
     }
 
@@ -149,7 +153,7 @@ impl Attention {
             return self.output(out, projected.gate);
         }
         let rows = (caches.iter_mut().enumerate())
-            .map(|(i, cache)| self.append_and_attend(&row(&q, i)?, &row(&k, i)?, &row(&v, i)?, cache))
+            .map(|(i, cache)| self.append_and_attend(&row(&q, i)?, &row(&k, i)?, &row(&v, i)?, cache, &[]))
             .collect::<Result<Vec<_>>>()?;
         self.output(Tensor::cat(&rows, 1)?, projected.gate)
     }
@@ -173,7 +177,14 @@ impl Attention {
     /// Projected queries, keys and values `(b, t, ·)` of the positions
     /// `cache.len()..`: heads split and normed, rotated, keys and values
     /// appended to `cache`, queries attended over it: `(b, t, heads · d)`.
-    fn attend_cached(&self, q: &Tensor, k: &Tensor, v: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+    fn attend_cached(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        cache: &mut LayerCache,
+        mutual: &[Range<usize>],
+    ) -> Result<Tensor> {
         let t = q.dim(1)?;
         let start = cache.len();
         let q = self.heads(q, self.num_heads, self.q_norm.as_ref())?;
@@ -186,27 +197,39 @@ impl Attention {
             }
             None => (q, k),
         };
-        self.append_and_attend(&q, &k, &v, cache)
+        self.append_and_attend(&q, &k, &v, cache, mutual)
     }
 
     /// Queries, keys and values `(1, ·, t, d)` of the positions
     /// `cache.len()..`, split into heads and rotated: the keys and values
     /// appended to `cache`, the queries attended over it: `(1, t, heads · d)`.
-    fn append_and_attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+    fn append_and_attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        cache: &mut LayerCache,
+        mutual: &[Range<usize>],
+    ) -> Result<Tensor> {
         let (t, start) = (q.dim(2)?, cache.len());
         let first_key = cache.first_position();
+        // Only spans reaching into this input change what it sees.
+        let mutual: Vec<Range<usize>> = mutual.iter().filter(|s| s.end > start && s.len() > 1).cloned().collect();
+        if let Some(split) = mutual.iter().find(|s| s.start < start || s.end > start + t) {
+            bail!("positions {split:?} see each other but arrive split at {start}..{}", start + t);
+        }
         let (k, v) = cache.append(k, v)?;
         let total = k.dim(2)?;
         if let Some(window) = self.sliding_window {
             // Later queries never look further back than the window.
             cache.keep_last(window)?;
         }
-        let mask = || attention_mask(start, t, first_key, total, self.sliding_window, q.device());
+        let mask = || attention_mask(start, t, first_key, total, self.sliding_window, &mutual, q.device());
         // Over a cache on the CPU that hides only the future (or one position with
         // nothing to hide), Cake's kernel reads the cache in place, every row
         // exactly as a decode step at its position would: a prompt gives the
         // same values read whole, in pieces, or continued from a kept session.
-        let only_causal = self.sliding_window.is_none() && first_key == 0;
+        let only_causal = self.sliding_window.is_none() && first_key == 0 && mutual.is_empty();
         let in_place = match q.dtype() {
             DType::F32 if only_causal || (t == 1 && mask()?.is_none()) => self.attend_in_place(q, cache)?,
             _ => None,
@@ -338,17 +361,20 @@ struct KernelSettings {
 
 /// Additive mask `(t, total)` for queries at `start..start + t` over the
 /// keys at positions `first_key..first_key + total`: a key is visible when it
-/// is not in the future and, with a window, fewer than `window` positions
-/// back. `None` when nothing is masked.
+/// is not in the future or lies in a `mutual` span with the query, and, with
+/// a window, fewer than `window` positions back. `None` when nothing is
+/// masked.
 fn attention_mask(
     start: usize,
     t: usize,
     first_key: usize,
     total: usize,
     window: Option<usize>,
+    mutual: &[Range<usize>],
     device: &Device,
 ) -> Result<Option<Tensor>> {
-    let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
+    let together = |q: usize, k: usize| mutual.iter().any(|s| s.contains(&q) && s.contains(&k));
+    let visible = |q: usize, k: usize| (k <= q || together(q, k)) && window.is_none_or(|w| k + w > q);
     let keys = first_key..first_key + total;
     let all_visible = (start..start + t).all(|q| keys.clone().all(|k| visible(q, k)));
     if all_visible {
@@ -368,7 +394,7 @@ mod tests {
     use super::*;
 
     fn mask_rows(start: usize, t: usize, total: usize, window: Option<usize>) -> Vec<Vec<bool>> {
-        match attention_mask(start, t, 0, total, window, &Device::Cpu).unwrap() {
+        match attention_mask(start, t, 0, total, window, &[], &Device::Cpu).unwrap() {
             None => vec![vec![true; total]; t],
             Some(m) => {
                 m.to_vec2::<f32>().unwrap().into_iter().map(|row| row.into_iter().map(|v| v == 0.0).collect()).collect()
@@ -378,7 +404,7 @@ mod tests {
 
     #[test]
     fn single_decode_step_needs_no_mask_without_window() {
-        assert!(attention_mask(5, 1, 0, 6, None, &Device::Cpu).unwrap().is_none());
+        assert!(attention_mask(5, 1, 0, 6, None, &[], &Device::Cpu).unwrap().is_none());
     }
 
     #[test]
@@ -396,6 +422,17 @@ mod tests {
     #[test]
     fn a_trimmed_window_cache_needs_no_mask_for_one_step() {
         // Keys 3..5 kept of a window of 2: query 4 sees 3 and 4, nothing to mask.
-        assert!(attention_mask(4, 1, 3, 2, Some(2), &Device::Cpu).unwrap().is_none());
+        assert!(attention_mask(4, 1, 3, 2, Some(2), &[], &Device::Cpu).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_mutual_span_sees_itself_both_ways_and_only_its_past_beyond() {
+        // Positions 1..3 (one picture) see each other; 3 sees all before it.
+        let picture = std::slice::from_ref(&(1..3));
+        let mask = attention_mask(0, 4, 0, 4, None, picture, &Device::Cpu).unwrap().unwrap();
+        let rows: Vec<Vec<bool>> =
+            mask.to_vec2::<f32>().unwrap().into_iter().map(|r| r.into_iter().map(|v| v == 0.0).collect()).collect();
+        let expected = [[true, false, false, false], [true, true, true, false], [true, true, true, false], [true; 4]];
+        assert_eq!(rows, expected.map(Vec::from).to_vec());
     }
 }

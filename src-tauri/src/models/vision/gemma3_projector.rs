@@ -36,6 +36,11 @@ impl Gemma3Projector {
         Ok(Self { projection, norm, eps, patches_per_side, tokens_per_side })
     }
 
+    /// The width of the soft tokens (the text model's).
+    pub fn output_width(&self) -> usize {
+        self.projection.dim(1).unwrap_or(0)
+    }
+
     /// The soft tokens of one picture's SigLIP features `(patches, hidden)`:
     /// `(tokens, text hidden)`.
     pub fn forward(&self, features: &Tensor) -> Result<Tensor> {

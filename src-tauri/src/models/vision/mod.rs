@@ -1,9 +1,85 @@
 //! The image side of vision-language models: encoders that turn a
-//! picture's pixel values into features, and the projectors that make
-//! those features tokens of the text model.
+//! picture's pixel values into features, the projectors that make those
+//! features tokens of the text model, and how a prompt spells a picture.
 //!
 //! - [`siglip`]: the SigLIP vision transformer (Gemma 3, SmolVLM);
-//! - [`gemma3_projector`]: Gemma 3's pooling to soft tokens and projection.
+//! - [`gemma3_projector`]: Gemma 3's pooling to soft tokens and projection;
+//! - [`gemma3`]: Gemma 3's whole picture reader.
 
+pub mod gemma3;
 pub mod gemma3_projector;
 pub mod siglip;
+
+use crate::images::decode::DecodedImage;
+use anyhow::{Context, Result};
+use candle_core::Tensor;
+use std::path::Path;
+
+/// One piece of what a picture's marker becomes in the prompt's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spelled {
+    Text(&'static str),
+    /// A special token, by id.
+    Token(u32),
+    /// The soft token, once for each of the picture's tokens.
+    SoftTokens,
+}
+
+/// How a prompt spells a picture, as the model's processor does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PictureSpelling {
+    /// The token a chat message holds where a picture goes
+    /// (`<start_of_image>` in Gemma 3's chat template).
+    pub marker: u32,
+    /// What the processor writes in place of each marker.
+    pub expansion: Vec<Spelled>,
+    /// The token whose positions a picture's embeddings take, and how many
+    /// a picture has.
+    pub soft_token: u32,
+    pub soft_tokens: usize,
+    /// Whether a picture's tokens see each other both ways.
+    pub mutual: bool,
+}
+
+/// A model's picture reader.
+pub enum VisionModel {
+    Gemma3(Box<gemma3::Gemma3Vision>),
+}
+
+impl VisionModel {
+    /// The picture reader of the model folder `dir`, `None` when its
+    /// config.json describes no vision part.
+    pub fn load_folder(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+        let config: serde_json::Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+        if config.get("vision_config").is_none() {
+            return Ok(None);
+        }
+        let loaded = match config.get("model_type").and_then(|t| t.as_str()) {
+            Some("gemma3") => Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?)),
+            _ => return Ok(None),
+        };
+        Ok(Some(loaded))
+    }
+
+    pub fn spelling(&self) -> &PictureSpelling {
+        match self {
+            Self::Gemma3(model) => model.spelling(),
+        }
+    }
+
+    /// A picture's soft tokens: `(tokens, text hidden)`, f32.
+    pub fn encode(&self, picture: &DecodedImage) -> Result<Tensor> {
+        match self {
+            Self::Gemma3(model) => model.encode(picture),
+        }
+    }
+
+    /// The width of the soft tokens.
+    pub fn output_width(&self) -> usize {
+        match self {
+            Self::Gemma3(model) => model.output_width(),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Pictures in a prompt: the rows of embeddings a vision model made of each
+//! one (its soft tokens), which take the place of the embeddings of the
+//! prompt positions its image tokens hold.
+
+use super::tokenizer::TextTokenizer;
+use crate::images::decode::{decode, DecodedImage, ImageLimits};
+use crate::models::vision::{PictureSpelling, Spelled, VisionModel};
+use anyhow::{bail, Context, Result};
+use candle_core::Tensor;
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+
+/// What a message's text holds where a picture goes until the prompt is
+/// rendered: U+FFFC, Unicode's placeholder for an embedded object (people's
+/// own texts may not hold it). Each is then spelled the way the model's
+/// processor spells a picture.
+pub const PICTURE_MARK: char = '\u{FFFC}';
+
+/// The SHA-256 of a picture's file: what the prompt cache compares, so a
+/// cached prompt is reused only for the same picture.
+pub type PictureDigest = [u8; 32];
+
+/// One picture placed in a prompt.
+#[derive(Debug, Clone)]
+pub struct PromptPicture {
+    /// The first prompt position its tokens hold.
+    pub start: usize,
+    /// `(tokens, hidden)`: the embeddings of positions `start..start + tokens`.
+    pub embeddings: Tensor,
+    pub digest: PictureDigest,
+    /// Whether its tokens see each other both ways (Gemma 3) rather than
+    /// only those before them.
+    pub mutual: bool,
+}
+
+impl PromptPicture {
+    /// The prompt positions its tokens hold.
+    pub fn positions(&self) -> Range<usize> {
+        self.start..self.start + self.embeddings.dim(0).unwrap_or(0)
+    }
+}
+
+/// The spans of positions that see each other both ways.
+pub fn mutual_spans(pictures: &[PromptPicture]) -> Vec<Range<usize>> {
+    pictures.iter().filter(|p| p.mutual).map(PromptPicture::positions).collect()
+}
+
+/// `embedded (1, t, hidden)`, the embeddings of positions `first..first + t`,
+/// with the rows the pictures hold replaced by theirs.
+pub fn place(embedded: Tensor, first: usize, pictures: &[PromptPicture]) -> Result<Tensor> {
+    let t = embedded.dim(1)?;
+    let chunk = first..first + t;
+    let mut placed = embedded;
+    for picture in pictures {
+        let span = picture.positions();
+        let (from, to) = (span.start.max(chunk.start), span.end.min(chunk.end));
+        if from >= to {
+            continue;
+        }
+        let rows = picture.embeddings.narrow(0, from - span.start, to - from)?.to_dtype(placed.dtype())?;
+        let rows = rows.to_device(placed.device())?.unsqueeze(0)?;
+        placed = placed.slice_assign(&[0..1, from - first..to - first, 0..placed.dim(2)?], &rows)?;
+    }
+    Ok(placed)
+}
+
+/// How many of the `wanted` positions from `start` to read at once: fewer
+/// where the last would cut a span that sees itself both ways (it must be
+/// read in one piece), so the piece ends before that span.
+pub fn piece_length(start: usize, wanted: usize, pictures: &[PromptPicture]) -> Result<usize> {
+    let end = start + wanted;
+    let cut = pictures.iter().filter(|p| p.mutual).map(PromptPicture::positions).find(|s| s.start < end && s.end > end);
+    match cut {
+        None => Ok(wanted),
+        Some(span) if span.start > start => Ok(span.start - start),
+        Some(span) => bail!("a picture of {} tokens does not fit in one piece of {wanted}", span.len()),
+    }
+}
+
+/// Checks that the pictures lie in order inside a prompt of `tokens`
+/// positions, one after another without overlapping.
+pub fn check_placement(pictures: &[PromptPicture], tokens: usize) -> Result<()> {
+    let mut free_from = 0;
+    for picture in pictures {
+        let span = picture.positions();
+        if span.is_empty() || span.start < free_from || span.end > tokens {
+            bail!("a picture placed at positions {span:?} of a prompt of {tokens} tokens");
+        }
+        free_from = span.end;
+    }
+    Ok(())
+}
+
+/// A picture attached to a prompt: upright pixels, and its file's digest.
+#[derive(Debug, Clone)]
+pub struct AttachedPicture {
+    pub image: DecodedImage,
+    pub digest: PictureDigest,
+}
+
+impl AttachedPicture {
+    /// Decodes the file `bytes` (called `name` in errors) within the
+    /// default limits.
+    pub fn decode(name: &str, bytes: &[u8]) -> Result<Self> {
+        let image = decode(name, bytes, &ImageLimits::default())?;
+        Ok(Self { image, digest: Sha256::digest(bytes).into() })
+    }
+
+    /// Reads and decodes the picture file at `path`; a file larger than the
+    /// limit is refused before it is read.
+    pub fn read(path: &Path) -> Result<Self> {
+        let name = path.display().to_string();
+        let limit = ImageLimits::default().max_file_bytes;
+        let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+        let mut bytes = Vec::new();
+        // One byte past the limit is enough to know the file is too large.
+        file.take(limit as u64 + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read {name}"))?;
+        Self::decode(&name, &bytes)
+    }
+}
+
+/// `rendered`, a prompt whose messages held one [`PICTURE_MARK`] per
+/// picture, with each mark spelled as the model's processor spells a
+/// picture (for Gemma 3: `\n\n<start_of_image>`, the soft tokens,
+/// `<end_of_image>\n\n`).
+pub fn spell_pictures(
+    rendered: &str,
+    pictures: usize,
+    spelling: &PictureSpelling,
+    tokenizer: &TextTokenizer,
+) -> Result<String> {
+    let marks = rendered.matches(PICTURE_MARK).count();
+    if marks != pictures {
+        bail!("the chat template kept {marks} of the {pictures} pictures of the conversation");
+    }
+    let name = |id: u32| tokenizer.decode(&[id], false);
+    let mut spelled = String::new();
+    for piece in &spelling.expansion {
+        match piece {
+            Spelled::Text(text) => spelled.push_str(text),
+            Spelled::Token(id) => spelled.push_str(&name(*id)?),
+            Spelled::SoftTokens => spelled.push_str(&name(spelling.soft_token)?.repeat(spelling.soft_tokens)),
+        }
+    }
+    Ok(rendered.replace(PICTURE_MARK, &spelled))
+}
+
+/// The pictures of a tokenized prompt: each run of soft tokens, in order,
+/// gets the next picture's embeddings, encoded by `vision`.
+pub fn place_pictures(
+    tokens: &[u32],
+    attached: &[AttachedPicture],
+    vision: &VisionModel,
+) -> Result<Vec<PromptPicture>> {
+    let spelling = vision.spelling();
+    let runs = soft_token_runs(tokens, spelling.soft_token);
+    if runs.len() != attached.len() {
+        bail!("the prompt holds {} pictures' tokens for {} pictures", runs.len(), attached.len());
+    }
+    let mut placed = Vec::with_capacity(runs.len());
+    for (run, picture) in runs.into_iter().zip(attached) {
+        if run.len() != spelling.soft_tokens {
+            bail!("a picture's tokens run over {} positions, not {}", run.len(), spelling.soft_tokens);
+        }
+        let embeddings = vision.encode(&picture.image)?;
+        placed.push(PromptPicture { start: run.start, embeddings, digest: picture.digest, mutual: spelling.mutual });
+    }
+    Ok(placed)
+}
+
+/// The runs of consecutive `token` in `tokens`.
+fn soft_token_runs(tokens: &[u32], token: u32) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for (i, _) in tokens.iter().enumerate().filter(|(_, &t)| t == token) {
+        match runs.last_mut() {
+            Some(run) if run.end == i => run.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn picture(start: usize, tokens: usize, mutual: bool) -> PromptPicture {
+        let embeddings = Tensor::ones((tokens, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        PromptPicture { start, embeddings, digest: [0; 32], mutual }
+    }
+
+    #[test]
+    fn pieces_end_before_a_picture_they_would_cut() {
+        let pictures = [picture(10, 4, true)];
+        assert_eq!(piece_length(0, 12, &pictures).unwrap(), 10);
+        assert_eq!(piece_length(10, 12, &pictures).unwrap(), 12);
+        assert_eq!(piece_length(0, 14, &pictures).unwrap(), 14);
+        // Tokens that see only their past may be cut anywhere.
+        assert_eq!(piece_length(0, 12, &[picture(10, 4, false)]).unwrap(), 12);
+        assert!(piece_length(10, 3, &pictures).is_err());
+    }
+
+    #[test]
+    fn rows_of_a_picture_replace_the_embeddings_they_overlap() {
+        let embedded = Tensor::zeros((1, 4, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let placed = place(embedded, 8, &[picture(10, 4, true)]).unwrap();
+        let rows: Vec<Vec<f32>> = placed.squeeze(0).unwrap().to_vec2().unwrap();
+        assert_eq!(rows, [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]);
+    }
+
+    #[test]
+    fn soft_tokens_are_found_as_runs() {
+        assert_eq!(soft_token_runs(&[1, 7, 7, 2, 7, 3], 7), [1..3, 4..5]);
+        assert!(soft_token_runs(&[1, 2], 7).is_empty());
+    }
+
+    #[test]
+    fn overlapping_or_outside_pictures_are_refused() {
+        assert!(check_placement(&[picture(0, 4, true), picture(3, 2, true)], 10).is_err());
+        assert!(check_placement(&[picture(8, 4, true)], 10).is_err());
+        assert!(check_placement(&[picture(0, 4, true), picture(4, 2, true)], 10).is_ok());
+    }
+}
