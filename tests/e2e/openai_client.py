@@ -56,6 +56,36 @@ def check_reasoning(client: openai.OpenAI) -> None:
     assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
 
 
+def vision_model() -> Path:
+    """The tiny Gemma 3 that reads pictures (`generate_tiny_vision.py`); served as `gemma3_vision`."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "gemma3_vision"
+
+
+def check_pictures(client: openai.OpenAI, cake: str) -> None:
+    """A picture as a data: URL is read as `cake run --image` reads it; misplaced ones are refused."""
+    folder = vision_model()
+    chat = json.loads((folder / "reference.json").read_text())["chat"]
+    picture = folder / chat["picture"]
+    url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
+    content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": chat["question"]}]
+    reply = client.chat.completions.create(model="gemma3_vision", messages=[{"role": "user", "content": content}],
+                                           temperature=0, max_tokens=8)
+    run = subprocess.run([cake, "run", "--model", str(folder), "--chat", "--image", str(picture), "--prompt",
+                          chat["question"], "--temperature", "0", "--max-tokens", "8", "--json"],
+                         check=True, capture_output=True, text=True)
+    expected = json.loads(run.stdout)
+    assert reply.usage.prompt_tokens == len(expected["prompt_tokens"]) == len(chat["ids"]), reply.usage
+    assert reply.choices[0].message.content == expected["text"], (reply.choices[0].message.content, expected)
+    for model, image_url, said in [("default", url, "reads text only"),
+                                   ("gemma3_vision", "https://example.com/cat.png", "does not fetch pictures")]:
+        content = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": "What is it?"}]
+        try:
+            client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
+            raise AssertionError(f"a picture for {model} at {image_url[:30]} was not refused")
+        except openai.BadRequestError as e:
+            assert said in str(e), e
+
+
 def check_embeddings(client: openai.OpenAI) -> None:
     """`/v1/embeddings` gives transformers' vectors, as floats and as base64; a chat model is refused."""
     cases = embedding_reference()["cases"]
@@ -169,11 +199,12 @@ def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        models = ("--model", str(scripted_model()), "--model", str(embedding_model()))
+        models = ("--model", str(scripted_model()), "--model", str(embedding_model()), "--model", str(vision_model()))
         with served(cake, data, *models) as base:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", timeout=300, max_retries=0)
             models = [m.id for m in client.models.list()]
-            assert models == ["default", "qwen3_scripted", "qwen3_embedding"], models
+            assert models == ["default", "qwen3_scripted", "qwen3_embedding", "gemma3_vision"], models
+            check_pictures(client, cake)
             check_embeddings(client)
             check_reasoning(client)
             check_completions(client, cake)
@@ -219,7 +250,8 @@ def main() -> int:
             print(f"openai client: streamed {len(pieces)} chunks, text equals cake run: {streamed!r}; "
                   "reasoning apart from content, whole and streamed; a tool call round trip, whole and streamed; "
                   "/v1/completions whole, streamed and echoed equal cake run; /v1/responses text, stream, a "
-                  "function call round trip and a schema; embeddings equal transformers'")
+                  "function call round trip and a schema; embeddings equal transformers'; a picture read as "
+                  "cake run --image reads it")
     return 0
 
 

@@ -29,11 +29,13 @@ use crate::text::generation::{
 };
 use crate::text::logprobs::{readable, TokenLogprob};
 use crate::text::model::TextModel;
+use crate::text::pictures::PicturesRefused;
 use crate::text::prompt_cache::PromptCache;
 use crate::text::reasoning::{ReasoningSplitter, ReplyPart, THINK_OPEN};
 use crate::text::sampling::SamplingParams;
 use crate::text::tokenizer::{SpecialTokenInMessage, TextTokenizer};
 use crate::text::tool_calls::{ToolCall, ToolCallSplitter, ToolChoice};
+use crate::text::turn_prompt::{tokenize_turns, turn_pictures};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -96,8 +98,7 @@ impl<'m> RequestMaker<'m> {
                 let at_least = text.len() / (tokenizer.longest_token_bytes() * NORMALIZER_SLACK).max(1);
                 return Err(PromptTooLong::new(at_least, context, true).into());
             }
-            let written: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
-            tokenizer.encode_chat(&text, &written)
+            tokenize_turns(self.model, &text, messages)
         };
         let mut request = GenerationRequest::new(Vec::new());
         request.context_limit = job.context_length;
@@ -136,6 +137,9 @@ impl<'m> RequestMaker<'m> {
                 }
             }
         };
+        if let Prompt::Conversation { messages, .. } = &job.prompt {
+            request.pictures = turn_pictures(self.model, &request.prompt_tokens, &kept(messages, dropped_messages))?;
+        }
         request.max_new_tokens = job.max_tokens;
         request.logprobs = job.logprobs;
         request.stop_strings = job.stop.clone();
@@ -166,6 +170,13 @@ impl<'m> RequestMaker<'m> {
         }
         Ok(MadeRequest { request, dropped_messages, reply: ReplyText::new(reasoning, calls) })
     }
+}
+
+/// The messages a prompt holds when the `dropped` oldest turns after the
+/// system messages were left out.
+fn kept(messages: &[ChatMessage], dropped: usize) -> Vec<ChatMessage> {
+    let system = messages.iter().take_while(|m| m.role == "system").count();
+    messages[..system].iter().chain(messages[system + dropped..].iter()).cloned().collect()
 }
 
 /// Room a conversation keeps for its reply when its oldest turns are left
@@ -257,6 +268,7 @@ pub fn chat_failure(error: &anyhow::Error) -> EngineEvent {
         }
     } else if error.downcast_ref::<SpecialTokenInMessage>().is_some()
         || error.downcast_ref::<BadOutputFormat>().is_some()
+        || error.downcast_ref::<PicturesRefused>().is_some()
     {
         ErrorKind::BadRequest
     } else {

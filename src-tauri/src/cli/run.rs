@@ -6,11 +6,12 @@ use crate::cluster::master::preview_over;
 use crate::cluster::recovery::generate_recovering;
 use crate::library::resolve_model;
 use crate::models::sources::selection::layer_ranges;
-use crate::text::chat_template::ChatMessage;
+use crate::text::chat_template::{ChatMessage, MessagePart};
 use crate::text::generation::{GenerationEvent, GenerationRequest};
 use crate::text::model::TextModel;
-use crate::text::pictures::{place_pictures, spell_pictures, AttachedPicture, PromptPicture, PICTURE_MARK};
+use crate::text::pictures::{AttachedPicture, PromptPicture};
 use crate::text::prompt_cache::PromptCache;
+use crate::text::turn_prompt::{spell_turn_pictures, tokenize_turns, turn_pictures};
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
@@ -215,38 +216,35 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<(Vec<u32>, Vec<Pro
         stopped::doing("reading the pictures");
     }
     let attached = args.images.iter().map(|path| AttachedPicture::read(path)).collect::<Result<Vec<_>>>()?;
-    let vision = if attached.is_empty() { None } else { Some(model.vision()?) };
-    // The pictures go before the text, each where the processor spells one.
-    let marked = |text: &str| format!("{}{text}", PICTURE_MARK.to_string().repeat(attached.len()));
-    let spelled = |rendered: String| match vision {
-        Some(vision) => spell_pictures(&rendered, attached.len(), vision.spelling(), model.tokenizer()?),
-        None => Ok(rendered),
-    };
+    // The pictures go before the text.
+    let mut parts: Vec<MessagePart> = attached.into_iter().map(MessagePart::Picture).collect();
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(ChatMessage::new("system", system));
+    }
     let tokens = match (&args.prompt, &args.prompt_tokens) {
         (_, Some(list)) => parse_token_list(list)?,
-        (Some(text), None) if args.chat => {
-            let mut messages = Vec::new();
-            if let Some(system) = &args.system {
-                messages.push(ChatMessage::new("system", system));
+        (Some(text), None) => {
+            parts.push(MessagePart::Text(text.clone()));
+            messages.push(ChatMessage::with_parts("user", parts));
+            if args.chat {
+                let rendered = model.chat_template()?.render(&messages, true)?;
+                tokenize_turns(model, &rendered, &messages)?
+            } else {
+                // A raw prompt: special tokens spelled in it count.
+                let turn = &messages[messages.len() - 1].content;
+                model.tokenizer()?.encode(&spell_turn_pictures(model, turn, &messages)?, true)?
             }
-            messages.push(ChatMessage::new("user", &marked(text)));
-            let rendered = spelled(model.chat_template()?.render(&messages, true)?)?;
-            let written: Vec<&str> = args.system.iter().chain([text]).map(String::as_str).collect();
-            model.tokenizer()?.encode_chat(&rendered, &written)?
         }
-        (Some(text), None) => model.tokenizer()?.encode(&spelled(marked(text))?, true)?,
         (None, None) => bail!("give a prompt with --prompt TEXT or --prompt-tokens 1,2,3"),
     };
     if tokens.is_empty() {
         bail!("the prompt is empty: give at least one token");
     }
-    let pictures = match vision {
-        Some(vision) => {
-            stopped::doing("looking at the pictures");
-            place_pictures(&tokens, &attached, vision)?
-        }
-        None => Vec::new(),
-    };
+    if messages.iter().any(|m| !m.pictures.is_empty()) {
+        stopped::doing("looking at the pictures");
+    }
+    let pictures = turn_pictures(model, &tokens, &messages)?;
     Ok((tokens, pictures))
 }
 

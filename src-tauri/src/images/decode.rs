@@ -24,8 +24,13 @@ impl Default for ImageLimits {
     /// phone takes, far below what would exhaust memory (50 MP of RGBA
     /// decode to 200 MB at most).
     fn default() -> Self {
-        Self { max_file_bytes: 32 << 20, max_side: 16_384, max_pixels: 50_000_000 }
+        Self { max_file_bytes: Self::DEFAULT_FILE_BYTES, max_side: 16_384, max_pixels: 50_000_000 }
     }
+}
+
+impl ImageLimits {
+    /// The default largest file.
+    pub const DEFAULT_FILE_BYTES: usize = 32 << 20;
 }
 
 /// An upright picture as 8-bit RGB, row by row.

@@ -21,6 +21,7 @@ pub mod openai_completions;
 pub mod openai_embeddings;
 pub mod openai_responses;
 pub mod openai_speech;
+pub mod pictures;
 pub mod replies;
 mod ui_assets;
 
@@ -43,6 +44,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use pictures::PICTURE_BODY_LIMIT;
 use serde_json::Value;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -57,7 +59,7 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
         .route("/app/add_voice", post(add_voice).layer(DefaultBodyLimit::max(VOICE_UPLOAD_LIMIT)))
         .route("/app/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
-        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/chat/completions", post(openai::chat_completions).layer(DefaultBodyLimit::max(PICTURE_BODY_LIMIT)))
         .route("/v1/completions", post(openai_completions::completions))
         .route("/v1/embeddings", post(openai_embeddings::embeddings))
         .route("/v1/messages", post(anthropic::messages))

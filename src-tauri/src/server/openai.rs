@@ -6,13 +6,14 @@
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
 use super::parse_body;
+use super::pictures::picture_of_url;
 use super::replies::{new_call_id, Reply, ReplyEvent};
 use crate::app::error::ApiError;
 use crate::app::events::ReplyStats;
 use crate::app::request::ChatArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelStatus};
-use crate::text::chat_template::{ChatMessage, MessageToolCall};
+use crate::text::chat_template::{ChatMessage, MessagePart, MessageToolCall};
 use crate::text::constraint::OutputFormat;
 use crate::text::generation::FinishReason;
 use crate::text::logprobs::LogprobEntry;
@@ -198,15 +199,16 @@ impl CompletionRequest {
         let messages = self
             .messages
             .into_iter()
-            .map(|m| {
-                let content = match m.content {
-                    None => String::new(),
-                    Some(Content::Text(t)) => t,
-                    Some(Content::Parts(parts)) => text_of_parts(&parts)?,
+            .enumerate()
+            .map(|(index, m)| {
+                let parts = match m.content {
+                    None => Vec::new(),
+                    Some(Content::Text(t)) => vec![MessagePart::Text(t)],
+                    Some(Content::Parts(parts)) => parts_of_message(&parts, index + 1)?,
                 };
                 // OpenAI's newer "developer" role is a system message.
                 let role = if m.role == "developer" { "system" } else { &m.role };
-                let mut message = ChatMessage::new(role, &content);
+                let mut message = ChatMessage::with_parts(role, parts);
                 message.reasoning_content = m.reasoning_content;
                 message.tool_call_id = m.tool_call_id;
                 if let Some(calls) = m.tool_calls {
@@ -280,22 +282,31 @@ fn thinking_asked(
     Ok(enable)
 }
 
-/// The text of a message's content parts; a part of another kind (an
-/// image, audio, a file) is refused, not dropped unseen.
-fn text_of_parts(parts: &[Value]) -> Result<String, ApiError> {
-    let mut text = String::new();
+/// A message's content parts: text, and pictures as `data:` URLs (the
+/// `n`th message's called "the image_url of message n" in errors); a part
+/// of another kind (audio, a file) is refused, not dropped unseen.
+fn parts_of_message(parts: &[Value], message: usize) -> Result<Vec<MessagePart>, ApiError> {
+    let mut read = Vec::with_capacity(parts.len());
     for part in parts {
-        match (part["type"].as_str(), part["text"].as_str()) {
-            (Some("text"), Some(piece)) => text.push_str(piece),
-            (kind, _) => {
+        let url = match &part["image_url"] {
+            Value::String(url) => Some(url.as_str()),
+            object => object["url"].as_str(),
+        };
+        match (part["type"].as_str(), part["text"].as_str(), url) {
+            (Some("text"), Some(piece), _) => read.push(MessagePart::Text(piece.to_string())),
+            (Some("image_url"), _, Some(url)) => {
+                let name = format!("the image_url of message {message}");
+                read.push(MessagePart::Picture(picture_of_url(&name, url)?));
+            }
+            (kind, _, _) => {
                 let kind = kind.unwrap_or("(no type)").chars().take(40).collect::<String>();
                 return Err(ApiError::BadRequest(format!(
-                    "a `{kind}` content part is not supported: the models Cake serves here read text only"
+                    "a `{kind}` content part is not supported: Cake reads text and pictures (`image_url`)"
                 )));
             }
         }
     }
-    Ok(text)
+    Ok(read)
 }
 
 pub(super) fn openai_finish_reason(ours: FinishReason, tool_calls: &[ToolCall]) -> &'static str {
@@ -350,7 +361,10 @@ pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Resul
         }
         calls
     };
-    let args = request.into_chat_args()?;
+    // Pictures are decoded here: off the server's async threads.
+    let args = tokio::task::spawn_blocking(move || request.into_chat_args())
+        .await
+        .map_err(|e| ApiError::Server(format!("reading the request stopped: {e}")))??;
     let model_id = args.model_id.clone();
     let reply = Reply::start(app, move |app| app.chat_job(args)).await?;
 

@@ -12,6 +12,7 @@
 //! [`MAX_RENDERED_BYTES`] of output. Beyond either it is an error naming the
 //! limit, never a hang or a runaway allocation.
 
+use super::pictures::{AttachedPicture, PICTURE_MARK};
 use super::python_json::{to_python_json, PythonJsonStyle};
 use super::reasoning::THINK_OPEN;
 use super::tool_calls::{ToolCall, ToolCallSyntax};
@@ -21,6 +22,7 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::sync::Arc;
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +39,17 @@ pub struct ChatMessage {
     /// The call a `tool` turn answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The pictures of the turn, in order: each one's place in `content`
+    /// is held by a [`PICTURE_MARK`].
+    #[serde(skip)]
+    pub pictures: Vec<Arc<AttachedPicture>>,
+}
+
+/// A part of a turn as people write it.
+#[derive(Debug, Clone)]
+pub enum MessagePart {
+    Text(String),
+    Picture(AttachedPicture),
 }
 
 impl ChatMessage {
@@ -47,7 +60,29 @@ impl ChatMessage {
             reasoning_content: None,
             tool_calls: None,
             tool_call_id: None,
+            pictures: Vec::new(),
         }
+    }
+
+    /// A turn of text and pictures in order (a [`PICTURE_MARK`] someone
+    /// typed is dropped: only pictures hold one).
+    pub fn with_parts(role: &str, parts: Vec<MessagePart>) -> Self {
+        let mut message = Self::new(role, "");
+        for part in parts {
+            match part {
+                MessagePart::Text(text) => message.content.extend(text.chars().filter(|&c| c != PICTURE_MARK)),
+                MessagePart::Picture(picture) => {
+                    message.content.push(PICTURE_MARK);
+                    message.pictures.push(Arc::new(picture));
+                }
+            }
+        }
+        message
+    }
+
+    /// The texts people wrote in this turn, around its pictures.
+    pub fn written_texts(&self) -> impl Iterator<Item = &str> {
+        self.content.split(PICTURE_MARK)
     }
 }
 

@@ -19,3 +19,4 @@ pub mod stop_strings;
 pub mod tokenizer;
 pub mod tool_calls;
 pub mod tool_prompt;
+pub mod turn_prompt;

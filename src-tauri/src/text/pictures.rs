@@ -93,8 +93,21 @@ pub fn check_placement(pictures: &[PromptPicture], tokens: usize) -> Result<()> 
     Ok(())
 }
 
+/// Pictures a request holds that the model cannot take: the request's
+/// fault (a 400), not the server's.
+#[derive(Debug)]
+pub struct PicturesRefused(pub String);
+
+impl std::fmt::Display for PicturesRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PicturesRefused {}
+
 /// A picture attached to a prompt: upright pixels, and its file's digest.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachedPicture {
     pub image: DecodedImage,
     pub digest: PictureDigest,
@@ -133,7 +146,8 @@ pub fn spell_pictures(
 ) -> Result<String> {
     let marks = rendered.matches(PICTURE_MARK).count();
     if marks != pictures {
-        bail!("the chat template kept {marks} of the {pictures} pictures of the conversation");
+        let why = format!("the model's chat template kept {marks} of the conversation's {pictures} pictures");
+        return Err(PicturesRefused(why).into());
     }
     let name = |id: u32| tokenizer.decode(&[id], false);
     let mut spelled = String::new();
@@ -151,13 +165,14 @@ pub fn spell_pictures(
 /// gets the next picture's embeddings, encoded by `vision`.
 pub fn place_pictures(
     tokens: &[u32],
-    attached: &[AttachedPicture],
+    attached: &[&AttachedPicture],
     vision: &VisionModel,
 ) -> Result<Vec<PromptPicture>> {
     let spelling = vision.spelling();
     let runs = soft_token_runs(tokens, spelling.soft_token);
     if runs.len() != attached.len() {
-        bail!("the prompt holds {} pictures' tokens for {} pictures", runs.len(), attached.len());
+        let why = format!("the prompt holds {} pictures' tokens for {} pictures", runs.len(), attached.len());
+        return Err(PicturesRefused(why).into());
     }
     let mut placed = Vec::with_capacity(runs.len());
     for (run, picture) in runs.into_iter().zip(attached) {
