@@ -6,19 +6,24 @@ With the default model: a system prompt and a question, whole and streamed
 same conversation. With the scripted Qwen3 fixture: a tool is offered, the
 reply is a `thinking` block and a `tool_use` block (`stop_reason:
 tool_use`), streamed alike; the `tool_result` sent back with the reply's
-blocks gets the scripted answer; `tool_choice: any` forces a call. An image
-block is refused with a 400 naming it.
+blocks gets the scripted answer; `tool_choice: any` forces a call. With
+the tiny Gemma 3 that reads pictures, an `image` block is read as `cake
+run --image` reads it (the same prompt tokens and reply); a broken
+picture, a web address and a picture for a text-only model are refused
+with a 400 naming the problem.
 
 Usage: python tests/e2e/anthropic_client.py path/to/cake
 """
 
+import base64
 import sys
 import tempfile
 from pathlib import Path
 
 import anthropic
 import openai
-from serve_process import data_dir_with_default_model, script, scripted_model, scripted_parts, served
+from serve_process import (data_dir_with_default_model, script, scripted_model, scripted_parts, served, vision_case,
+                           vision_model)
 
 SYSTEM = "You are a baker. Answer in one sentence."
 # This SDK has no sampling arguments; Cake reads Anthropic's `temperature` field.
@@ -91,24 +96,39 @@ def check_tools(client: anthropic.Anthropic) -> None:
     assert whole.content[-1].input == streamed.content[-1].input
 
 
+def check_pictures(client: anthropic.Anthropic, cake: str) -> None:
+    """An `image` block reaches a model that reads pictures as `cake run --image` gives it; a broken picture,
+    a web address and a picture for a text-only model are refused with a 400 naming the problem."""
+    case = vision_case(cake)
+    data = base64.b64encode(case["picture"].read_bytes()).decode()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    turn = {"role": "user", "content": [image, {"type": "text", "text": case["question"]}]}
+    reply = client.messages.create(model="gemma3_vision", max_tokens=8, messages=[turn], extra_body=GREEDY)
+    assert (reply.content[0].text, reply.usage.input_tokens) == (case["text"], case["prompt_tokens"]), reply
+    sources = [("default", image["source"], "reads text only"),
+               ("gemma3_vision", {"type": "base64", "media_type": "image/png", "data": "AAAA"}, "not a PNG"),
+               ("gemma3_vision", {"type": "url", "url": "https://example.com/cat.png"}, "does not fetch")]
+    for model, source, said in sources:
+        try:
+            client.messages.create(model=model, max_tokens=5,
+                                   messages=[{"role": "user", "content": [{"type": "image", "source": source}]}])
+            raise AssertionError(f"an image block for {model} ({said}) was accepted")
+        except anthropic.BadRequestError as e:
+            assert said in str(e), e
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        with served(cake, data, "--model", str(scripted_model())) as base:
+        with served(cake, data, "--model", str(scripted_model()), "--model", str(vision_model())) as base:
             client = anthropic.Anthropic(base_url=base, api_key="not-needed", timeout=300, max_retries=0)
             text = check_system_prompt(client, base)
             check_tools(client)
-            image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
-            try:
-                client.messages.create(model="default", max_tokens=5,
-                                       messages=[{"role": "user", "content": [image]}])
-                raise AssertionError("an image block was accepted")
-            except anthropic.BadRequestError as e:
-                assert "image" in str(e), e
+            check_pictures(client, cake)
             print(f"anthropic client: system prompt whole and streamed equal the OpenAI route ({text!r}); "
                   "thinking and tool_use blocks, streamed alike; the tool_result answered; a forced call; "
-                  "an image refused")
+                  "a picture read as cake run --image reads it; a broken one and a web address refused")
     return 0
 
 

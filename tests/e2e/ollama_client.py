@@ -23,7 +23,7 @@ from pathlib import Path
 import ollama
 import pydantic
 from serve_process import (data_dir_with_default_model, default_model, embedding_model, embedding_reference, script,
-                           scripted_model, scripted_parts, served)
+                           scripted_model, scripted_parts, served, vision_case, vision_model)
 
 PROMPT = "Give me two tips for baking bread."
 OPTIONS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "num_predict": 40}
@@ -78,15 +78,28 @@ def check_tools(client: ollama.Client) -> None:
     assert answer.message.content == scripted_parts("tool_result")[1], answer.message
 
 
+def check_pictures(client: ollama.Client, cake: str) -> None:
+    """`images` reach a model that reads pictures as `cake run --image` gives them, in chat and generate."""
+    case = vision_case(cake)
+    greedy = {"temperature": 0, "num_predict": 8}
+    turn = {"role": "user", "content": case["question"], "images": [case["picture"]]}
+    chatted = client.chat("gemma3_vision", [turn], options=greedy)
+    assert (chatted.message.content, chatted.prompt_eval_count) == (case["text"], case["prompt_tokens"]), chatted
+    generated = client.generate("gemma3_vision", case["question"], images=[case["picture"]], options=greedy)
+    assert (generated.response, generated.prompt_eval_count) == (case["text"], case["prompt_tokens"]), generated
+    refused(lambda: client.chat("default", [turn]), "reads text only")
+
+
 def main() -> int:
     cake = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         data = data_dir_with_default_model(Path(tmp))
-        models = ("--model", str(scripted_model()), "--model", str(embedding_model()))
+        models = ("--model", str(scripted_model()), "--model", str(embedding_model()), "--model", str(vision_model()))
         with served(cake, data, *models) as base:
             client = ollama.Client(host=base, timeout=300)
             listed = client.list().models
-            assert [m.model for m in listed] == ["default", "qwen3_scripted", "qwen3_embedding"], listed
+            assert [m.model for m in listed] == ["default", "qwen3_scripted", "qwen3_embedding", "gemma3_vision"], listed
+            check_pictures(client, cake)
             cases = embedding_reference()["cases"]
             embedded = client.embed("qwen3_embedding", [c["text"] for c in cases]).embeddings
             for ours, case in zip(embedded, cases):
@@ -127,7 +140,7 @@ def main() -> int:
                 assert e.status_code == 404 and "missing" in e.error, e
             print(f"ollama client: chat streamed {len(pieces)} pieces equal to cake run; generate raw and "
                   f"templated equal; list, show, ps, embed; thinking apart; a tool call round trip; a format schema "
-                  f"followed ({shaped.message.content})")
+                  f"followed ({shaped.message.content}); a picture read as cake run --image reads it")
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import openai
 from serve_process import (data_dir_with_default_model, default_model, embedding_model, embedding_reference, script,
-                           scripted_model, scripted_parts, served)
+                           scripted_model, scripted_parts, served, vision_case, vision_model)
 
 PROMPT = "Give me two tips for baking bread."
 SETTINGS = {"temperature": 0.7, "top_p": 0.9, "seed": 4242, "max_tokens": 40}
@@ -56,26 +56,15 @@ def check_reasoning(client: openai.OpenAI) -> None:
     assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
 
 
-def vision_model() -> Path:
-    """The tiny Gemma 3 that reads pictures (`generate_tiny_vision.py`); served as `gemma3_vision`."""
-    return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "gemma3_vision"
-
-
 def check_pictures(client: openai.OpenAI, cake: str) -> None:
     """A picture as a data: URL is read as `cake run --image` reads it; misplaced ones are refused."""
-    folder = vision_model()
-    chat = json.loads((folder / "reference.json").read_text())["chat"]
-    picture = folder / chat["picture"]
-    url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
-    content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": chat["question"]}]
+    case = vision_case(cake)
+    url = "data:image/png;base64," + base64.b64encode(case["picture"].read_bytes()).decode()
+    content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": case["question"]}]
     reply = client.chat.completions.create(model="gemma3_vision", messages=[{"role": "user", "content": content}],
                                            temperature=0, max_tokens=8)
-    run = subprocess.run([cake, "run", "--model", str(folder), "--chat", "--image", str(picture), "--prompt",
-                          chat["question"], "--temperature", "0", "--max-tokens", "8", "--json"],
-                         check=True, capture_output=True, text=True)
-    expected = json.loads(run.stdout)
-    assert reply.usage.prompt_tokens == len(expected["prompt_tokens"]) == len(chat["ids"]), reply.usage
-    assert reply.choices[0].message.content == expected["text"], (reply.choices[0].message.content, expected)
+    assert reply.usage.prompt_tokens == case["prompt_tokens"], reply.usage
+    assert reply.choices[0].message.content == case["text"], (reply.choices[0].message.content, case)
     for model, image_url, said in [("default", url, "reads text only"),
                                    ("gemma3_vision", "https://example.com/cat.png", "does not fetch pictures")]:
         content = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": "What is it?"}]

@@ -1,6 +1,7 @@
 """A real `cake serve` on a free loopback port, for the SDK client checks."""
 
 import contextlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -77,3 +78,22 @@ def scripted_parts(name: str) -> tuple[str, str]:
         return "", reply
     reasoning, answer = reply.split("</think>", 1)
     return reasoning.removeprefix("<think>"), answer.lstrip()
+
+
+def vision_model() -> Path:
+    """The tiny Gemma 3 that reads pictures (`generate_tiny_vision.py`); served as `gemma3_vision`."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "gemma3_vision"
+
+
+def vision_case(cake: str) -> dict:
+    """The fixture's picture and question, with what `cake run --chat --image` makes of them (greedy, 8
+    tokens): its `prompt_tokens` (as many as Gemma3Processor's ids) and its `text`."""
+    folder = vision_model()
+    chat = json.loads((folder / "reference.json").read_text())["chat"]
+    picture = folder / chat["picture"]
+    run = subprocess.run([cake, "run", "--model", str(folder), "--chat", "--image", str(picture), "--prompt",
+                          chat["question"], "--temperature", "0", "--max-tokens", "8", "--json"],
+                         check=True, capture_output=True, text=True)
+    out = json.loads(run.stdout)
+    assert out["prompt_tokens"] == chat["ids"], out["prompt_tokens"]
+    return {"picture": picture, "question": chat["question"], "prompt_tokens": len(chat["ids"]), "text": out["text"]}

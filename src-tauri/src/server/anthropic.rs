@@ -7,13 +7,15 @@
 //! {...}}` shape. Images are refused with a 400 (the models read text).
 
 use super::parse_body;
+use super::pictures::{off_the_async_threads, picture_of_base64};
 use super::replies::{new_call_id, Reply, ReplyEvent, WholeReply};
 use crate::app::error::ApiError;
 use crate::app::events::ReplyStats;
 use crate::app::request::ChatArgs;
 use crate::app::App;
-use crate::text::chat_template::{ChatMessage, MessageToolCall};
+use crate::text::chat_template::{ChatMessage, MessagePart, MessageToolCall};
 use crate::text::generation::FinishReason;
+use crate::text::pictures::AttachedPicture;
 use crate::text::sampling::SamplingOverrides;
 use crate::text::tool_calls::{ToolCall, ToolChoice};
 use axum::body::Bytes;
@@ -88,7 +90,7 @@ fn plain_text(content: Content, what: &str) -> Result<String, ApiError> {
 /// A turn's blocks as the conversation's messages: a user turn's
 /// `tool_result`s become `tool` messages before its text; an assistant
 /// turn's `tool_use`s its calls, its `thinking` its reasoning.
-fn turn_messages(message: RequestMessage, into: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+fn turn_messages(message: RequestMessage, index: usize, into: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
     let role = match message.role.as_str() {
         "user" | "assistant" => message.role.clone(),
         other => {
@@ -103,10 +105,14 @@ fn turn_messages(message: RequestMessage, into: &mut Vec<ChatMessage>) -> Result
         }
         Content::Blocks(blocks) => blocks,
     };
-    let (mut text, mut calls, mut reasoning) = (String::new(), Vec::new(), None::<String>);
+    let (mut parts, mut calls, mut reasoning) = (Vec::new(), Vec::new(), None::<String>);
     for block in blocks {
         match (block["type"].as_str().unwrap_or(""), role.as_str()) {
-            ("text", _) => text.push_str(block["text"].as_str().unwrap_or("")),
+            ("text", _) => parts.push(MessagePart::Text(block["text"].as_str().unwrap_or("").to_string())),
+            ("image", "user") => {
+                let name = format!("image {} of message {index}", parts.len() + 1);
+                parts.push(MessagePart::Picture(picture_of_source(&name, &block["source"])?));
+            }
             ("tool_use", "assistant") => {
                 let (Some(id), Some(name)) = (block["id"].as_str(), block["name"].as_str()) else {
                     return Err(ApiError::BadRequest("a `tool_use` block needs its `id` and `name`".into()));
@@ -133,10 +139,9 @@ fn turn_messages(message: RequestMessage, into: &mut Vec<ChatMessage>) -> Result
                 answer.tool_call_id = Some(id.to_string());
                 into.push(answer);
             }
-            ("image" | "document", _) => {
+            ("document", _) => {
                 return Err(ApiError::BadRequest(
-                    "an `image` or `document` block is not supported: the models Cake serves here read text only"
-                        .into(),
+                    "a `document` block is not supported: Cake reads text and pictures (`image` blocks)".into(),
                 ))
             }
             (kind, role) => {
@@ -145,13 +150,25 @@ fn turn_messages(message: RequestMessage, into: &mut Vec<ChatMessage>) -> Result
             }
         }
     }
-    if role == "assistant" || !text.is_empty() {
-        let mut turn = ChatMessage::new(&role, &text);
+    if role == "assistant" || !parts.is_empty() {
+        let mut turn = ChatMessage::with_parts(&role, parts);
         turn.reasoning_content = reasoning;
         turn.tool_calls = (!calls.is_empty()).then_some(calls);
         into.push(turn);
     }
     Ok(())
+}
+
+/// The picture of an `image` block's `source`: `{"type": "base64",
+/// "media_type", "data"}` (Cake fetches no `url`).
+fn picture_of_source(name: &str, source: &Value) -> Result<AttachedPicture, ApiError> {
+    match (source["type"].as_str(), source["data"].as_str()) {
+        (Some("base64"), Some(data)) => picture_of_base64(name, data),
+        (Some("url"), _) => Err(ApiError::BadRequest(format!(
+            "{name}: Cake does not fetch pictures from the web; send the picture itself as a `base64` source"
+        ))),
+        _ => Err(ApiError::BadRequest(format!("{name}: the source must be {{\"type\": \"base64\", \"data\": …}}"))),
+    }
 }
 
 /// Anthropic's tools (`name`, `description`, `input_schema`) in OpenAI's shape.
@@ -176,8 +193,8 @@ impl MessagesRequest {
         if let Some(system) = self.system {
             messages.push(ChatMessage::new("system", &plain_text(system, "`system`")?));
         }
-        for message in self.messages {
-            turn_messages(message, &mut messages)?;
+        for (index, message) in self.messages.into_iter().enumerate() {
+            turn_messages(message, index + 1, &mut messages)?;
         }
         let enable_thinking = match self.thinking.as_ref().map(|t| t["type"].as_str()) {
             None => None,
@@ -357,7 +374,7 @@ async fn start_messages(app: Arc<App>, body: Bytes) -> Result<Response, ApiError
     let request: MessagesRequest = serde_json::from_value(parse_body(&body)?)
         .map_err(|e| ApiError::BadRequest(format!("invalid messages request: {e}")))?;
     let stream = request.stream;
-    let args = request.into_chat_args()?;
+    let args = off_the_async_threads(move || request.into_chat_args()).await?;
     let model = args.model_id.clone();
     let reply = Reply::start(app, move |app| app.chat_job(args)).await?;
     let id = format!("msg_{:024x}", rand::random::<u128>() >> 32);

@@ -11,11 +11,13 @@
 //! the system prompt), as Ollama's do, and the last object counts them in
 //! `truncated_messages`. A reply's reasoning comes apart from its answer, in `thinking`; `think:
 //! false` switches it off where the model's template can. `tools` go to the
-//! model's template and its calls come back in `message.tool_calls`. What
-//! Cake cannot honour yet (images, `format`, a custom `template`,
-//! penalties and samplers it does not have) is refused with a 400 naming
-//! it, never ignored. Errors are Ollama's `{"error": "..."}`.
+//! model's template and its calls come back in `message.tool_calls`;
+//! `images` go to a model that reads pictures, before the turn's text.
+//! What Cake cannot honour yet (a custom `template`, penalties and
+//! samplers it does not have) is refused with a 400 naming it, never
+//! ignored. Errors are Ollama's `{"error": "..."}`.
 
+use super::pictures::{off_the_async_threads, pictures_of_list};
 use super::replies::{new_call_id, Reply, ReplyEvent};
 use super::{parse_body, refuse_if_used};
 use crate::app::engine::Prompt;
@@ -24,7 +26,7 @@ use crate::app::events::ReplyStats;
 use crate::app::request::ReplyArgs;
 use crate::app::App;
 use crate::library::catalog::{Catalog, ModelEntry, ModelKind, ModelStatus};
-use crate::text::chat_template::{ChatMessage, MessageToolCall, RenderOptions};
+use crate::text::chat_template::{ChatMessage, MessagePart, MessageToolCall, RenderOptions};
 use crate::text::constraint::OutputFormat;
 use crate::text::generation::FinishReason;
 use crate::text::sampling::SamplingOverrides;
@@ -416,17 +418,24 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let format = output_format(request.format.as_ref())?;
     let tools = request.tools.filter(|tools| !tools.is_empty());
     let options = RenderOptions { enable_thinking: thinking_asked(request.think.as_ref())?, tools };
-    let mut messages = Vec::with_capacity(request.messages.len());
-    for message in request.messages {
-        refuse_if_used("images", &message.images, "this model reads text only")?;
-        let mut turn = ChatMessage::new(&message.role, &message.content);
-        turn.reasoning_content = message.thinking;
-        if let Some(calls) = message.tool_calls {
-            let calls = calls.into_iter().map(|call| MessageToolCall::new(new_call_id(), call.function));
-            turn.tool_calls = Some(calls.collect());
+    let messages = off_the_async_threads(move || {
+        let mut messages = Vec::with_capacity(request.messages.len());
+        for (index, message) in request.messages.into_iter().enumerate() {
+            // As Ollama gives them to its templates: the pictures before the text.
+            let pictures = pictures_of_list(message.images, Some(index + 1))?;
+            let mut parts: Vec<MessagePart> = pictures.into_iter().map(MessagePart::Picture).collect();
+            parts.push(MessagePart::Text(message.content));
+            let mut turn = ChatMessage::with_parts(&message.role, parts);
+            turn.reasoning_content = message.thinking;
+            if let Some(calls) = message.tool_calls {
+                let calls = calls.into_iter().map(|call| MessageToolCall::new(new_call_id(), call.function));
+                turn.tool_calls = Some(calls.collect());
+            }
+            messages.push(turn);
         }
-        messages.push(turn);
-    }
+        Ok(messages)
+    })
+    .await?;
     let id = named_model(&app, &request.model, Some(ModelKind::Text)).await?.id;
     let mut args = request.options.into_reply_args(id)?;
     args.format = format;
@@ -477,8 +486,12 @@ fn thinking_asked(think: Option<&Value>) -> Result<Option<bool>, ApiError> {
 
 pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let started = Instant::now();
-    let request: GenerateRequest = parse(&body, "generate")?;
-    refuse_if_used("images", &request.images, "this model reads text only")?;
+    let mut request: GenerateRequest = parse(&body, "generate")?;
+    if request.raw {
+        refuse_if_used("images", &request.images, "a `raw` prompt takes no pictures: leave `raw` off")?;
+    }
+    let images = request.images.take();
+    let pictures = off_the_async_threads(move || pictures_of_list(images, None)).await?;
     let format = output_format(request.format.as_ref())?;
     refuse_if_used("suffix", &request.suffix, "fill-in-the-middle is not served")?;
     refuse_if_used("template", &request.template, "Cake renders with the model's own chat template")?;
@@ -495,7 +508,9 @@ pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Answer {
         Prompt::Text(request.prompt)
     } else {
         let mut messages: Vec<ChatMessage> = request.system.iter().map(|s| ChatMessage::new("system", s)).collect();
-        messages.push(ChatMessage::new("user", &request.prompt));
+        let mut parts: Vec<MessagePart> = pictures.into_iter().map(MessagePart::Picture).collect();
+        parts.push(MessagePart::Text(request.prompt));
+        messages.push(ChatMessage::with_parts("user", parts));
         Prompt::Conversation { messages, options }
     };
     let mut args = request.options.into_reply_args(entry.id)?;

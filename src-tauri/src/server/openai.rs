@@ -6,7 +6,7 @@
 //! `{"error": {...}}` shape with a 4xx/5xx status.
 
 use super::parse_body;
-use super::pictures::picture_of_url;
+use super::pictures::{off_the_async_threads, picture_of_url};
 use super::replies::{new_call_id, Reply, ReplyEvent};
 use crate::app::error::ApiError;
 use crate::app::events::ReplyStats;
@@ -361,10 +361,7 @@ pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Resul
         }
         calls
     };
-    // Pictures are decoded here: off the server's async threads.
-    let args = tokio::task::spawn_blocking(move || request.into_chat_args())
-        .await
-        .map_err(|e| ApiError::Server(format!("reading the request stopped: {e}")))??;
+    let args = off_the_async_threads(move || request.into_chat_args()).await?;
     let model_id = args.model_id.clone();
     let reply = Reply::start(app, move |app| app.chat_job(args)).await?;
 

@@ -7,10 +7,42 @@ use crate::app::error::ApiError;
 use crate::images::decode::ImageLimits;
 use crate::text::pictures::AttachedPicture;
 use base64::Engine;
+use serde_json::Value;
 
 /// The largest request body of a route that takes pictures: a picture of
 /// the largest size allowed, in base64, and room for the conversation.
 pub const PICTURE_BODY_LIMIT: usize = ImageLimits::DEFAULT_FILE_BYTES.div_ceil(3) * 4 + (4 << 20);
+
+/// Runs `read` (which decodes a request's pictures: up to a second of
+/// work for a large photo) on a thread of its own, off the server's async
+/// threads.
+pub async fn off_the_async_threads<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| ApiError::Server(format!("reading the request stopped: {e}")))?
+}
+
+/// The pictures of Ollama's `images` (base64 strings) of the `n`th
+/// message, or of the prompt when `message` is `None`.
+pub fn pictures_of_list(images: Option<Value>, message: Option<usize>) -> Result<Vec<AttachedPicture>, ApiError> {
+    let images = match images {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(images)) => images,
+        Some(_) => return Err(ApiError::BadRequest("`images` must be a list of base64 strings".into())),
+    };
+    let place = message.map(|n| format!(" of message {n}")).unwrap_or_default();
+    images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            let name = format!("image {}{place}", i + 1);
+            let encoded = image.as_str().ok_or_else(|| ApiError::BadRequest(format!("{name}: not a base64 string")))?;
+            picture_of_base64(&name, encoded)
+        })
+        .collect()
+}
 
 /// The picture of OpenAI's `image_url` (called `name` in errors): a
 /// `data:` URL holding a base64 file.
