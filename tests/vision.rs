@@ -122,7 +122,8 @@ fn gemma3_prompt_with_pictures_matches_transformers() {
     let vision = model.vision.as_ref().expect("a Gemma 3 checkpoint with a vision tower reads pictures");
     let tokens = ids(&prompt["ids"]);
     let pictures: Vec<AttachedPicture> = prompt["pictures"].as_array().unwrap().iter().map(attached).collect();
-    let placed = place_pictures(&tokens, &pictures.iter().collect::<Vec<_>>(), vision).unwrap();
+    let attached: Vec<&AttachedPicture> = pictures.iter().collect();
+    let placed = place_pictures(&tokens, &attached, vision.spelling(), |p| vision.encode(&p.image)).unwrap();
     assert_eq!(placed.iter().map(|p| p.positions()).collect::<Vec<_>>(), [5..9, 18..22]);
 
     let mut session = model.new_session();

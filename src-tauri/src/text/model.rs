@@ -7,7 +7,7 @@
 use super::chat_template::{fallback_template, ChatTemplate};
 use super::constraint::ConstraintCompiler;
 use super::embedding::EmbeddingSpec;
-use super::pictures::{self, PromptPicture};
+use super::pictures::{self, PictureMemo, PromptPicture};
 use super::sampling::{SamplingOverrides, SamplingParams};
 use super::tokenizer::TextTokenizer;
 use crate::models::context::PREFILL_CHUNK;
@@ -41,6 +41,8 @@ pub struct TextModel {
     /// Why a model with a vision part cannot read pictures (its tower did
     /// not load): its text still works.
     pub vision_unusable: Option<String>,
+    /// The soft tokens of the pictures read last.
+    pub picture_memo: PictureMemo,
     /// Compiles output formats for this vocabulary; built on first use.
     constraint_compiler: OnceLock<Result<ConstraintCompiler, String>>,
 }
@@ -100,6 +102,7 @@ impl TextModel {
             embedding: text.embedding,
             vision: text.vision,
             vision_unusable: text.vision_unusable,
+            picture_memo: PictureMemo::default(),
             constraint_compiler: OnceLock::new(),
         }
     }

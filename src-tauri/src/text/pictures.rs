@@ -4,13 +4,15 @@
 
 use super::tokenizer::TextTokenizer;
 use crate::images::decode::{decode, DecodedImage, ImageLimits};
-use crate::models::vision::{PictureSpelling, Spelled, VisionModel};
+use crate::models::vision::{PictureSpelling, Spelled};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use sha2::{Digest, Sha256};
+use std::collections::VecDeque;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Mutex;
 
 /// What a message's text holds where a picture goes until the prompt is
 /// rendered: U+FFFC, Unicode's placeholder for an embedded object (people's
@@ -162,13 +164,13 @@ pub fn spell_pictures(
 }
 
 /// The pictures of a tokenized prompt: each run of soft tokens, in order,
-/// gets the next picture's embeddings, encoded by `vision`.
+/// gets the next picture's embeddings, made by `encode`.
 pub fn place_pictures(
     tokens: &[u32],
     attached: &[&AttachedPicture],
-    vision: &VisionModel,
+    spelling: &PictureSpelling,
+    encode: impl Fn(&AttachedPicture) -> Result<Tensor>,
 ) -> Result<Vec<PromptPicture>> {
-    let spelling = vision.spelling();
     let runs = soft_token_runs(tokens, spelling.soft_token);
     if runs.len() != attached.len() {
         let why = format!("the prompt holds {} pictures' tokens for {} pictures", runs.len(), attached.len());
@@ -179,10 +181,46 @@ pub fn place_pictures(
         if run.len() != spelling.soft_tokens {
             bail!("a picture's tokens run over {} positions, not {}", run.len(), spelling.soft_tokens);
         }
-        let embeddings = vision.encode(&picture.image)?;
+        let embeddings = encode(picture)?;
         placed.push(PromptPicture { start: run.start, embeddings, digest: picture.digest, mutual: spelling.mutual });
     }
     Ok(placed)
+}
+
+/// How many pictures' soft tokens [`PictureMemo`] keeps: a conversation's
+/// recent pictures (Gemma 3 4B's take 2.6 MB each).
+const REMEMBERED_PICTURES: usize = 8;
+
+/// The soft tokens of the pictures read last, by digest: a conversation
+/// sends its pictures again with every question, and each is read once.
+#[derive(Default)]
+pub struct PictureMemo {
+    kept: Mutex<VecDeque<(PictureDigest, Tensor)>>,
+}
+
+impl PictureMemo {
+    /// The soft tokens of the picture with `digest`: remembered, or made by
+    /// `encode` and remembered (the oldest forgotten past the limit).
+    pub fn get_or_encode(&self, digest: PictureDigest, encode: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+        if let Some(found) = self.kept().iter().find(|(d, _)| *d == digest).map(|(_, t)| t.clone()) {
+            return Ok(found);
+        }
+        // Read without the lock held: another request's picture need not wait.
+        let encoded = encode()?;
+        let mut memo = self.kept();
+        if !memo.iter().any(|(d, _)| *d == digest) {
+            if memo.len() == REMEMBERED_PICTURES {
+                memo.pop_front();
+            }
+            memo.push_back((digest, encoded.clone()));
+        }
+        Ok(encoded)
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, VecDeque<(PictureDigest, Tensor)>> {
+        // A reading that panicked left the list whole: each change is one push or pop.
+        self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// The runs of consecutive `token` in `tokens`.
@@ -224,6 +262,26 @@ mod tests {
         let placed = place(embedded, 8, &[picture(10, 4, true)]).unwrap();
         let rows: Vec<Vec<f32>> = placed.squeeze(0).unwrap().to_vec2().unwrap();
         assert_eq!(rows, [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]);
+    }
+
+    #[test]
+    fn the_memo_reads_each_picture_once_and_forgets_the_oldest() {
+        let memo = PictureMemo::default();
+        let reads = std::cell::Cell::new(0);
+        let read = |value: f32| {
+            reads.set(reads.get() + 1);
+            Ok(Tensor::new(&[value], &Device::Cpu)?)
+        };
+        for round in 0..2 {
+            for picture in 0..REMEMBERED_PICTURES as u8 {
+                let got = memo.get_or_encode([picture; 32], || read(f32::from(picture))).unwrap();
+                assert_eq!(got.to_vec1::<f32>().unwrap(), [f32::from(picture)], "round {round}");
+            }
+        }
+        assert_eq!(reads.get(), REMEMBERED_PICTURES);
+        memo.get_or_encode([200; 32], || read(200.0)).unwrap();
+        memo.get_or_encode([0; 32], || read(0.0)).unwrap();
+        assert_eq!(reads.get(), REMEMBERED_PICTURES + 2, "the oldest was forgotten");
     }
 
     #[test]

@@ -34,7 +34,10 @@ pub fn turn_pictures(model: &TextModel, tokens: &[u32], messages: &[ChatMessage]
     if attached.is_empty() {
         return Ok(Vec::new());
     }
-    place_pictures(tokens, &attached, vision_of(model)?)
+    let vision = vision_of(model)?;
+    place_pictures(tokens, &attached, vision.spelling(), |picture| {
+        model.picture_memo.get_or_encode(picture.digest, || vision.encode(&picture.image))
+    })
 }
 
 /// The model's picture reader; a request's fault when there is none.
