@@ -532,7 +532,7 @@ fn step(width: usize, positions: usize, format: WireFormat) -> (Request, Vec<u8>
         WireFormat::F32 => (0..width * positions).flat_map(|_| 0.5f32.to_le_bytes()).collect(),
         WireFormat::F16 => (0..width * positions).flat_map(|_| half::f16::from_f32(0.5).to_le_bytes()).collect(),
     };
-    (Request::Forward { sequence: 1, shape: vec![1, positions, width], format, route: vec![] }, payload)
+    (Request::Forward { sequence: 1, shape: vec![1, positions, width], format, route: vec![], mutual: vec![] }, payload)
 }
 
 #[test]
@@ -573,12 +573,27 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     let reloaded = ask(&mut channel, &load(manifest.clone()), &[]);
     assert!(matches!(reloaded, Response::Loaded { start: 1, end: 2, .. }), "{reloaded:?}");
     let width = checkpoint.config().hidden_size;
-    let forward = |shape: Vec<usize>| Request::Forward { sequence: 1, shape, format: WireFormat::F32, route: vec![] };
+    let forward = |shape: Vec<usize>| Request::Forward {
+        sequence: 1,
+        shape,
+        format: WireFormat::F32,
+        route: vec![],
+        mutual: vec![],
+    };
     assert_refused(ask(&mut channel, &forward(vec![1, 0, width]), &[]), "positions ≥ 1");
     assert_refused(ask(&mut channel, &forward(vec![1, 400_000, width]), &[]), "context length");
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width + 1]), &[0; 4]), "positions ≥ 1");
     let nan: Vec<u8> = (0..width).flat_map(|i| if i == 3 { f32::NAN } else { 0.5 }.to_le_bytes()).collect();
     assert_refused(ask(&mut channel, &forward(vec![1, 1, width]), &nan), "non-finite");
+    // Picture spans must lie inside the step, in order.
+    let two: Vec<u8> = (0..2 * width).flat_map(|_| 0.5f32.to_le_bytes()).collect();
+    for spans in [&[(0, 3)][..], &[(1, 1)], &[(0, 2), (1, 2)]] {
+        let mut step = forward(vec![1, 2, width]);
+        if let Request::Forward { mutual, .. } = &mut step {
+            *mutual = spans.iter().map(|&(start, end)| start..end).collect();
+        }
+        assert_refused(ask(&mut channel, &step, &two), "cannot see each other");
+    }
     let fine: Vec<u8> = (0..width).flat_map(|_| 0.5f32.to_le_bytes()).collect();
     assert!(matches!(ask(&mut channel, &forward(vec![1, 1, width]), &fine), Response::Hidden { .. }));
     // Relays (not answered): only forward steps, only to an inbox that
@@ -599,8 +614,13 @@ fn a_rogue_master_gets_clean_errors_and_the_worker_stays_up() {
     }
     // A route longer than any cluster is refused before anything runs.
     let hop = Hop { address: "127.0.0.1:9".into(), inbox: 1 };
-    let long_route =
-        Request::Forward { sequence: 1, shape: vec![1, 1, width], format: WireFormat::F32, route: vec![hop; 33] };
+    let long_route = Request::Forward {
+        sequence: 1,
+        shape: vec![1, 1, width],
+        format: WireFormat::F32,
+        route: vec![hop; 33],
+        mutual: vec![],
+    };
     assert_refused(ask(&mut channel, &long_route, &fine), "longer than the 32 allowed");
     let mut worker = worker;
     assert!(worker.child.try_wait().unwrap().is_none(), "the worker process is still running");
@@ -939,7 +959,7 @@ fn a_route_hop_to_a_port_that_is_not_a_worker_is_refused_without_its_bytes() {
         unreachable!()
     };
     let route = vec![Hop { address: banner_address.clone(), inbox: 1 }];
-    let answer = ask(&mut channel, &Request::Forward { sequence, shape, format, route }, &payload);
+    let answer = ask(&mut channel, &Request::Forward { sequence, shape, format, route, mutual: vec![] }, &payload);
     let Response::RelayFailed { next, reason } = answer else { panic!("{answer:?}") };
     assert_eq!(next, banner_address);
     assert!(reason.contains("not a worker of this cluster"), "{reason}");

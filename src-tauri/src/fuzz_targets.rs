@@ -133,7 +133,7 @@ pub fn worker_step(data: &[u8]) {
     // A payload only where it is small: a refusal must not need one.
     let payload = if values <= 1 << 20 { vec![0u8; values * bytes] } else { Vec::new() };
     let mut cache = decoder.new_cache();
-    let _ = run_step(&decoder, &mut cache, &shape, format, &payload);
+    let _ = run_step(&decoder, &mut cache, &shape, format, &payload, &[]);
 }
 
 /// A whole GGUF file's bytes.

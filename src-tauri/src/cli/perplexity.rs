@@ -1,7 +1,8 @@
 //! `cake perplexity`: score a text file or a token list.
 
 use super::{parse_token_list, ModelArgs};
-use crate::text::perplexity::perplexity;
+use crate::text::perplexity::perplexity_with;
+use crate::text::pictures::{place_pictures, AttachedPicture};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -18,6 +19,10 @@ pub struct PerplexityArgs {
     /// Print `{"tokens", "nll", "perplexity"}` as JSON.
     #[arg(long)]
     pub json: bool,
+    /// A picture the tokens hold (repeatable, in order), for models that
+    /// read pictures: each takes the next run of the model's image tokens.
+    #[arg(long = "image", value_name = "PATH")]
+    pub images: Vec<std::path::PathBuf>,
 }
 
 pub fn run(args: PerplexityArgs) -> Result<()> {
@@ -31,7 +36,16 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
         }
         (None, None) => bail!("give a text with --file PATH or --tokens 1,2,3"),
     };
-    let result = perplexity(&model, &tokens)?;
+    let attached = args.images.iter().map(|path| AttachedPicture::read(path)).collect::<Result<Vec<_>>>()?;
+    let pictures = match attached.is_empty() {
+        true => Vec::new(),
+        false => {
+            let vision = model.vision()?;
+            let attached: Vec<&AttachedPicture> = attached.iter().collect();
+            place_pictures(&tokens, &attached, vision.spelling(), |picture| vision.encode(&picture.image))?
+        }
+    };
+    let result = perplexity_with(&model, &tokens, &pictures)?;
     if args.json {
         println!("{}", serde_json::to_string(&result)?);
     } else {

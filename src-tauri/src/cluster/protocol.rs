@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// What the master asks of a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +38,10 @@ pub enum Request {
         format: WireFormat,
         #[serde(default)]
         route: Vec<Hop>,
+        /// Spans of positions (within this step) that see each other both
+        /// ways: one picture's tokens in Gemma 3.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        mutual: Vec<Range<usize>>,
     },
     /// One decode step of several sequences: row `i` of the hidden states
     /// (`[1, sequences.len(), hidden]`) is the next position of
@@ -331,6 +336,19 @@ pub fn check_streams_shape(
 /// positions × context).
 pub const MAX_STEP_POSITIONS: usize = PREFILL_CHUNK;
 
+/// Checks a step's `mutual` spans against its positions `first..first +
+/// positions`: each inside the step, in order, without overlapping.
+pub fn check_mutual_spans(mutual: &[Range<usize>], first: usize, positions: usize) -> Result<()> {
+    let mut free_from = first;
+    for span in mutual {
+        if span.start < free_from || span.end <= span.start || span.end > first + positions {
+            bail!("positions {span:?} cannot see each other in a step of positions {first}..{}", first + positions);
+        }
+        free_from = span.end;
+    }
+    Ok(())
+}
+
 /// Checks hidden states of `shape` for a model `width` wide, continuing a
 /// cache of `cached` positions in a context of `context`.
 pub fn check_hidden_shape(shape: &[usize], width: usize, cached: usize, context: usize) -> Result<()> {
@@ -355,7 +373,13 @@ mod tests {
 
     #[test]
     fn messages_round_trip_with_payloads() {
-        let forward = Request::Forward { sequence: 7, shape: vec![1, 2, 3], format: WireFormat::F16, route: vec![] };
+        let forward = Request::Forward {
+            sequence: 7,
+            shape: vec![1, 2, 3],
+            format: WireFormat::F16,
+            route: vec![],
+            mutual: vec![0..1, 1..3],
+        };
         let frame = encode(&forward, &[1, 2, 3, 4]);
         let (header, payload): (Request, _) = decode(&frame).unwrap();
         assert_eq!(header, forward);

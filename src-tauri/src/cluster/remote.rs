@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use std::collections::VecDeque;
 use std::net::{TcpStream, ToSocketAddrs};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -373,8 +374,9 @@ impl RemoteWorker {
 
     /// Runs the worker's layers (and its route's) on `hidden` within
     /// sequence `sequence`.
-    pub fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
-        self.exchange_hidden(hidden, |shape, format, route| Request::Forward { sequence, shape, format, route })
+    pub fn forward(&self, sequence: u64, hidden: &Tensor, mutual: &[Range<usize>]) -> Result<Tensor> {
+        let mutual = mutual.to_vec();
+        self.exchange_hidden(hidden, |shape, format, route| Request::Forward { sequence, shape, format, route, mutual })
     }
 
     /// One decode step of several sequences: row `i` of `hidden (1, n,
@@ -655,8 +657,8 @@ impl RemoteLayers for RemoteWorker {
         &self.info.name
     }
 
-    fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor> {
-        RemoteWorker::forward(self, sequence, hidden)
+    fn forward(&self, sequence: u64, hidden: &Tensor, mutual: &[Range<usize>]) -> Result<Tensor> {
+        RemoteWorker::forward(self, sequence, hidden, mutual)
     }
 
     fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor> {

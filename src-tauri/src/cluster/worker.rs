@@ -11,8 +11,8 @@ use super::admission::{AcceptBackoff, Admission, Limits, Ticket};
 use super::cluster_key::ClusterKey;
 use super::machine;
 use super::protocol::{
-    check_hidden_shape, check_route, check_streams_shape, decode, encode, tensor_from_bytes, tensor_to_bytes, Hop,
-    Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES, MOST_STEPS_IN_FLIGHT,
+    check_hidden_shape, check_mutual_spans, check_route, check_streams_shape, decode, encode, tensor_from_bytes,
+    tensor_to_bytes, Hop, Request, Response, WireFormat, WorkerInfo, MAX_SEQUENCES, MOST_STEPS_IN_FLIGHT,
 };
 use super::relay::{Inbox, Inboxes, Links, Relayed};
 use super::secure_channel::{FailedGuess, SecureChannel, HANDSHAKE_DEADLINE};
@@ -232,18 +232,21 @@ pub fn load_stage(
 
 /// One forward step of a sequence through the loaded layers: hidden states
 /// of `shape` (in `format`, in `payload`) checked against the model's width,
-/// the cache's room and [`MAX_STEP_POSITIONS`](super::protocol::MAX_STEP_POSITIONS)
-/// before anything is built.
+/// the cache's room and [`MAX_STEP_POSITIONS`](super::protocol::MAX_STEP_POSITIONS),
+/// and the `mutual` spans (positions that see each other both ways) against
+/// the step, before anything is built.
 pub fn run_step(
     decoder: &Decoder,
     cache: &mut KvCache,
     shape: &[usize],
     format: WireFormat,
     payload: &[u8],
+    mutual: &[Range<usize>],
 ) -> Result<Tensor> {
     check_hidden_shape(shape, decoder.config.hidden_size, cache.position(), decoder.context_length())?;
+    check_mutual_spans(mutual, cache.position(), shape[1])?;
     let hidden = tensor_from_bytes(shape, format, payload, decoder.device())?;
-    decoder.forward_layers(&hidden, cache)
+    decoder.forward_layers_seeing(&hidden, cache, mutual)
 }
 
 /// Refuses layers that, with their caches at the context a master asks
@@ -464,10 +467,11 @@ impl State<'_> {
                 self.store_chunk(&manifest_key, chunk, &sha256, payload)?;
                 (Response::Done, Vec::new())
             }
-            Request::Forward { sequence, shape, format, route } => {
+            Request::Forward { sequence, shape, format, route, mutual } => {
                 check_route(&route)?;
-                let (answer, out) = self.forward(sequence, &shape, format, payload)?;
-                self.pass_on(out, answer, route, |shape, route| Request::Forward { sequence, shape, format, route })?
+                let (answer, out) = self.forward(sequence, &shape, format, payload, &mutual)?;
+                let step = |shape, route| Request::Forward { sequence, shape, format, route, mutual: mutual.clone() };
+                self.pass_on(out, answer, route, step)?
             }
             Request::ForwardStreams { sequences, shape, format, route } => {
                 check_route(&route)?;
@@ -572,12 +576,13 @@ impl State<'_> {
         shape: &[usize],
         format: WireFormat,
         payload: &[u8],
+        mutual: &[Range<usize>],
     ) -> Result<(Response, Vec<u8>)> {
         let decoder = self.stage.as_ref().context("no layers loaded: send Load first")?;
         let started = std::time::Instant::now();
         self.check_room_for(&[sequence])?;
         let cache = self.caches.entry(sequence).or_insert_with(|| decoder.new_cache());
-        let out = run_step(decoder, cache, shape, format, payload)?;
+        let out = run_step(decoder, cache, shape, format, payload, mutual)?;
         let kv_bytes = cache.allocated_bytes();
         self.answer_hidden(&out, format, started, kv_bytes)
     }

@@ -6,7 +6,7 @@
 
 use super::decoder::Decoder;
 use super::nn::kv_cache::KvCache;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use candle_core::Tensor;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +17,9 @@ use std::time::Instant;
 pub trait RemoteLayers: Send + Sync {
     /// The machine's name, for messages.
     fn name(&self) -> &str;
-    /// Runs the layers on `hidden` within sequence `sequence`'s cache.
-    fn forward(&self, sequence: u64, hidden: &Tensor) -> Result<Tensor>;
+    /// Runs the layers on `hidden` within sequence `sequence`'s cache; the
+    /// positions of each `mutual` span see each other both ways.
+    fn forward(&self, sequence: u64, hidden: &Tensor, mutual: &[Range<usize>]) -> Result<Tensor>;
     /// One decode step of several sequences: row `i` of `hidden (1, n,
     /// hidden)` is the next position of `sequences[i]`.
     fn forward_streams(&self, sequences: &[u64], hidden: &Tensor) -> Result<Tensor>;
@@ -172,15 +173,12 @@ impl LayerPipeline {
         session: &mut Session,
         mutual: &[Range<usize>],
     ) -> Result<Tensor> {
-        if !mutual.is_empty() && !self.remote_stages.is_empty() {
-            bail!("pictures are not sent to workers yet: run a model that reads pictures on this machine alone");
-        }
         let started = Instant::now();
         let mut hidden = self.decoder.forward_layers_seeing(embedded, &mut session.cache, mutual)?;
         self.local_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let mut next = 0;
         while let Some(stage) = self.remote_stages.get(next) {
-            hidden = stage.worker.forward(session.sequence, &hidden)?;
+            hidden = stage.worker.forward(session.sequence, &hidden, mutual)?;
             next += stage.worker.stages_reached();
         }
         Ok(hidden)

@@ -153,7 +153,8 @@ impl TextModel {
             bail!("no tokens to run");
         }
         let embedded = pictures::place(self.decoder().embed(tokens)?, first, pictures)?;
-        self.pipeline.run_layers_seeing(&embedded, session, &pictures::mutual_spans(pictures))
+        let mutual = pictures::mutual_spans(pictures, first..first + tokens.len());
+        self.pipeline.run_layers_seeing(&embedded, session, &mutual)
     }
 
     /// f32 logits for `tokens` appended to the session, read in pieces of

@@ -1,6 +1,7 @@
 //! Per-token negative log-likelihood of a text under a model, in one causal pass.
 
 use super::model::TextModel;
+use super::pictures::PromptPicture;
 use crate::models::decoder::LogitsFor;
 use anyhow::{bail, Result};
 use candle_core::{DType, Tensor, D};
@@ -20,6 +21,11 @@ pub struct Perplexity {
 
 /// Scores `tokens` (at least two) with one forward pass over all of them.
 pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
+    perplexity_with(model, tokens, &[])
+}
+
+/// Like [`perplexity`] for tokens holding `pictures`.
+pub fn perplexity_with(model: &TextModel, tokens: &[u32], pictures: &[PromptPicture]) -> Result<Perplexity> {
     if tokens.len() < 2 {
         bail!("perplexity needs at least two tokens, got {}", tokens.len());
     }
@@ -29,7 +35,7 @@ pub fn perplexity(model: &TextModel, tokens: &[u32]) -> Result<Perplexity> {
     }
     let decoder = model.decoder();
     let mut session = model.new_session();
-    let hidden = model.hidden_states(tokens, &mut session);
+    let hidden = model.hidden_states_with(tokens, 0, pictures, &mut session);
     model.end_session(session);
     let hidden = hidden?;
     let scored = tokens.len() - 1;

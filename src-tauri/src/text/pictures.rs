@@ -44,9 +44,11 @@ impl PromptPicture {
     }
 }
 
-/// The spans of positions that see each other both ways.
-pub fn mutual_spans(pictures: &[PromptPicture]) -> Vec<Range<usize>> {
-    pictures.iter().filter(|p| p.mutual).map(PromptPicture::positions).collect()
+/// The spans of positions that see each other both ways and reach into
+/// the positions `read` (a piece of the prompt being read).
+pub fn mutual_spans(pictures: &[PromptPicture], read: Range<usize>) -> Vec<Range<usize>> {
+    let reaching = |span: &Range<usize>| span.start < read.end && span.end > read.start;
+    pictures.iter().filter(|p| p.mutual).map(PromptPicture::positions).filter(reaching).collect()
 }
 
 /// `embedded (1, t, hidden)`, the embeddings of positions `first..first + t`,
