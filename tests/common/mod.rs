@@ -20,12 +20,15 @@ pub fn fixture(relative: &str) -> PathBuf {
 
 /// The tiny text-model fixtures (`tests/fixtures/tiny/<family>/` with a
 /// chat template, made by tests/fixtures/generate_tiny_models.py): the one
-/// list every suite takes its families from, in name order.
+/// list every suite takes its families from, in name order. Models that
+/// read pictures (a `preprocessor_config.json`) have their own suite,
+/// tests/vision.rs.
 pub fn tiny_families() -> Vec<String> {
     let mut families: Vec<String> = std::fs::read_dir(fixture("tiny"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|dir| dir.join("chat_template.jinja").exists() && dir.join("reference.json").exists())
+        .filter(|dir| !dir.join("preprocessor_config.json").exists())
         .map(|dir| dir.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     families.sort();
