@@ -19,7 +19,7 @@
 //! | [`cluster`] | running a model across the machines of a LAN | files, formats, guesses, models, text |
 //! | [`speech`] | text to speech (VibeVoice 1.5B and Realtime-0.5B) | audio, cluster, files, formats, models, text |
 //! | [`library`] | the model list, imports and downloads | files, formats, models, speech, text |
-//! | [`app`] | what the window and `cake serve` share: commands, engine thread, conversations | audio, cluster, files, formats, library, models, speech, text |
+//! | [`app`] | what the window and `cake serve` share: commands, engine thread, conversations, their pictures | audio, cluster, files, formats, images, library, models, speech, text |
 //! | [`server`] | `cake serve`: HTTP, the browser UI and the OpenAI-compatible API | app, audio, files, guesses, images, library, speech, text |
 //! | `desktop` | the Tauri window and its tray icon (feature `gui`) | app, files, library, server, startup, text |
 //! | [`fuzz_targets`] | the readers of untrusted bytes, as the fuzzers drive them | cluster, formats, images, speech, text |

@@ -14,7 +14,8 @@
 // drop its oldest turns, and conversations are renamed, searched and exported,
 // across a restart; any message is copied, any reply made again with its
 // versions kept, any message edited with the old branch kept, the theme
-// chosen, and the keyboard shortcuts work; and every screen fits and is shot
+// chosen, and the keyboard shortcuts work; a picture dropped into the
+// composer is read by a vision model and kept with its conversation; and every screen fits and is shot
 // at 360, 768, 1280 and 1920 px, light and dark, the sidebar a drawer in the
 // narrow ones and hidden on demand (remembered) in the wide ones.
 //
@@ -24,7 +25,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync, readFileSync, copyFileSync, readdirSync } from "node:fs";
+import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync, readFileSync, copyFileSync, readdirSync, existsSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { tmpdir, homedir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -1292,6 +1294,99 @@ test("editing turn 1 of a 3-turn chat keeps the old branch: switching back resto
   await messages.nth(0).locator('[data-testid="next-version"]').click();
   await page.locator('[data-testid="message"]', { hasText: "Name a pie." }).waitFor({ state: "detached" });
   assert.match(await messages.nth(0).innerText(), /Name a biscuit\./);
+  await page.close();
+});
+
+/** Calls an app command from the page (with its session), as the UI does; resolves to the JSON answer. */
+async function appCall(page, command, args = {}) {
+  return page.evaluate(
+    async ({ command, args }) => {
+      const response = await fetch(`/app/${command}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(args),
+      });
+      if (!response.ok) throw new Error(`${command}: HTTP ${response.status} ${await response.text()}`);
+      return response.json();
+    },
+    { command, args },
+  );
+}
+
+test("a picture dropped into the composer is read by a vision model, kept across a reload, and deleted with its conversation", async () => {
+  const model = path.resolve(here, "../fixtures/tiny/gemma3_vision");
+  const chat = JSON.parse(readFileSync(path.join(model, "reference.json"), "utf8")).chat;
+  const picture = readFileSync(path.join(model, chat.picture));
+  const pictureId = createHash("sha256").update(picture).digest("hex");
+  // What `cake run` makes of the same picture and question (greedy, 8 tokens).
+  const run = JSON.parse(
+    execFileSync(cakeBin, ["run", "--model", model, "--chat", "--image", path.join(model, chat.picture), "--prompt",
+      chat.question, "--temperature", "0", "--max-tokens", "8", "--json"], { encoding: "utf8" }),
+  );
+  assert.deepEqual(run.prompt_tokens, chat.ids, "cake run reads the processor's prompt");
+
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.setDefaultTimeout(60_000);
+  const chatRequests = [];
+  page.on("request", (request) => {
+    if (request.url().endsWith("/app/chat")) chatRequests.push(JSON.parse(request.postData()));
+  });
+  await openApp(page);
+  await page.locator('[data-testid="models-button"]').click();
+  await page.locator('[data-testid="import-path"]').fill(model);
+  await page.locator('[data-testid="import-button"]').click();
+  await page.locator(`[data-testid="model-row"][data-model-id="file:${model}"]`).waitFor();
+
+  // A text-only model says so; a file that is not a picture is refused naming it.
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption("default");
+  const composer = '[data-testid="composer"]';
+  await dropFiles(page, composer, [{ name: "notes.txt", bytes: Buffer.from("shopping list"), type: "text/plain" }]);
+  await page.locator('[data-testid="error-message"]', { hasText: "notes.txt" }).waitFor();
+  await dropFiles(page, composer, [{ name: "photo.png", bytes: picture, type: "image/png" }]);
+  await page.locator(`${composer} [data-testid="picture-thumbnail"]`).waitFor();
+  await send(page, "What is it?");
+  await page.locator('[data-testid="error-message"]', { hasText: "reads text only" }).waitFor({ timeout: 120_000 });
+
+  await page.locator('[data-testid="new-conversation"]').click();
+  await page.locator('[data-testid="model-select"]').selectOption(`file:${model}`);
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await page.locator('[data-testid="sampling-temperature"]').fill("0");
+  await page.locator('[data-testid="max-tokens"]').fill("8");
+  await page.locator('[data-testid="sampling-panel"] summary').click();
+  await dropFiles(page, composer, [{ name: "photo.png", bytes: picture, type: "image/png" }]);
+  const attached = page.locator(`${composer} [data-testid="picture-thumbnail"]`);
+  await attached.waitFor();
+  assert.equal(await attached.getAttribute("data-picture-id"), pictureId, "kept under its SHA-256");
+  await page.screenshot({ path: path.join(outDir, "browser-picture-attached.png") });
+  await send(page, chat.question);
+  await watchReply(page);
+  await page.locator('[data-testid="stop-button"]').waitFor({ state: "detached" });
+
+  const asked = chatRequests.at(-1);
+  assert.deepEqual(asked.messages.at(-1), { role: "user", content: chat.question, pictures: [pictureId] });
+  const reply = page.locator('[data-testid="message"][data-role="assistant"]').last();
+  assert.equal(await page.locator(`${composer} [data-testid="composer-picture"]`).count(), 0, "sent pictures leave the composer");
+  const conversationId = (await appCall(page, "list_conversations")).conversations[0].id;
+  const stored = await appCall(page, "get_conversation", { id: conversationId });
+  assert.equal(stored.messages[1].stats.prompt_tokens, chat.ids.length, "the prompt held the picture's tokens");
+  assert.equal(stored.messages[1].content, run.text, "the reply read the picture as cake run does");
+
+  await page.reload();
+  const shown = page.locator('[data-testid="message"][data-role="user"] [data-testid="picture-thumbnail"]');
+  await shown.waitFor();
+  assert.ok(await shown.evaluate((img) => img.complete && img.naturalWidth > 0), "the thumbnail is drawn after a reload");
+  await page.screenshot({ path: path.join(outDir, "browser-picture-message.png") });
+
+  // The picture goes with the last conversation that shows it (the text-only try showed it too).
+  const kept = path.join(workDir, "data", "pictures", pictureId);
+  assert.ok(existsSync(kept), kept);
+  const all = (await appCall(page, "list_conversations")).conversations.map((c) => c.id);
+  assert.equal(all.length, 2, all.join(" "));
+  await appCall(page, "delete_conversation", { id: conversationId });
+  assert.ok(existsSync(kept), "kept while another conversation shows it");
+  await appCall(page, "delete_conversation", { id: all.find((id) => id !== conversationId) });
+  assert.ok(!existsSync(kept), "deleted with the last conversation showing it");
   await page.close();
 });
 

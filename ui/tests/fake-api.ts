@@ -15,12 +15,14 @@ import type {
   HubFile,
   LoadProgressEvent,
   ModelEntry,
+  PictureSource,
   PromptProgressEvent,
   ReplyPart,
   ReplyStats,
   SpeakAudioEvent,
   SpeakRequest,
   SpeakUpdate,
+  StoredPicture,
   Voice,
   VoiceKind,
   VoiceSource,
@@ -211,6 +213,8 @@ export function createFakeApi(
     /** The notice the next added voice gets (e.g. it was cut at 60 s). */
     nextVoiceNotice: null as string | null,
     speakScript: speakAndFinish as SpeakScript,
+    /** Kept pictures' bytes, by id. */
+    pictures: new Map<string, Uint8Array>(),
   };
   let voiceCount = 0;
 
@@ -233,6 +237,20 @@ export function createFakeApi(
     if (kind === "prompt") server.audio.set(entry.id, bytes);
     server.voices.unshift(entry);
     return entry;
+  }
+
+  /** Keeps a picture like the backend: a PNG by its first bytes, else refused naming the file; one id per content. */
+  function acceptPicture(source: PictureSource): StoredPicture {
+    const file = "path" in source ? source.path : source.file_name;
+    const bytes = "path" in source ? filesOnDisk(source.path) : base64ToBytes(source.file_base64);
+    const png = bytes !== null && [0x89, 0x50, 0x4e, 0x47].every((b, i) => bytes[i] === b);
+    if (!png) throw new Error(`${file}: not a PNG, JPEG, WebP or GIF picture`);
+    const id = [...bytes]
+      .reduce((hash, b) => (hash * 31 + b) >>> 0, 7)
+      .toString(16)
+      .padStart(64, "0");
+    server.pictures.set(id, bytes);
+    return { id, width: 1, height: 1 };
   }
 
   function audioOf(id: string, known: boolean) {
@@ -378,6 +396,12 @@ export function createFakeApi(
     }),
     listVoices: vi.fn(async () => ({ voices: structuredClone(server.voices) })),
     addVoice: vi.fn(async (source: VoiceSource) => structuredClone(acceptVoice(source))),
+    addPicture: vi.fn(async (source: PictureSource) => acceptPicture(source)),
+    pictureThumbnail: vi.fn(async (id: string) => {
+      const bytes = server.pictures.get(id);
+      if (!bytes) throw new Error(`no picture ${id}`);
+      return { jpeg_base64: bytesToBase64(bytes) };
+    }),
     setVoiceTranscript: vi.fn(async (id: string, transcript: string) => {
       const stored = server.voices.find((v) => v.id === id);
       if (!stored) throw new Error(`no voice ${id}`);

@@ -312,6 +312,55 @@ describe("chat", () => {
   });
 });
 
+describe("pictures", () => {
+  const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
+
+  it("are kept when attached, go with the message by id, and stay when its text is edited", async () => {
+    const { cake, api, server, state } = await started();
+    await cake.pictures.attachFiles([new File([PNG], "cat.png", { type: "image/png" })]);
+    const [attached] = state().attached;
+    expect(attached.name).toBe("cat.png");
+    expect(server.pictures.has(attached.id!)).toBe(true);
+    expect(await cake.pictures.thumbnail(attached.id!)).toMatch(/^data:image\/jpeg;base64,/);
+
+    const pictures = cake.pictures.takeAll().map((p) => p.id!);
+    expect(state().attached).toEqual([]);
+    await cake.chat.send("What is this?", pictures);
+    const request = vi.mocked(api.chat).mock.calls[0][0];
+    expect(request.messages).toEqual([{ role: "user", content: "What is this?", pictures }]);
+    const id = state().selectedId!;
+    expect(server.conversations.get(id)!.messages[0].pictures).toEqual(pictures);
+
+    await cake.chat.editAndResend(0, "And now?");
+    expect(vi.mocked(api.chat).mock.calls[1][0].messages).toEqual([{ role: "user", content: "And now?", pictures }]);
+  });
+
+  it("a message of pictures alone is sent; a file that is not a picture is refused and dropped", async () => {
+    const { cake, api, state } = await started();
+    await cake.pictures.attachFiles([
+      new File([PNG], "cat.png", { type: "image/png" }),
+      new File(["shopping list"], "notes.txt", { type: "text/plain" }),
+    ]);
+    expect(state().attached.map((p) => p.name)).toEqual(["cat.png"]);
+    expect(state().notices[0].message).toMatch(/notes\.txt: not a PNG/);
+    const pictures = cake.pictures.takeAll().map((p) => p.id!);
+    expect(await cake.chat.send("", pictures)).toBe(true);
+    expect(vi.mocked(api.chat).mock.calls[0][0].messages).toEqual([{ role: "user", content: "", pictures }]);
+    expect(await cake.chat.send("", [])).toBe(false);
+  });
+
+  it("taken for a message that was not sent come back before newer ones", async () => {
+    const { cake, state } = await started();
+    await cake.pictures.attachFiles([new File([PNG], "a.png", { type: "image/png" })]);
+    const taken = cake.pictures.takeAll();
+    await cake.pictures.attachFiles([new File([PNG, PNG], "b.png", { type: "image/png" })]);
+    cake.pictures.restore(taken);
+    expect(state().attached.map((p) => p.name)).toEqual(["a.png", "b.png"]);
+    cake.pictures.remove(state().attached[0].key);
+    expect(state().attached.map((p) => p.name)).toEqual(["b.png"]);
+  });
+});
+
 describe("conversations", () => {
   it("does not pile up empty new conversations", async () => {
     const { cake, state } = await started();

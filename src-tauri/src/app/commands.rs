@@ -8,7 +8,10 @@
 use super::engine::{base64_encode, CancelFlag, ChatJob, EventSink, Prompt, SpeakJob};
 use super::error::ApiError;
 use super::events::{Done, EngineEvent, ErrorKind, Progress};
-use super::request::{AddVoiceArgs, ChatArgs, Command, CommandRequest, ReplyArgs, SpeakArgs};
+use super::picture_store::pictures_in;
+use super::request::{
+    AddPictureArgs, AddVoiceArgs, AppChatArgs, ChatArgs, Command, CommandRequest, ReplyArgs, SpeakArgs,
+};
 use super::App;
 use crate::cluster::cluster_key::ClusterKey;
 use crate::files::hf_cache;
@@ -77,7 +80,7 @@ impl App {
                     .expect("file lists serialize"))
             }
             Command::DeleteConversation { id } => {
-                self.conversations.delete(&id)?;
+                self.delete_conversation(&id)?;
                 Ok(json!({}))
             }
             Command::ListVoices => Ok(json!({"voices": self.speech.voices().map_err(ApiError::server)?})),
@@ -102,6 +105,10 @@ impl App {
             Command::DeleteClip { id } => {
                 self.speech.delete_clip(&id).map_err(not_found)?;
                 Ok(json!({}))
+            }
+            Command::AddPicture(a) => self.add_picture(a),
+            Command::PictureThumbnail { id } => {
+                Ok(json!({"jpeg_base64": base64_encode(&self.pictures.thumbnail(&id)?)}))
             }
             Command::ClusterStatus => Ok(self.cluster.status()),
             Command::GenerateClusterKey => Ok(json!({"key": ClusterKey::generate()})),
@@ -140,6 +147,32 @@ impl App {
         }
     }
 
+    fn add_picture(&self, a: AddPictureArgs) -> Result<Value, ApiError> {
+        let picture = match (a.path, a.file_base64) {
+            (Some(path), None) => self.pictures.add_file(std::path::Path::new(&path)),
+            (None, Some(data)) => {
+                let bytes = base64_decode(&data)
+                    .map_err(|e| ApiError::BadRequest(format!("add_picture: `file_base64` is not base64: {e}")))?;
+                self.pictures.add_bytes(a.file_name.as_deref().unwrap_or("the picture"), &bytes)
+            }
+            _ => return Err(ApiError::BadRequest("add_picture: give either `path` or `file_base64`".into())),
+        };
+        Ok(serde_json::to_value(picture.map_err(ApiError::of)?).expect("pictures serialize"))
+    }
+
+    /// Deletes a conversation, and the pictures only it showed.
+    fn delete_conversation(&self, id: &str) -> Result<(), ApiError> {
+        let mut shown = std::collections::HashSet::new();
+        if let Ok(conversation) = self.conversations.get(id) {
+            pictures_in(&conversation, &mut shown);
+        }
+        self.conversations.delete(id)?;
+        if let Some(used) = self.conversations.pictures_used().filter(|_| !shown.is_empty()) {
+            self.pictures.forget(&shown, &used);
+        }
+        Ok(())
+    }
+
     fn add_voice(&self, a: AddVoiceArgs) -> Result<Value, ApiError> {
         let voice = match (a.path, a.file_base64) {
             (Some(path), None) => self.speech.add_voice_file(&a.name, std::path::Path::new(&path)),
@@ -170,7 +203,7 @@ impl App {
                 Ok(())
             }
             Command::Chat(args) => {
-                let job = self.chat_job(args)?;
+                let job = self.chat_job(self.with_pictures(args)?)?;
                 self.engine.chat(job, sink, cancel);
                 Ok(())
             }
@@ -228,6 +261,19 @@ impl App {
     }
 
     /// Checks a chat request and resolves its model.
+    /// The app's chat request with the stored pictures its messages name
+    /// attached.
+    fn with_pictures(&self, a: AppChatArgs) -> Result<ChatArgs, ApiError> {
+        let mut chat = a.chat;
+        chat.messages = a
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, message)| message.attach(i + 1, &self.pictures))
+            .collect::<Result<_, _>>()?;
+        Ok(chat)
+    }
+
     pub fn chat_job(&self, a: ChatArgs) -> Result<ChatJob, ApiError> {
         let reply = ReplyArgs {
             model_id: a.model_id,

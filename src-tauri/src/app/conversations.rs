@@ -7,8 +7,10 @@
 //! a file that cannot be written or read is the machine's.
 
 use super::error::ApiError;
+use super::picture_store::{pictures_in, PictureId};
 use crate::files::storage::{read_json, write_json_atomically, StorageError};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -111,6 +113,16 @@ impl ConversationStore {
                 is_conversation.then(|| (id, read_json(&path).map(Option::unwrap_or_default)))
             })
             .collect()
+    }
+
+    /// The pictures the conversations show; `None` when a file cannot be
+    /// read (what it shows is unknown, so no picture may be deleted).
+    pub fn pictures_used(&self) -> Option<HashSet<PictureId>> {
+        let mut used = HashSet::new();
+        for (_, read) in self.files() {
+            pictures_in(&read.ok()?, &mut used);
+        }
+        Some(used)
     }
 
     pub fn get(&self, id: &str) -> Result<Value> {

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod key_store;
+pub mod picture_store;
 pub mod request;
 pub mod speech_library;
 
@@ -21,6 +22,7 @@ use crate::text::model::LoadOptions;
 use cluster::ClusterControl;
 use conversations::ConversationStore;
 use engine::{CancelFlag, Engine};
+use picture_store::{PictureStore, UNSENT_PICTURE_LIFETIME};
 use speech_library::SpeechLibrary;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,6 +36,8 @@ pub struct App {
     pub cluster: ClusterControl,
     /// Stored voice prompts and speech clips.
     pub speech: SpeechLibrary,
+    /// The pictures conversations show.
+    pub pictures: PictureStore,
     /// Cancel flags of running streams, by the id the UI gave them.
     streams: Arc<Mutex<HashMap<String, CancelFlag>>>,
 }
@@ -58,12 +62,20 @@ impl App {
         let conversations = ConversationStore::new(catalog.data_dir().join("conversations"));
         let cluster = ClusterControl::open(catalog.data_dir(), cluster);
         let speech = SpeechLibrary::new(catalog.data_dir());
+        let pictures = PictureStore::new(catalog.data_dir());
+        if let Some(used) = conversations.pictures_used() {
+            let forgotten = pictures.forget_unsent(&used, UNSENT_PICTURE_LIFETIME);
+            if forgotten > 0 {
+                tracing::info!(forgotten, "deleted pictures attached a day ago and never sent");
+            }
+        }
         options.context_length = options.context_length.or(cluster.context_length());
         options.gpu = gpu.unwrap_or_else(|| cluster.gpu_request());
         Self {
             catalog,
             engine: Engine::start(options, cluster.master_settings()),
             speech,
+            pictures,
             conversations,
             cluster,
             streams: Arc::new(Mutex::new(HashMap::new())),
@@ -72,7 +84,7 @@ impl App {
 }
 
 /// The folders of the data folder that the app writes files in.
-const WRITTEN_FOLDERS: [&str; 4] = ["", "conversations", "voices", "clips"];
+const WRITTEN_FOLDERS: [&str; 5] = ["", "conversations", "voices", "clips", "pictures"];
 
 /// Removes the temporary files that a crash mid-write left in the data
 /// folder; a folder that cannot be swept is logged and left.

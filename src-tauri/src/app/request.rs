@@ -8,6 +8,7 @@
 
 use super::cluster::SettingsUpdate;
 use super::error::ApiError;
+use super::picture_store::{MessageWithPictures, PictureId};
 use crate::text::chat_template::ChatMessage;
 use crate::text::constraint::OutputFormat;
 use crate::text::sampling::SamplingOverrides;
@@ -68,6 +69,12 @@ pub enum Command {
     DeleteClip {
         id: String,
     },
+    /// Keep a picture for a conversation (an upload or a file on this machine).
+    AddPicture(AddPictureArgs),
+    /// A stored picture's thumbnail.
+    PictureThumbnail {
+        id: PictureId,
+    },
     ClusterStatus,
     GenerateClusterKey,
     SetClusterSettings(SettingsUpdate),
@@ -83,7 +90,7 @@ pub enum Command {
     LoadModel {
         id: String,
     },
-    Chat(ChatArgs),
+    Chat(AppChatArgs),
     Speak(SpeakArgs),
     DownloadModel {
         repo_id: String,
@@ -158,6 +165,27 @@ pub struct AddVoiceArgs {
     pub transcript: Option<String>,
 }
 
+/// Arguments of `add_picture`: a file on the serving machine or an upload.
+#[derive(Deserialize)]
+pub struct AddPictureArgs {
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub file_base64: Option<String>,
+    /// The uploaded file's name, for messages.
+    #[serde(default)]
+    pub file_name: Option<String>,
+}
+
+/// Arguments of the app's `chat`: those of [`ChatArgs`], whose messages
+/// may name stored pictures.
+#[derive(Deserialize)]
+pub struct AppChatArgs {
+    pub messages: Vec<MessageWithPictures>,
+    #[serde(flatten)]
+    pub chat: ChatArgs,
+}
+
 /// Arguments of `speak`.
 #[derive(Deserialize)]
 pub struct SpeakArgs {
@@ -186,6 +214,8 @@ fn keep_by_default() -> bool {
 #[derive(Deserialize)]
 pub struct ChatArgs {
     pub model_id: String,
+    /// (The app's `chat` reads them as [`AppChatArgs::messages`].)
+    #[serde(default)]
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub sampling: SamplingOverrides,
@@ -249,6 +279,25 @@ mod tests {
         assert!(request.command.is_streaming());
         assert_eq!(request.stream_id.as_deref(), Some("s"));
         assert!(!CommandRequest::parse("app_info", json!({})).unwrap().command.is_streaming());
+    }
+
+    #[test]
+    fn the_apps_chat_reads_its_messages_pictures_beside_the_other_arguments() {
+        let id = "ab".repeat(32);
+        let args = json!({"model_id": "m", "max_tokens": 7, "sampling": {"temperature": 0.0},
+            "messages": [{"role": "user", "content": "What is it?", "pictures": [id]}, {"role": "assistant", "content": "A cat."}]});
+        let Command::Chat(chat) = CommandRequest::parse("chat", args).unwrap().command else { panic!("not a chat") };
+        assert_eq!((chat.chat.model_id.as_str(), chat.chat.max_tokens), ("m", 7));
+        assert_eq!(chat.messages.len(), 2);
+        assert_eq!(chat.messages[0].pictures.iter().map(PictureId::as_str).collect::<Vec<_>>(), [id.as_str()]);
+        assert_eq!(chat.messages[0].message.content, "What is it?");
+        assert!(chat.messages[1].pictures.is_empty());
+        let bad =
+            json!({"model_id": "m", "messages": [{"role": "user", "content": "x", "pictures": ["../../etc/passwd"]}]});
+        let Err(ApiError::BadRequest(message)) = CommandRequest::parse("chat", bad) else {
+            panic!("a bad id is refused")
+        };
+        assert!(message.contains("is not a picture id"), "{message}");
     }
 
     #[test]

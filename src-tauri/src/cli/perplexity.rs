@@ -42,7 +42,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
         false => {
             let vision = model.vision()?;
             let attached: Vec<&AttachedPicture> = attached.iter().collect();
-            place_pictures(&tokens, &attached, vision.spelling(), |picture| vision.encode(&picture.image))?
+            place_pictures(&tokens, &attached, vision.spelling(), |picture| vision.encode(&*picture.image()?))?
         }
     };
     let result = perplexity_with(&model, &tokens, &pictures)?;

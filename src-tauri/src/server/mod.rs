@@ -57,6 +57,7 @@ pub fn router(app: Arc<App>, policy: Arc<AccessPolicy>) -> Router {
     let login = Router::new().route("/login", post(log_in)).with_state(policy.clone());
     Router::new()
         .route("/app/add_voice", post(add_voice).layer(DefaultBodyLimit::max(VOICE_UPLOAD_LIMIT)))
+        .route("/app/add_picture", post(add_picture).layer(DefaultBodyLimit::max(PICTURE_BODY_LIMIT)))
         .route("/app/{command}", post(api_command))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions).layer(DefaultBodyLimit::max(PICTURE_BODY_LIMIT)))
@@ -271,6 +272,11 @@ async fn api_command(State(app): State<Arc<App>>, Path(command): Path<String>, b
 /// [`VOICE_UPLOAD_LIMIT`]).
 async fn add_voice(State(app): State<Arc<App>>, body: Bytes) -> Response {
     run_command(app, "add_voice", body).await
+}
+
+/// `add_picture`, whose body may carry the largest picture allowed.
+async fn add_picture(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    run_command(app, "add_picture", body).await
 }
 
 /// The largest request body `add_voice` takes: the longest voice prompt

@@ -8,10 +8,11 @@ use crate::models::vision::{PictureSpelling, Spelled};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// What a message's text holds where a picture goes until the prompt is
@@ -110,32 +111,67 @@ impl std::fmt::Display for PicturesRefused {
 
 impl std::error::Error for PicturesRefused {}
 
-/// A picture attached to a prompt: upright pixels, and its file's digest.
+/// A picture attached to a prompt: its file's digest, and its upright
+/// pixels, decoded already or read from a kept file when first needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachedPicture {
-    pub image: DecodedImage,
     pub digest: PictureDigest,
+    pixels: Pixels,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pixels {
+    Decoded(DecodedImage),
+    /// A file checked when it was kept, whose digest names it.
+    InFile(PathBuf),
 }
 
 impl AttachedPicture {
+    pub fn new(image: DecodedImage, digest: PictureDigest) -> Self {
+        Self { digest, pixels: Pixels::Decoded(image) }
+    }
+
     /// Decodes the file `bytes` (called `name` in errors) within the
     /// default limits.
     pub fn decode(name: &str, bytes: &[u8]) -> Result<Self> {
         let image = decode(name, bytes, &ImageLimits::default())?;
-        Ok(Self { image, digest: Sha256::digest(bytes).into() })
+        Ok(Self::new(image, Sha256::digest(bytes).into()))
     }
 
     /// Reads and decodes the picture file at `path`; a file larger than the
     /// limit is refused before it is read.
     pub fn read(path: &Path) -> Result<Self> {
-        let name = path.display().to_string();
-        let limit = ImageLimits::default().max_file_bytes;
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
-        let mut bytes = Vec::new();
-        // One byte past the limit is enough to know the file is too large.
-        file.take(limit as u64 + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read {name}"))?;
-        Self::decode(&name, &bytes)
+        Self::decode(&path.display().to_string(), &read_capped(path)?)
     }
+
+    /// The picture kept in the file at `path`, whose contents have the
+    /// SHA-256 `digest`: read only when its pixels are needed (a picture
+    /// whose soft tokens are remembered never is).
+    pub fn in_file(path: PathBuf, digest: PictureDigest) -> Self {
+        Self { digest, pixels: Pixels::InFile(path) }
+    }
+
+    /// Its upright pixels.
+    pub fn image(&self) -> Result<Cow<'_, DecodedImage>> {
+        match &self.pixels {
+            Pixels::Decoded(image) => Ok(Cow::Borrowed(image)),
+            Pixels::InFile(path) => {
+                let bytes = read_capped(path)?;
+                Ok(Cow::Owned(decode(&path.display().to_string(), &bytes, &ImageLimits::default())?))
+            }
+        }
+    }
+}
+
+/// The bytes of the picture file at `path`; a file larger than the limit
+/// is refused having read one byte past it.
+fn read_capped(path: &Path) -> Result<Vec<u8>> {
+    let name = path.display();
+    let limit = ImageLimits::default().max_file_bytes;
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read {name}"))?;
+    Ok(bytes)
 }
 
 /// `rendered`, a prompt whose messages held one [`PICTURE_MARK`] per

@@ -36,7 +36,7 @@ pub fn turn_pictures(model: &TextModel, tokens: &[u32], messages: &[ChatMessage]
     }
     let vision = vision_of(model)?;
     place_pictures(tokens, &attached, vision.spelling(), |picture| {
-        model.picture_memo.get_or_encode(picture.digest, || vision.encode(&picture.image))
+        model.picture_memo.get_or_encode(picture.digest, || vision.encode(&*picture.image()?))
     })
 }
 

@@ -23,11 +23,13 @@ import type {
   ModelDoneEvent,
   ModelEntry,
   ModelList,
+  PictureSource,
   PromptProgressEvent,
   ReplyPart,
   SpeakDoneEvent,
   SpeakEvent,
   SpeakRequest,
+  StoredPicture,
   SpeakUpdate,
   Voice,
   VoiceSource,
@@ -156,6 +158,16 @@ export const api = {
 
   /** The plans for a text model over the workers that answer now, without loading it (master only). */
   previewCluster: (modelId: string) => call<ClusterPreview>("preview_cluster", { model_id: modelId }),
+
+  /**
+   * Keep a picture for a conversation: a file on the serving machine or an
+   * upload. It is checked by decoding it; anything else rejects with a
+   * message naming the file.
+   */
+  addPicture: (source: PictureSource) => call<StoredPicture>("add_picture", source),
+
+  /** A stored picture's thumbnail (a JPEG at most 320 pixels on a side). */
+  pictureThumbnail: (id: string) => call<{ jpeg_base64: string }>("picture_thumbnail", { id }),
 
   /** The stored voices (prompts and presets), newest first. */
   listVoices: () => call<{ voices: Voice[] }>("list_voices"),

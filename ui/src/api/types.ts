@@ -56,6 +56,8 @@ export interface ChatMessage {
   content: string;
   /** An assistant reply's reasoning, kept apart from its answer. */
   reasoning_content?: string;
+  /** A user's turn: the ids of the stored pictures it shows (`add_picture`), before its text. */
+  pictures?: string[];
 }
 
 /** Why a reply ended, as the engine says it (`text/generation.rs` FinishReason). */
@@ -494,6 +496,16 @@ export type VoiceSource =
   | { name: string; path: string }
   | { name: string; file_base64: string; file_name: string }
   | { name: string; wav_base64: string; file_name?: string };
+
+/** `add_picture`: a file on the serving machine (the desktop window's drops) or an upload. */
+export type PictureSource = { path: string } | { file_base64: string; file_name: string };
+
+/** A picture kept for conversations: its id (the SHA-256 of the file) and its upright size. */
+export interface StoredPicture {
+  id: string;
+  width: number;
+  height: number;
+}
 
 /** `voice_audio` / `clip_audio`: a 16-bit PCM mono WAV file, base64-encoded. */
 export interface WavAudio {

@@ -2,14 +2,16 @@
 // Speech or Cluster screen, error
 // toasts, the theme, the keyboard shortcuts (lib/shortcuts.ts; Escape stops
 // a reply or the speech being made, or silences speech still playing) and
-// file drops (files dropped on the desktop window are imported as models, or
-// added as voices while the Speech screen is open).
+// file drops (files dropped on the desktop window are imported as models,
+// added as voices while the Speech screen is open, or attached to the next
+// message when they are pictures dropped on the chat).
 
 import { useEffect, useState } from "preact/hooks";
 import { neighbour, shortcutFor } from "../lib/shortcuts";
 import { applyTheme } from "../lib/theme";
 import { conversationOrder } from "../state/app-state";
 import { nativeFiles } from "../transport";
+import { looksLikePicture } from "../state/pictures";
 import { ChatView } from "./ChatView";
 import { ClusterPanel } from "./ClusterPanel";
 import { useAppState, useCake } from "./context";
@@ -59,7 +61,11 @@ export function App() {
       {dropping ? (
         <div class="drop-overlay" aria-hidden="true">
           <div class="drop-message">
-            {state.view === "speech" ? "Drop WAV files or voice presets to add voices" : "Drop to import the model"}
+            {state.view === "speech"
+              ? "Drop WAV files or voice presets to add voices"
+              : state.view === "chat"
+                ? "Drop pictures to attach them, or a model to import it"
+                : "Drop to import the model"}
           </div>
         </div>
       ) : null}
@@ -122,7 +128,8 @@ function useShortcuts(showShortcuts: (show: boolean) => void) {
 
 /**
  * In the desktop window, take files dropped on it: voices on the Speech
- * screen, models anywhere else. Returns whether files hover.
+ * screen, pictures on the chat (attached to the next message), models
+ * anywhere else. Returns whether files hover.
  */
 function useFileDrops(): boolean {
   const cake = useCake();
@@ -135,8 +142,13 @@ function useFileDrops(): boolean {
       .watchDrops({
         hovering: setHovering,
         dropped: async (paths) => {
-          if (cake.store.get().view === "speech") {
+          const view = cake.store.get().view;
+          if (view === "speech") {
             await cake.speech.addVoicePaths(paths);
+            return;
+          }
+          if (view === "chat" && paths.every(looksLikePicture)) {
+            await cake.pictures.attachPaths(paths);
             return;
           }
           cake.showView("models");

@@ -86,10 +86,10 @@ export function ChatView() {
         generating={generating}
         blocked={busy && !generating}
         canRegenerate={!busy && last !== undefined && (last.role === "assistant" || last.role === "user")}
-        onSend={(text) => {
+        onSend={(text, pictures) => {
           // Within the key press or click: the reply may be read aloud once made.
           if (conversation.auto_read) cake.speech.prepareReading();
-          return cake.chat.send(text);
+          return cake.chat.send(text, pictures);
         }}
         onStop={() => cake.chat.stop()}
         onRegenerate={() => void cake.chat.regenerate()}

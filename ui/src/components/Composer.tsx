@@ -1,10 +1,19 @@
 // The message box under the chat: Enter sends, Shift+Enter adds a line.
 // While a reply streams, Send turns into Stop (Escape works too, anywhere).
+// Pictures pasted, dropped on it or picked with its picture button are
+// kept at once and shown as thumbnails above the text; they go with the
+// next message.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { RetryIcon, SendIcon, StopIcon } from "./icons";
+import { useAppState, useCake } from "./context";
+import { CloseIcon, PictureIcon, RetryIcon, SendIcon, StopIcon } from "./icons";
+import { PictureThumbnail } from "./PictureThumbnail";
 import { useAutosize } from "./useAutosize";
 import { useNarrow } from "./useNarrow";
+import { useNoStrayDrops } from "./useNoStrayDrops";
+
+/** What the picture button offers: the formats Cake reads. */
+const PICTURE_FILE_TYPES = "image/png,image/jpeg,image/webp,image/gif,.png,.jpg,.jpeg,.webp,.gif";
 
 interface Props {
   /** Changes when another conversation opens, to move focus here. */
@@ -13,36 +22,99 @@ interface Props {
   /** Another conversation is replying: this one must wait. */
   blocked: boolean;
   canRegenerate: boolean;
-  onSend: (text: string) => Promise<boolean>;
+  /** Sends the text and the ids of the pictures attached; resolves false when it was not sent. */
+  onSend: (text: string, pictures: string[]) => Promise<boolean>;
   onStop: () => void;
   onRegenerate: () => void;
 }
 
 export function Composer({ conversationId, generating, blocked, canRegenerate, onSend, onStop, onRegenerate }: Props) {
+  const cake = useCake();
+  const attached = useAppState().attached;
   const [text, setText] = useState("");
+  const [over, setOver] = useState(false);
   const area = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
+  const depth = useRef(0);
   const narrow = useNarrow();
   useAutosize(area, text);
+  useNoStrayDrops();
   useEffect(() => area.current?.focus(), [conversationId]);
 
-  const canSend = !generating && !blocked && text.trim() !== "";
+  const adding = attached.some((picture) => picture.id === null);
+  const canSend = !generating && !blocked && !adding && (text.trim() !== "" || attached.length > 0);
   async function send() {
     if (!canSend) return;
     const sent = text;
+    const pictures = cake.pictures.takeAll();
     setText("");
-    const accepted = await onSend(sent);
-    // Not sent (no model…): give the text back unless something new was typed.
-    if (!accepted) setText((current) => (current === "" ? sent : current));
+    const accepted = await onSend(
+      sent,
+      pictures.map((picture) => picture.id ?? ""),
+    );
+    // Not sent (no model…): give the text and pictures back unless something new was typed.
+    if (!accepted) {
+      setText((current) => (current === "" ? sent : current));
+      cake.pictures.restore(pictures);
+    }
   }
+
+  const carriesFiles = (event: DragEvent) => event.dataTransfer?.types.includes("Files") ?? false;
 
   return (
     <form
-      class="composer"
+      class={`composer${over ? " over" : ""}`}
+      data-testid="composer"
       onSubmit={(event) => {
         event.preventDefault();
         void send();
       }}
+      onDragEnter={(event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        depth.current += 1;
+        setOver(true);
+      }}
+      onDragOver={(event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
+      }}
+      onDragLeave={() => {
+        depth.current = Math.max(0, depth.current - 1);
+        if (depth.current === 0) setOver(false);
+      }}
+      onDrop={(event) => {
+        event.preventDefault();
+        depth.current = 0;
+        setOver(false);
+        const files = Array.from(event.dataTransfer?.files ?? []);
+        if (files.length > 0) void cake.pictures.attachFiles(files);
+      }}
     >
+      {attached.length > 0 ? (
+        <ul class="composer-pictures" data-testid="composer-pictures">
+          {attached.map((picture) => (
+            <li key={picture.key} class="composer-picture" data-testid="composer-picture">
+              {picture.id === null ? (
+                <span class="picture-thumbnail loading" aria-label={`Adding ${picture.name}`} />
+              ) : (
+                <PictureThumbnail id={picture.id} name={picture.name} />
+              )}
+              <button
+                type="button"
+                class="ghost small remove-picture"
+                data-testid="remove-picture"
+                aria-label={`Remove ${picture.name}`}
+                title="Remove"
+                onClick={() => cake.pictures.remove(picture.key)}
+              >
+                <CloseIcon />
+              </button>
+            </li>
+          ))}
+        </ul>
+      ) : null}
       <textarea
         ref={area}
         rows={1}
@@ -57,6 +129,12 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
         }
         value={text}
         onInput={(event) => setText(event.currentTarget.value)}
+        onPaste={(event) => {
+          const files = Array.from(event.clipboardData?.files ?? []).filter((file) => file.type.startsWith("image/"));
+          if (files.length === 0) return;
+          event.preventDefault();
+          void cake.pictures.attachFiles(files);
+        }}
         onKeyDown={(event) => {
           if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
             event.preventDefault();
@@ -65,6 +143,30 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
         }}
       />
       <div class="composer-actions">
+        <button
+          type="button"
+          class="ghost"
+          data-testid="attach-picture"
+          aria-label="Attach pictures"
+          title="Attach pictures (or paste or drop them here)"
+          onClick={() => picker.current?.click()}
+        >
+          <PictureIcon />
+        </button>
+        <input
+          ref={picker}
+          type="file"
+          accept={PICTURE_FILE_TYPES}
+          multiple
+          tabIndex={-1}
+          class="visually-hidden"
+          data-testid="picture-file-input"
+          onChange={(event) => {
+            const files = Array.from(event.currentTarget.files ?? []);
+            event.currentTarget.value = ""; // choosing the same file again still fires
+            void cake.pictures.attachFiles(files);
+          }}
+        />
         {canRegenerate ? (
           <button
             type="button"

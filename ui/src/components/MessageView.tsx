@@ -1,7 +1,8 @@
 // One chat message. Assistant replies render as (safe) Markdown with copy
 // buttons on code blocks and their speed stats, and can be made again, the
-// versions kept and switchable, and read aloud; user messages show as plain
-// text and can be edited and resent. Every message can be copied.
+// versions kept and switchable, and read aloud; user messages show their
+// pictures' thumbnails and their text as plain text, and can be edited and
+// resent. Every message can be copied.
 
 import { useMemo, useState } from "preact/hooks";
 import type { ReplyStats, StoredMessage } from "../api/types";
@@ -12,6 +13,7 @@ import { renderMarkdown } from "../lib/markdown";
 import { CopyButton } from "./CopyButton";
 import { EditIcon, RetryIcon, SpeakerIcon, StopIcon } from "./icons";
 import { MessageEditor } from "./MessageEditor";
+import { PictureThumbnail } from "./PictureThumbnail";
 import { ProgressBar } from "./ProgressBar";
 
 interface Props {
@@ -69,7 +71,16 @@ export function MessageView({
           <span />
         </div>
       ) : isUser ? (
-        <UserBody content={message.content} />
+        <>
+          {message.pictures && message.pictures.length > 0 ? (
+            <div class="message-pictures" data-testid="message-pictures">
+              {message.pictures.map((id, i) => (
+                <PictureThumbnail key={`${i}:${id}`} id={id} />
+              ))}
+            </div>
+          ) : null}
+          {message.content !== "" ? <UserBody content={message.content} /> : null}
+        </>
       ) : (
         <>
           {message.reasoning !== undefined ? (

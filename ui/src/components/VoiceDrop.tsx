@@ -4,10 +4,11 @@
 // the backend tells them apart, and refuses anything else). In the desktop
 // window files dropped anywhere arrive as paths instead (see App's file drops).
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { nativeFiles } from "../transport";
 import { useAppState, useCake } from "./context";
 import { PlusIcon } from "./icons";
+import { useNoStrayDrops } from "./useNoStrayDrops";
 
 /** What the file input offers: WAV voice prompts and voice presets. */
 const VOICE_FILE_TYPES = ".wav,audio/wav,.pt,.safetensors";
@@ -98,23 +99,4 @@ export function VoiceDrop() {
       />
     </div>
   );
-}
-
-/**
- * In a browser, a file dropped just beside the drop zone would make the tab
- * open it and leave the app: while the zone is shown, such drops do nothing.
- */
-function useNoStrayDrops() {
-  useEffect(() => {
-    if (nativeFiles) return; // the desktop window handles drops itself
-    const ignore = (event: DragEvent) => {
-      if (event.dataTransfer?.types.includes("Files")) event.preventDefault();
-    };
-    window.addEventListener("dragover", ignore);
-    window.addEventListener("drop", ignore);
-    return () => {
-      window.removeEventListener("dragover", ignore);
-      window.removeEventListener("drop", ignore);
-    };
-  }, []);
 }

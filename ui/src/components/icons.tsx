@@ -27,6 +27,19 @@ export const PlusIcon = () => (
   </Icon>
 );
 
+export const PictureIcon = () => (
+  <Icon>
+    <path d="M4 5h16v14H4zM4 16l5-5 4 4 2-2 5 5" />
+    <circle cx="15.5" cy="9" r="1.5" />
+  </Icon>
+);
+
+export const CloseIcon = () => (
+  <Icon>
+    <path d="M6 6l12 12M18 6L6 18" />
+  </Icon>
+);
+
 export const TrashIcon = () => (
   <Icon>
     <path d="M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3" />

@@ -122,12 +122,15 @@ export function displayTitle(conversation: Pick<Conversation, "title"> & Partial
 /**
  * What `chat` receives: the system prompt (if any), then the messages
  * without stats; a reply's reasoning goes along for the template to keep
- * or leave out.
+ * or leave out, and a user's pictures by their ids.
  */
 export function requestMessages(conversation: Conversation): ChatMessage[] {
-  const messages: ChatMessage[] = conversation.messages.map(({ role, content, reasoning }) =>
-    reasoning === undefined ? { role, content } : { role, content, reasoning_content: reasoning },
-  );
+  const messages: ChatMessage[] = conversation.messages.map(({ role, content, reasoning, pictures }) => ({
+    role,
+    content,
+    ...(reasoning === undefined ? {} : { reasoning_content: reasoning }),
+    ...(pictures && pictures.length > 0 ? { pictures } : {}),
+  }));
   const system = conversation.system_prompt.trim();
   return system === "" ? messages : [{ role: "system", content: conversation.system_prompt }, ...messages];
 }

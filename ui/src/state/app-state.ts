@@ -46,6 +46,13 @@ export interface ContextOverflow {
   canDropOldest: boolean;
 }
 
+/** A picture in the composer: being kept (`id` null) or ready to send. */
+export interface ComposerPicture {
+  key: number;
+  name: string;
+  id: string | null;
+}
+
 /** A `load_model` stream in progress. */
 export interface LoadState {
   id: string;
@@ -96,6 +103,8 @@ export interface AppState {
   selectedId: string | null;
   /** The conversation currently receiving a reply. */
   generatingId: string | null;
+  /** Pictures attached in the composer, to go with the next message. */
+  attached: ComposerPicture[];
   /** Set while a long prompt is being read (before the reply's first token). */
   promptProgress: PromptProgress | null;
   overflow: ContextOverflow | null;
@@ -148,6 +157,7 @@ export function initialState(prefs: Prefs): AppState {
     conversations: {},
     selectedId: null,
     generatingId: null,
+    attached: [],
     promptProgress: null,
     overflow: null,
     downloadFailure: null,

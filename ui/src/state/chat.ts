@@ -126,14 +126,16 @@ export function createChatActions(
   }
 
   /**
-   * Send a user message in the selected conversation. Resolves false (and
-   * leaves the conversation as it was) when it cannot be sent.
+   * Send a user message, its text and the ids of the pictures it shows, in
+   * the selected conversation. Resolves false (and leaves the conversation
+   * as it was) when it cannot be sent.
    */
-  async function send(text: string): Promise<boolean> {
+  async function send(text: string, pictures: string[] = []): Promise<boolean> {
     const conversation = selected();
-    if (!conversation || busy() || text.trim() === "") return false;
+    if (!conversation || busy() || (text.trim() === "" && pictures.length === 0)) return false;
     if (modelFor(conversation) === null) return false;
-    conversations.update(conversation.id, { messages: [...conversation.messages, { role: "user", content: text }] });
+    const message: StoredMessage = { role: "user", content: text, ...(pictures.length > 0 ? { pictures } : {}) };
+    conversations.update(conversation.id, { messages: [...conversation.messages, message] });
     await generate(conversation.id);
     return true;
   }
@@ -176,10 +178,19 @@ export function createChatActions(
    */
   async function editAndResend(index: number, text: string): Promise<void> {
     const conversation = selected();
-    if (!conversation || busy() || text.trim() === "") return;
-    if (conversation.messages[index]?.role !== "user" || modelFor(conversation) === null) return;
+    const original = conversation?.messages[index];
+    if (!conversation || busy() || original?.role !== "user") return;
+    // The message's pictures stay: only its text was edited.
+    const pictures = original.pictures;
+    if (text.trim() === "" && !pictures?.length) return;
+    if (modelFor(conversation) === null) return;
     const { before, versions } = replaceFrom(conversation.messages, index);
-    const edited: StoredMessage = { role: "user", content: text, ...(versions ? { alternatives: versions } : {}) };
+    const edited: StoredMessage = {
+      role: "user",
+      content: text,
+      ...(pictures && pictures.length > 0 ? { pictures } : {}),
+      ...(versions ? { alternatives: versions } : {}),
+    };
     conversations.update(conversation.id, { messages: [...before, edited] });
     await conversations.save(conversation.id);
     await generate(conversation.id);

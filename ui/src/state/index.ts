@@ -11,6 +11,7 @@ import { createConversationActions } from "./conversations";
 import { createChatActions } from "./chat";
 import { createClusterActions } from "./cluster";
 import { createSpeechActions, type LiveSpeech } from "./speech";
+import { createPictureActions } from "./pictures";
 import { loadPrefs, savePrefs, type KeyValueStorage, type Prefs } from "./prefs";
 import { replyKey } from "../lib/conversation";
 
@@ -26,6 +27,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null, live: Live
     if (conversations.get(conversationId)?.auto_read) void speech.readAloud(replyKey(conversationId, index), text);
   });
   const cluster = createClusterActions(store, api, notices);
+  const pictures = createPictureActions(store, api, notices);
 
   return {
     store,
@@ -35,6 +37,7 @@ export function createCake(api: Api, storage: KeyValueStorage | null, live: Live
     chat,
     cluster,
     speech,
+    pictures,
 
     /** Fetch everything the first screen needs. */
     async start(): Promise<void> {
