@@ -142,31 +142,31 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
           }
         }}
       />
+      <button
+        type="button"
+        class="ghost"
+        data-testid="attach-picture"
+        aria-label="Attach pictures"
+        title="Attach pictures (or paste or drop them here)"
+        onClick={() => picker.current?.click()}
+      >
+        <PictureIcon /> <span class="button-label">Pictures</span>
+      </button>
+      <input
+        ref={picker}
+        type="file"
+        accept={PICTURE_FILE_TYPES}
+        multiple
+        tabIndex={-1}
+        class="visually-hidden"
+        data-testid="picture-file-input"
+        onChange={(event) => {
+          const files = Array.from(event.currentTarget.files ?? []);
+          event.currentTarget.value = ""; // choosing the same file again still fires
+          void cake.pictures.attachFiles(files);
+        }}
+      />
       <div class="composer-actions">
-        <button
-          type="button"
-          class="ghost"
-          data-testid="attach-picture"
-          aria-label="Attach pictures"
-          title="Attach pictures (or paste or drop them here)"
-          onClick={() => picker.current?.click()}
-        >
-          <PictureIcon />
-        </button>
-        <input
-          ref={picker}
-          type="file"
-          accept={PICTURE_FILE_TYPES}
-          multiple
-          tabIndex={-1}
-          class="visually-hidden"
-          data-testid="picture-file-input"
-          onChange={(event) => {
-            const files = Array.from(event.currentTarget.files ?? []);
-            event.currentTarget.value = ""; // choosing the same file again still fires
-            void cake.pictures.attachFiles(files);
-          }}
-        />
         {canRegenerate ? (
           <button
             type="button"
