@@ -7,6 +7,7 @@ use base64::Engine;
 use cake::images::pixels::{pixel_values, Normalization};
 use cake::images::resize::{resize, Filter};
 use cake::models::decoder::LogitsFor;
+use cake::models::gpu_offload::{GpuMode, GpuRequest};
 use cake::models::vision::gemma3_projector::Gemma3Projector;
 use cake::models::vision::siglip::{SiglipConfig, SiglipVision, Tensors};
 use cake::text::generation::{generate, generate_cached, GenerationRequest};
@@ -114,11 +115,30 @@ fn gemma3_pixel_values_match_the_processor_for_every_shape() {
 /// picture in the same place is not taken from the cache.
 #[test]
 fn gemma3_prompt_with_pictures_matches_transformers() {
+    check_prompt_with_pictures(GpuRequest::default());
+}
+
+/// The same with every layer on the GPU (lavapipe where there is none):
+/// the GPU's attention lets a picture's tokens see each other.
+#[test]
+fn gemma3_prompt_with_pictures_on_the_gpu_matches_transformers() {
+    check_prompt_with_pictures(GpuRequest { mode: GpuMode::On, ..Default::default() });
+}
+
+fn check_prompt_with_pictures(gpu: GpuRequest) {
     let folder = fixture("tiny/gemma3_vision");
     let reference: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
     let prompt = &reference["prompt"];
-    let model = TextModel::load(&folder, &LoadOptions::default()).unwrap();
+    let on_gpu = gpu.mode == GpuMode::On;
+    let model = TextModel::load(&folder, &LoadOptions { gpu, ..Default::default() }).unwrap();
+    if on_gpu {
+        assert_eq!(
+            model.decoder().gpu.layers.len(),
+            model.decoder().config.num_hidden_layers(),
+            "every layer on the GPU"
+        );
+    }
     let vision = model.vision.as_ref().expect("a Gemma 3 checkpoint with a vision tower reads pictures");
     let tokens = ids(&prompt["ids"]);
     let pictures: Vec<AttachedPicture> = prompt["pictures"].as_array().unwrap().iter().map(attached).collect();

@@ -1,4 +1,5 @@
-//! Keys and values in VRAM (f16) and causal attention over them.
+//! Keys and values in VRAM (f16) and causal attention over them, where
+//! spans of positions may also see each other both ways.
 
 use crate::batch::{groups_of_64, Batch};
 use crate::buffer::GpuTensor;
@@ -48,9 +49,12 @@ impl GpuKvCache {
     }
 }
 
+/// The most spans of mutually seeing positions one attention call takes.
+pub const MAX_MUTUAL_SPANS: usize = 8;
+
 /// The shape and options of one attention call.
 #[derive(Debug, Clone, Copy)]
-pub struct AttentionShape {
+pub struct AttentionShape<'a> {
     pub tokens: usize,
     pub heads: usize,
     /// Multiplies the scores (usually `1 / sqrt(head_dim)`).
@@ -59,6 +63,10 @@ pub struct AttentionShape {
     pub softcap: Option<f32>,
     /// Only the last `window` positions are seen (sliding-window layers).
     pub window: Option<usize>,
+    /// Spans of positions that see each other both ways, besides the ones
+    /// before them (one picture's tokens in Gemma 3); each must be cached
+    /// whole. At most [`MAX_MUTUAL_SPANS`].
+    pub mutual: &'a [std::ops::Range<usize>],
 }
 
 impl Gpu {
@@ -145,7 +153,7 @@ impl Batch<'_> {
         shape: AttentionShape,
         out: &GpuTensor,
     ) -> Result<()> {
-        let AttentionShape { tokens, heads, scale, softcap, window } = shape;
+        let AttentionShape { tokens, heads, scale, softcap, window, mutual } = shape;
         let len = tokens * heads * cache.head_dim;
         if q.len() < len || out.len() < len {
             bail!("attention over {len} query values got tensors of {} and {}", q.len(), out.len());
@@ -156,8 +164,17 @@ impl Batch<'_> {
         if tokens > cache.len {
             bail!("{tokens} queries but only {} cached positions", cache.len);
         }
+        if mutual.len() > MAX_MUTUAL_SPANS {
+            bail!(
+                "{} spans of mutually seeing positions in one attention call; at most {MAX_MUTUAL_SPANS}",
+                mutual.len()
+            );
+        }
+        if let Some(span) = mutual.iter().find(|span| span.is_empty() || span.end > cache.len) {
+            bail!("a span of mutually seeing positions {span:?} is not within the {} cached", cache.len);
+        }
         let first = cache.len - tokens;
-        let params = [
+        let mut params = vec![
             tokens as u32,
             heads as u32,
             cache.kv_heads as u32,
@@ -165,10 +182,17 @@ impl Batch<'_> {
             cache.capacity as u32,
             first as u32,
             window.unwrap_or(0) as u32,
-            0,
+            mutual.len() as u32,
             scale.to_bits(),
             softcap.unwrap_or(0.0).to_bits(),
+            0,
+            0,
         ];
+        let mut spans = [0u32; 2 * MAX_MUTUAL_SPANS];
+        for (slot, span) in spans.chunks_exact_mut(2).zip(mutual) {
+            slot.copy_from_slice(&[span.start as u32, span.end as u32]);
+        }
+        params.extend(spans);
         let buffers = [&q.buffer, &cache.keys, &cache.values, &out.buffer];
         self.dispatch(Kernel::Attention(cache.precision), &buffers, &params, (tokens * heads) as u32, 1);
         Ok(())

@@ -288,6 +288,7 @@ fn reference_attention(
     scale: f32,
     softcap: Option<f32>,
     window: Option<usize>,
+    mutual: &[std::ops::Range<usize>],
 ) -> Vec<f64> {
     let round = |v: f32| match precision {
         KvPrecision::F16 => f16::from_f32(v).to_f32() as f64,
@@ -297,10 +298,11 @@ fn reference_attention(
     for t in 0..tokens {
         let pos = positions - tokens + t;
         let start = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+        let last = mutual.iter().find(|span| span.contains(&pos)).map_or(pos, |span| span.end - 1);
         for h in 0..heads {
             let kvh = h / (heads / kv_heads);
             let qv = &q[(t * heads + h) * head_dim..][..head_dim];
-            let scores: Vec<f64> = (start..=pos)
+            let scores: Vec<f64> = (start..=last)
                 .map(|p| {
                     let k = &keys[(p * kv_heads + kvh) * head_dim..][..head_dim];
                     let s = qv.iter().zip(k).map(|(a, b)| *a as f64 * round(*b)).sum::<f64>() * scale as f64;
@@ -311,7 +313,7 @@ fn reference_attention(
             let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
             let total: f64 = weights.iter().sum();
             for d in 0..head_dim {
-                let v: f64 = (start..=pos)
+                let v: f64 = (start..=last)
                     .zip(&weights)
                     .map(|(p, w)| w * round(values[(p * kv_heads + kvh) * head_dim + d]))
                     .sum();
@@ -358,14 +360,15 @@ fn attention_matches_for_prompts_and_decode_steps() {
             let ks = gpu.upload("k", &keys[new.clone()]).unwrap();
             let vs = gpu.upload("v", &values[new]).unwrap();
             let (qs, out) = (gpu.upload("q", &q).unwrap(), gpu.zeros("out", q.len()).unwrap());
-            let shape = AttentionShape { tokens, heads: c.heads, scale, softcap: c.softcap, window: c.window };
+            let shape =
+                AttentionShape { tokens, heads: c.heads, scale, softcap: c.softcap, window: c.window, mutual: &[] };
             let mut batch = Batch::new(&gpu);
             batch.kv_append(&mut cache, &ks, &vs, tokens).unwrap();
             batch.attention(&qs, &cache, shape, &out).unwrap();
             batch.submit().unwrap();
             done += tokens;
             let dims = (tokens, c.heads, c.kv_heads, c.head_dim);
-            let want = reference_attention(precision, &q, &keys, &values, dims, done, scale, c.softcap, c.window);
+            let want = reference_attention(precision, &q, &keys, &values, dims, done, scale, c.softcap, c.window, &[]);
             let what = format!("attention {}/{}×{} at {done} ({precision:?})", c.heads, c.kv_heads, c.head_dim);
             assert_close(&what, &gpu.read(&out, q.len()).unwrap(), &want, 1e-4);
         }
@@ -373,6 +376,52 @@ fn attention_matches_for_prompts_and_decode_steps() {
         let ks = gpu.zeros("k", capacity * width).unwrap();
         let full = batch.kv_append(&mut cache, &ks, &ks, 4).unwrap_err();
         assert!(full.to_string().contains("do not fit"), "{full}");
+    }
+}
+
+/// Gemma 3's mask for pictures: a span's positions see each other both
+/// ways, within the sliding window's reach back, over two prompt pieces.
+#[test]
+fn attention_lets_a_span_of_positions_see_itself_both_ways() {
+    let gpu = gpu(GpuOptions::default());
+    let mut rng = Rng(31);
+    let (heads, kv_heads, head_dim) = (4, 2, 64);
+    let width = kv_heads * head_dim;
+    let pieces: [(usize, &[std::ops::Range<usize>]); 2] = [(40, &[3..9, 12..40]), (30, &[45..46, 50..69])];
+    for window in [None, Some(16)] {
+        let total = 70;
+        let keys: Vec<f32> = rng.values(total * width).iter().map(|v| v * 3.0).collect();
+        let values = rng.values(total * width);
+        let mut cache = gpu.kv_cache(KvPrecision::F32, kv_heads, head_dim, total).unwrap();
+        let mut done = 0;
+        for (tokens, mutual) in pieces {
+            let q = rng.values(tokens * heads * head_dim);
+            let new = done * width..(done + tokens) * width;
+            let (ks, vs) = (gpu.upload("k", &keys[new.clone()]).unwrap(), gpu.upload("v", &values[new]).unwrap());
+            let (qs, out) = (gpu.upload("q", &q).unwrap(), gpu.zeros("out", q.len()).unwrap());
+            let shape = AttentionShape { tokens, heads, scale: 0.125, softcap: None, window, mutual };
+            let mut batch = Batch::new(&gpu);
+            batch.kv_append(&mut cache, &ks, &vs, tokens).unwrap();
+            batch.attention(&qs, &cache, shape, &out).unwrap();
+            batch.submit().unwrap();
+            done += tokens;
+            let dims = (tokens, heads, kv_heads, head_dim);
+            let want =
+                reference_attention(KvPrecision::F32, &q, &keys, &values, dims, done, 0.125, None, window, mutual);
+            let causal =
+                reference_attention(KvPrecision::F32, &q, &keys, &values, dims, done, 0.125, None, window, &[]);
+            let got = gpu.read(&out, q.len()).unwrap();
+            assert_close(&format!("spans {mutual:?}, window {window:?}"), &got, &want, 1e-4);
+            let apart = got.iter().zip(&causal).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+            assert!(apart > 1e-2, "the spans changed nothing ({apart})");
+        }
+        // A span reaching past the cached positions is refused.
+        let (qs, out) = (gpu.zeros("q", heads * head_dim).unwrap(), gpu.zeros("out", heads * head_dim).unwrap());
+        let past_the_end = 69..71;
+        let mutual = std::slice::from_ref(&past_the_end);
+        let shape = AttentionShape { tokens: 1, heads, scale: 1.0, softcap: None, window, mutual };
+        let refused = Batch::new(&gpu).attention(&qs, &cache, shape, &out).unwrap_err();
+        assert!(refused.to_string().contains("not within the 70 cached"), "{refused}");
     }
 }
 
@@ -410,13 +459,13 @@ fn copied_caches_keep_their_prefix_and_grow() {
     let q = rng.values(4 * heads * head_dim);
     let (qs, out) = (gpu.upload("q", &q).unwrap(), gpu.zeros("out", q.len()).unwrap());
     let scale = 0.2;
-    let shape = AttentionShape { tokens: 4, heads, scale, softcap: None, window: None };
+    let shape = AttentionShape { tokens: 4, heads, scale, softcap: None, window: None, mutual: &[] };
     let mut batch = Batch::new(&gpu);
     batch.kv_append(&mut grown, &ks, &vs, 4).unwrap();
     batch.attention(&qs, &grown, shape, &out).unwrap();
     batch.submit().unwrap();
     let dims = (4, heads, kv_heads, head_dim);
-    let want = reference_attention(KvPrecision::F16, &q, &keys, &values, dims, 10, scale, None, None);
+    let want = reference_attention(KvPrecision::F16, &q, &keys, &values, dims, 10, scale, None, None, &[]);
     assert_close("attention over a copied cache", &gpu.read(&out, q.len()).unwrap(), &want, 1e-4);
     assert!(gpu.kv_copy(&cache, 11, 40).is_err(), "more positions than cached");
 }

@@ -1,5 +1,7 @@
 // Causal attention of new queries over an f16 key/value cache, one
-// workgroup per (query, head). Keys come in tiles of 64, one per thread;
+// workgroup per (query, head); a query inside one of the spans also sees
+// the keys after it up to the span's end (one picture's tokens in Gemma 3
+// see each other both ways). Keys come in tiles of 64, one per thread;
 // the softmax runs online (a running maximum and sum), and each thread keeps
 // the output values d = lid, lid + 64, ... of the head.
 
@@ -11,11 +13,12 @@ struct Params {
     capacity: u32,    // positions per head in the cache
     first: u32,       // the first query's position
     window: u32,      // 0, or the sliding window's length
-    _pad0: u32,
+    spans: u32,       // how many spans `span` holds (at most 8)
     scale: f32,
     softcap: f32,     // 0: none
     _pad1: u32,
     _pad2: u32,
+    span: array<vec4<u32>, 4>,  // [start, end) of positions, two spans to a vector
 }
 
 @group(0) @binding(0) var<storage, read> Q: array<f32>;
@@ -60,6 +63,21 @@ fn reduce_sum(lid: u32) -> f32 {
     return result;
 }
 
+// The last key position `pos` sees: its own, or its span's last.
+fn last_seen(pos: u32) -> u32 {
+    for (var i = 0u; i < P.spans; i++) {
+        let pair = P.span[i / 2u];
+        var range = pair.xy;
+        if (i % 2u == 1u) {
+            range = pair.zw;
+        }
+        if (pos >= range.x && pos < range.y) {
+            return range.y - 1u;
+        }
+    }
+    return pos;
+}
+
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -74,6 +92,7 @@ fn main(
     let head = id % P.heads;
     let kv_head = head / (P.heads / P.kv_heads);
     let pos = P.first + token;
+    let last = last_seen(pos);
     var start = 0u;
     if (P.window > 0u && pos + 1u > P.window) {
         start = pos + 1u - P.window;
@@ -87,10 +106,10 @@ fn main(
     var running_max = NONE;
     var running_sum = 0.0;
     var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    for (var tile = start; tile <= pos; tile += WG) {
+    for (var tile = start; tile <= last; tile += WG) {
         let key = tile + lid;
         var score = NONE;
-        if (key <= pos) {
+        if (key <= last) {
             let first_pair = ((head_base + key) * P.head_dim) / 2u;
             var dot = 0.0;
             for (var d = 0u; d < P.head_dim; d += 2u) {
@@ -106,7 +125,7 @@ fn main(
         workgroupBarrier();
         let new_max = max(running_max, reduce_max(lid));
         var p = 0.0;
-        if (key <= pos) {
+        if (key <= last) {
             p = exp(score - new_max);
         }
         probs[lid] = p;
@@ -116,7 +135,7 @@ fn main(
         let correction = exp(running_max - new_max);
         running_sum = running_sum * correction + tile_sum;
         running_max = new_max;
-        let keys = min(WG, pos + 1u - tile);
+        let keys = min(WG, last + 1u - tile);
         for (var k = 0u; k < 8u; k++) {
             let d = lid + k * WG;
             if (d < P.head_dim) {

@@ -526,16 +526,13 @@ impl Decoder {
                     let input = x.into_cpu(last_gpu, self.config.hidden_size, self.dtype)?;
                     Hidden::Cpu(layer.forward(&input, RowCaches::Sequence { cache: layer_cache, mutual })?)
                 }
-                Block::Gpu(_) if mutual.iter().any(|span| span.end > layer_cache.len() && span.len() > 1) => {
-                    bail!("pictures run on the CPU for now: load the model with `--gpu off` to send one")
-                }
                 Block::Gpu(block) => {
                     let values = match x {
                         Hidden::Gpu { values, .. } => values,
                         Hidden::Cpu(input) => upload_hidden(block, &input)?,
                     };
                     last_gpu = Some(block);
-                    Hidden::Gpu { values: block.forward(&values, tokens, layer_cache)?, tokens }
+                    Hidden::Gpu { values: block.forward(&values, tokens, layer_cache, mutual)?, tokens }
                 }
             };
         }
@@ -559,7 +556,7 @@ impl Decoder {
                     let rows = (layer_caches.iter_mut().enumerate())
                         .map(|(i, cache)| {
                             let row = upload_hidden(block, &x.narrow(1, i, 1)?)?;
-                            let out = block.forward(&row, 1, cache)?;
+                            let out = block.forward(&row, 1, cache, &[])?;
                             Hidden::Gpu { values: out, tokens: 1 }.into_cpu(
                                 Some(block),
                                 self.config.hidden_size,

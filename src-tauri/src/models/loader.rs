@@ -227,14 +227,30 @@ impl Checkpoint {
     }
 
     /// Stored bytes of each layer, and of everything outside the layers
-    /// (embedding, final norm, LM head), from headers only.
+    /// (embedding, final norm, LM head, and a vision tower beside the
+    /// decoder), from headers only.
     pub fn layer_bytes(&self) -> Result<(Vec<u64>, u64)> {
-        self.weighed_layer_bytes(|_| 1.0)
+        let (layers, other) = self.weighed_layer_bytes(|_| 1.0)?;
+        Ok((layers, other + self.companion_bytes()?))
     }
 
-    /// Like [`Self::layer_bytes`], each tensor's bytes multiplied by
-    /// `weight` of the type it is stored in (a folder's tensors count as
-    /// the float type it stores).
+    /// Stored bytes of the tensors beside the decoder (a vision tower and
+    /// its projector): held where the embedding is, read only for pictures.
+    pub fn companion_bytes(&self) -> Result<u64> {
+        match self {
+            Self::Folder { dir, layout, .. } => Ok(super::sources::folder::tensor_sizes(dir)?
+                .into_iter()
+                .filter(|(name, _)| layout.decoder_name(name).is_none())
+                .map(|(_, bytes)| bytes)
+                .sum()),
+            Self::Gguf { .. } => Ok(0),
+        }
+    }
+
+    /// Like [`Self::layer_bytes`] for the decoder's tensors (what a decode
+    /// step may read), each tensor's bytes multiplied by `weight` of the
+    /// type it is stored in (a folder's tensors count as the float type it
+    /// stores).
     pub fn weighed_layer_bytes(&self, weight: impl Fn(GgmlType) -> f64) -> Result<(Vec<u64>, u64)> {
         let mut layers = vec![0f64; self.config().num_hidden_layers()];
         let mut other = 0f64;
@@ -250,8 +266,10 @@ impl Checkpoint {
                     _ => GgmlType::F32,
                 };
                 for (name, bytes) in super::sources::folder::tensor_sizes(dir)? {
-                    let layer = layout.decoder_name(&name).and_then(|n| super::sources::selection::layer_index(&n));
-                    add(layer, bytes as f64 * weight(stored));
+                    let Some(name) = layout.decoder_name(&name) else {
+                        continue; // beside the decoder: see companion_bytes
+                    };
+                    add(super::sources::selection::layer_index(&name), bytes as f64 * weight(stored));
                 }
             }
             Self::Gguf { file, .. } => {

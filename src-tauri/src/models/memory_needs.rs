@@ -28,12 +28,13 @@ pub struct MemoryNeeds {
     pub layer_weights: Vec<u64>,
     /// Per layer: bytes of keys and values (or recurrent state) at full context.
     pub layer_kv: Vec<u64>,
-    /// Embedding, final norm and head: held by the master.
+    /// Embedding, final norm, head and a vision tower: held by the master.
     pub other_weights: u64,
     /// Per layer: what a decode step reads, in bytes of Q8_0 that take as
     /// long to multiply (the stored bytes, until [`Self::weigh_reads`]).
     pub layer_reads: Vec<u64>,
-    /// The same for the embedding, final norm and head.
+    /// The same for the embedding, final norm and head (a vision tower is
+    /// not read by a decode step).
     pub other_reads: u64,
     /// Per layer: VRAM it takes on a GPU (weights as stored, its cache
     /// counted as f32, see [`layer_cache_vram`]); `None` where the GPU
@@ -64,7 +65,7 @@ impl MemoryNeeds {
             layer_gpu_vram,
             context_length,
             layer_reads: layer_weights.clone(),
-            other_reads: other_weights,
+            other_reads: other_weights - checkpoint.companion_bytes()?,
             layer_weights,
             layer_kv,
             other_weights,
@@ -196,6 +197,25 @@ mod tests {
         assert_eq!(needs.machine_bytes(1..3, false), 638, "(2 × 240 + 100) × 1.1");
         assert_eq!(needs.machine_bytes(0..1, true), 1474, "(240 + 100 + 1000) × 1.1");
         assert_eq!(needs.machine_bytes(2..2, false), 0, "a worker without layers needs nothing");
+    }
+
+    /// A vision tower beside the decoder is held by the master but not read
+    /// by a decode step.
+    #[test]
+    fn a_vision_tower_is_held_by_the_master_and_not_read_per_token() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/gemma3_vision");
+        let tower: u64 = crate::models::sources::folder::tensor_sizes(&path)
+            .unwrap()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector."))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        assert!(tower > 0);
+        let checkpoint = Checkpoint::open(&path).unwrap();
+        let mut needs = MemoryNeeds::of(&checkpoint, &LoadOptions::default()).unwrap();
+        assert_eq!(needs.other_weights - needs.other_reads, tower);
+        needs.weigh_reads(&checkpoint, |_| 1.0).unwrap();
+        assert_eq!(needs.other_weights - needs.other_reads, tower, "weighing reads leaves the tower out too");
     }
 
     /// What a step reads is each tensor's bytes weighed by its stored type:

@@ -9,12 +9,13 @@ use super::norm::RmsNorm;
 use super::rotary::RotaryEmbedding;
 use crate::models::config::{Activation, ModelConfig, QkNorm, RotaryPairs, TokenMixer};
 use crate::models::weights::Weights;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use cake_gpu::attention::{AttentionShape, GpuKvCache, KvPrecision as GpuKvPrecision, MAX_HEAD_DIM};
 use cake_gpu::matmul::GpuMatrix;
 use cake_gpu::ops::{self, RotaryPairs as GpuPairs};
 use cake_gpu::{Batch, Gpu, GpuTensor};
 use candle_core::{DType, Device};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Why layer `index` of `cfg` cannot run on the GPU, if it cannot.
@@ -272,10 +273,22 @@ impl GpuBlock {
     }
 
     /// Runs the block over `tokens` hidden states `x` `(tokens, hidden)` at
-    /// the positions after `cache`'s, appending their keys and values.
-    pub fn forward(&self, x: &GpuTensor, tokens: usize, cache: &mut LayerCache) -> Result<GpuTensor> {
+    /// the positions after `cache`'s, appending their keys and values. The
+    /// positions of each `mutual` span (absolute, each within this input
+    /// or before it) see each other both ways: one picture's tokens.
+    pub fn forward(
+        &self,
+        x: &GpuTensor,
+        tokens: usize,
+        cache: &mut LayerCache,
+        mutual: &[Range<usize>],
+    ) -> Result<GpuTensor> {
         let a = &self.attention;
         let start = cache.len();
+        let mutual: Vec<Range<usize>> = mutual.iter().filter(|span| span.end > start).cloned().collect();
+        if let Some(span) = mutual.iter().find(|span| span.start < start || span.end > start + tokens) {
+            bail!("positions {span:?} that see each other must be read in one piece, not from {start} for {tokens}");
+        }
         let kv = ensure_room(&self.gpu, cache, (a.kv_heads, a.head_dim), start + tokens)?;
         let table = match &a.rotary {
             Some((rotary, _)) => Some(rotary_table(&self.gpu, rotary, start, tokens)?),
@@ -303,7 +316,14 @@ impl GpuBlock {
         }
         b.kv_append(kv, &k, &v, tokens)?;
         let attended = self.gpu.zeros("attended", q.len())?;
-        let shape = AttentionShape { tokens, heads: a.heads, scale: a.scale, softcap: a.softcap, window: a.window };
+        let shape = AttentionShape {
+            tokens,
+            heads: a.heads,
+            scale: a.scale,
+            softcap: a.softcap,
+            window: a.window,
+            mutual: &mutual,
+        };
         b.attention(&q, kv, shape, &attended)?;
         let out = a.o.forward(b, &attended, tokens)?;
         let out = apply(b, &self.attention_output_norm, out, tokens)?;
