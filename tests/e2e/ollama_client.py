@@ -88,6 +88,8 @@ def check_pictures(client: ollama.Client, cake: str) -> None:
     generated = client.generate("gemma3_vision", case["question"], images=[case["picture"]], options=greedy)
     assert (generated.response, generated.prompt_eval_count) == (case["text"], case["prompt_tokens"]), generated
     refused(lambda: client.chat("default", [turn]), "reads text only")
+    assert "vision" in client.show("gemma3_vision").capabilities
+    assert "vision" not in client.show("default").capabilities
 
 
 def main() -> int:

@@ -314,9 +314,18 @@ describe("chat", () => {
 
 describe("pictures", () => {
   const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
+  const withReader = () => started({ models: [model("m1", { reads_pictures: true })] });
+
+  it("are refused at once for a model that reads text only", async () => {
+    const { cake, api, state } = await started({ models: [model("m1", { name: "SmolLM2" })] });
+    await cake.pictures.attachFiles([new File([PNG], "cat.png", { type: "image/png" })]);
+    expect(api.addPicture).not.toHaveBeenCalled();
+    expect(state().attached).toEqual([]);
+    expect(state().notices[0].message).toMatch(/^SmolLM2 reads text only/);
+  });
 
   it("are kept when attached, go with the message by id, and stay when its text is edited", async () => {
-    const { cake, api, server, state } = await started();
+    const { cake, api, server, state } = await withReader();
     await cake.pictures.attachFiles([new File([PNG], "cat.png", { type: "image/png" })]);
     const [attached] = state().attached;
     expect(attached.name).toBe("cat.png");
@@ -336,7 +345,7 @@ describe("pictures", () => {
   });
 
   it("a message of pictures alone is sent; a file that is not a picture is refused and dropped", async () => {
-    const { cake, api, state } = await started();
+    const { cake, api, state } = await withReader();
     await cake.pictures.attachFiles([
       new File([PNG], "cat.png", { type: "image/png" }),
       new File(["shopping list"], "notes.txt", { type: "text/plain" }),
@@ -350,7 +359,7 @@ describe("pictures", () => {
   });
 
   it("taken for a message that was not sent come back before newer ones", async () => {
-    const { cake, state } = await started();
+    const { cake, state } = await withReader();
     await cake.pictures.attachFiles([new File([PNG], "a.png", { type: "image/png" })]);
     const taken = cake.pictures.takeAll();
     await cake.pictures.attachFiles([new File([PNG, PNG], "b.png", { type: "image/png" })]);

@@ -14,6 +14,7 @@ use crate::models::config::Architecture;
 use crate::models::families;
 use crate::models::sources::tile_cache::TileCache;
 use crate::models::sources::torch_checkpoint::TorchCheckpoint;
+use crate::models::vision::VisionModel;
 use crate::models::weights::WeightStore;
 use crate::speech::family::{SpeechFamily, VoiceKind};
 use crate::speech::vibevoice::tokenizer_source::tokenizer_dir;
@@ -73,6 +74,9 @@ pub struct ModelEntry {
     /// The sampling its makers recommend (a folder's `generation_config.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling_defaults: Option<SamplingOverrides>,
+    /// A text model that reads pictures too (its vision tower is there).
+    #[serde(default)]
+    pub reads_pictures: bool,
 }
 
 /// What a model does.
@@ -110,6 +114,7 @@ struct Inspection {
     status: ModelStatus,
     problem: Option<String>,
     sampling_defaults: Option<SamplingOverrides>,
+    reads_pictures: bool,
 }
 
 impl Inspection {
@@ -124,6 +129,7 @@ impl Inspection {
             status: ModelStatus::NotAModel,
             problem: Some(problem),
             sampling_defaults: None,
+            reads_pictures: false,
         }
     }
 }
@@ -370,6 +376,7 @@ impl Candidate {
             status: inspection.status,
             problem: inspection.problem,
             sampling_defaults: inspection.sampling_defaults,
+            reads_pictures: inspection.reads_pictures,
         }
     }
 }
@@ -488,6 +495,7 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
         status: if unreadable_vocabulary.is_some() { ModelStatus::Unsupported } else { ModelStatus::Complete },
         problem: unreadable_vocabulary.map(|e| format!("{e:#}")),
         sampling_defaults: None,
+        reads_pictures: false,
     })
 }
 
@@ -541,6 +549,8 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         status: ModelStatus::Complete,
         problem: None,
         sampling_defaults: recommended_sampling(dir),
+        reads_pictures: kind == ModelKind::Text
+            && serde_json::from_str(&text).is_ok_and(|config| VisionModel::reads_pictures(&config)),
     };
     let shards = match weight_files(dir) {
         Ok(shards) => shards,
@@ -605,6 +615,7 @@ fn inspect_luxtts(dir: &Path) -> Inspection {
         status: ModelStatus::Complete,
         problem: None,
         sampling_defaults: None,
+        reads_pictures: false,
     };
     let mut parameters = 0u64;
     let missing = ["tokens.txt", "vocoder/config.yaml"].into_iter().find(|file| !dir.join(file).is_file());

@@ -209,6 +209,7 @@ pub async fn show(State(app): State<Arc<App>>, body: Bytes) -> Answer {
     let entry = named_model(&app, &request.model, None).await?;
     let capabilities = match entry.kind {
         ModelKind::Embedding => json!(["embedding"]),
+        ModelKind::Text if entry.reads_pictures => json!(["completion", "tools", "vision"]),
         ModelKind::Text => json!(["completion", "tools"]),
         ModelKind::Speech => json!([]),
     };

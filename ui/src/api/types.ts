@@ -34,6 +34,8 @@ export interface ModelEntry {
   problem: string | null;
   /** The sampling its makers recommend (its generation_config.json); null fields: no advice. */
   sampling_defaults?: { [K in keyof Sampling]?: number | null };
+  /** A text model that reads pictures too (its vision tower is there). */
+  reads_pictures?: boolean;
   /** Absent from older backends: read it with `modelKind()` (state/app-state.ts), which treats it as "text". */
   kind?: ModelKind;
   /** Speech models: the voices they speak in; read it with `modelVoiceKind()` (lib/speech.ts). Null for text models. */

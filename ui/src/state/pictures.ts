@@ -6,7 +6,7 @@
 import type { Api } from "../api/commands";
 import type { PictureSource } from "../api/types";
 import { bytesToBase64 } from "../lib/base64";
-import type { AppState, ComposerPicture } from "./app-state";
+import { effectiveModelId, selectedConversation, type AppState, type ComposerPicture } from "./app-state";
 import type { Notices } from "./notices";
 import type { Store } from "./store";
 
@@ -38,8 +38,24 @@ export function createPictureActions(store: Store<AppState>, api: Api, notices: 
     }
   }
 
+  /**
+   * Whether the selected conversation's model reads pictures; if not, the
+   * person is told so (nothing is kept).
+   */
+  function modelReadsPictures(): boolean {
+    const state = store.get();
+    const modelId = effectiveModelId(state, selectedConversation(state));
+    const model = state.models.find((m) => m.id === modelId);
+    if (!model || model.reads_pictures === true) return true; // no model yet: sending will say so
+    notices.report(
+      new Error(`${model.name} reads text only: choose a model that reads pictures (such as Gemma 3) to send one.`),
+    );
+    return false;
+  }
+
   /** Attach uploaded files (the browser's drops, pastes and file input), in order. */
   async function attachFiles(files: readonly File[]): Promise<void> {
+    if (files.length === 0 || !modelReadsPictures()) return;
     await Promise.all(
       files.map((file) =>
         attach(file.name || "pasted picture", async () => {
@@ -57,6 +73,7 @@ export function createPictureActions(store: Store<AppState>, api: Api, notices: 
 
   /** Attach files of the serving machine (the desktop window's drops). */
   async function attachPaths(paths: readonly string[]): Promise<void> {
+    if (paths.length === 0 || !modelReadsPictures()) return;
     await Promise.all(paths.map((path) => attach(path.split(/[\\/]/).pop() ?? path, async () => ({ path }))));
   }
 

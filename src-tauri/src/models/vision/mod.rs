@@ -53,14 +53,16 @@ impl VisionModel {
         let path = dir.join("config.json");
         let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
         let config: serde_json::Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
-        if config.get("vision_config").is_none() {
+        if !Self::reads_pictures(&config) {
             return Ok(None);
         }
-        let loaded = match config.get("model_type").and_then(|t| t.as_str()) {
-            Some("gemma3") => Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?)),
-            _ => return Ok(None),
-        };
-        Ok(Some(loaded))
+        Ok(Some(Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?))))
+    }
+
+    /// Whether a model folder with this `config.json` holds a picture
+    /// reader Cake runs (Gemma 3's).
+    pub fn reads_pictures(config: &serde_json::Value) -> bool {
+        config.get("vision_config").is_some() && config.get("model_type").and_then(|t| t.as_str()) == Some("gemma3")
     }
 
     pub fn spelling(&self) -> &PictureSpelling {
