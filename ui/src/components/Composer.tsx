@@ -10,7 +10,7 @@ import { CloseIcon, PictureIcon, RetryIcon, SendIcon, StopIcon } from "./icons";
 import { PictureThumbnail } from "./PictureThumbnail";
 import { useAutosize } from "./useAutosize";
 import { useNarrow } from "./useNarrow";
-import { useNoStrayDrops } from "./useNoStrayDrops";
+import { useFileDropZone } from "./useFileDropZone";
 
 /** What the picture button offers: the formats Cake reads. */
 const PICTURE_FILE_TYPES = "image/png,image/jpeg,image/webp,image/gif,.png,.jpg,.jpeg,.webp,.gif";
@@ -32,13 +32,11 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
   const cake = useCake();
   const attached = useAppState().attached;
   const [text, setText] = useState("");
-  const [over, setOver] = useState(false);
   const area = useRef<HTMLTextAreaElement>(null);
   const picker = useRef<HTMLInputElement>(null);
-  const depth = useRef(0);
   const narrow = useNarrow();
   useAutosize(area, text);
-  useNoStrayDrops();
+  const { over, handlers } = useFileDropZone((files) => void cake.pictures.attachFiles(files));
   useEffect(() => area.current?.focus(), [conversationId]);
 
   const adding = attached.some((picture) => picture.id === null);
@@ -50,7 +48,7 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
     setText("");
     const accepted = await onSend(
       sent,
-      pictures.map((picture) => picture.id ?? ""),
+      pictures.flatMap((picture) => (picture.id === null ? [] : [picture.id])),
     );
     // Not sent (no model…): give the text and pictures back unless something new was typed.
     if (!accepted) {
@@ -58,8 +56,6 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
       cake.pictures.restore(pictures);
     }
   }
-
-  const carriesFiles = (event: DragEvent) => event.dataTransfer?.types.includes("Files") ?? false;
 
   return (
     <form
@@ -69,28 +65,7 @@ export function Composer({ conversationId, generating, blocked, canRegenerate, o
         event.preventDefault();
         void send();
       }}
-      onDragEnter={(event) => {
-        if (!carriesFiles(event)) return;
-        event.preventDefault();
-        depth.current += 1;
-        setOver(true);
-      }}
-      onDragOver={(event) => {
-        if (!carriesFiles(event)) return;
-        event.preventDefault();
-        if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
-      }}
-      onDragLeave={() => {
-        depth.current = Math.max(0, depth.current - 1);
-        if (depth.current === 0) setOver(false);
-      }}
-      onDrop={(event) => {
-        event.preventDefault();
-        depth.current = 0;
-        setOver(false);
-        const files = Array.from(event.dataTransfer?.files ?? []);
-        if (files.length > 0) void cake.pictures.attachFiles(files);
-      }}
+      {...handlers}
     >
       {attached.length > 0 ? (
         <ul class="composer-pictures" data-testid="composer-pictures">

@@ -4,11 +4,11 @@
 // the backend tells them apart, and refuses anything else). In the desktop
 // window files dropped anywhere arrive as paths instead (see App's file drops).
 
-import { useRef, useState } from "preact/hooks";
+import { useRef } from "preact/hooks";
 import { nativeFiles } from "../transport";
 import { useAppState, useCake } from "./context";
 import { PlusIcon } from "./icons";
-import { useNoStrayDrops } from "./useNoStrayDrops";
+import { useFileDropZone } from "./useFileDropZone";
 
 /** What the file input offers: WAV voice prompts and voice presets. */
 const VOICE_FILE_TYPES = ".wav,audio/wav,.pt,.safetensors";
@@ -17,9 +17,7 @@ export function VoiceDrop() {
   const state = useAppState();
   const cake = useCake();
   const input = useRef<HTMLInputElement>(null);
-  const depth = useRef(0);
-  const [over, setOver] = useState(false);
-  useNoStrayDrops();
+  const { over, handlers } = useFileDropZone((files) => void upload(files));
 
   async function upload(files: readonly File[]) {
     for (const file of files) {
@@ -35,35 +33,8 @@ export function VoiceDrop() {
     }
   }
 
-  const carriesFiles = (event: DragEvent) => event.dataTransfer?.types.includes("Files") ?? false;
-
   return (
-    <div
-      class={`voice-drop${over ? " over" : ""}`}
-      data-testid="voice-drop"
-      onDragEnter={(event) => {
-        if (!carriesFiles(event)) return;
-        event.preventDefault();
-        depth.current += 1;
-        setOver(true);
-      }}
-      onDragOver={(event) => {
-        if (!carriesFiles(event)) return;
-        event.preventDefault();
-        if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
-      }}
-      onDragLeave={() => {
-        depth.current = Math.max(0, depth.current - 1);
-        if (depth.current === 0) setOver(false);
-      }}
-      onDrop={(event) => {
-        event.preventDefault();
-        depth.current = 0;
-        setOver(false);
-        const files = Array.from(event.dataTransfer?.files ?? []);
-        if (files.length > 0) void upload(files);
-      }}
-    >
+    <div class={`voice-drop${over ? " over" : ""}`} data-testid="voice-drop" {...handlers}>
       <p class="voice-drop-title">
         <strong>Drop WAV files or voice presets here</strong> to add voices
       </p>
