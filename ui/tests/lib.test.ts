@@ -172,6 +172,7 @@ describe("export", () => {
     messages: [
       { role: "user" as const, content: "Rye or wheat?" },
       { role: "assistant" as const, content: "Rye, **always**.", stopped: true },
+      { role: "user" as const, content: "", pictures: ["a".repeat(64), "b".repeat(64)] },
     ],
   };
 
@@ -195,6 +196,10 @@ describe("export", () => {
         "Rye, **always**.",
         "",
         "_(stopped by you)_",
+        "",
+        "## You",
+        "",
+        "_(2 pictures)_",
         "",
       ].join("\n"),
     );

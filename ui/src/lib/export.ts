@@ -1,5 +1,6 @@
-// A conversation as a file to keep or share: Markdown to read, JSON with
-// everything Cake stores (settings and reply statistics included).
+// A conversation as a file to keep or share: Markdown to read (a message's
+// pictures are only counted), JSON with everything Cake stores (settings,
+// reply statistics and picture ids included).
 
 import type { Conversation } from "../api/types";
 import { displayTitle } from "./conversation";
@@ -26,7 +27,9 @@ export function exportText(conversation: Conversation, format: ExportFormat): st
   }
   for (const message of conversation.messages) {
     lines.push(message.role === "user" ? "## You" : message.role === "assistant" ? "## Assistant" : "## System", "");
-    lines.push(message.content.trim(), "");
+    const pictures = message.pictures?.length ?? 0;
+    if (pictures > 0) lines.push(pictures === 1 ? "_(a picture)_" : `_(${pictures} pictures)_`, "");
+    if (message.content.trim() !== "") lines.push(message.content.trim(), "");
     if (message.stopped) lines.push("_(stopped by you)_", "");
   }
   return `${lines.join("\n").trimEnd()}\n`;
