@@ -6,7 +6,7 @@
 mod common;
 
 use cake::images::decode::{decode, ImageError, ImageLimits};
-use common::computed_picture;
+use common::{computed_picture, png_header};
 use image::{ImageEncoder, RgbImage};
 
 /// A 5 × 3 picture whose every pixel differs.
@@ -85,40 +85,6 @@ fn a_cameras_orientation_is_applied() {
     let pixel =
         |image: &cake::images::decode::DecodedImage, x: u32, y: u32| image.rgb[((y * image.width + x) * 3) as usize];
     assert!(pixel(&turned, 4, 2) < 40 && pixel(&turned, 4, 13) > 215, "dark on top, bright below");
-}
-
-/// A PNG claiming `width × height` with a few bytes of compressed pixels:
-/// the header of a decompression bomb.
-fn png_header(width: u32, height: u32) -> Vec<u8> {
-    let mut ihdr = b"IHDR".to_vec();
-    ihdr.extend(width.to_be_bytes());
-    ihdr.extend(height.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    let crc = crc32(&ihdr);
-    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
-    bytes.extend(13u32.to_be_bytes());
-    bytes.extend(ihdr);
-    bytes.extend(crc.to_be_bytes());
-    // An IDAT with a zlib stream of zeros, then IEND.
-    for (kind, data) in [(&b"IDAT"[..], &[0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01][..]), (b"IEND", &[])] {
-        let mut chunk = kind.to_vec();
-        chunk.extend(data);
-        bytes.extend((data.len() as u32).to_be_bytes());
-        bytes.extend(&chunk);
-        bytes.extend(crc32(&chunk).to_be_bytes());
-    }
-    bytes
-}
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
 }
 
 #[test]

@@ -297,6 +297,54 @@ fn importing_bad_files_is_refused_with_the_reason() {
     assert!(tiny.join("config.json").exists(), "forgetting an import keeps its files");
 }
 
+/// The app's pictures over HTTP: kept under their SHA-256 with a
+/// thumbnail; a bomb's header, a file that is not a picture, a bad id and
+/// a picture no longer kept are client errors naming the problem.
+#[test]
+fn pictures_are_kept_by_digest_and_bad_ones_refused() {
+    use base64::Engine;
+    use sha2::Digest;
+    let root = tempfile::tempdir().unwrap();
+    let server = start(root.path());
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut png = Vec::new();
+    let pixels = image::RgbImage::from_fn(500, 250, |x, y| image::Rgb([x as u8, y as u8, 90]));
+    pixels.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+    let (status, kept) =
+        server.post("/app/add_picture", &json!({"file_base64": encode(&png), "file_name": "stripes.png"}));
+    assert_eq!(status, 200, "{kept}");
+    let id = kept["id"].as_str().unwrap().to_string();
+    assert_eq!(id, format!("{:x}", sha2::Sha256::digest(&png)));
+    assert_eq!((kept["width"].as_u64(), kept["height"].as_u64()), (Some(500), Some(250)));
+    let (status, thumbnail) = server.post("/app/picture_thumbnail", &json!({"id": id}));
+    assert_eq!(status, 200, "{thumbnail}");
+    let jpeg = base64::engine::general_purpose::STANDARD.decode(thumbnail["jpeg_base64"].as_str().unwrap()).unwrap();
+    let small = image::load_from_memory_with_format(&jpeg, image::ImageFormat::Jpeg).unwrap();
+    assert_eq!((small.width(), small.height()), (320, 160));
+
+    let refusal = |path: &str, body: Value| {
+        let (status, answer) = server.post(path, &body);
+        (status, answer["error"]["message"].as_str().unwrap_or_default().to_string())
+    };
+    let bomb = json!({"file_base64": encode(&common::png_header(30_000, 30_000)), "file_name": "huge.png"});
+    let (status, message) = refusal("/app/add_picture", bomb);
+    assert_eq!(status, 400);
+    assert!(message.starts_with("huge.png: the picture is 30000 × 30000 pixels"), "{message}");
+    let (status, message) =
+        refusal("/app/add_picture", json!({"file_base64": encode(b"plain text"), "file_name": "a.txt"}));
+    assert_eq!((status, message.as_str()), (400, "a.txt: not a PNG, JPEG, WebP or GIF picture"));
+    let (status, message) = refusal("/app/picture_thumbnail", json!({"id": "../../etc/passwd"}));
+    assert_eq!(status, 400);
+    assert!(message.contains("is not a picture id"), "{message}");
+    let (status, _) = refusal("/app/picture_thumbnail", json!({"id": "0".repeat(64)}));
+    assert_eq!(status, 404);
+    let gone =
+        json!({"model_id": "default", "messages": [{"role": "user", "content": "?", "pictures": ["0".repeat(64)]}]});
+    let (status, message) = refusal("/app/chat", gone);
+    assert_eq!(status, 400);
+    assert!(message.contains("is not kept any more"), "{message}");
+}
+
 #[test]
 fn unknown_commands_and_bad_arguments_are_client_errors() {
     let root = tempfile::tempdir().unwrap();

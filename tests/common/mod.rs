@@ -157,3 +157,37 @@ pub fn computed_picture(width: u32, height: u32) -> cake::images::decode::Decode
     let rgb = (0..height).flat_map(|y| (0..width).flat_map(move |x| (0..3).map(move |c| value(x, y, c)))).collect();
     cake::images::decode::DecodedImage { width, height, rgb }
 }
+
+/// A PNG claiming `width × height` with a few bytes of compressed pixels:
+/// the header of a decompression bomb.
+pub fn png_header(width: u32, height: u32) -> Vec<u8> {
+    let mut ihdr = b"IHDR".to_vec();
+    ihdr.extend(width.to_be_bytes());
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    let crc = crc32(&ihdr);
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(13u32.to_be_bytes());
+    bytes.extend(ihdr);
+    bytes.extend(crc.to_be_bytes());
+    // An IDAT with a zlib stream of zeros, then IEND.
+    for (kind, data) in [(&b"IDAT"[..], &[0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01][..]), (b"IEND", &[])] {
+        let mut chunk = kind.to_vec();
+        chunk.extend(data);
+        bytes.extend((data.len() as u32).to_be_bytes());
+        bytes.extend(&chunk);
+        bytes.extend(crc32(&chunk).to_be_bytes());
+    }
+    bytes
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
