@@ -226,14 +226,6 @@ impl Checkpoint {
         }
     }
 
-    /// Stored bytes of each layer, and of everything outside the layers
-    /// (embedding, final norm, LM head, and a vision tower beside the
-    /// decoder), from headers only.
-    pub fn layer_bytes(&self) -> Result<(Vec<u64>, u64)> {
-        let (layers, other) = self.weighed_layer_bytes(|_| 1.0)?;
-        Ok((layers, other + self.companion_bytes()?))
-    }
-
     /// Stored bytes of the tensors beside the decoder (a vision tower and
     /// its projector): held where the embedding is, read only for pictures.
     pub fn companion_bytes(&self) -> Result<u64> {
@@ -247,8 +239,9 @@ impl Checkpoint {
         }
     }
 
-    /// Like [`Self::layer_bytes`] for the decoder's tensors (what a decode
-    /// step may read), each tensor's bytes multiplied by `weight` of the
+    /// Stored bytes of each decoder layer and of the decoder's tensors
+    /// outside the layers (embedding, final norm, LM head): what a decode
+    /// step may read, each tensor's bytes multiplied by `weight` of the
     /// type it is stored in (a folder's tensors count as the float type it
     /// stores).
     pub fn weighed_layer_bytes(&self, weight: impl Fn(GgmlType) -> f64) -> Result<(Vec<u64>, u64)> {

@@ -52,7 +52,8 @@ impl MemoryNeeds {
     pub fn of(checkpoint: &Checkpoint, options: &LoadOptions) -> Result<Self> {
         let config = checkpoint.config();
         let context_length = context_length(config, options.context_length)?;
-        let (layer_weights, other_weights) = checkpoint.layer_bytes()?;
+        let (layer_weights, decoder_other) = checkpoint.weighed_layer_bytes(|_| 1.0)?;
+        let other_weights = decoder_other + checkpoint.companion_bytes()?;
         let kv_value_bytes = kv_value_bytes(checkpoint, options)?;
         let layer_kv =
             config.layers.iter().map(|layer| layer_kv_bytes(config, layer, context_length, kv_value_bytes)).collect();
@@ -65,7 +66,7 @@ impl MemoryNeeds {
             layer_gpu_vram,
             context_length,
             layer_reads: layer_weights.clone(),
-            other_reads: other_weights - checkpoint.companion_bytes()?,
+            other_reads: decoder_other,
             layer_weights,
             layer_kv,
             other_weights,
