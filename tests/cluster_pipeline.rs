@@ -62,8 +62,8 @@ fn tiny_models_split_between_master_and_worker_match_transformers() {
 }
 
 /// Gemma 3 reading two pictures with its layers split: the master reads
-/// the pictures and runs the sliding-window layer, a worker the global one,
-/// and each picture's span of tokens that see each other travels with the
+/// the pictures and runs three sliding-window layers, a worker two more and
+/// the global one, and each picture's span of tokens that see each other travels with the
 /// hidden states: each position's NLL within 1e-3 of transformers'.
 #[test]
 fn pictures_read_across_master_and_worker_match_transformers() {
@@ -72,7 +72,7 @@ fn pictures_read_across_master_and_worker_match_transformers() {
         serde_json::from_str(&std::fs::read_to_string(model.join("reference.json")).unwrap()).unwrap();
     let prompt = &reference["prompt"];
     let f32 = Some(candle_core::DType::F32);
-    let a = Worker::start(KEY, "a", Some(share(&model, f32, 1..2, false)));
+    let a = Worker::start(KEY, "a", Some(share(&model, f32, 3..6, false)));
     let ids: Vec<u64> = prompt["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     let ids = join_ids(&ids);
     let files: Vec<String> = prompt["files"]
@@ -81,7 +81,7 @@ fn pictures_read_across_master_and_worker_match_transformers() {
         .iter()
         .map(|name| model.join(name.as_str().unwrap()).to_str().unwrap().to_string())
         .collect();
-    let memory = share(&model, f32, 0..1, true).to_string();
+    let memory = share(&model, f32, 0..3, true).to_string();
     let model_path = model.to_str().unwrap();
     let mut args = vec!["perplexity", "--model", model_path, "--tokens", &ids, "--dtype", "f32", "--json"];
     for file in &files {

@@ -318,3 +318,51 @@ fn gguf_models_are_found_listed_downloaded_and_deleted_one_file_at_a_time() {
     catalog.delete(&bf16).unwrap();
     assert!(!cache.path().join("models--tiny-org--Tiny-MoE-GGUF").exists(), "the last file takes the repo with it");
 }
+
+/// A vision model published as llama.cpp converts one: the text model's
+/// GGUF and the picture reader's mmproj GGUF. The picture reader is offered
+/// with the model, not as a model; it comes with the model's download,
+/// and the library lists one model that reads pictures; on its own it is
+/// refused as a model, with the reason.
+#[test]
+fn a_gguf_vision_model_comes_with_its_picture_reader() {
+    use cake::library::hub::HubConnection;
+
+    const REPO: &str = "tiny-org/tiny-gemma3-vision-GGUF";
+    let folder = fixture("tiny/gemma3_vision");
+    let beside: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.ends_with(".gguf"))
+        .collect();
+    let beside: Vec<&str> = beside.iter().map(String::as_str).collect();
+    let hub = FakeHub::start_repos(&[(REPO, &folder, &beside)], Behaviour::default());
+    let listed = HubConnection::new(&hub.endpoint, None).gguf_files(REPO).unwrap();
+    assert_eq!(listed.files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["model-f32.gguf"]);
+    let reader = listed.picture_reader.expect("the mmproj file is offered as the picture reader");
+    assert_eq!(reader.name, "mmproj-f32.gguf");
+    assert_eq!(reader.size_bytes, std::fs::metadata(folder.join("mmproj-f32.gguf")).unwrap().len());
+
+    let cache = tempfile::tempdir().unwrap();
+    let downloader = Downloader::new(cache.path().to_path_buf(), &hub.endpoint, None);
+    let refused = downloader.download_gguf(REPO, "mmproj-f32.gguf", &mut |_| true).unwrap_err();
+    assert!(format!("{refused}").contains("no model file mmproj-f32.gguf"), "{refused}");
+    let model = downloader.download_gguf(REPO, "model-f32.gguf", &mut |_| true).unwrap();
+    let reader = model.with_file_name("mmproj-f32.gguf");
+    assert_eq!(std::fs::read(&reader).unwrap(), std::fs::read(folder.join("mmproj-f32.gguf")).unwrap());
+
+    let catalog = Catalog::new(cache.path().join("data"), cache.path().to_path_buf());
+    let listed = catalog.list().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, [format!("hf:{REPO}/model-f32.gguf")], "the picture reader is not a model of its own");
+    assert!(listed[0].reads_pictures && listed[0].status == ModelStatus::Complete, "{:?}", listed[0].problem);
+    let alone = catalog.import(&reader).unwrap_err();
+    assert!(format!("{alone:#}").contains("a picture reader (mmproj) for a vision model"), "{alone:#}");
+
+    // Without its picture reader the model reads text only.
+    let copy = cache.path().join("text-only.gguf");
+    std::fs::copy(&model, &copy).unwrap();
+    assert!(!catalog.import(&copy).unwrap().reads_pictures);
+    catalog.delete(&format!("hf:{REPO}/model-f32.gguf")).unwrap();
+    assert!(!reader.exists(), "the picture reader goes with the repository's last model");
+}

@@ -142,3 +142,43 @@ fn serve_answers_a_chat_in_gemma_turns() {
         assert!(!content.contains(marker), "{marker} in the reply: {content:?}");
     }
 }
+
+/// Released Gemma 3 GGUF vocabularies lack `<image_soft_token>`, which
+/// transformers adds past the SentencePiece pieces (id 262 144): a picture
+/// reader loaded from an mmproj file adds it there, a spelled picture
+/// tokenizes to it, and a prompt holding it runs, its positions taking the
+/// picture's embeddings whatever their ids.
+#[test]
+fn a_picture_placeholder_past_the_vocabulary_runs() {
+    use cake::models::decoder::LogitsFor;
+    use cake::models::vision::PictureVocabulary;
+    use cake::text::model::{LoadOptions, TextModel};
+    use cake::text::pictures::PromptPicture;
+    use candle_core::{Device, Tensor};
+
+    let path = model();
+    let mut tokenizer = TextTokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    assert_eq!(tokenizer.id("<image_soft_token>"), None, "the released vocabulary lacks it");
+    let soft = tokenizer.add_placeholder("<image_soft_token>").unwrap();
+    assert_eq!(soft, 262_144);
+    let question = "What is this?";
+    let picture = format!("<start_of_image>{}<end_of_image>", "<image_soft_token>".repeat(4));
+    let spelled = format!("<start_of_turn>user\n\n\n{picture}\n\n{question}<end_of_turn>\n<start_of_turn>model\n");
+    let tokens = tokenizer.encode_chat(&spelled, &[question]).unwrap();
+    let start = tokens.iter().position(|&t| t == 255_999).expect("<start_of_image>") + 1;
+    assert_eq!((&tokens[start..start + 4], tokens[start + 4]), (&[soft; 4][..], 256_000), "{tokens:?}");
+
+    let model = TextModel::load(&path, &LoadOptions::default()).unwrap();
+    let width = model.decoder().config.hidden_size;
+    let embeddings = Tensor::randn(0f32, 1.0, (4, width), &Device::Cpu).unwrap();
+    let picture = PromptPicture { start, embeddings, digest: [1; 32], mutual: true };
+    let last_logits = |tokens: &[u32]| {
+        let mut session = model.new_session();
+        let logits = model.forward_with(tokens, 0, std::slice::from_ref(&picture), &mut session, LogitsFor::Last);
+        model.end_session(session);
+        logits.unwrap().to_vec2::<f32>().unwrap()
+    };
+    let mut other_ids = tokens.clone();
+    other_ids[start..start + 4].fill(107);
+    assert_eq!(last_logits(&tokens), last_logits(&other_ids));
+}

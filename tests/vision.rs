@@ -9,7 +9,8 @@ use cake::images::resize::{resize, Filter};
 use cake::models::decoder::LogitsFor;
 use cake::models::gpu_offload::{GpuMode, GpuRequest};
 use cake::models::vision::gemma3_projector::Gemma3Projector;
-use cake::models::vision::siglip::{SiglipConfig, SiglipVision, Tensors};
+use cake::models::vision::siglip::{SiglipConfig, SiglipVision};
+use cake::models::vision::tensors::Tensors;
 use cake::text::generation::{generate, generate_cached, GenerationRequest};
 use cake::text::model::{LoadOptions, TextModel};
 use cake::text::pictures::{place_pictures, AttachedPicture};
@@ -22,6 +23,12 @@ use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
+}
+
+/// The tiny Gemma 3's reference.json.
+fn reference() -> Value {
+    let path = fixture("tiny/gemma3_vision/reference.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// A float32 array of reference.json: its shape and values.
@@ -46,8 +53,7 @@ fn relative_error(ours: &[f32], expected: &[f32]) -> f32 {
 fn gemma3_vision_tower_matches_transformers() {
     let folder = fixture("tiny/gemma3_vision");
     let config: Value = serde_json::from_str(&std::fs::read_to_string(folder.join("config.json")).unwrap()).unwrap();
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+    let reference = reference();
     let vision: SiglipConfig = serde_json::from_value(config["vision_config"].clone()).unwrap();
     let size = vision.image_size as u32;
     let picture = computed_picture(90, 30);
@@ -95,8 +101,7 @@ fn attached(shape: &Value) -> AttachedPicture {
 /// values bit for bit.
 #[test]
 fn gemma3_pixel_values_match_the_processor_for_every_shape() {
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("tiny/gemma3_vision/reference.json")).unwrap()).unwrap();
+    let reference = reference();
     let cases = reference["pixel_values_by_shape"].as_array().unwrap();
     assert_eq!(cases.len(), 3);
     for case in cases {
@@ -115,23 +120,41 @@ fn gemma3_pixel_values_match_the_processor_for_every_shape() {
 /// picture in the same place is not taken from the cache.
 #[test]
 fn gemma3_prompt_with_pictures_matches_transformers() {
-    check_prompt_with_pictures(GpuRequest::default());
+    check_prompt_with_pictures(&fixture("tiny/gemma3_vision"), &reference()["prompt"], GpuRequest::default());
 }
 
 /// The same with every layer on the GPU (lavapipe where there is none):
 /// the GPU's attention lets a picture's tokens see each other.
 #[test]
 fn gemma3_prompt_with_pictures_on_the_gpu_matches_transformers() {
-    check_prompt_with_pictures(GpuRequest { mode: GpuMode::On, ..Default::default() });
+    let gpu = GpuRequest { mode: GpuMode::On, ..Default::default() };
+    check_prompt_with_pictures(&fixture("tiny/gemma3_vision"), &reference()["prompt"], gpu);
 }
 
-fn check_prompt_with_pictures(gpu: GpuRequest) {
+/// The same checkpoint as llama.cpp's converter writes it: the text model's
+/// GGUF, and beside it the picture reader's mmproj GGUF (found there, its
+/// norm's added 1 taken off), against transformers with the projection
+/// rounded to 16-bit floats as the converter stores it.
+#[test]
+fn gemma3_gguf_with_its_mmproj_matches_transformers() {
     let folder = fixture("tiny/gemma3_vision");
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
-    let prompt = &reference["prompt"];
+    let model = TextModel::load(&folder.join("model-f32.gguf"), &LoadOptions::default()).unwrap();
+    let vision = model.vision.as_ref().expect("the mmproj file beside the GGUF is its picture reader");
+    let all = reference();
+    let reference = &all["f16_projection"];
+    let features = vision.encode(&computed_picture(90, 30)).unwrap();
+    let (shape, expected) = array(&reference["image_features"]);
+    assert_eq!(features.dims(), shape.as_slice());
+    let error = relative_error(&features.flatten_all().unwrap().to_vec1().unwrap(), &expected);
+    assert!(error < 2e-6, "image features differ by {error}");
+    drop(model);
+    check_prompt_with_pictures(&folder.join("model-f32.gguf"), &reference["prompt"], GpuRequest::default());
+}
+
+/// The checks above on the model at `path`, against transformers' `prompt`.
+fn check_prompt_with_pictures(path: &std::path::Path, prompt: &Value, gpu: GpuRequest) {
     let on_gpu = gpu.mode == GpuMode::On;
-    let model = TextModel::load(&folder, &LoadOptions { gpu, ..Default::default() }).unwrap();
+    let model = TextModel::load(path, &LoadOptions { gpu, ..Default::default() }).unwrap();
     if on_gpu {
         assert_eq!(
             model.decoder().gpu.layers.len(),
@@ -193,17 +216,19 @@ fn check_prompt_with_pictures(gpu: GpuRequest) {
 
 /// `cake run --chat --image picture.png --prompt …` on the tiny Gemma 3
 /// with its tokenizer: the prompt ids Gemma3Processor makes of the same
-/// turn, and the greedy reply of transformers' `generate`.
+/// turn, and the greedy reply of transformers' `generate`; from the GGUF
+/// file (its vocabulary converted by llama.cpp, its mmproj file beside
+/// it) the same prompt ids.
 #[test]
 fn cake_run_with_an_image_matches_the_processor_and_generate() {
     let folder = fixture("tiny/gemma3_vision");
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+    let reference = reference();
     let chat = &reference["chat"];
     let picture = folder.join(chat["picture"].as_str().unwrap());
-    let model = folder.to_str().unwrap();
+    let gguf = folder.join("model-f32.gguf");
     let question = chat["question"].as_str().unwrap();
-    let run = |picture: &str| {
+    let run_model = |model: &std::path::Path, picture: &str| {
+        let model = model.to_str().unwrap();
         vec![
             "run",
             "--model",
@@ -226,10 +251,14 @@ fn cake_run_with_an_image_matches_the_processor_and_generate() {
         .map(String::from)
         .collect::<Vec<_>>()
     };
+    let run = |picture: &str| run_model(&folder, picture);
     let args = run(picture.to_str().unwrap());
     let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]));
     assert_eq!(ids(&out["tokens"]), ids(&chat["greedy"]));
+    let args = run_model(&gguf, picture.to_str().unwrap());
+    let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]), "from the GGUF files");
 
     // Not a picture: refused, naming the file.
     let dir = tempfile::tempdir().unwrap();

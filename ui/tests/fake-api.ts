@@ -336,7 +336,7 @@ export function createFakeApi(
     hubFiles: vi.fn(async (repoId: string) => {
       const files = server.hubRepos[repoId];
       if (!files) throw new Error(`${repoId} was not found on the hub`);
-      return { files, split_files: 0 };
+      return { files, picture_reader: null, split_files: 0 };
     }),
     searchConversations: vi.fn(async (query: string) => {
       const needle = query.trim().toLowerCase();

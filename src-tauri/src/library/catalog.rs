@@ -14,6 +14,7 @@ use crate::models::config::Architecture;
 use crate::models::families;
 use crate::models::sources::tile_cache::TileCache;
 use crate::models::sources::torch_checkpoint::TorchCheckpoint;
+use crate::models::vision::mmproj::is_mmproj_name;
 use crate::models::vision::VisionModel;
 use crate::models::weights::WeightStore;
 use crate::speech::family::{SpeechFamily, VoiceKind};
@@ -115,6 +116,9 @@ struct Inspection {
     problem: Option<String>,
     sampling_defaults: Option<SamplingOverrides>,
     reads_pictures: bool,
+    /// A GGUF text model's width: the tokens a picture reader beside it
+    /// must make.
+    gguf_width: Option<usize>,
 }
 
 impl Inspection {
@@ -130,6 +134,7 @@ impl Inspection {
             problem: Some(problem),
             sampling_defaults: None,
             reads_pictures: false,
+            gguf_width: None,
         }
     }
 }
@@ -390,10 +395,14 @@ fn recommended_sampling(dir: &Path) -> Option<SamplingOverrides> {
     (overrides != SamplingOverrides::default()).then_some(overrides)
 }
 
-/// The GGUF files of a snapshot folder and its subfolders (one level), as
-/// paths inside it, sorted.
+/// The model GGUF files of a snapshot folder and its subfolders (one
+/// level), as paths inside it, sorted.
 fn gguf_files_in(snapshot: &Path) -> Vec<String> {
-    let is_gguf = |path: &Path| path.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")) && path.is_file();
+    // A picture reader (mmproj) goes with the models beside it.
+    let is_gguf = |path: &Path| {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        path.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")) && !is_mmproj_name(name) && path.is_file()
+    };
     let mut files = Vec::new();
     let entries = std::fs::read_dir(snapshot).into_iter().flatten().filter_map(|e| e.ok());
     for entry in entries {
@@ -456,23 +465,33 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     let memo = GGUF_INSPECTIONS.get_or_init(Default::default);
     // A thread that panicked while holding the lock left a whole map behind.
     let lock = || memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((seen, inspection)) = lock().get(path) {
-        if *seen == stamp {
-            return Ok(inspection.clone());
+    let remembered = lock().get(path).filter(|(seen, _)| *seen == stamp).map(|(_, inspection)| inspection.clone());
+    let mut inspection = match remembered {
+        Some(inspection) => inspection,
+        None => {
+            let inspection = read_gguf_inspection(path)?;
+            let mut remembered = lock();
+            if remembered.len() >= REMEMBERED_INSPECTIONS {
+                remembered.clear();
+            }
+            remembered.insert(path.to_path_buf(), (stamp, inspection.clone()));
+            inspection
         }
-    }
-    let inspection = read_gguf_inspection(path)?;
-    let mut remembered = lock();
-    if remembered.len() >= REMEMBERED_INSPECTIONS {
-        remembered.clear();
-    }
-    remembered.insert(path.to_path_buf(), (stamp, inspection.clone()));
+    };
+    // Looked for each time: a picture reader may be put beside the file later.
+    inspection.reads_pictures = inspection.kind == ModelKind::Text
+        && inspection.gguf_width.is_some_and(|width| VisionModel::mmproj_beside(path, width).is_some());
     Ok(inspection)
 }
 
 /// Parses the GGUF header at `path` to describe its model.
 fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
     let file = GgufFile::open(path)?;
+    if file.get_str("general.architecture") == Some("clip") {
+        bail!(
+            "a picture reader (mmproj) for a vision model, not a model by itself: keep it beside its model's GGUF file"
+        );
+    }
     let config = families::from_gguf(&file)?;
     let mut parameters = 0u64;
     let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
@@ -496,6 +515,7 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
         problem: unreadable_vocabulary.map(|e| format!("{e:#}")),
         sampling_defaults: None,
         reads_pictures: false,
+        gguf_width: Some(config.hidden_size),
     })
 }
 
@@ -551,6 +571,7 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         sampling_defaults: recommended_sampling(dir),
         reads_pictures: kind == ModelKind::Text
             && serde_json::from_str(&text).is_ok_and(|config| VisionModel::reads_pictures(&config)),
+        gguf_width: None,
     };
     let shards = match weight_files(dir) {
         Ok(shards) => shards,
@@ -616,6 +637,7 @@ fn inspect_luxtts(dir: &Path) -> Inspection {
         problem: None,
         sampling_defaults: None,
         reads_pictures: false,
+        gguf_width: None,
     };
     let mut parameters = 0u64;
     let missing = ["tokens.txt", "vocoder/config.yaml"].into_iter().find(|file| !dir.join(file).is_file());

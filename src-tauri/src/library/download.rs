@@ -11,6 +11,7 @@
 
 use super::hub::{HubConnection, HubUnreachable};
 use crate::files::hf_cache;
+use crate::models::vision::mmproj::{self, is_mmproj_name};
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
@@ -133,7 +134,9 @@ impl Downloader {
     }
 
     /// Downloads the GGUF file `file` of `repo_id` (a model in one file, its
-    /// tokenizer inside); returns its path in the snapshot.
+    /// tokenizer inside), and the repository's picture reader (an mmproj
+    /// file, the one [`mmproj::preferred`] picks) where it has one; returns
+    /// the model's path in the snapshot.
     pub fn download_gguf(
         &self,
         repo_id: &str,
@@ -145,10 +148,13 @@ impl Downloader {
             return Err(anyhow::anyhow!("`{file}` is not the name of a GGUF file in a repository").into());
         }
         let choose = |available: &[String], _: &dyn Fn(&str) -> String| -> Result<Vec<String>> {
-            if !available.iter().any(|a| a == file) {
-                bail!("{repo_id} has no file {file}");
+            if !available.iter().any(|a| a == file) || is_mmproj_name(file) {
+                bail!("{repo_id} has no model file {file}");
             }
-            Ok(vec![file.to_string()])
+            // From the model's folder of the repository, where Cake looks for it.
+            let beside = available.iter().map(String::as_str).filter(|name| folder_of(name) == folder_of(file));
+            let picture_reader = mmproj::preferred(beside);
+            Ok([Some(file), picture_reader].into_iter().flatten().map(str::to_string).collect())
         };
         Ok(self.download_files(repo_id, &choose, on_progress)?.join(file))
     }
@@ -442,4 +448,9 @@ impl Meter {
             eta_s: (speed > 0.0).then(|| self.total.saturating_sub(self.done) as f64 / speed),
         }
     }
+}
+
+/// The folder of a file named by its path inside a repository ("" at the top).
+fn folder_of(name: &str) -> &str {
+    name.rsplit_once('/').map_or("", |(folder, _)| folder)
 }

@@ -5,6 +5,7 @@
 //! quantizations. Every answer is read with a size cap and its lists cut to
 //! a bound before use.
 
+use crate::models::vision::mmproj::{self, is_mmproj_name};
 use anyhow::{bail, Context, Result};
 use hf_hub::Cache;
 use serde::{Deserialize, Serialize};
@@ -84,6 +85,9 @@ pub struct HubFile {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HubFiles {
     pub files: Vec<HubFile>,
+    /// The picture reader (llama.cpp's mmproj file) downloaded with a file
+    /// of its folder, where the repository has one: a vision model's.
+    pub picture_reader: Option<HubFile>,
     /// Files of models split over several GGUF files, which Cake cannot read.
     pub split_files: usize,
 }
@@ -200,7 +204,8 @@ impl HubConnection {
         }
         let path = format!("/api/models/{repo_id}/tree/main?recursive=true");
         let entries: Vec<TreeEntry> = self.get_json(&path, &format!("the file list of {repo_id}"))?;
-        let mut listed = HubFiles { files: Vec::new(), split_files: 0 };
+        let mut listed = HubFiles { files: Vec::new(), picture_reader: None, split_files: 0 };
+        let mut picture_readers = Vec::new();
         for entry in entries.into_iter().take(FILE_LIMIT) {
             if entry.kind != "file" || !entry.path.to_ascii_lowercase().ends_with(".gguf") {
                 continue;
@@ -210,9 +215,16 @@ impl HubConnection {
                 continue;
             }
             let size_bytes = entry.lfs.map_or(entry.size, |lfs| lfs.size);
-            listed.files.push(HubFile { quantization: quantization_of(&entry.path), name: entry.path, size_bytes });
+            let file = HubFile { quantization: quantization_of(&entry.path), name: entry.path, size_bytes };
+            if is_mmproj_name(&file.name) {
+                picture_readers.push(file);
+            } else {
+                listed.files.push(file);
+            }
         }
         listed.files.sort_by(|a, b| a.name.cmp(&b.name));
+        let chosen = mmproj::preferred(picture_readers.iter().map(|f| f.name.as_str())).map(str::to_string);
+        listed.picture_reader = picture_readers.into_iter().find(|f| Some(&f.name) == chosen.as_ref());
         Ok(listed)
     }
 }

@@ -9,6 +9,7 @@ use super::sources::folder::SafetensorsFolder;
 use super::sources::gguf::GgufStore;
 use super::sources::renamed::RenamedStore;
 use super::sources::selection::TensorSelection;
+use super::vision::VisionModel;
 use super::weights::{LoadPolicy, StoredTensor, WeightStore, Weights};
 use crate::formats::gguf::GgufFile;
 use crate::formats::gguf_header::GgmlType;
@@ -227,7 +228,8 @@ impl Checkpoint {
     }
 
     /// Stored bytes of the tensors beside the decoder (a vision tower and
-    /// its projector): held where the embedding is, read only for pictures.
+    /// its projector, in the folder or in the mmproj file beside a GGUF
+    /// file): held where the embedding is, read only for pictures.
     pub fn companion_bytes(&self) -> Result<u64> {
         match self {
             Self::Folder { dir, layout, .. } => Ok(super::sources::folder::tensor_sizes(dir)?
@@ -235,7 +237,10 @@ impl Checkpoint {
                 .filter(|(name, _)| layout.decoder_name(name).is_none())
                 .map(|(_, bytes)| bytes)
                 .sum()),
-            Self::Gguf { .. } => Ok(0),
+            Self::Gguf { file, config } => match VisionModel::mmproj_beside(&file.path, config.hidden_size) {
+                Some(path) => Ok(GgufFile::open(&path)?.header.tensor_infos.values().map(|t| t.byte_size()).sum()),
+                None => Ok(0),
+            },
         }
     }
 

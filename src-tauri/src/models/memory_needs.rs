@@ -217,6 +217,13 @@ mod tests {
         assert_eq!(needs.other_weights - needs.other_reads, tower);
         needs.weigh_reads(&checkpoint, |_| 1.0).unwrap();
         assert_eq!(needs.other_weights - needs.other_reads, tower, "weighing reads leaves the tower out too");
+
+        // The same model as GGUF files: the mmproj file beside it holds the tower.
+        let mmproj = crate::formats::gguf::GgufFile::open(&path.join("mmproj-f32.gguf")).unwrap();
+        let tower: u64 = mmproj.header.tensor_infos.values().map(|t| t.byte_size()).sum();
+        let checkpoint = Checkpoint::open(&path.join("model-f32.gguf")).unwrap();
+        let needs = MemoryNeeds::of(&checkpoint, &LoadOptions::default()).unwrap();
+        assert_eq!(needs.other_weights - needs.other_reads, tower);
     }
 
     /// What a step reads is each tensor's bytes weighed by its stored type:

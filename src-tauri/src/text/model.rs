@@ -152,7 +152,8 @@ impl TextModel {
         if tokens.is_empty() {
             bail!("no tokens to run");
         }
-        let embedded = pictures::place(self.decoder().embed(tokens)?, first, pictures)?;
+        let embedded = self.decoder().embed(&pictures::embeddable(tokens, first, pictures))?;
+        let embedded = pictures::place(embedded, first, pictures)?;
         let mutual = pictures::mutual_spans(pictures, first..first + tokens.len());
         self.pipeline.run_layers_seeing(&embedded, session, &mutual)
     }
@@ -252,7 +253,7 @@ impl TextSide {
             Checkpoint::Folder { dir, .. } => EmbeddingSpec::of_folder(dir)?,
             Checkpoint::Gguf { file, .. } => EmbeddingSpec::of_gguf_file(file)?,
         };
-        let (tokenizer, chat_template_source) = match checkpoint {
+        let (mut tokenizer, chat_template_source) = match checkpoint {
             Checkpoint::Folder { dir, .. } => {
                 if let Some(generation) = read_json(&dir.join("generation_config.json"))? {
                     eos.extend(crate::models::config::token_ids(generation.get("eos_token_id")));
@@ -279,7 +280,12 @@ impl TextSide {
                 }
                 other => Ok(other),
             }),
-            Checkpoint::Gguf { .. } => Ok(None),
+            Checkpoint::Gguf { file, .. } => {
+                match (VisionModel::mmproj_beside(&file.path, width), tokenizer.as_mut()) {
+                    (Some(path), Some(tokenizer)) => VisionModel::load_mmproj(&path, tokenizer).map(Some),
+                    _ => Ok(None),
+                }
+            }
         };
         let (vision, vision_unusable) = match vision {
             Ok(vision) => (vision, None),

@@ -71,6 +71,25 @@ pub fn place(embedded: Tensor, first: usize, pictures: &[PromptPicture]) -> Resu
     Ok(placed)
 }
 
+/// `tokens`, the prompt positions `first..`, with the positions pictures
+/// take made id 0: their embeddings are replaced, and a picture's
+/// placeholder token may lie past the embedding table (a GGUF vocabulary
+/// lacks Gemma 3's `<image_soft_token>`, which is added past its end).
+pub fn embeddable<'t>(tokens: &'t [u32], first: usize, pictures: &[PromptPicture]) -> Cow<'t, [u32]> {
+    let chunk = first..first + tokens.len();
+    let inside =
+        |picture: &&PromptPicture| picture.positions().start < chunk.end && chunk.start < picture.positions().end;
+    if !pictures.iter().any(|p| inside(&p)) {
+        return Cow::Borrowed(tokens);
+    }
+    let mut ids = tokens.to_vec();
+    for span in pictures.iter().filter(inside).map(PromptPicture::positions) {
+        let (from, to) = (span.start.max(chunk.start), span.end.min(chunk.end));
+        ids[from - first..to - first].fill(0);
+    }
+    Cow::Owned(ids)
+}
+
 /// How many of the `wanted` positions from `start` to read at once: fewer
 /// where the last would cut a span that sees itself both ways (it must be
 /// read in one piece), so the piece ends before that span.

@@ -187,6 +187,8 @@ export interface HubFile {
 
 export interface HubFiles {
   files: HubFile[];
+  /** The picture reader (an mmproj file) a download brings with a model of its folder, or null. */
+  picture_reader: HubFile | null;
   /** Parts of models split over several files (not listed: Cake reads single-file GGUF). */
   split_files: number;
 }

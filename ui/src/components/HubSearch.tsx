@@ -133,6 +133,12 @@ function RepoFiles({ repoId, files, busy, inLibrary, onDownload }: FilesProps) {
           </li>
         ))}
       </ul>
+      {files.picture_reader ? (
+        <p class="muted small" data-testid="hub-picture-reader">
+          The picture reader ({files.picture_reader.name}, {formatBytes(files.picture_reader.size_bytes)}) downloads
+          with the model.
+        </p>
+      ) : null}
       {files.split_files > 0 ? (
         <p class="muted small">
           {files.split_files} parts of split models are not listed: Cake reads models in one GGUF file.

@@ -3,8 +3,10 @@
 //! to soft tokens, and how the prompt spells a picture.
 
 use super::gemma3_projector::Gemma3Projector;
-use super::siglip::{SiglipConfig, SiglipVision, Tensors};
-use super::{PictureSpelling, Spelled};
+use super::mmproj::Mmproj;
+use super::siglip::{SiglipConfig, SiglipVision};
+use super::tensors::Tensors;
+use super::{PictureSpelling, PictureVocabulary, Spelled};
 use crate::images::decode::DecodedImage;
 use crate::images::pixels::{pixel_values, Normalization};
 use crate::images::resize::{resize, Filter};
@@ -60,6 +62,13 @@ struct Size {
     width: u32,
 }
 
+/// The token names Gemma 3's vocabulary gives a picture's marks.
+const START_OF_IMAGE: &str = "<start_of_image>";
+const END_OF_IMAGE: &str = "<end_of_image>";
+/// Released GGUF vocabularies lack it (transformers adds it past the
+/// SentencePiece model's pieces): it is added where missing.
+const IMAGE_SOFT_TOKEN: &str = "<image_soft_token>";
+
 pub struct Gemma3Vision {
     tower: SiglipVision,
     projector: Gemma3Projector,
@@ -67,6 +76,13 @@ pub struct Gemma3Vision {
     filter: Filter,
     normalization: Normalization,
     spelling: PictureSpelling,
+}
+
+/// The ids of the tokens that spell a picture.
+struct PictureTokens {
+    start: u32,
+    end: u32,
+    soft: u32,
 }
 
 impl Gemma3Vision {
@@ -95,21 +111,68 @@ impl Gemma3Vision {
             mean: preprocessor.image_mean.unwrap_or(Normalization::HALF.mean),
             std: preprocessor.image_std.unwrap_or(Normalization::HALF.std),
         };
+        let tokens = PictureTokens {
+            start: config.boi_token_index,
+            end: config.eoi_token_index,
+            soft: config.image_token_index,
+        };
         let tensors = Tensors::open(dir)?;
+        Self::build(vision, &tensors, config.mm_tokens_per_image, tokens, filter, normalization)
+    }
+
+    /// The reader of an mmproj file (`projector` `gemma3`) for a text model
+    /// whose vocabulary is `vocabulary`. The pictures are prepared as
+    /// Gemma3ImageProcessor does (bilinear, rescaled by 1/255) with the
+    /// file's mean and deviation.
+    pub fn from_mmproj(mmproj: Mmproj, vocabulary: &mut dyn PictureVocabulary) -> Result<Self> {
+        let origin = mmproj.path().display().to_string();
+        let vision = mmproj.siglip_config()?;
+        // Patches per side of a pooling window: 4 unless the file says.
+        let window = mmproj.vision_usize("projector.scale_factor")?.unwrap_or(4);
+        let side = vision.patches_per_side();
+        if window == 0 || !side.is_multiple_of(window) {
+            bail!("{origin}: a {side} × {side} patch grid cannot pool in windows of {window}");
+        }
+        let soft_tokens = (side / window) * (side / window);
+        let normalization = Normalization {
+            rescale: 1.0 / 255.0,
+            mean: mmproj.channel_values("image_mean")?.unwrap_or(Normalization::HALF.mean),
+            std: mmproj.channel_values("image_std")?.unwrap_or(Normalization::HALF.std),
+        };
+        let marker = |name: &str| {
+            vocabulary.id(name).with_context(|| format!("the text model's vocabulary has no {name} for {origin}"))
+        };
+        let (start, end) = (marker(START_OF_IMAGE)?, marker(END_OF_IMAGE)?);
+        let soft = vocabulary.id(IMAGE_SOFT_TOKEN).map_or_else(|| vocabulary.add_placeholder(IMAGE_SOFT_TOKEN), Ok)?;
+        let tokens = PictureTokens { start, end, soft };
+        let tensors = Tensors::Mmproj(mmproj);
+        Self::build(vision, &tensors, soft_tokens, tokens, Filter::Bilinear, normalization)
+            .with_context(|| format!("{origin}: not a usable Gemma 3 picture reader"))
+    }
+
+    fn build(
+        vision: SiglipConfig,
+        tensors: &Tensors,
+        soft_tokens: usize,
+        tokens: PictureTokens,
+        filter: Filter,
+        normalization: Normalization,
+    ) -> Result<Self> {
+        let side = vision.image_size as u32;
         let (patches_per_side, eps) = (vision.patches_per_side(), vision.layer_norm_eps);
-        let tower = SiglipVision::load(vision, &tensors, "vision_tower.vision_model")?;
-        let projector = Gemma3Projector::load(&tensors, patches_per_side, config.mm_tokens_per_image, eps)?;
+        let tower = SiglipVision::load(vision, tensors, "vision_tower.vision_model")?;
+        let projector = Gemma3Projector::load(tensors, patches_per_side, soft_tokens, eps)?;
         let spelling = PictureSpelling {
-            marker: config.boi_token_index,
+            marker: tokens.start,
             expansion: vec![
                 Spelled::Text("\n\n"),
-                Spelled::Token(config.boi_token_index),
+                Spelled::Token(tokens.start),
                 Spelled::SoftTokens,
-                Spelled::Token(config.eoi_token_index),
+                Spelled::Token(tokens.end),
                 Spelled::Text("\n\n"),
             ],
-            soft_token: config.image_token_index,
-            soft_tokens: config.mm_tokens_per_image,
+            soft_token: tokens.soft,
+            soft_tokens,
             mutual: true,
         };
         Ok(Self { tower, projector, side, filter, normalization, spelling })

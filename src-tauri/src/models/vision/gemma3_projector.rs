@@ -3,7 +3,7 @@
 //! released models: 64 × 64 patches, 4 × 4 windows), each RMS-normalised
 //! (Gemma's `1 + w` scale) and multiplied into the text model's width.
 
-use super::siglip::Tensors;
+use super::tensors::Tensors;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 

@@ -4,14 +4,17 @@
 //!
 //! - [`siglip`]: the SigLIP vision transformer (Gemma 3, SmolVLM);
 //! - [`gemma3_projector`]: Gemma 3's pooling to soft tokens and projection;
-//! - [`gemma3`]: Gemma 3's whole picture reader.
+//! - [`gemma3`]: Gemma 3's whole picture reader;
+//! - [`tensors`]: their weights, from a model folder or an [`mmproj`] file.
 
 pub mod gemma3;
 pub mod gemma3_projector;
+pub mod mmproj;
 pub mod siglip;
+pub mod tensors;
 
 use crate::images::decode::DecodedImage;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::path::Path;
 
@@ -41,6 +44,19 @@ pub struct PictureSpelling {
     pub mutual: bool,
 }
 
+/// The text model's vocabulary, as a picture reader loaded from its own
+/// file needs it: the ids of the tokens that spell a picture.
+pub trait PictureVocabulary {
+    /// The id of the token named `name`, if the vocabulary has it.
+    fn id(&self, name: &str) -> Option<u32>;
+    /// Adds `name` as a special token past the vocabulary and gives its id:
+    /// a placeholder whose positions take a picture's embeddings.
+    fn add_placeholder(&mut self, name: &str) -> Result<u32>;
+}
+
+/// The projectors of mmproj files Cake reads.
+const MMPROJ_PROJECTORS: [&str; 1] = ["gemma3"];
+
 /// A model's picture reader.
 pub enum VisionModel {
     Gemma3(Box<gemma3::Gemma3Vision>),
@@ -57,6 +73,25 @@ impl VisionModel {
             return Ok(None);
         }
         Ok(Some(Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?))))
+    }
+
+    /// The picture reader in the mmproj file `path` for a text model whose
+    /// vocabulary is `vocabulary`.
+    pub fn load_mmproj(path: &Path, vocabulary: &mut dyn PictureVocabulary) -> Result<Self> {
+        let mmproj = mmproj::Mmproj::open(path)?;
+        match mmproj.projector() {
+            "gemma3" => Ok(Self::Gemma3(Box::new(gemma3::Gemma3Vision::from_mmproj(mmproj, vocabulary)?))),
+            other => bail!(
+                "{}: Cake does not read `{other}` picture readers yet (it reads {MMPROJ_PROJECTORS:?})",
+                path.display()
+            ),
+        }
+    }
+
+    /// The mmproj file beside the text GGUF `text_file` (tokens
+    /// `text_width` wide) that Cake can read, if there is one.
+    pub fn mmproj_beside(text_file: &Path, text_width: usize) -> Option<std::path::PathBuf> {
+        mmproj::beside(text_file, text_width, |projector| MMPROJ_PROJECTORS.contains(&projector))
     }
 
     /// Whether a model folder with this `config.json` holds a picture

@@ -4,10 +4,9 @@
 //! (LayerNorm, multi-head attention over all patches, LayerNorm, a GELU-tanh
 //! MLP, biases everywhere) and a final LayerNorm. Computed in f32.
 
-use crate::models::sources::folder::SafetensorsFolder;
-use crate::models::weights::{StoredTensor, WeightStore};
+use super::tensors::Tensors;
 use anyhow::{bail, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use serde::Deserialize;
 
 /// The vision part of a checkpoint's config.json (`vision_config`).
@@ -79,27 +78,6 @@ struct EncoderLayer {
     norm2: LayerNorm,
     fc1: Affine,
     fc2: Affine,
-}
-
-/// A model folder's vision tensors, read as f32 through the folder reader
-/// every model uses (memory-mapped; only the shards holding them opened).
-pub struct Tensors {
-    store: SafetensorsFolder,
-}
-
-impl Tensors {
-    /// The vision tower's and projector's tensors of the folder `dir`.
-    pub fn open(dir: &std::path::Path) -> Result<Self> {
-        let vision = |name: &str| name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.");
-        Ok(Self { store: SafetensorsFolder::open(dir, vision)? })
-    }
-
-    pub fn load(&self, name: &str) -> Result<Tensor> {
-        match self.store.load(name, &Device::Cpu)? {
-            StoredTensor::Dense(t) => Ok(t.to_dtype(DType::F32)?),
-            _ => bail!("{}: `{name}` is not a plain float tensor", self.store.origin()),
-        }
-    }
 }
 
 /// The loaded encoder.

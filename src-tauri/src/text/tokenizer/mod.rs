@@ -147,6 +147,23 @@ impl TextTokenizer {
     }
 }
 
+impl crate::models::vision::PictureVocabulary for TextTokenizer {
+    fn id(&self, name: &str) -> Option<u32> {
+        self.token_id(name)
+    }
+
+    fn add_placeholder(&mut self, name: &str) -> Result<u32> {
+        self.inner
+            .add_special_tokens([AddedToken::from(name, true)])
+            .map_err(|e| anyhow!("cannot add the token {name} to the vocabulary: {e}"))?;
+        // Found again on first use, with the new token.
+        self.special_texts = Default::default();
+        self.longest_token = Default::default();
+        self.pieces = Default::default();
+        self.token_id(name).with_context(|| format!("cannot add the token {name} to the vocabulary"))
+    }
+}
+
 fn read_tokenizer_config(dir: &Path) -> Result<Option<serde_json::Value>> {
     let path = dir.join("tokenizer_config.json");
     if !path.exists() {
