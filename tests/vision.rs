@@ -10,6 +10,7 @@ use cake::models::decoder::LogitsFor;
 use cake::models::gpu_offload::{GpuMode, GpuRequest};
 use cake::models::vision::gemma3_projector::Gemma3Projector;
 use cake::models::vision::siglip::{SiglipConfig, SiglipVision};
+use cake::models::vision::smolvlm::SmolVlmVision;
 use cake::models::vision::tensors::Tensors;
 use cake::text::generation::{generate, generate_cached, GenerationRequest};
 use cake::text::model::{LoadOptions, TextModel};
@@ -62,7 +63,7 @@ fn gemma3_vision_tower_matches_transformers() {
     assert_eq!(shape, [3, vision.image_size, vision.image_size]);
     assert!(pixels.iter().zip(&expected_pixels).all(|(a, b)| a.to_bits() == b.to_bits()), "pixel values differ");
 
-    let tensors = Tensors::open(&folder).unwrap();
+    let tensors = Tensors::open(&folder, &["vision_tower.", "multi_modal_projector."]).unwrap();
     let eps = vision.layer_norm_eps;
     let side = vision.patches_per_side();
     let tower = SiglipVision::load(vision, &tensors, "vision_tower.vision_model").unwrap();
@@ -267,4 +268,71 @@ fn cake_run_with_an_image_matches_the_processor_and_generate() {
     let args = run(fake.to_str().unwrap());
     let error = cake_error(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(error.contains("notes.png: not a PNG, JPEG, WebP or GIF picture"), "{error}");
+}
+
+fn smolvlm() -> (SmolVlmVision, Value) {
+    let folder = fixture("tiny/smolvlm");
+    let read =
+        |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(folder.join(name)).unwrap()).unwrap() };
+    (SmolVlmVision::load(&folder, &read("config.json")).unwrap(), read("reference.json"))
+}
+
+/// SmolVLM's processor on a wide, a tall, a square and a larger picture:
+/// the rows and columns of tiles and every tile's pixel values bit for bit
+/// (the SHA-256 of transformers' float32 values; each tile's sum tells
+/// which one differs).
+#[test]
+fn smolvlm_tiles_match_the_processor_for_every_shape() {
+    use sha2::{Digest, Sha256};
+    let (vision, reference) = smolvlm();
+    let cases = reference["pixel_values_by_shape"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for case in cases {
+        let shape = &case["picture"];
+        let picture = computed_picture(shape[0].as_u64().unwrap() as u32, shape[1].as_u64().unwrap() as u32);
+        let tiles = vision.tiling().tiles(&picture);
+        let count = |key: &str| case[key].as_u64().unwrap() as usize;
+        assert_eq!(
+            (tiles.rows, tiles.cols, tiles.tiles.len()),
+            (count("rows"), count("cols"), count("tiles")),
+            "{shape}"
+        );
+        let values: Vec<Vec<f32>> =
+            tiles.tiles.iter().map(|tile| pixel_values(tile, &vision.tiling().normalization)).collect();
+        for (i, (tile, expected)) in values.iter().zip(case["tile_sums"].as_array().unwrap()).enumerate() {
+            let sum: f64 = tile.iter().map(|&v| f64::from(v)).sum();
+            assert!((sum - expected.as_f64().unwrap()).abs() < 1e-6, "{shape} tile {i}: sum {sum} against {expected}");
+        }
+        let bytes: Vec<u8> = values.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+        let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(digest, case["sha256"].as_str().unwrap(), "{shape}");
+    }
+}
+
+/// SmolVLM's tower (SigLIP over a 6 × 6 patch grid) and
+/// connector (pixel shuffle by 3, projection) on every tile of the wide
+/// picture: the tower's last hidden state and the tokens within 2e-6 of
+/// the largest value of transformers'.
+#[test]
+fn smolvlm_vision_tower_matches_transformers() {
+    let (vision, reference) = smolvlm();
+    let tiles = vision.tiling().tiles(&computed_picture(90, 30));
+    let hidden: Vec<f32> = tiles
+        .tiles
+        .iter()
+        .flat_map(|tile| vision.tower_features(tile).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .collect();
+    let (shape, expected) = array(&reference["vision_hidden"]);
+    assert_eq!(shape[0], tiles.tiles.len());
+    let error = relative_error(&hidden, &expected);
+    assert!(error < 2e-6, "vision hidden states differ by {error}");
+    let tokens: Vec<f32> = tiles
+        .tiles
+        .iter()
+        .flat_map(|tile| vision.encode_tile(tile).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .collect();
+    let (shape, expected) = array(&reference["image_features"]);
+    assert_eq!(shape, [tiles.tiles.len() * 4, vision.output_width()]);
+    let error = relative_error(&tokens, &expected);
+    assert!(error < 2e-6, "image features differ by {error}");
 }

@@ -42,6 +42,21 @@ pub struct DecodedImage {
     pub rgb: Vec<u8>,
 }
 
+impl DecodedImage {
+    /// The `width × height` part whose top left corner is at `(x, y)`,
+    /// clipped to the picture (as slicing an array is).
+    pub fn crop(&self, x: u32, y: u32, width: u32, height: u32) -> DecodedImage {
+        let (x, y) = (x.min(self.width), y.min(self.height));
+        let (width, height) = (width.min(self.width - x), height.min(self.height - y));
+        let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+        for row in y..y + height {
+            let start = (row as usize * self.width as usize + x as usize) * 3;
+            rgb.extend_from_slice(&self.rgb[start..start + width as usize * 3]);
+        }
+        DecodedImage { width, height, rgb }
+    }
+}
+
 /// Why a picture was refused; [`fmt::Display`] names it by `name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageError {

@@ -116,7 +116,7 @@ impl Gemma3Vision {
             end: config.eoi_token_index,
             soft: config.image_token_index,
         };
-        let tensors = Tensors::open(dir)?;
+        let tensors = Tensors::open(dir, &["vision_tower.", "multi_modal_projector."])?;
         Self::build(vision, &tensors, config.mm_tokens_per_image, tokens, filter, normalization)
     }
 

@@ -5,12 +5,14 @@
 //! - [`siglip`]: the SigLIP vision transformer (Gemma 3, SmolVLM);
 //! - [`gemma3_projector`]: Gemma 3's pooling to soft tokens and projection;
 //! - [`gemma3`]: Gemma 3's whole picture reader;
+//! - [`smolvlm`]: SmolVLM's tiles, tower and connector;
 //! - [`tensors`]: their weights, from a model folder or an [`mmproj`] file.
 
 pub mod gemma3;
 pub mod gemma3_projector;
 pub mod mmproj;
 pub mod siglip;
+pub mod smolvlm;
 pub mod tensors;
 
 use crate::images::decode::DecodedImage;

@@ -17,9 +17,10 @@ pub enum Tensors {
 }
 
 impl Tensors {
-    /// The vision tower's and projector's tensors of the folder `dir`.
-    pub fn open(dir: &std::path::Path) -> Result<Self> {
-        let vision = |name: &str| name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.");
+    /// The tensors of the folder `dir` whose names start with one of
+    /// `prefixes` (the vision tower's and projector's).
+    pub fn open(dir: &std::path::Path, prefixes: &[&str]) -> Result<Self> {
+        let vision = |name: &str| prefixes.iter().any(|prefix| name.starts_with(prefix));
         Ok(Self::Folder(SafetensorsFolder::open(dir, vision)?))
     }
 

@@ -1,0 +1,263 @@
+//! SmolVLM's picture reader (Idefics3's design, `SmolVLMForConditionalGeneration`):
+//! the processor cuts a picture into square tiles plus the whole picture
+//! shrunk to one tile, SigLIP reads each tile, and the connector folds
+//! each `scale × scale` block of patches into one token (pixel shuffle)
+//! and projects it into the text model's width.
+//!
+//! The model looks its positions up by bucketing each patch's place in its
+//! tile (it was trained on pictures of any shape). Every tile the
+//! processor makes is whole, and for a whole tile those buckets are the
+//! patches' own positions in the released grids (26, 27 and 32 patches a
+//! side; transformers computes them with `torch.arange` in float32, whose
+//! rounding depends on the processor's vector width, and makes some other
+//! grids, such as 19 or 25, skip a bucket).
+
+use super::siglip::{SiglipConfig, SiglipVision};
+use super::tensors::Tensors;
+use crate::images::decode::DecodedImage;
+use crate::images::pixels::{pixel_values, Normalization};
+use crate::images::resize::{resize, Filter};
+use anyhow::{bail, Context, Result};
+use candle_core::Tensor;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The largest side the processor lets a resized picture have.
+const MAX_SIDE: u32 = 4096;
+
+/// The picture-related part of a SmolVLM config.json.
+#[derive(Debug, Deserialize)]
+struct SmolVlmConfig {
+    vision_config: SiglipConfig,
+    #[serde(default = "default_scale")]
+    scale_factor: usize,
+}
+
+fn default_scale() -> usize {
+    2
+}
+
+/// What preprocessor_config.json says of the pictures' preparation.
+#[derive(Debug, Deserialize)]
+struct Preprocessor {
+    size: LongestEdge,
+    max_image_size: LongestEdge,
+    #[serde(default = "yes")]
+    do_image_splitting: bool,
+    #[serde(default = "yes")]
+    do_resize: bool,
+    /// PIL's resampling code (1: Lanczos, 2: bilinear, 3: bicubic).
+    #[serde(default = "lanczos")]
+    resample: u8,
+    image_mean: Option<[f32; 3]>,
+    image_std: Option<[f32; 3]>,
+    rescale_factor: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LongestEdge {
+    longest_edge: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn lanczos() -> u8 {
+    1
+}
+
+/// How the processor prepares a picture.
+pub struct Tiling {
+    /// The side the picture's longest side is first resized to.
+    longest_side: Option<u32>,
+    /// A tile's side (the tower's picture size).
+    tile: u32,
+    split: bool,
+    filter: Filter,
+    pub normalization: Normalization,
+}
+
+/// A picture cut into tiles: `rows × cols` tiles row by row, then the
+/// whole picture as one tile (just that one when `rows` and `cols` are 0).
+pub struct Tiles {
+    pub tiles: Vec<DecodedImage>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Tiling {
+    /// The tiles of `picture`, as SmolVLMImageProcessor makes them.
+    pub fn tiles(&self, picture: &DecodedImage) -> Tiles {
+        let mut image = match self.longest_side {
+            Some(side) => {
+                let (w, h) = longest_side_made(picture.width, picture.height, side);
+                let (w, h) = within(w, h, MAX_SIDE);
+                resize(picture, w, h, self.filter)
+            }
+            None => picture.clone(),
+        };
+        if !self.split {
+            let whole = resize(&image, self.tile, self.tile, self.filter);
+            return Tiles { tiles: vec![whole], rows: 0, cols: 0 };
+        }
+        let (w, h) = whole_tiles(image.width, image.height, self.tile);
+        image = resize(&image, w, h, self.filter);
+        if w <= self.tile && h <= self.tile {
+            return Tiles { tiles: vec![image], rows: 0, cols: 0 };
+        }
+        let rows = (h - self.tile) / self.tile + 1;
+        let cols = (w - self.tile) / self.tile + 1;
+        let mut tiles: Vec<DecodedImage> = (0..rows)
+            .flat_map(|r| (0..cols).map(move |c| (r, c)))
+            .map(|(r, c)| image.crop(c * self.tile, r * self.tile, self.tile, self.tile))
+            .collect();
+        tiles.push(resize(&image, self.tile, self.tile, self.filter));
+        Tiles { tiles, rows: rows as usize, cols: cols as usize }
+    }
+}
+
+/// `(width, height)` with the longest side made `side` (the other in
+/// proportion, rounded down, then up to even), as the processor resizes.
+fn longest_side_made(width: u32, height: u32, side: u32) -> (u32, u32) {
+    let aspect = f64::from(width) / f64::from(height);
+    let (width, height) = if width >= height {
+        let h = (f64::from(side) / aspect) as u32;
+        (side, h + h % 2)
+    } else {
+        let w = (f64::from(side) * aspect) as u32;
+        (w + w % 2, side)
+    };
+    (width.max(1), height.max(1))
+}
+
+/// `(width, height)` shrunk in proportion so that no side passes `limit`.
+fn within(width: u32, height: u32, limit: u32) -> (u32, u32) {
+    let aspect = f64::from(width) / f64::from(height);
+    let (width, height) = if width >= height && width > limit {
+        (limit, (f64::from(limit) / aspect) as u32)
+    } else if height > width && height > limit {
+        ((f64::from(limit) * aspect) as u32, limit)
+    } else {
+        (width, height)
+    };
+    (width.max(1), height.max(1))
+}
+
+/// `(width, height)` grown to whole tiles of `tile`, as the processor
+/// resizes before cutting.
+fn whole_tiles(width: u32, height: u32, tile: u32) -> (u32, u32) {
+    let aspect = f64::from(width) / f64::from(height);
+    let up = |side: u32| side.div_ceil(tile) * tile;
+    if width >= height {
+        let w = up(width);
+        (w, up((f64::from(w) / aspect) as u32))
+    } else {
+        let h = up(height);
+        (up((f64::from(h) * aspect) as u32), h)
+    }
+}
+
+pub struct SmolVlmVision {
+    tower: SiglipVision,
+    /// `(text hidden, vision hidden · scale²)`.
+    projection: Tensor,
+    scale: usize,
+    tiling: Tiling,
+}
+
+impl SmolVlmVision {
+    /// The reader of the folder `dir` whose config.json is `config`.
+    pub fn load(dir: &Path, config: &serde_json::Value) -> Result<Self> {
+        let config: SmolVlmConfig = serde_json::from_value(config.clone()).context("config.json")?;
+        let path = dir.join("preprocessor_config.json");
+        let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+        let preprocessor: Preprocessor = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+        let vision = config.vision_config;
+        let tile = vision.image_size as u32;
+        if preprocessor.max_image_size.longest_edge != tile {
+            bail!(
+                "{}: tiles of {} for a tower reading {tile}",
+                path.display(),
+                preprocessor.max_image_size.longest_edge
+            );
+        }
+        let filter = match preprocessor.resample {
+            1 => Filter::Lanczos,
+            2 => Filter::Bilinear,
+            3 => Filter::Bicubic,
+            other => bail!("{}: resampling filter {other} is not supported", path.display()),
+        };
+        let tiling = Tiling {
+            longest_side: preprocessor.do_resize.then_some(preprocessor.size.longest_edge),
+            tile,
+            split: preprocessor.do_image_splitting,
+            filter,
+            normalization: Normalization {
+                rescale: preprocessor.rescale_factor.unwrap_or(1.0 / 255.0),
+                mean: preprocessor.image_mean.unwrap_or(Normalization::HALF.mean),
+                std: preprocessor.image_std.unwrap_or(Normalization::HALF.std),
+            },
+        };
+        let side = vision.patches_per_side();
+        let scale = config.scale_factor;
+        if scale == 0 || !side.is_multiple_of(scale) {
+            bail!("a {side} × {side} patch grid cannot be shuffled in blocks of {scale}");
+        }
+        let vision_width = vision.hidden_size;
+        let tensors = Tensors::open(dir, &["model.vision_model.", "model.connector."])?;
+        let tower = SiglipVision::load(vision, &tensors, "model.vision_model")?;
+        let projection = tensors.load("model.connector.modality_projection.proj.weight")?;
+        if projection.dim(1)? != vision_width * scale * scale {
+            bail!("the connector's projection {:?} does not take {vision_width} × {scale}² values", projection.dims());
+        }
+        Ok(Self { tower, projection, scale, tiling })
+    }
+
+    pub fn tiling(&self) -> &Tiling {
+        &self.tiling
+    }
+
+    /// The tower's features of one tile: `(patches, vision hidden)`.
+    pub fn tower_features(&self, tile: &DecodedImage) -> Result<Tensor> {
+        self.tower.forward(&pixel_values(tile, &self.tiling.normalization))
+    }
+
+    /// The tokens of one tile: `(tokens, text hidden)`.
+    pub fn encode_tile(&self, tile: &DecodedImage) -> Result<Tensor> {
+        let shuffled = pixel_shuffle(&self.tower_features(tile)?, self.scale)?;
+        Ok(shuffled.matmul(&self.projection.t()?)?)
+    }
+
+    /// The width of its tokens (the text model's).
+    pub fn output_width(&self) -> usize {
+        self.projection.dim(0).unwrap_or(0)
+    }
+}
+
+/// The patches `(side², d)` of a tile, each `scale × scale` block made one
+/// token of `d · scale²` values: `(side² / scale², d · scale²)`, in the
+/// model's order.
+pub fn pixel_shuffle(features: &Tensor, scale: usize) -> Result<Tensor> {
+    let (patches, d) = features.dims2()?;
+    let side = (patches as f64).sqrt() as usize;
+    if side * side != patches || !side.is_multiple_of(scale) {
+        bail!("{patches} patches cannot be shuffled in blocks of {scale}");
+    }
+    let x = features.reshape((side, side / scale, d * scale))?.permute((1, 0, 2))?;
+    let x = x.reshape((side / scale, side / scale, d * scale * scale))?.permute((1, 0, 2))?;
+    Ok(x.reshape((patches / (scale * scale), d * scale * scale))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_the_processor() {
+        assert_eq!(longest_side_made(90, 30, 192), (192, 64));
+        assert_eq!(longest_side_made(30, 70, 192), (82, 192));
+        assert_eq!(whole_tiles(192, 64, 48), (192, 96));
+        assert_eq!(whole_tiles(82, 192, 48), (96, 192));
+        assert_eq!(within(5000, 100, 4096), (4096, 81));
+    }
+}
