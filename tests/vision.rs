@@ -336,3 +336,24 @@ fn smolvlm_vision_tower_matches_transformers() {
     let error = relative_error(&tokens, &expected);
     assert!(error < 2e-6, "image features differ by {error}");
 }
+
+/// SmolVLM's text model (a Llama under `model.text_model.`) loads from the
+/// folder: each position's NLL of a prompt without pictures within 1e-3 of
+/// transformers'.
+#[test]
+fn smolvlm_text_model_matches_transformers() {
+    let (_, reference) = smolvlm();
+    let text = &reference["text"];
+    let model = TextModel::load(&fixture("tiny/smolvlm"), &LoadOptions::default()).unwrap();
+    let tokens = ids(&text["ids"]);
+    let mut session = model.new_session();
+    let logits: Vec<Vec<f32>> = model.forward(&tokens, &mut session, LogitsFor::All).unwrap().to_vec2().unwrap();
+    model.end_session(session);
+    for (position, (row, expected)) in logits.iter().zip(text["nll"].as_array().unwrap()).enumerate() {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
+        let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
+        let expected = expected.as_f64().unwrap();
+        assert!((nll - expected).abs() < 1e-3, "position {position}: NLL {nll} against {expected}");
+    }
+}

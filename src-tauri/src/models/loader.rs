@@ -84,6 +84,9 @@ pub enum TensorLayout {
     /// The same in checkpoints saved by transformers 4 (the Hub's Gemma 3):
     /// `language_model.model.…` and `language_model.lm_head.weight`.
     OlderNestedLanguageModel,
+    /// SmolVLM's and Idefics3's text model: `model.text_model.…`, the head
+    /// `lm_head.weight`.
+    NestedTextModel,
     /// A base model saved alone (`Qwen3Model`: embedding models such as
     /// Qwen3-Embedding): `layers.N.…`, `embed_tokens…`, `norm…`, no head.
     BaseModel,
@@ -93,6 +96,7 @@ impl TensorLayout {
     const NESTED_PREFIX: &'static str = "model.language_model.";
     const OLDER_NESTED_PREFIX: &'static str = "language_model.model.";
     const OLDER_NESTED_HEAD: &'static str = "language_model.lm_head.weight";
+    const TEXT_MODEL_PREFIX: &'static str = "model.text_model.";
 
     /// The decoder's name for a stored tensor (as [`Decoder`] and
     /// [`TensorSelection`] spell it), or `None` when the tensor is not part
@@ -100,7 +104,7 @@ impl TensorLayout {
     pub fn decoder_name<'a>(self, stored: &'a str) -> Option<std::borrow::Cow<'a, str>> {
         match self {
             Self::Plain => Some(stored.into()),
-            Self::NestedLanguageModel => match stored.strip_prefix(Self::NESTED_PREFIX) {
+            Self::NestedLanguageModel | Self::NestedTextModel => match stored.strip_prefix(self.nested_prefix()) {
                 Some(rest) => Some(format!("model.{rest}").into()),
                 None if stored == "lm_head.weight" => Some(stored.into()),
                 None => None,
@@ -124,12 +128,22 @@ impl TensorLayout {
     fn view(self, store: SafetensorsFolder) -> Box<dyn WeightStore> {
         match self {
             Self::Plain => Box::new(store),
-            Self::NestedLanguageModel => Box::new(RenamedStore::new(store, &[("model.", Self::NESTED_PREFIX)])),
+            Self::NestedLanguageModel | Self::NestedTextModel => {
+                Box::new(RenamedStore::new(store, &[("model.", self.nested_prefix())]))
+            }
             Self::OlderNestedLanguageModel => Box::new(RenamedStore::new(
                 store,
                 &[("model.", Self::OLDER_NESTED_PREFIX), ("lm_head.weight", Self::OLDER_NESTED_HEAD)],
             )),
             Self::BaseModel => Box::new(RenamedStore::new(store, &[("model.", "")])),
+        }
+    }
+
+    /// Where a nested decoder's `model.` tensors are.
+    fn nested_prefix(self) -> &'static str {
+        match self {
+            Self::NestedTextModel => Self::TEXT_MODEL_PREFIX,
+            _ => Self::NESTED_PREFIX,
         }
     }
 
@@ -148,8 +162,9 @@ impl TensorLayout {
 
 /// The `config.json` of a folder's decoder: the file itself, or the part
 /// of it describing a language model nested in a larger model (VibeVoice's
-/// `decoder_config`; Qwen3.5's and Gemma 3's `text_config`, whose vision
-/// tower Cake does not run), with where the decoder's tensors are.
+/// `decoder_config`; the `text_config` of Qwen3.5, Gemma 3 and SmolVLM /
+/// Idefics3, read beside their vision towers), with where the decoder's
+/// tensors are.
 pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> {
     let json: serde_json::Value = serde_json::from_str(text)?;
     let nested = match json.get("model_type").and_then(|t| t.as_str()) {
@@ -158,9 +173,10 @@ pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> 
             "a VibeVoice-Realtime speech model: for now it speaks through `cake tts --voice PRESET` only \
              (not as a text model, and not yet in the app)"
         ),
-        Some("qwen3_5" | "qwen3_5_moe" | "gemma3") => Some("text_config"),
+        Some("qwen3_5" | "qwen3_5_moe" | "gemma3" | "smolvlm" | "idefics3") => Some("text_config"),
         _ => None,
     };
+    let text_model = matches!(json.get("model_type").and_then(|t| t.as_str()), Some("smolvlm" | "idefics3"));
     let Some(key) = nested else {
         // `XxxModel` (no `ForCausalLM`): a base model saved alone.
         let classes = json.get("architectures").and_then(|a| a.as_array());
@@ -178,7 +194,7 @@ pub fn folder_decoder_hf_config(text: &str) -> Result<(HfConfig, TensorLayout)> 
         }
     }
     let hf = serde_json::from_value(decoder).with_context(|| format!("`{key}`"))?;
-    Ok((hf, TensorLayout::NestedLanguageModel))
+    Ok((hf, if text_model { TensorLayout::NestedTextModel } else { TensorLayout::NestedLanguageModel }))
 }
 
 /// The decoder config of a folder's `config.json` and where its tensors are.
