@@ -152,6 +152,28 @@ fn gemma3_gguf_with_its_mmproj_matches_transformers() {
     check_prompt_with_pictures(&folder.join("model-f32.gguf"), &reference["prompt"], GpuRequest::default());
 }
 
+/// A file named as a picture reader beside a GGUF model that cannot serve
+/// as one: the model reads text, and asking it to read a picture says which
+/// file failed and why; a usable one beside it is taken instead.
+#[test]
+fn a_picture_reader_that_cannot_serve_says_why() {
+    let folder = fixture("tiny/gemma3_vision");
+    let dir = tempfile::tempdir().unwrap();
+    let model_path = dir.path().join("model-f32.gguf");
+    std::fs::copy(folder.join("model-f32.gguf"), &model_path).unwrap();
+    // A text model's GGUF under an mmproj name.
+    std::fs::copy(fixture("tiny/gemma3_gguf/model-f32.gguf"), dir.path().join("mmproj-Q8_0.gguf")).unwrap();
+    let model = TextModel::load(&model_path, &LoadOptions::default()).unwrap();
+    let why = format!("{:#}", model.vision().err().expect("no picture reader"));
+    assert!(why.contains("mmproj-Q8_0.gguf: not a picture reader (mmproj) file"), "{why}");
+    assert!(why.contains("did not load"), "{why}");
+    drop(model);
+
+    std::fs::copy(folder.join("mmproj-f32.gguf"), dir.path().join("mmproj-F16.gguf")).unwrap();
+    let model = TextModel::load(&model_path, &LoadOptions::default()).unwrap();
+    assert!(model.vision().is_ok(), "the usable picture reader is taken");
+}
+
 /// The checks above on the model at `path`, against transformers' `prompt`.
 fn check_prompt_with_pictures(path: &std::path::Path, prompt: &Value, gpu: GpuRequest) {
     let on_gpu = gpu.mode == GpuMode::On;

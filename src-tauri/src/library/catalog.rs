@@ -480,7 +480,7 @@ fn inspect_gguf(path: &Path) -> Result<Inspection> {
     };
     // Looked for each time: a picture reader may be put beside the file later.
     inspection.reads_pictures = inspection.kind == ModelKind::Text
-        && inspection.gguf_width.is_some_and(|width| VisionModel::mmproj_beside(path, width).is_some());
+        && inspection.gguf_width.is_some_and(|width| matches!(VisionModel::mmproj_beside(path, width), Ok(Some(_))));
     Ok(inspection)
 }
 

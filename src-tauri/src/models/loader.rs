@@ -253,9 +253,10 @@ impl Checkpoint {
                 .filter(|(name, _)| layout.decoder_name(name).is_none())
                 .map(|(_, bytes)| bytes)
                 .sum()),
+            // A picture reader that cannot serve is not loaded.
             Self::Gguf { file, config } => match VisionModel::mmproj_beside(&file.path, config.hidden_size) {
-                Some(path) => Ok(GgufFile::open(&path)?.header.tensor_infos.values().map(|t| t.byte_size()).sum()),
-                None => Ok(0),
+                Ok(Some(path)) => Ok(GgufFile::open(&path)?.header.tensor_infos.values().map(|t| t.byte_size()).sum()),
+                _ => Ok(0),
             },
         }
     }

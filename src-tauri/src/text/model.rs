@@ -282,7 +282,8 @@ impl TextSide {
             }),
             Checkpoint::Gguf { file, .. } => {
                 match (VisionModel::mmproj_beside(&file.path, width), tokenizer.as_mut()) {
-                    (Some(path), Some(tokenizer)) => VisionModel::load_mmproj(&path, tokenizer).map(Some),
+                    (Ok(Some(path)), Some(tokenizer)) => VisionModel::load_mmproj(&path, tokenizer).map(Some),
+                    (Err(why), _) => Err(why),
                     _ => Ok(None),
                 }
             }

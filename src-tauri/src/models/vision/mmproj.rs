@@ -149,22 +149,38 @@ pub fn is_mmproj_name(name: &str) -> bool {
 }
 
 /// The picture reader published beside the text GGUF `text_file` whose
-/// tokens are `text_width` wide: the mmproj files of its folder that make
-/// tokens that wide and whose projector Cake reads (`reads(projector)`),
-/// the one kept in the most precise type first (by its name: F32, F16,
-/// BF16, then the rest), `None` when there is none.
-pub fn beside(text_file: &Path, text_width: usize, reads: impl Fn(&str) -> bool) -> Option<PathBuf> {
-    let folder = text_file.parent()?;
-    let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
-        .ok()?
+/// tokens are `text_width` wide: of the mmproj files of its folder, the
+/// first (the most precise by its name: F32, F16, BF16, then the rest)
+/// that makes tokens that wide with a projector Cake reads
+/// (`reads(projector)`). `None` when the folder holds no mmproj file; an
+/// error saying why the first one cannot serve when none can.
+pub fn beside(text_file: &Path, text_width: usize, reads: impl Fn(&str) -> bool) -> Result<Option<PathBuf>> {
+    let Some(Ok(entries)) = text_file.parent().map(std::fs::read_dir) else { return Ok(None) };
+    let mut found: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok())
         .map(|entry| entry.path())
         .filter(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(is_mmproj_name) && path.is_file())
         .collect();
     found.sort_by_key(|path| (precision_rank(&path.to_string_lossy()), path.clone()));
-    found.into_iter().find(|path| {
-        Mmproj::open(path).is_ok_and(|m| reads(m.projector()) && m.output_width().ok() == Some(text_width))
-    })
+    let serves = |path: &Path| -> Result<()> {
+        let mmproj = Mmproj::open(path)?;
+        let (projector, width) = (mmproj.projector(), mmproj.output_width()?);
+        if !reads(projector) {
+            bail!("{}: Cake does not read `{projector}` picture readers yet", path.display());
+        }
+        if width != text_width {
+            bail!("{}: makes tokens {width} wide for a text model {text_width} wide", path.display());
+        }
+        Ok(())
+    };
+    let mut first_failure = None;
+    for path in found {
+        match serves(&path) {
+            Ok(()) => return Ok(Some(path)),
+            Err(error) => first_failure = first_failure.or(Some(error)),
+        }
+    }
+    first_failure.map_or(Ok(None), Err)
 }
 
 /// Of a repository's files `names`, the mmproj file to fetch with a model:

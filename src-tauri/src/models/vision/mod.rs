@@ -83,16 +83,14 @@ impl VisionModel {
         let mmproj = mmproj::Mmproj::open(path)?;
         match mmproj.projector() {
             "gemma3" => Ok(Self::Gemma3(Box::new(gemma3::Gemma3Vision::from_mmproj(mmproj, vocabulary)?))),
-            other => bail!(
-                "{}: Cake does not read `{other}` picture readers yet (it reads {MMPROJ_PROJECTORS:?})",
-                path.display()
-            ),
+            other => bail!("{}: Cake does not read `{other}` picture readers yet", path.display()),
         }
     }
 
     /// The mmproj file beside the text GGUF `text_file` (tokens
-    /// `text_width` wide) that Cake can read, if there is one.
-    pub fn mmproj_beside(text_file: &Path, text_width: usize) -> Option<std::path::PathBuf> {
+    /// `text_width` wide) that Cake can read: `None` when there is none,
+    /// an error naming the file and the reason when none there serves.
+    pub fn mmproj_beside(text_file: &Path, text_width: usize) -> Result<Option<std::path::PathBuf>> {
         mmproj::beside(text_file, text_width, |projector| MMPROJ_PROJECTORS.contains(&projector))
     }
 
