@@ -1347,7 +1347,9 @@ test("a picture dropped into the composer is read by a vision model, kept across
   await page.locator('[data-testid="new-conversation"]').click();
   await page.locator('[data-testid="model-select"]').selectOption(`file:${model}`);
   await page.locator('[data-testid="sampling-panel"] summary').click();
+  // Greedy, as `cake run` above (the app's repeat penalty would steer a repetitive reply).
   await page.locator('[data-testid="sampling-temperature"]').fill("0");
+  await page.locator('[data-testid="sampling-repeat_penalty"]').fill("1");
   await page.locator('[data-testid="max-tokens"]').fill("8");
   await page.locator('[data-testid="sampling-panel"] summary').click();
   await dropFiles(page, composer, [{ name: "notes.txt", bytes: Buffer.from("shopping list"), type: "text/plain" }]);
