@@ -174,6 +174,39 @@ fn a_picture_reader_that_cannot_serve_says_why() {
     assert!(model.vision().is_ok(), "the usable picture reader is taken");
 }
 
+/// `--mmproj PATH` names the picture reader of a GGUF model kept
+/// elsewhere: `cake run --image` then gives Gemma3Processor's prompt ids;
+/// without it the model reads text only, and says so; a model folder
+/// refuses one.
+#[test]
+fn an_mmproj_named_on_the_command_line_reads_the_pictures() {
+    let folder = fixture("tiny/gemma3_vision");
+    let chat = &reference()["chat"];
+    let (models, readers) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let model = models.path().join("model-f32.gguf");
+    let reader = readers.path().join("gemma3-vision-reader.gguf");
+    std::fs::copy(folder.join("model-f32.gguf"), &model).unwrap();
+    std::fs::copy(folder.join("mmproj-f32.gguf"), &reader).unwrap();
+    let picture = folder.join(chat["picture"].as_str().unwrap());
+    let run = |model: &std::path::Path, reader: Option<&std::path::Path>| {
+        let mut args = vec!["run", "--model", model.to_str().unwrap(), "--chat", "--image", picture.to_str().unwrap()];
+        args.extend(["--prompt", chat["question"].as_str().unwrap(), "--max-tokens", "1", "--json"]);
+        if let Some(reader) = reader {
+            args.extend(["--mmproj", reader.to_str().unwrap()]);
+        }
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let args = run(&model, Some(&reader));
+    let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]));
+    let args = run(&model, None);
+    let error = cake_error(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(error.contains("reads text only"), "{error}");
+    let args = run(&folder, Some(&reader));
+    let error = cake_error(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(error.contains("an mmproj picture reader goes with a GGUF model"), "{error}");
+}
+
 /// The checks above on the model at `path`, against transformers' `prompt`.
 fn check_prompt_with_pictures(path: &std::path::Path, prompt: &Value, gpu: GpuRequest) {
     let on_gpu = gpu.mode == GpuMode::On;

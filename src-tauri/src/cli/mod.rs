@@ -78,6 +78,10 @@ pub struct ModelArgs {
     /// sized for it.
     #[arg(long = "ctx")]
     pub context_length: Option<usize>,
+    /// The picture reader of a GGUF vision model: llama.cpp's mmproj file
+    /// (default: an `*mmproj*.gguf` file beside the model's).
+    #[arg(long = "mmproj", value_name = "PATH")]
+    pub picture_reader: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub gpu: GpuArgs,
     #[command(flatten)]
@@ -199,6 +203,7 @@ impl ModelArgs {
             dtype: self.dtype.map(DType::from),
             context_length: self.context_length,
             gpu: self.gpu.request(),
+            picture_reader: self.picture_reader.clone(),
             ..Default::default()
         }
     }

@@ -496,7 +496,7 @@ impl ClusterSettings {
     ) -> Result<TextModel> {
         self.load_with(path, options, excluded, on_progress, |part| {
             let decoder = part.checkpoint.load_decoder_with_progress(Some(part.selection), options, part.on_layer)?;
-            let model = TextModel::assemble(path, part.checkpoint, decoder, part.remote_stages)?;
+            let model = TextModel::assemble(path, part.checkpoint, decoder, part.remote_stages, options)?;
             let local_nanos = model.pipeline.local_nanos.clone();
             Ok((model, local_nanos))
         })

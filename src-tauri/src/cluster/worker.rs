@@ -24,7 +24,7 @@ use crate::models::memory_needs::MemoryNeeds;
 use crate::models::nn::kv_cache::KvCache;
 use crate::models::sources::selection::TensorSelection;
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -224,7 +224,7 @@ pub fn load_stage(
 ) -> Result<Decoder> {
     let checkpoint = Checkpoint::open(path)?;
     let options =
-        LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), device: Device::Cpu, gpu };
+        LoadOptions { dtype: dtype.map(DType::from), context_length: Some(context_length), gpu, ..Default::default() };
     check_fits(&checkpoint, &options, layers.clone(), offered)?;
     let selection = TensorSelection { layers, embedding: false, head: false };
     checkpoint.load_decoder(Some(selection), &options)

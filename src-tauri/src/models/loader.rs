@@ -30,11 +30,20 @@ pub struct LoadOptions {
     pub context_length: Option<usize>,
     /// Which layers to run on the GPU.
     pub gpu: GpuRequest,
+    /// The mmproj file a GGUF model reads pictures with; `None` looks for
+    /// one beside the model's file.
+    pub picture_reader: Option<std::path::PathBuf>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { dtype: None, device: Device::Cpu, context_length: None, gpu: GpuRequest::default() }
+        Self {
+            dtype: None,
+            device: Device::Cpu,
+            context_length: None,
+            gpu: GpuRequest::default(),
+            picture_reader: None,
+        }
     }
 }
 

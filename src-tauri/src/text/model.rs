@@ -66,7 +66,7 @@ impl TextModel {
         // until then, they raised the load's peak memory by about 12 MB.
         let (decoder, text) = std::thread::scope(|scope| {
             let text = scope.spawn(|| {
-                let text = TextSide::read(&checkpoint);
+                let text = TextSide::read(&checkpoint, options.picture_reader.as_deref());
                 release_freed_memory();
                 text
             });
@@ -81,14 +81,17 @@ impl TextModel {
     }
 
     /// A model from a loaded local part and the stages on workers; reads the
-    /// tokenizer, chat template and stop tokens from the checkpoint.
+    /// tokenizer, chat template and stop tokens from the checkpoint (and the
+    /// picture reader as `options` say).
     pub fn assemble(
         path: &Path,
         checkpoint: &Checkpoint,
         decoder: Decoder,
         remote_stages: Vec<RemoteStage>,
+        options: &LoadOptions,
     ) -> Result<Self> {
-        Ok(Self::from_parts(path, LayerPipeline::new(decoder, remote_stages), TextSide::read(checkpoint)?))
+        let text = TextSide::read(checkpoint, options.picture_reader.as_deref())?;
+        Ok(Self::from_parts(path, LayerPipeline::new(decoder, remote_stages), text))
     }
 
     fn from_parts(path: &Path, pipeline: LayerPipeline, text: TextSide) -> Self {
@@ -245,8 +248,9 @@ struct TextSide {
 
 impl TextSide {
     /// Reads the tokenizer, chat template, stop tokens, sampling defaults
-    /// and the picture reader of a model that takes pictures.
-    fn read(checkpoint: &Checkpoint) -> Result<Self> {
+    /// and the picture reader of a model that takes pictures (a GGUF
+    /// model's from `picture_reader`, else from beside its file).
+    fn read(checkpoint: &Checkpoint, picture_reader: Option<&Path>) -> Result<Self> {
         let mut eos = checkpoint.config().eos_token_ids.clone();
         let mut sampling_defaults = SamplingParams::default();
         let embedding = match checkpoint {
@@ -273,21 +277,26 @@ impl TextSide {
         eos.sort_unstable();
         eos.dedup();
         let width = checkpoint.config().hidden_size;
-        let vision = match checkpoint {
-            Checkpoint::Folder { dir, .. } => VisionModel::load_folder(dir).and_then(|vision| match vision {
-                Some(v) if v.output_width() != width => {
-                    bail!("its picture reader makes tokens {} wide for a text model {width} wide", v.output_width())
-                }
-                other => Ok(other),
-            }),
-            Checkpoint::Gguf { file, .. } => {
-                match (VisionModel::mmproj_beside(&file.path, width), tokenizer.as_mut()) {
+        let vision = match (checkpoint, picture_reader) {
+            (Checkpoint::Folder { dir, .. }, None) => VisionModel::load_folder(dir),
+            (Checkpoint::Folder { dir, .. }, Some(_)) => {
+                bail!("{}: an mmproj picture reader goes with a GGUF model, not a model folder", dir.display())
+            }
+            (Checkpoint::Gguf { file, .. }, named) => {
+                let found = named.map_or_else(|| VisionModel::mmproj_beside(&file.path, width), |p| Ok(Some(p.into())));
+                match (found, tokenizer.as_mut()) {
                     (Ok(Some(path)), Some(tokenizer)) => VisionModel::load_mmproj(&path, tokenizer).map(Some),
                     (Err(why), _) => Err(why),
                     _ => Ok(None),
                 }
             }
         };
+        let vision = vision.and_then(|vision| match vision {
+            Some(v) if v.output_width() != width => {
+                bail!("its picture reader makes tokens {} wide for a text model {width} wide", v.output_width())
+            }
+            other => Ok(other),
+        });
         let (vision, vision_unusable) = match vision {
             Ok(vision) => (vision, None),
             Err(error) => {
