@@ -134,7 +134,7 @@ $(TOOLS)/bin/cargo-deb:
 ## Regenerate reference fixtures with transformers + torch (not needed for tests).
 fixtures: model
 	$(PYTHON) -m venv .venv-ref
-	.venv-ref/bin/pip install --quiet torch transformers accelerate gguf tokenizers pillow
+	.venv-ref/bin/pip install --quiet torch torchvision transformers accelerate gguf tokenizers pillow num2words
 	.venv-ref/bin/python tests/fixtures/generate_tiny_models.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_tiny_vision.py --seed $${SEED:-0}
 	.venv-ref/bin/python tests/fixtures/generate_image_resize_references.py

@@ -363,6 +363,10 @@ fn a_gguf_vision_model_comes_with_its_picture_reader() {
     let copy = cache.path().join("text-only.gguf");
     std::fs::copy(&model, &copy).unwrap();
     assert!(!catalog.import(&copy).unwrap().reads_pictures);
+    // A picture reader put beside it later is seen at once.
+    std::fs::copy(folder.join("mmproj-f32.gguf"), cache.path().join("mmproj-f32.gguf")).unwrap();
+    let imported: Vec<_> = catalog.list().unwrap().into_iter().filter(|e| !e.id.starts_with("hf:")).collect();
+    assert!(imported.len() == 1 && imported[0].reads_pictures, "{imported:?}");
     catalog.delete(&format!("hf:{REPO}/model-f32.gguf")).unwrap();
     assert!(!reader.exists(), "the picture reader goes with the repository's last model");
 }

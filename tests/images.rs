@@ -5,7 +5,7 @@
 
 mod common;
 
-use cake::images::decode::{decode, ImageError, ImageLimits};
+use cake::images::decode::{decode, upright_size, ImageError, ImageLimits};
 use common::{computed_picture, png_header};
 use image::{ImageEncoder, RgbImage};
 
@@ -85,6 +85,16 @@ fn a_cameras_orientation_is_applied() {
     let pixel =
         |image: &cake::images::decode::DecodedImage, x: u32, y: u32| image.rgb[((y * image.width + x) * 3) as usize];
     assert!(pixel(&turned, 4, 2) < 40 && pixel(&turned, 4, 13) > 215, "dark on top, bright below");
+    // The upright size from the header alone, as decoding gives it; all
+    // eight orientations (5–8 turn a quarter).
+    for orientation in 1..=8 {
+        let jpeg = jpeg_with_orientation(&wide, orientation);
+        let decoded = decode("turned.jpg", &jpeg, &limits()).unwrap();
+        let size = upright_size("turned.jpg", &jpeg, &limits()).unwrap();
+        assert_eq!(size, (decoded.width, decoded.height), "orientation {orientation}");
+    }
+    let err = upright_size("huge.png", &png_header(30_000, 30_000), &limits()).unwrap_err();
+    assert!(matches!(err, ImageError::TooLarge { width: 30_000, .. }), "{err}");
 }
 
 #[test]

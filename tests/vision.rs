@@ -12,11 +12,14 @@ use cake::models::vision::gemma3_projector::Gemma3Projector;
 use cake::models::vision::siglip::{SiglipConfig, SiglipVision};
 use cake::models::vision::smolvlm::SmolVlmVision;
 use cake::models::vision::tensors::Tensors;
+use cake::text::chat_template::{ChatMessage, MessagePart, RenderOptions};
 use cake::text::generation::{generate, generate_cached, GenerationRequest};
 use cake::text::model::{LoadOptions, TextModel};
-use cake::text::pictures::{place_pictures, AttachedPicture};
+use cake::text::pictures::AttachedPicture;
 use cake::text::prompt_cache::PromptCache;
 use cake::text::sampling::SamplingParams;
+use cake::text::tokenizer::TextTokenizer;
+use cake::text::turn_prompt::{pictures_in, tokenize_turns, turn_pictures};
 use common::{cake_error, cake_json, computed_picture};
 use serde_json::Value;
 use std::ops::ControlFlow;
@@ -218,11 +221,11 @@ fn check_prompt_with_pictures(path: &std::path::Path, prompt: &Value, gpu: GpuRe
             "every layer on the GPU"
         );
     }
-    let vision = model.vision.as_ref().expect("a Gemma 3 checkpoint with a vision tower reads pictures");
+    assert!(model.vision.is_some(), "a Gemma 3 checkpoint with a vision tower reads pictures");
     let tokens = ids(&prompt["ids"]);
     let pictures: Vec<AttachedPicture> = prompt["pictures"].as_array().unwrap().iter().map(attached).collect();
     let attached: Vec<&AttachedPicture> = pictures.iter().collect();
-    let placed = place_pictures(&tokens, &attached, vision.spelling(), |p| vision.encode(&*p.image()?)).unwrap();
+    let placed = pictures_in(&model, &tokens, &attached).unwrap();
     assert_eq!(placed.iter().map(|p| p.positions()).collect::<Vec<_>>(), [5..9, 18..22]);
 
     let mut session = model.new_session();
@@ -329,7 +332,8 @@ fn smolvlm() -> (SmolVlmVision, Value) {
     let folder = fixture("tiny/smolvlm");
     let read =
         |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(folder.join(name)).unwrap()).unwrap() };
-    (SmolVlmVision::load(&folder, &read("config.json")).unwrap(), read("reference.json"))
+    let tokenizer = TextTokenizer::from_folder(&folder).unwrap();
+    (SmolVlmVision::load(&folder, &read("config.json"), &tokenizer).unwrap(), read("reference.json"))
 }
 
 /// SmolVLM's processor on a wide, a tall, a square and a larger picture:
@@ -410,5 +414,94 @@ fn smolvlm_text_model_matches_transformers() {
         let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
         let expected = expected.as_f64().unwrap();
         assert!((nll - expected).abs() < 1e-3, "position {position}: NLL {nll} against {expected}");
+    }
+}
+
+/// A user turn holding a wide picture after the question, a tall one or a
+/// square one before it, through SmolVLM's released chat template (which
+/// reads content only as typed parts), on SmolVLM2's design and on
+/// SmolVLM-256M's (Idefics3): the prompt ids the processor makes (each
+/// picture's tiles spelled by row and column, then the whole picture),
+/// each position's NLL within 1e-3 of transformers', the argmax at every
+/// position and the greedy reply equal; `cake run --chat --image` gives the
+/// same prompt ids and reply.
+#[test]
+fn smolvlm_prompts_with_pictures_match_the_processor_and_transformers() {
+    for family in ["tiny/smolvlm", "tiny/idefics3"] {
+        check_smolvlm_prompts(&fixture(family));
+    }
+}
+
+fn check_smolvlm_prompts(folder: &std::path::Path) {
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+    let model = TextModel::load(folder, &LoadOptions::default()).unwrap();
+    let template = model.chat_template().unwrap();
+    for chat in reference["chats"].as_array().unwrap() {
+        let name = format!("{} {}", folder.display(), chat["picture"].as_str().unwrap());
+        let picture_file = folder.join(chat["picture"].as_str().unwrap());
+        let picture = MessagePart::Picture(AttachedPicture::read(&picture_file).unwrap());
+        let question = MessagePart::Text(chat["question"].as_str().unwrap().to_string());
+        let parts = if chat["picture_first"].as_bool().unwrap() { [picture, question] } else { [question, picture] };
+        let messages = [ChatMessage::with_parts("user", parts.into())];
+        let rendered = template.render_prompt(&messages, &RenderOptions::default()).unwrap();
+        let tokens = tokenize_turns(&model, &rendered, &messages).unwrap();
+        assert_eq!(tokens, ids(&chat["ids"]), "{name}: prompt ids");
+        let placed = turn_pictures(&model, &tokens, &messages).unwrap();
+        let tiles = placed.len();
+        assert!(tiles > 2 && placed.iter().all(|p| p.embeddings.dim(0).unwrap() == 4), "{name}: {tiles} tiles");
+
+        let mut session = model.new_session();
+        let logits = model.forward_with(&tokens, 0, &placed, &mut session, LogitsFor::All).unwrap();
+        model.end_session(session);
+        let logits: Vec<Vec<f32>> = logits.to_vec2().unwrap();
+        for (position, (row, expected)) in logits.iter().zip(chat["nll"].as_array().unwrap()).enumerate() {
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
+            let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
+            let expected = expected.as_f64().unwrap();
+            assert!((nll - expected).abs() < 1e-3, "{name} position {position}: NLL {nll} against {expected}");
+        }
+        let argmax: Vec<u32> = logits
+            .iter()
+            .map(|row| {
+                row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0
+                    as u32
+            })
+            .collect();
+        assert_eq!(argmax, ids(&chat["argmax"]), "{name}: argmax");
+
+        // transformers' reply stops at the config's end token: compared as far as it goes.
+        let greedy = ids(&chat["greedy"]);
+        let mut request = GenerationRequest::new(tokens);
+        request.pictures = placed;
+        request.max_new_tokens = 8;
+        request.ignore_eos = true;
+        request.sampling = SamplingParams { temperature: 0.0, ..Default::default() };
+        let reply = generate(&model, &request, |_| ControlFlow::Continue(())).unwrap();
+        assert_eq!(reply.tokens[..greedy.len()], greedy, "{name}: greedy reply");
+        if !chat["picture_first"].as_bool().unwrap() {
+            continue;
+        }
+        // `cake run` puts the picture before the question.
+        let question = chat["question"].as_str().unwrap();
+        let out = cake_json(&[
+            "run",
+            "--model",
+            folder.to_str().unwrap(),
+            "--chat",
+            "--image",
+            picture_file.to_str().unwrap(),
+            "--prompt",
+            question,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "8",
+            "--ignore-eos",
+            "--json",
+        ]);
+        assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]), "cake run {name}: prompt ids");
+        assert_eq!(ids(&out["tokens"])[..greedy.len()], greedy, "cake run {name}: greedy reply");
     }
 }

@@ -2,7 +2,8 @@
 
 use super::{parse_token_list, ModelArgs};
 use crate::text::perplexity::perplexity_with;
-use crate::text::pictures::{place_pictures, AttachedPicture};
+use crate::text::pictures::AttachedPicture;
+use crate::text::turn_prompt::pictures_in;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -37,14 +38,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
         (None, None) => bail!("give a text with --file PATH or --tokens 1,2,3"),
     };
     let attached = args.images.iter().map(|path| AttachedPicture::read(path)).collect::<Result<Vec<_>>>()?;
-    let pictures = match attached.is_empty() {
-        true => Vec::new(),
-        false => {
-            let vision = model.vision()?;
-            let attached: Vec<&AttachedPicture> = attached.iter().collect();
-            place_pictures(&tokens, &attached, vision.spelling(), |picture| vision.encode(&*picture.image()?))?
-        }
-    };
+    let pictures = pictures_in(&model, &tokens, &attached.iter().collect::<Vec<_>>())?;
     let result = perplexity_with(&model, &tokens, &pictures)?;
     if args.json {
         println!("{}", serde_json::to_string(&result)?);

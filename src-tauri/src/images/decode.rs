@@ -4,6 +4,7 @@
 //! a second guard, and the EXIF orientation a camera recorded applied so
 //! the picture is upright.
 
+use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 use std::fmt;
 use std::io::Cursor;
@@ -100,6 +101,35 @@ fn format_name(format: ImageFormat) -> Option<&'static str> {
 
 /// Decodes the picture `bytes` (called `name` in errors) within `limits`.
 pub fn decode(name: &str, bytes: &[u8], limits: &ImageLimits) -> Result<DecodedImage, ImageError> {
+    let (mut decoder, unreadable) = checked_decoder(name, bytes, limits)?;
+    let orientation = decoder.orientation().map_err(&unreadable)?;
+    let mut picture = DynamicImage::from_decoder(decoder).map_err(&unreadable)?;
+    picture.apply_orientation(orientation);
+    let rgb = picture.into_rgb8();
+    Ok(DecodedImage { width: rgb.width(), height: rgb.height(), rgb: rgb.into_raw() })
+}
+
+/// The `(width, height)` the picture `bytes` has upright (its recorded
+/// orientation applied), read from its header without decoding pixels,
+/// within `limits` as [`decode`] checks them.
+pub fn upright_size(name: &str, bytes: &[u8], limits: &ImageLimits) -> Result<(u32, u32), ImageError> {
+    let (mut decoder, unreadable) = checked_decoder(name, bytes, limits)?;
+    let (width, height) = decoder.dimensions();
+    let turned = matches!(
+        decoder.orientation().map_err(&unreadable)?,
+        Orientation::Rotate90 | Orientation::Rotate270 | Orientation::Rotate90FlipH | Orientation::Rotate270FlipH
+    );
+    Ok(if turned { (height, width) } else { (width, height) })
+}
+
+/// A decoder of the picture `bytes` whose sides were checked against
+/// `limits` from its header, with its allocation capped; and what makes a
+/// decoder's error this picture's.
+fn checked_decoder<'b>(
+    name: &str,
+    bytes: &'b [u8],
+    limits: &ImageLimits,
+) -> Result<(impl ImageDecoder + 'b, impl Fn(image::ImageError) -> ImageError), ImageError> {
     let name = name.to_string();
     if bytes.len() > limits.max_file_bytes {
         return Err(ImageError::TooManyBytes { name, bytes: bytes.len(), limit: limits.max_file_bytes });
@@ -108,12 +138,14 @@ pub fn decode(name: &str, bytes: &[u8], limits: &ImageLimits) -> Result<DecodedI
     let Some(format) = reader.format().and_then(format_name) else {
         return Err(ImageError::NotAnImage { name });
     };
-    let unreadable =
-        |error: image::ImageError| ImageError::Unreadable { name: name.clone(), format, reason: error.to_string() };
+    let unreadable = {
+        let name = name.clone();
+        move |error: image::ImageError| ImageError::Unreadable { name: name.clone(), format, reason: error.to_string() }
+    };
     // The header alone first: the sides are checked before any pixel buffer exists.
     let mut header = ImageReader::with_format(Cursor::new(bytes), reader.format().expect("guessed above"));
     header.no_limits();
-    let (width, height) = header.into_dimensions().map_err(unreadable)?;
+    let (width, height) = header.into_dimensions().map_err(&unreadable)?;
     if width > limits.max_side || height > limits.max_side || u64::from(width) * u64::from(height) > limits.max_pixels {
         return Err(ImageError::TooLarge { name, width, height, limits: *limits });
     }
@@ -124,10 +156,6 @@ pub fn decode(name: &str, bytes: &[u8], limits: &ImageLimits) -> Result<DecodedI
     // The RGBA picture and as much again for the decoder's own buffers.
     decoder_limits.max_alloc = Some(8 * limits.max_pixels);
     reader.limits(decoder_limits);
-    let mut decoder = reader.into_decoder().map_err(unreadable)?;
-    let orientation = decoder.orientation().map_err(unreadable)?;
-    let mut picture = DynamicImage::from_decoder(decoder).map_err(unreadable)?;
-    picture.apply_orientation(orientation);
-    let rgb = picture.into_rgb8();
-    Ok(DecodedImage { width: rgb.width(), height: rgb.height(), rgb: rgb.into_raw() })
+    let decoder = reader.into_decoder().map_err(&unreadable)?;
+    Ok((decoder, unreadable))
 }

@@ -14,7 +14,7 @@ use crate::models::config::Architecture;
 use crate::models::families;
 use crate::models::sources::tile_cache::TileCache;
 use crate::models::sources::torch_checkpoint::TorchCheckpoint;
-use crate::models::vision::mmproj::is_mmproj_name;
+use crate::models::vision::mmproj::{self, is_mmproj_name};
 use crate::models::vision::VisionModel;
 use crate::models::weights::WeightStore;
 use crate::speech::family::{SpeechFamily, VoiceKind};
@@ -116,9 +116,6 @@ struct Inspection {
     problem: Option<String>,
     sampling_defaults: Option<SamplingOverrides>,
     reads_pictures: bool,
-    /// A GGUF text model's width: the tokens a picture reader beside it
-    /// must make.
-    gguf_width: Option<usize>,
 }
 
 impl Inspection {
@@ -134,7 +131,6 @@ impl Inspection {
             problem: Some(problem),
             sampling_defaults: None,
             reads_pictures: false,
-            gguf_width: None,
         }
     }
 }
@@ -450,37 +446,40 @@ fn inspect(path: &Path, hf_cache: &Path) -> Inspection {
 /// What identifies one version of a file: its size and modification time.
 type FileStamp = (u64, Option<SystemTime>);
 
+/// What a GGUF file's inspection depends on: the file's stamp, and the
+/// stamps of the picture readers (mmproj files) beside it.
+type GgufStamp = (FileStamp, Vec<(PathBuf, FileStamp)>);
+
 /// GGUF files inspected before, with the stamp they had: a chat request
 /// names its model, and parsing a header that holds a 49 152-token
-/// vocabulary again for each request took 8 ms. A changed file (another
-/// size or time) is inspected again.
-static GGUF_INSPECTIONS: OnceLock<Mutex<BTreeMap<PathBuf, (FileStamp, Inspection)>>> = OnceLock::new();
+/// vocabulary again for each request took 8 ms (and opening the picture
+/// readers beside it as long). A changed file, or a picture reader put
+/// beside it, changed or taken away, makes it inspected again.
+static GGUF_INSPECTIONS: OnceLock<Mutex<BTreeMap<PathBuf, (GgufStamp, Inspection)>>> = OnceLock::new();
 
 /// At most this many files' inspections are remembered.
 const REMEMBERED_INSPECTIONS: usize = 256;
 
-fn inspect_gguf(path: &Path) -> Result<Inspection> {
+fn file_stamp(path: &Path) -> Result<FileStamp> {
     let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let stamp = (metadata.len(), metadata.modified().ok());
+    Ok((metadata.len(), metadata.modified().ok()))
+}
+
+fn inspect_gguf(path: &Path) -> Result<Inspection> {
+    let readers = mmproj::files_beside(path).into_iter().filter_map(|p| Some((file_stamp(&p).ok()?, p)));
+    let stamp = (file_stamp(path)?, readers.map(|(stamp, p)| (p, stamp)).collect());
     let memo = GGUF_INSPECTIONS.get_or_init(Default::default);
     // A thread that panicked while holding the lock left a whole map behind.
     let lock = || memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let remembered = lock().get(path).filter(|(seen, _)| *seen == stamp).map(|(_, inspection)| inspection.clone());
-    let mut inspection = match remembered {
-        Some(inspection) => inspection,
-        None => {
-            let inspection = read_gguf_inspection(path)?;
-            let mut remembered = lock();
-            if remembered.len() >= REMEMBERED_INSPECTIONS {
-                remembered.clear();
-            }
-            remembered.insert(path.to_path_buf(), (stamp, inspection.clone()));
-            inspection
-        }
-    };
-    // Looked for each time: a picture reader may be put beside the file later.
-    inspection.reads_pictures = inspection.kind == ModelKind::Text
-        && inspection.gguf_width.is_some_and(|width| matches!(VisionModel::mmproj_beside(path, width), Ok(Some(_))));
+    if let Some((_, inspection)) = lock().get(path).filter(|(seen, _)| *seen == stamp) {
+        return Ok(inspection.clone());
+    }
+    let inspection = read_gguf_inspection(path)?;
+    let mut remembered = lock();
+    if remembered.len() >= REMEMBERED_INSPECTIONS {
+        remembered.clear();
+    }
+    remembered.insert(path.to_path_buf(), (stamp, inspection.clone()));
     Ok(inspection)
 }
 
@@ -514,8 +513,8 @@ fn read_gguf_inspection(path: &Path) -> Result<Inspection> {
         status: if unreadable_vocabulary.is_some() { ModelStatus::Unsupported } else { ModelStatus::Complete },
         problem: unreadable_vocabulary.map(|e| format!("{e:#}")),
         sampling_defaults: None,
-        reads_pictures: false,
-        gguf_width: Some(config.hidden_size),
+        // A picture reader beside it that cannot serve is named when a picture is sent.
+        reads_pictures: !embeds && matches!(VisionModel::mmproj_beside(path, config.hidden_size), Ok(Some(_))),
     })
 }
 
@@ -571,7 +570,6 @@ fn inspect_folder(dir: &Path, hf_cache: &Path) -> Result<Inspection> {
         sampling_defaults: recommended_sampling(dir),
         reads_pictures: kind == ModelKind::Text
             && serde_json::from_str(&text).is_ok_and(|config| VisionModel::reads_pictures(&config)),
-        gguf_width: None,
     };
     let shards = match weight_files(dir) {
         Ok(shards) => shards,
@@ -637,7 +635,6 @@ fn inspect_luxtts(dir: &Path) -> Inspection {
         problem: None,
         sampling_defaults: None,
         reads_pictures: false,
-        gguf_width: None,
     };
     let mut parameters = 0u64;
     let missing = ["tokens.txt", "vocoder/config.yaml"].into_iter().find(|file| !dir.join(file).is_file());

@@ -20,10 +20,13 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Files besides the weights that a text model needs.
-const TEXT_FILES: [&str; 7] = [
+/// Files besides the weights that a text model needs (a vision model's
+/// processor files too).
+const TEXT_FILES: [&str; 9] = [
     "config.json",
     "preprocessor_config.json",
+    "processor_config.json",
+    "chat_template.json",
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",

@@ -264,7 +264,7 @@ impl Checkpoint {
                 .sum()),
             // A picture reader that cannot serve is not loaded.
             Self::Gguf { file, config } => match VisionModel::mmproj_beside(&file.path, config.hidden_size) {
-                Ok(Some(path)) => Ok(GgufFile::open(&path)?.header.tensor_infos.values().map(|t| t.byte_size()).sum()),
+                Ok(Some(mmproj)) => Ok(mmproj.stored_bytes()),
                 _ => Ok(0),
             },
         }

@@ -12,6 +12,7 @@
 //! [`MAX_RENDERED_BYTES`] of output. Beyond either it is an error naming the
 //! limit, never a hang or a runaway allocation.
 
+use super::content_parts::{mark_pictures, with_content_parts};
 use super::pictures::{AttachedPicture, PICTURE_MARK};
 use super::python_json::{to_python_json, PythonJsonStyle};
 use super::reasoning::THINK_OPEN;
@@ -22,7 +23,7 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,6 +140,22 @@ pub fn fallback_template(is_token: impl Fn(&str) -> bool) -> &'static str {
 /// template keeps the system turn.
 const SYSTEM_PROBE: &str = "Cake checks the system turn.";
 
+/// Texts no template writes by itself, to see how a template reads a
+/// message's content.
+const CONTENT_PROBE: &str = "Cake checks how content is read.";
+const BEFORE_PICTURE: &str = "Cake checks the text before a picture.";
+const AFTER_PICTURE: &str = "Cake checks the text after a picture.";
+
+/// How a template reads a message's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ContentShape {
+    /// As a string (most templates; pictures are held by marks in it).
+    Text,
+    /// Only as a list of typed parts (SmolVLM's), writing `picture` for
+    /// each image part.
+    Parts { picture: String },
+}
+
 pub struct ChatTemplate {
     env: Environment<'static>,
     pub bos_token: String,
@@ -149,6 +166,8 @@ pub struct ChatTemplate {
     tool_call_syntax: ToolCallSyntax,
     /// What the template renders of tools, calls and their results.
     tool_support: ToolSupport,
+    /// How it reads a message's content, found on first use.
+    content: OnceLock<ContentShape>,
 }
 
 impl ChatTemplate {
@@ -177,7 +196,39 @@ impl ChatTemplate {
             thinks: source.contains(THINK_OPEN),
             tool_call_syntax: ToolCallSyntax::of_template(source),
             tool_support: ToolSupport::of_template(source),
+            content: OnceLock::new(),
         })
+    }
+
+    /// How the template reads a message's content: as a string unless it
+    /// writes a string content's text only when given as a text part.
+    fn content_shape(&self) -> ContentShape {
+        let none = RenderOptions::default();
+        let writes = |content: serde_json::Value, text: &str| -> Option<String> {
+            let turn = [serde_json::json!({ "role": "user", "content": content })];
+            self.render_raw(&turn, true, &none).ok().filter(|rendered| rendered.contains(text))
+        };
+        let turn = [ChatMessage::new("user", CONTENT_PROBE)];
+        match self.render_raw(&turn, true, &none) {
+            // A template that fails on a plain turn is not probed further.
+            Err(_) => return ContentShape::Text,
+            Ok(rendered) if rendered.contains(CONTENT_PROBE) => return ContentShape::Text,
+            Ok(_) => {}
+        }
+        let as_part = serde_json::json!([{ "type": "text", "text": CONTENT_PROBE }]);
+        if writes(as_part, CONTENT_PROBE).is_none() {
+            return ContentShape::Text;
+        }
+        let around = serde_json::json!([
+            { "type": "text", "text": BEFORE_PICTURE }, { "type": "image" }, { "type": "text", "text": AFTER_PICTURE },
+        ]);
+        let picture = writes(around, AFTER_PICTURE)
+            .and_then(|rendered| {
+                let (_, after) = rendered.split_once(BEFORE_PICTURE)?;
+                Some(after.split_once(AFTER_PICTURE)?.0.to_string())
+            })
+            .unwrap_or_default();
+        ContentShape::Parts { picture }
     }
 
     /// Whether the template keeps a system turn (Gemma 2's refuses one).
@@ -226,8 +277,25 @@ impl ChatTemplate {
         self.render_turns(messages, add_generation_prompt, options)
     }
 
-    /// Renders `messages`, any serializable list of turns.
+    /// Renders `messages`, any serializable list of turns, their contents
+    /// as the template reads them.
     fn render_turns<T: Serialize>(
+        &self,
+        messages: &[T],
+        add_generation_prompt: bool,
+        options: &RenderOptions,
+    ) -> Result<String> {
+        let ContentShape::Parts { picture } = self.content.get_or_init(|| self.content_shape()) else {
+            return self.render_raw(messages, add_generation_prompt, options);
+        };
+        let turns = with_content_parts(serde_json::to_value(messages).context("cannot pass the turns on")?);
+        let rendered =
+            self.render_raw(turns.as_array().map_or(&[][..], Vec::as_slice), add_generation_prompt, options)?;
+        Ok(mark_pictures(&rendered, &turns, picture))
+    }
+
+    /// Renders `messages` as they are.
+    fn render_raw<T: Serialize>(
         &self,
         messages: &[T],
         add_generation_prompt: bool,

@@ -3,6 +3,7 @@
 
 pub mod chat_template;
 pub mod constraint;
+pub mod content_parts;
 pub mod context_fit;
 pub mod detokenizer;
 pub mod embedding;

@@ -15,7 +15,8 @@ use crate::models::decoder::{Decoder, LogitsFor};
 use crate::models::loader::Checkpoint;
 pub use crate::models::loader::LoadOptions;
 pub use crate::models::pipeline::{LayerPipeline, RemoteStage, Session};
-use crate::models::vision::VisionModel;
+use crate::models::vision::mmproj::Mmproj;
+use crate::models::vision::{PictureVocabulary, VisionModel};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};
@@ -278,14 +279,19 @@ impl TextSide {
         eos.dedup();
         let width = checkpoint.config().hidden_size;
         let vision = match (checkpoint, picture_reader) {
-            (Checkpoint::Folder { dir, .. }, None) => VisionModel::load_folder(dir),
+            (Checkpoint::Folder { dir, .. }, None) => {
+                VisionModel::load_folder(dir, tokenizer.as_ref().map(|t| t as &dyn PictureVocabulary))
+            }
             (Checkpoint::Folder { dir, .. }, Some(_)) => {
                 bail!("{}: an mmproj picture reader goes with a GGUF model, not a model folder", dir.display())
             }
             (Checkpoint::Gguf { file, .. }, named) => {
-                let found = named.map_or_else(|| VisionModel::mmproj_beside(&file.path, width), |p| Ok(Some(p.into())));
+                let found = match named {
+                    Some(path) => Mmproj::open(path).map(Some),
+                    None => VisionModel::mmproj_beside(&file.path, width),
+                };
                 match (found, tokenizer.as_mut()) {
-                    (Ok(Some(path)), Some(tokenizer)) => VisionModel::load_mmproj(&path, tokenizer).map(Some),
+                    (Ok(Some(mmproj)), Some(tokenizer)) => VisionModel::load_mmproj(mmproj, tokenizer).map(Some),
                     (Err(why), _) => Err(why),
                     _ => Ok(None),
                 }
@@ -325,13 +331,17 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>> {
     Ok(Some(value))
 }
 
-/// Tokenizer and chat template of a model folder.
+/// Tokenizer and chat template of a model folder: the template from
+/// chat_template.jinja, else the processor's chat_template.json (as
+/// vision models publish it), else tokenizer_config.json.
 fn folder_text_files(dir: &Path) -> Result<(Option<TextTokenizer>, Option<String>)> {
     let tokenizer = if dir.join("tokenizer.json").exists() { Some(TextTokenizer::from_folder(dir)?) } else { None };
-    let tokenizer_config = read_json(&dir.join("tokenizer_config.json"))?;
     let chat_template = match std::fs::read_to_string(dir.join("chat_template.jinja")) {
         Ok(source) => Some(source),
-        Err(_) => tokenizer_config.as_ref().and_then(chat_template_from_config),
+        Err(_) => match read_json(&dir.join("chat_template.json"))?.as_ref().and_then(chat_template_from_config) {
+            Some(source) => Some(source),
+            None => read_json(&dir.join("tokenizer_config.json"))?.as_ref().and_then(chat_template_from_config),
+        },
     };
     Ok((tokenizer, chat_template))
 }

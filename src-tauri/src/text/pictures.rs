@@ -3,7 +3,7 @@
 //! prompt positions its image tokens hold.
 
 use super::tokenizer::TextTokenizer;
-use crate::images::decode::{decode, DecodedImage, ImageLimits};
+use crate::images::decode::{decode, upright_size, DecodedImage, ImageLimits};
 use crate::models::vision::{PictureSpelling, Spelled};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
@@ -170,6 +170,17 @@ impl AttachedPicture {
         Self { digest, pixels: Pixels::InFile(path) }
     }
 
+    /// Its upright `(width, height)`, from a kept file's header.
+    pub fn upright_size(&self) -> Result<(u32, u32)> {
+        match &self.pixels {
+            Pixels::Decoded(image) => Ok((image.width, image.height)),
+            Pixels::InFile(path) => {
+                let bytes = read_capped(path)?;
+                Ok(upright_size(&path.display().to_string(), &bytes, &ImageLimits::default())?)
+            }
+        }
+    }
+
     /// Its upright pixels.
     pub fn image(&self) -> Result<Cow<'_, DecodedImage>> {
         match &self.pixels {
@@ -194,52 +205,80 @@ fn read_capped(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// `rendered`, a prompt whose messages held one [`PICTURE_MARK`] per
-/// picture, with each mark spelled as the model's processor spells a
-/// picture (for Gemma 3: `\n\n<start_of_image>`, the soft tokens,
-/// `<end_of_image>\n\n`).
+/// picture, with each mark spelled as the model's processor spells that
+/// picture (`spellings`, in order; for Gemma 3: `\n\n<start_of_image>`,
+/// the soft tokens, `<end_of_image>\n\n`).
 pub fn spell_pictures(
     rendered: &str,
-    pictures: usize,
-    spelling: &PictureSpelling,
+    spellings: &[Cow<'_, PictureSpelling>],
     tokenizer: &TextTokenizer,
 ) -> Result<String> {
     let marks = rendered.matches(PICTURE_MARK).count();
-    if marks != pictures {
-        let why = format!("the model's chat template kept {marks} of the conversation's {pictures} pictures");
+    if marks != spellings.len() {
+        let why = format!("the model's chat template kept {marks} of the conversation's {} pictures", spellings.len());
         return Err(PicturesRefused(why).into());
     }
+    let mut pieces = rendered.split(PICTURE_MARK);
+    let mut spelled = String::from(pieces.next().unwrap_or_default());
+    for (piece, spelling) in pieces.zip(spellings) {
+        spelled.push_str(&spell(spelling, tokenizer)?);
+        spelled.push_str(piece);
+    }
+    Ok(spelled)
+}
+
+/// The text one picture is spelled as.
+fn spell(spelling: &PictureSpelling, tokenizer: &TextTokenizer) -> Result<String> {
     let name = |id: u32| tokenizer.decode(&[id], false);
+    let run = name(spelling.soft_token)?.repeat(spelling.run_length);
     let mut spelled = String::new();
     for piece in &spelling.expansion {
         match piece {
             Spelled::Text(text) => spelled.push_str(text),
             Spelled::Token(id) => spelled.push_str(&name(*id)?),
-            Spelled::SoftTokens => spelled.push_str(&name(spelling.soft_token)?.repeat(spelling.soft_tokens)),
+            Spelled::SoftTokens => spelled.push_str(&run),
         }
     }
-    Ok(rendered.replace(PICTURE_MARK, &spelled))
+    Ok(spelled)
 }
 
-/// The pictures of a tokenized prompt: each run of soft tokens, in order,
-/// gets the next picture's embeddings, made by `encode`.
+/// The pictures of a tokenized prompt: each picture (`attached`, spelled
+/// as `spellings` say) takes the next runs of soft tokens, and the
+/// embeddings `encode` makes of it fill them in order.
 pub fn place_pictures(
     tokens: &[u32],
     attached: &[&AttachedPicture],
-    spelling: &PictureSpelling,
+    spellings: &[Cow<'_, PictureSpelling>],
     encode: impl Fn(&AttachedPicture) -> Result<Tensor>,
 ) -> Result<Vec<PromptPicture>> {
-    let runs = soft_token_runs(tokens, spelling.soft_token);
-    if runs.len() != attached.len() {
-        let why = format!("the prompt holds {} pictures' tokens for {} pictures", runs.len(), attached.len());
+    let Some(first) = spellings.first() else { return Ok(Vec::new()) };
+    let runs = soft_token_runs(tokens, first.soft_token);
+    let wanted: usize = spellings.iter().map(|s| s.runs()).sum();
+    if runs.len() != wanted || attached.len() != spellings.len() {
+        let why = format!("the prompt holds {} runs of picture tokens where its pictures make {wanted}", runs.len());
         return Err(PicturesRefused(why).into());
     }
-    let mut placed = Vec::with_capacity(runs.len());
-    for (run, picture) in runs.into_iter().zip(attached) {
-        if run.len() != spelling.soft_tokens {
-            bail!("a picture's tokens run over {} positions, not {}", run.len(), spelling.soft_tokens);
+    let mut runs = runs.into_iter();
+    let mut placed = Vec::with_capacity(wanted);
+    for (picture, spelling) in attached.iter().zip(spellings) {
+        let length = spelling.run_length;
+        let own: Vec<Range<usize>> = runs.by_ref().take(spelling.runs()).collect();
+        if let Some(run) = own.iter().find(|run| run.len() != length) {
+            bail!("a picture's tokens run over {} positions, not {length}", run.len());
         }
         let embeddings = encode(picture)?;
-        placed.push(PromptPicture { start: run.start, embeddings, digest: picture.digest, mutual: spelling.mutual });
+        if embeddings.dim(0)? != own.len() * length {
+            bail!("the picture reader made {} tokens for {} places", embeddings.dim(0)?, own.len() * length);
+        }
+        for (i, run) in own.iter().enumerate() {
+            let embeddings = embeddings.narrow(0, i * length, length)?;
+            placed.push(PromptPicture {
+                start: run.start,
+                embeddings,
+                digest: picture.digest,
+                mutual: spelling.mutual,
+            });
+        }
     }
     Ok(placed)
 }
@@ -248,34 +287,68 @@ pub fn place_pictures(
 /// recent pictures (Gemma 3 4B's take 2.6 MB each).
 const REMEMBERED_PICTURES: usize = 8;
 
+/// How many pictures' sizes [`PictureMemo`] keeps (a few bytes each).
+const REMEMBERED_SIZES: usize = 256;
+
 /// The soft tokens of the pictures read last, by digest: a conversation
-/// sends its pictures again with every question, and each is read once.
-#[derive(Default)]
+/// sends its pictures again with every question, and each is read once;
+/// and their sizes, which spell a picture for some models, so that a kept
+/// file's header is read once.
 pub struct PictureMemo {
-    kept: Mutex<VecDeque<(PictureDigest, Tensor)>>,
+    tokens: Recent<Tensor>,
+    sizes: Recent<(u32, u32)>,
+}
+
+impl Default for PictureMemo {
+    fn default() -> Self {
+        Self { tokens: Recent::new(REMEMBERED_PICTURES), sizes: Recent::new(REMEMBERED_SIZES) }
+    }
 }
 
 impl PictureMemo {
     /// The soft tokens of the picture with `digest`: remembered, or made by
     /// `encode` and remembered (the oldest forgotten past the limit).
     pub fn get_or_encode(&self, digest: PictureDigest, encode: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
-        if let Some(found) = self.kept().iter().find(|(d, _)| *d == digest).map(|(_, t)| t.clone()) {
-            return Ok(found);
-        }
-        // Read without the lock held: another request's picture need not wait.
-        let encoded = encode()?;
-        let mut memo = self.kept();
-        if !memo.iter().any(|(d, _)| *d == digest) {
-            if memo.len() == REMEMBERED_PICTURES {
-                memo.pop_front();
-            }
-            memo.push_back((digest, encoded.clone()));
-        }
-        Ok(encoded)
+        self.tokens.get_or_make(digest, encode)
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, VecDeque<(PictureDigest, Tensor)>> {
-        // A reading that panicked left the list whole: each change is one push or pop.
+    /// The upright size of `picture`, remembered or read.
+    pub fn upright_size(&self, picture: &AttachedPicture) -> Result<(u32, u32)> {
+        self.sizes.get_or_make(picture.digest, || picture.upright_size())
+    }
+}
+
+/// The values made last for at most `limit` digests.
+struct Recent<V> {
+    kept: Mutex<VecDeque<(PictureDigest, V)>>,
+    limit: usize,
+}
+
+impl<V: Clone> Recent<V> {
+    fn new(limit: usize) -> Self {
+        Self { kept: Mutex::default(), limit }
+    }
+
+    /// The value for `digest`: remembered, or made by `make` and
+    /// remembered (the oldest forgotten past the limit).
+    fn get_or_make(&self, digest: PictureDigest, make: impl FnOnce() -> Result<V>) -> Result<V> {
+        if let Some(found) = self.kept().iter().find(|(d, _)| *d == digest).map(|(_, v)| v.clone()) {
+            return Ok(found);
+        }
+        // Made without the lock held: another request's picture need not wait.
+        let made = make()?;
+        let mut kept = self.kept();
+        if !kept.iter().any(|(d, _)| *d == digest) {
+            if kept.len() == self.limit {
+                kept.pop_front();
+            }
+            kept.push_back((digest, made.clone()));
+        }
+        Ok(made)
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, VecDeque<(PictureDigest, V)>> {
+        // A making that panicked left the list whole: each change is one push or pop.
         self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -6,7 +6,7 @@
 use super::chat_template::ChatMessage;
 use super::model::TextModel;
 use super::pictures::{place_pictures, spell_pictures, AttachedPicture, PicturesRefused, PromptPicture};
-use crate::models::vision::VisionModel;
+use crate::models::vision::{PictureSpelling, VisionModel};
 use anyhow::Result;
 use std::borrow::Cow;
 
@@ -20,24 +20,40 @@ pub fn tokenize_turns(model: &TextModel, rendered: &str, messages: &[ChatMessage
 /// `text` (made of `messages`) with each of their pictures spelled the
 /// way the model's processor spells one.
 pub fn spell_turn_pictures<'t>(model: &TextModel, text: &'t str, messages: &[ChatMessage]) -> Result<Cow<'t, str>> {
-    let pictures: usize = messages.iter().map(|m| m.pictures.len()).sum();
-    if pictures == 0 {
+    let attached = attached(messages);
+    if attached.is_empty() {
         return Ok(Cow::Borrowed(text));
     }
-    Ok(Cow::Owned(spell_pictures(text, pictures, vision_of(model)?.spelling(), model.tokenizer()?)?))
+    Ok(Cow::Owned(spell_pictures(text, &spellings(model, &attached)?, model.tokenizer()?)?))
 }
 
 /// The pictures of `messages`, read by the model's vision tower and placed
 /// in their prompt `tokens` (made by [`tokenize_turns`]).
 pub fn turn_pictures(model: &TextModel, tokens: &[u32], messages: &[ChatMessage]) -> Result<Vec<PromptPicture>> {
-    let attached: Vec<&AttachedPicture> = messages.iter().flat_map(|m| m.pictures.iter().map(|p| &**p)).collect();
+    pictures_in(model, tokens, &attached(messages))
+}
+
+/// The pictures `attached`, read by the model's vision tower and placed in
+/// order in the prompt `tokens` that spells them.
+pub fn pictures_in(model: &TextModel, tokens: &[u32], attached: &[&AttachedPicture]) -> Result<Vec<PromptPicture>> {
     if attached.is_empty() {
         return Ok(Vec::new());
     }
     let vision = vision_of(model)?;
-    place_pictures(tokens, &attached, vision.spelling(), |picture| {
+    place_pictures(tokens, attached, &spellings(model, attached)?, |picture| {
         model.picture_memo.get_or_encode(picture.digest, || vision.encode(&*picture.image()?))
     })
+}
+
+/// The pictures of `messages`, in order.
+fn attached(messages: &[ChatMessage]) -> Vec<&AttachedPicture> {
+    messages.iter().flat_map(|m| m.pictures.iter().map(|p| &**p)).collect()
+}
+
+/// How the model's processor spells each of `attached`.
+fn spellings<'m>(model: &'m TextModel, attached: &[&AttachedPicture]) -> Result<Vec<Cow<'m, PictureSpelling>>> {
+    let vision = vision_of(model)?;
+    attached.iter().map(|picture| vision.spelling(|| model.picture_memo.upright_size(picture))).collect()
 }
 
 /// The model's picture reader; a request's fault when there is none.

@@ -163,7 +163,6 @@ impl Gemma3Vision {
         let tower = SiglipVision::load(vision, tensors, "vision_tower.vision_model")?;
         let projector = Gemma3Projector::load(tensors, patches_per_side, soft_tokens, eps)?;
         let spelling = PictureSpelling {
-            marker: tokens.start,
             expansion: vec![
                 Spelled::Text("\n\n"),
                 Spelled::Token(tokens.start),
@@ -172,7 +171,7 @@ impl Gemma3Vision {
                 Spelled::Text("\n\n"),
             ],
             soft_token: tokens.soft,
-            soft_tokens,
+            run_length: soft_tokens,
             mutual: true,
         };
         Ok(Self { tower, projector, side, filter, normalization, spelling })

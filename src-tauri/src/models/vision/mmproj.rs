@@ -34,6 +34,11 @@ impl Mmproj {
         &self.file.path
     }
 
+    /// The bytes its tensors take in the file.
+    pub fn stored_bytes(&self) -> u64 {
+        self.file.header.tensor_infos.values().map(|t| t.byte_size()).sum()
+    }
+
     /// What its projector is (`gemma3`, `idefics3`, `qwen2.5vl` …): files
     /// that also hold an audio encoder name the vision one's apart.
     pub fn projector(&self) -> &str {
@@ -145,24 +150,31 @@ fn stored_name(name: &str) -> Option<String> {
 /// Whether a file's name marks it as a picture reader (llama.cpp's
 /// converter writes `mmproj-…`; repositories keep the word).
 pub fn is_mmproj_name(name: &str) -> bool {
-    name.to_ascii_lowercase().contains("mmproj") && name.to_ascii_lowercase().ends_with(".gguf")
+    let name = name.to_ascii_lowercase();
+    name.contains("mmproj") && name.ends_with(".gguf")
 }
 
-/// The picture reader published beside the text GGUF `text_file` whose
-/// tokens are `text_width` wide: of the mmproj files of its folder, the
-/// first (the most precise by its name: F32, F16, BF16, then the rest)
-/// that makes tokens that wide with a projector Cake reads
-/// (`reads(projector)`). `None` when the folder holds no mmproj file; an
-/// error saying why the first one cannot serve when none can.
-pub fn beside(text_file: &Path, text_width: usize, reads: impl Fn(&str) -> bool) -> Result<Option<PathBuf>> {
-    let Some(Ok(entries)) = text_file.parent().map(std::fs::read_dir) else { return Ok(None) };
+/// The mmproj files in the folder of the text GGUF `text_file`, the most
+/// precise by its name first (F32, F16, BF16, then the rest).
+pub fn files_beside(text_file: &Path) -> Vec<PathBuf> {
+    let Some(Ok(entries)) = text_file.parent().map(std::fs::read_dir) else { return Vec::new() };
     let mut found: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok())
         .map(|entry| entry.path())
         .filter(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(is_mmproj_name) && path.is_file())
         .collect();
     found.sort_by_key(|path| (precision_rank(&path.to_string_lossy()), path.clone()));
-    let serves = |path: &Path| -> Result<()> {
+    found
+}
+
+/// The picture reader published beside the text GGUF `text_file` whose
+/// tokens are `text_width` wide: of the mmproj files of its folder, the
+/// first (see [`files_beside`]) that makes tokens that wide with a
+/// projector Cake reads (`reads(projector)`), opened. `None` when the
+/// folder holds no mmproj file; an error saying why the first one cannot
+/// serve when none can.
+pub fn beside(text_file: &Path, text_width: usize, reads: impl Fn(&str) -> bool) -> Result<Option<Mmproj>> {
+    let serves = |path: &Path| -> Result<Mmproj> {
         let mmproj = Mmproj::open(path)?;
         let (projector, width) = (mmproj.projector(), mmproj.output_width()?);
         if !reads(projector) {
@@ -171,12 +183,12 @@ pub fn beside(text_file: &Path, text_width: usize, reads: impl Fn(&str) -> bool)
         if width != text_width {
             bail!("{}: makes tokens {width} wide for a text model {text_width} wide", path.display());
         }
-        Ok(())
+        Ok(mmproj)
     };
     let mut first_failure = None;
-    for path in found {
+    for path in files_beside(text_file) {
         match serves(&path) {
-            Ok(()) => return Ok(Some(path)),
+            Ok(mmproj) => return Ok(Some(mmproj)),
             Err(error) => first_failure = first_failure.or(Some(error)),
         }
     }

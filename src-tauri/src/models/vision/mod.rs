@@ -18,6 +18,7 @@ pub mod tensors;
 use crate::images::decode::DecodedImage;
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
+use std::borrow::Cow;
 use std::path::Path;
 
 /// One piece of what a picture's marker becomes in the prompt's text.
@@ -33,21 +34,25 @@ pub enum Spelled {
 /// How a prompt spells a picture, as the model's processor does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PictureSpelling {
-    /// The token a chat message holds where a picture goes
-    /// (`<start_of_image>` in Gemma 3's chat template).
-    pub marker: u32,
-    /// What the processor writes in place of each marker.
+    /// What the processor writes where the picture goes.
     pub expansion: Vec<Spelled>,
-    /// The token whose positions a picture's embeddings take, and how many
-    /// a picture has.
+    /// The token whose positions a picture's embeddings take, in runs of
+    /// `run_length` (one run for each [`Spelled::SoftTokens`]).
     pub soft_token: u32,
-    pub soft_tokens: usize,
-    /// Whether a picture's tokens see each other both ways.
+    pub run_length: usize,
+    /// Whether the tokens of a run see each other both ways.
     pub mutual: bool,
 }
 
-/// The text model's vocabulary, as a picture reader loaded from its own
-/// file needs it: the ids of the tokens that spell a picture.
+impl PictureSpelling {
+    /// How many runs of soft tokens the picture takes.
+    pub fn runs(&self) -> usize {
+        self.expansion.iter().filter(|piece| **piece == Spelled::SoftTokens).count()
+    }
+}
+
+/// The text model's vocabulary, as a picture reader needs it: the ids of
+/// the tokens that spell a picture.
 pub trait PictureVocabulary {
     /// The id of the token named `name`, if the vocabulary has it.
     fn id(&self, name: &str) -> Option<u32>;
@@ -62,54 +67,67 @@ const MMPROJ_PROJECTORS: [&str; 1] = ["gemma3"];
 /// A model's picture reader.
 pub enum VisionModel {
     Gemma3(Box<gemma3::Gemma3Vision>),
+    SmolVlm(Box<smolvlm::SmolVlmVision>),
 }
 
 impl VisionModel {
-    /// The picture reader of the model folder `dir`, `None` when its
-    /// config.json describes no vision part.
-    pub fn load_folder(dir: &Path) -> Result<Option<Self>> {
+    /// The picture reader of the model folder `dir` (whose text model's
+    /// vocabulary is `vocabulary`), `None` when its config.json describes
+    /// no vision part Cake reads.
+    pub fn load_folder(dir: &Path, vocabulary: Option<&dyn PictureVocabulary>) -> Result<Option<Self>> {
         let path = dir.join("config.json");
         let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
         let config: serde_json::Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
-        if !Self::reads_pictures(&config) {
-            return Ok(None);
+        match Family::of(&config) {
+            None => Ok(None),
+            Some(Family::Gemma3) => Ok(Some(Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?)))),
+            Some(Family::SmolVlm) => {
+                let vocabulary = vocabulary.with_context(|| format!("{}: no tokenizer", dir.display()))?;
+                Ok(Some(Self::SmolVlm(Box::new(smolvlm::SmolVlmVision::load(dir, &config, vocabulary)?))))
+            }
         }
-        Ok(Some(Self::Gemma3(Box::new(gemma3::Gemma3Vision::load(dir, &config)?))))
     }
 
-    /// The picture reader in the mmproj file `path` for a text model whose
-    /// vocabulary is `vocabulary`.
-    pub fn load_mmproj(path: &Path, vocabulary: &mut dyn PictureVocabulary) -> Result<Self> {
-        let mmproj = mmproj::Mmproj::open(path)?;
+    /// The picture reader in the opened mmproj file `mmproj` for a text
+    /// model whose vocabulary is `vocabulary`.
+    pub fn load_mmproj(mmproj: mmproj::Mmproj, vocabulary: &mut dyn PictureVocabulary) -> Result<Self> {
         match mmproj.projector() {
             "gemma3" => Ok(Self::Gemma3(Box::new(gemma3::Gemma3Vision::from_mmproj(mmproj, vocabulary)?))),
-            other => bail!("{}: Cake does not read `{other}` picture readers yet", path.display()),
+            other => bail!("{}: Cake does not read `{other}` picture readers yet", mmproj.path().display()),
         }
     }
 
     /// The mmproj file beside the text GGUF `text_file` (tokens
     /// `text_width` wide) that Cake can read: `None` when there is none,
     /// an error naming the file and the reason when none there serves.
-    pub fn mmproj_beside(text_file: &Path, text_width: usize) -> Result<Option<std::path::PathBuf>> {
+    pub fn mmproj_beside(text_file: &Path, text_width: usize) -> Result<Option<mmproj::Mmproj>> {
         mmproj::beside(text_file, text_width, |projector| MMPROJ_PROJECTORS.contains(&projector))
     }
 
     /// Whether a model folder with this `config.json` holds a picture
-    /// reader Cake runs (Gemma 3's).
+    /// reader Cake runs (Gemma 3's, SmolVLM's).
     pub fn reads_pictures(config: &serde_json::Value) -> bool {
-        config.get("vision_config").is_some() && config.get("model_type").and_then(|t| t.as_str()) == Some("gemma3")
+        Family::of(config).is_some()
     }
 
-    pub fn spelling(&self) -> &PictureSpelling {
+    /// How the prompt spells a picture whose upright `(width, height)`
+    /// `size` gives (asked only by readers whose spelling depends on it).
+    pub fn spelling(&self, size: impl FnOnce() -> Result<(u32, u32)>) -> Result<Cow<'_, PictureSpelling>> {
         match self {
-            Self::Gemma3(model) => model.spelling(),
+            Self::Gemma3(model) => Ok(Cow::Borrowed(model.spelling())),
+            Self::SmolVlm(model) => {
+                let (width, height) = size()?;
+                Ok(Cow::Owned(model.spelling(width, height)?))
+            }
         }
     }
 
-    /// A picture's soft tokens: `(tokens, text hidden)`, f32.
+    /// A picture's soft tokens, all its runs' one after the other:
+    /// `(tokens, text hidden)`, f32.
     pub fn encode(&self, picture: &DecodedImage) -> Result<Tensor> {
         match self {
             Self::Gemma3(model) => model.encode(picture),
+            Self::SmolVlm(model) => model.encode(picture),
         }
     }
 
@@ -117,6 +135,24 @@ impl VisionModel {
     pub fn output_width(&self) -> usize {
         match self {
             Self::Gemma3(model) => model.output_width(),
+            Self::SmolVlm(model) => model.output_width(),
+        }
+    }
+}
+
+/// The model families whose folders' picture readers Cake runs.
+enum Family {
+    Gemma3,
+    SmolVlm,
+}
+
+impl Family {
+    fn of(config: &serde_json::Value) -> Option<Self> {
+        config.get("vision_config")?;
+        match config.get("model_type").and_then(|t| t.as_str()) {
+            Some("gemma3") => Some(Self::Gemma3),
+            Some("smolvlm" | "idefics3") => Some(Self::SmolVlm),
+            _ => None,
         }
     }
 }

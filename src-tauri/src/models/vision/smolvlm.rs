@@ -14,6 +14,7 @@
 
 use super::siglip::{SiglipConfig, SiglipVision};
 use super::tensors::Tensors;
+use super::{PictureSpelling, PictureVocabulary, Spelled};
 use crate::images::decode::DecodedImage;
 use crate::images::pixels::{pixel_values, Normalization};
 use crate::images::resize::{resize, Filter};
@@ -31,6 +32,23 @@ struct SmolVlmConfig {
     vision_config: SiglipConfig,
     #[serde(default = "default_scale")]
     scale_factor: usize,
+    image_token_id: Option<u32>,
+}
+
+/// What processor_config.json says: the tokens of one tile.
+#[derive(Debug, Deserialize)]
+struct ProcessorConfig {
+    image_seq_len: Option<usize>,
+}
+
+/// The tokens SmolVLM's processor spells a picture with.
+const FAKE_TOKEN_AROUND_IMAGE: &str = "<fake_token_around_image>";
+const GLOBAL_IMAGE: &str = "<global-img>";
+const IMAGE: &str = "<image>";
+
+/// The token that opens the tile in row `row`, column `col` (from 1).
+fn tile_token(row: u32, col: u32) -> String {
+    format!("<row_{row}_col_{col}>")
 }
 
 fn default_scale() -> usize {
@@ -86,27 +104,40 @@ pub struct Tiles {
 }
 
 impl Tiling {
+    /// The size a `width × height` picture is first resized to.
+    fn first_size(&self, width: u32, height: u32) -> (u32, u32) {
+        match self.longest_side {
+            Some(side) => {
+                let (w, h) = longest_side_made(width, height, side);
+                within(w, h, MAX_SIDE)
+            }
+            None => (width, height),
+        }
+    }
+
+    /// The rows and columns of tiles a `width × height` picture is cut
+    /// into, with the size it is resized to for cutting; `None` when it
+    /// makes one tile.
+    fn grid(&self, width: u32, height: u32) -> Option<(u32, u32, (u32, u32))> {
+        if !self.split {
+            return None;
+        }
+        let (w, h) = self.first_size(width, height);
+        let (w, h) = whole_tiles(w, h, self.tile);
+        (w > self.tile || h > self.tile).then_some((h / self.tile, w / self.tile, (w, h)))
+    }
+
     /// The tiles of `picture`, as SmolVLMImageProcessor makes them.
     pub fn tiles(&self, picture: &DecodedImage) -> Tiles {
-        let mut image = match self.longest_side {
-            Some(side) => {
-                let (w, h) = longest_side_made(picture.width, picture.height, side);
-                let (w, h) = within(w, h, MAX_SIDE);
-                resize(picture, w, h, self.filter)
-            }
+        let (w, h) = self.first_size(picture.width, picture.height);
+        let image = match self.longest_side {
+            Some(_) => resize(picture, w, h, self.filter),
             None => picture.clone(),
         };
-        if !self.split {
-            let whole = resize(&image, self.tile, self.tile, self.filter);
-            return Tiles { tiles: vec![whole], rows: 0, cols: 0 };
-        }
-        let (w, h) = whole_tiles(image.width, image.height, self.tile);
-        image = resize(&image, w, h, self.filter);
-        if w <= self.tile && h <= self.tile {
-            return Tiles { tiles: vec![image], rows: 0, cols: 0 };
-        }
-        let rows = (h - self.tile) / self.tile + 1;
-        let cols = (w - self.tile) / self.tile + 1;
+        let Some((rows, cols, (w, h))) = self.grid(picture.width, picture.height) else {
+            return Tiles { tiles: vec![resize(&image, self.tile, self.tile, self.filter)], rows: 0, cols: 0 };
+        };
+        let image = resize(&image, w, h, self.filter);
         let mut tiles: Vec<DecodedImage> = (0..rows)
             .flat_map(|r| (0..cols).map(move |c| (r, c)))
             .map(|(r, c)| image.crop(c * self.tile, r * self.tile, self.tile, self.tile))
@@ -163,11 +194,28 @@ pub struct SmolVlmVision {
     projection: Tensor,
     scale: usize,
     tiling: Tiling,
+    tokens: PictureTokens,
+}
+
+/// The ids of the tokens that spell a picture.
+struct PictureTokens {
+    /// `<fake_token_around_image>`, around each tile.
+    around: u32,
+    /// `<global-img>`, before the whole picture's tile.
+    global: u32,
+    /// `<image>`, whose positions a tile's tokens take.
+    soft: u32,
+    /// `<row_r_col_c>` before each cut tile, row by row, as many rows and
+    /// columns as the largest picture makes.
+    grid: Vec<Vec<u32>>,
+    /// The tokens of one tile.
+    per_tile: usize,
 }
 
 impl SmolVlmVision {
-    /// The reader of the folder `dir` whose config.json is `config`.
-    pub fn load(dir: &Path, config: &serde_json::Value) -> Result<Self> {
+    /// The reader of the folder `dir` whose config.json is `config`, for
+    /// a text model whose vocabulary is `vocabulary`.
+    pub fn load(dir: &Path, config: &serde_json::Value, vocabulary: &dyn PictureVocabulary) -> Result<Self> {
         let config: SmolVlmConfig = serde_json::from_value(config.clone()).context("config.json")?;
         let path = dir.join("preprocessor_config.json");
         let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
@@ -203,6 +251,8 @@ impl SmolVlmVision {
         if scale == 0 || !side.is_multiple_of(scale) {
             bail!("a {side} × {side} patch grid cannot be shuffled in blocks of {scale}");
         }
+        let per_tile = (side / scale) * (side / scale);
+        let tokens = picture_tokens(dir, config.image_token_id, &tiling, per_tile, vocabulary)?;
         let vision_width = vision.hidden_size;
         let tensors = Tensors::open(dir, &["model.vision_model.", "model.connector."])?;
         let tower = SiglipVision::load(vision, &tensors, "model.vision_model")?;
@@ -210,7 +260,43 @@ impl SmolVlmVision {
         if projection.dim(1)? != vision_width * scale * scale {
             bail!("the connector's projection {:?} does not take {vision_width} × {scale}² values", projection.dims());
         }
-        Ok(Self { tower, projection, scale, tiling })
+        Ok(Self { tower, projection, scale, tiling, tokens })
+    }
+
+    /// How the prompt spells a `width × height` picture: each tile's
+    /// tokens after its row and column, a line per row of tiles, then the
+    /// whole picture's.
+    pub fn spelling(&self, width: u32, height: u32) -> Result<PictureSpelling> {
+        let tokens = &self.tokens;
+        let mut expansion = Vec::new();
+        if let Some((rows, cols, _)) = self.tiling.grid(width, height) {
+            for row in 0..rows as usize {
+                for col in 0..cols as usize {
+                    let Some(&opens) = tokens.grid.get(row).and_then(|r| r.get(col)) else {
+                        bail!(
+                            "a {width} × {height} picture makes {rows} × {cols} tiles, more than the vocabulary names"
+                        );
+                    };
+                    expansion.extend([Spelled::Token(tokens.around), Spelled::Token(opens), Spelled::SoftTokens]);
+                }
+                expansion.push(Spelled::Text("\n"));
+            }
+            expansion.push(Spelled::Text("\n"));
+        }
+        expansion.extend([
+            Spelled::Token(tokens.around),
+            Spelled::Token(tokens.global),
+            Spelled::SoftTokens,
+            Spelled::Token(tokens.around),
+        ]);
+        Ok(PictureSpelling { expansion, soft_token: tokens.soft, run_length: tokens.per_tile, mutual: false })
+    }
+
+    /// The tokens of `picture`: each tile's, in the order of its spelling.
+    pub fn encode(&self, picture: &DecodedImage) -> Result<Tensor> {
+        let tiles = self.tiling.tiles(picture);
+        let encoded = tiles.tiles.iter().map(|tile| self.encode_tile(tile)).collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::cat(&encoded, 0)?)
     }
 
     pub fn tiling(&self) -> &Tiling {
@@ -232,6 +318,35 @@ impl SmolVlmVision {
     pub fn output_width(&self) -> usize {
         self.projection.dim(0).unwrap_or(0)
     }
+}
+
+/// The ids of the tokens that spell a picture in the vocabulary, checked
+/// against config.json's and processor_config.json's.
+fn picture_tokens(
+    dir: &Path,
+    configured_id: Option<u32>,
+    tiling: &Tiling,
+    per_tile: usize,
+    vocabulary: &dyn PictureVocabulary,
+) -> Result<PictureTokens> {
+    let id = |name: &str| vocabulary.id(name).with_context(|| format!("the vocabulary has no {name}"));
+    let soft = id(IMAGE)?;
+    if configured_id.is_some_and(|configured| configured != soft) {
+        bail!("config.json's image_token_id is not the vocabulary's {IMAGE} ({soft})");
+    }
+    let path = dir.join("processor_config.json");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let processor: ProcessorConfig = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+        if processor.image_seq_len.is_some_and(|n| n != per_tile) {
+            bail!("{}: image_seq_len is not the {per_tile} tokens a tile makes", path.display());
+        }
+    }
+    // The longest side a picture is cut at, in tiles.
+    let most = tiling.longest_side.unwrap_or(MAX_SIDE).min(MAX_SIDE).div_ceil(tiling.tile);
+    let grid = (1..=most)
+        .map(|row| (1..=most).map(|col| id(&tile_token(row, col))).collect::<Result<Vec<_>>>())
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PictureTokens { around: id(FAKE_TOKEN_AROUND_IMAGE)?, global: id(GLOBAL_IMAGE)?, soft, grid, per_tile })
 }
 
 /// The patches `(side², d)` of a tile, each `scale × scale` block made one
