@@ -424,21 +424,26 @@ fn smolvlm_text_model_matches_transformers() {
 /// picture's tiles spelled by row and column, then the whole picture),
 /// each position's NLL within 1e-3 of transformers', the argmax at every
 /// position and the greedy reply equal; `cake run --chat --image` gives the
-/// same prompt ids and reply.
+/// same prompt ids and reply. The same from llama.cpp's GGUF files of the
+/// Idefics3 model (the text model, and the `idefics3` mmproj beside it).
 #[test]
 fn smolvlm_prompts_with_pictures_match_the_processor_and_transformers() {
     for family in ["tiny/smolvlm", "tiny/idefics3"] {
-        check_smolvlm_prompts(&fixture(family));
+        check_smolvlm_prompts(&fixture(family), &fixture(family));
     }
+    let folder = fixture("tiny/idefics3");
+    check_smolvlm_prompts(&folder, &folder.join("model-f32.gguf"));
 }
 
-fn check_smolvlm_prompts(folder: &std::path::Path) {
+/// The checks above on the model at `path`, against the `chats` of the
+/// reference in `folder`.
+fn check_smolvlm_prompts(folder: &std::path::Path, path: &std::path::Path) {
     let reference: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
-    let model = TextModel::load(folder, &LoadOptions::default()).unwrap();
+    let model = TextModel::load(path, &LoadOptions::default()).unwrap();
     let template = model.chat_template().unwrap();
     for chat in reference["chats"].as_array().unwrap() {
-        let name = format!("{} {}", folder.display(), chat["picture"].as_str().unwrap());
+        let name = format!("{} {}", path.display(), chat["picture"].as_str().unwrap());
         let picture_file = folder.join(chat["picture"].as_str().unwrap());
         let picture = MessagePart::Picture(AttachedPicture::read(&picture_file).unwrap());
         let question = MessagePart::Text(chat["question"].as_str().unwrap().to_string());
@@ -488,7 +493,7 @@ fn check_smolvlm_prompts(folder: &std::path::Path) {
         let out = cake_json(&[
             "run",
             "--model",
-            folder.to_str().unwrap(),
+            path.to_str().unwrap(),
             "--chat",
             "--image",
             picture_file.to_str().unwrap(),

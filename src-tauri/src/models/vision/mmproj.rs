@@ -115,6 +115,7 @@ fn stored_name(name: &str) -> Option<String> {
     match name {
         "multi_modal_projector.mm_input_projection_weight" => return Some("mm.input_projection.weight".into()),
         "multi_modal_projector.mm_soft_emb_norm.weight" => return Some("mm.soft_emb_norm.weight".into()),
+        "model.connector.modality_projection.proj.weight" => return Some("mm.model.fc.weight".into()),
         _ => {}
     }
     let (_, inside) = name.split_once("vision_model.")?;
@@ -225,6 +226,7 @@ mod tests {
             ("vision_tower.vision_model.encoder.layers.11.self_attn.out_proj.bias", "v.blk.11.attn_out.bias"),
             ("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", "v.blk.0.ffn_up.weight"),
             ("vision_tower.vision_model.encoder.layers.3.layer_norm2.bias", "v.blk.3.ln2.bias"),
+            ("model.connector.modality_projection.proj.weight", "mm.model.fc.weight"),
             ("vision_tower.vision_model.post_layernorm.weight", "v.post_ln.weight"),
             ("multi_modal_projector.mm_input_projection_weight", "mm.input_projection.weight"),
         ];

@@ -62,7 +62,7 @@ pub trait PictureVocabulary {
 }
 
 /// The projectors of mmproj files Cake reads.
-const MMPROJ_PROJECTORS: [&str; 1] = ["gemma3"];
+const MMPROJ_PROJECTORS: [&str; 2] = ["gemma3", "idefics3"];
 
 /// A model's picture reader.
 pub enum VisionModel {
@@ -93,6 +93,7 @@ impl VisionModel {
     pub fn load_mmproj(mmproj: mmproj::Mmproj, vocabulary: &mut dyn PictureVocabulary) -> Result<Self> {
         match mmproj.projector() {
             "gemma3" => Ok(Self::Gemma3(Box::new(gemma3::Gemma3Vision::from_mmproj(mmproj, vocabulary)?))),
+            "idefics3" => Ok(Self::SmolVlm(Box::new(smolvlm::SmolVlmVision::from_mmproj(mmproj, vocabulary)?))),
             other => bail!("{}: Cake does not read `{other}` picture readers yet", mmproj.path().display()),
         }
     }

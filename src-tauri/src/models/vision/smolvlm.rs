@@ -12,6 +12,7 @@
 //! rounding depends on the processor's vector width, and makes some other
 //! grids, such as 19 or 25, skip a bucket).
 
+use super::mmproj::Mmproj;
 use super::siglip::{SiglipConfig, SiglipVision};
 use super::tensors::Tensors;
 use super::{PictureSpelling, PictureVocabulary, Spelled};
@@ -40,6 +41,11 @@ struct SmolVlmConfig {
 struct ProcessorConfig {
     image_seq_len: Option<usize>,
 }
+
+/// Where the tower's and the connector's weights are, in a model folder.
+const PREFIXES: &[&str] = &["model.vision_model.", "model.connector."];
+/// The connector's projection.
+const PROJECTION: &str = "model.connector.modality_projection.proj.weight";
 
 /// The tokens SmolVLM's processor spells a picture with.
 const FAKE_TOKEN_AROUND_IMAGE: &str = "<fake_token_around_image>";
@@ -246,17 +252,65 @@ impl SmolVlmVision {
                 std: preprocessor.image_std.unwrap_or(Normalization::HALF.std),
             },
         };
+        let reader = Self::build(vision, config.scale_factor, tiling, &Tensors::open(dir, PREFIXES)?, vocabulary)?;
+        if config.image_token_id.is_some_and(|configured| configured != reader.tokens.soft) {
+            bail!("config.json's image_token_id is not the vocabulary's {IMAGE} ({})", reader.tokens.soft);
+        }
+        let path = dir.join("processor_config.json");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let processor: ProcessorConfig = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+            if processor.image_seq_len.is_some_and(|n| n != reader.tokens.per_tile) {
+                bail!("{}: image_seq_len is not the {} tokens a tile makes", path.display(), reader.tokens.per_tile);
+            }
+        }
+        Ok(reader)
+    }
+
+    /// The reader in llama.cpp's mmproj file `mmproj` (projector
+    /// `idefics3`), for a text model whose vocabulary is `vocabulary`. The
+    /// file keeps the tower's shape, the longest side pictures are resized
+    /// to and their normalisation; the rest is as the released processors
+    /// prepare pictures (Lanczos, cut into tiles).
+    pub fn from_mmproj(mmproj: Mmproj, vocabulary: &dyn PictureVocabulary) -> Result<Self> {
+        let origin = mmproj.path().display().to_string();
+        let vision = mmproj.siglip_config()?;
+        let tile = vision.image_size as u32;
+        let longest_side = match mmproj.vision_usize("preproc_image_size")? {
+            Some(side) => u32::try_from(side).with_context(|| format!("{origin}: a longest side of {side}"))?,
+            None => tile,
+        };
+        let tiling = Tiling {
+            longest_side: Some(longest_side),
+            tile,
+            split: true,
+            filter: Filter::Lanczos,
+            normalization: Normalization {
+                rescale: 1.0 / 255.0,
+                mean: mmproj.channel_values("image_mean")?.unwrap_or(Normalization::HALF.mean),
+                std: mmproj.channel_values("image_std")?.unwrap_or(Normalization::HALF.std),
+            },
+        };
+        let scale = mmproj.vision_usize("projector.scale_factor")?.unwrap_or_else(default_scale);
+        Self::build(vision, scale, tiling, &Tensors::Mmproj(mmproj), vocabulary)
+            .with_context(|| format!("{origin}: not a usable SmolVLM picture reader"))
+    }
+
+    fn build(
+        vision: SiglipConfig,
+        scale: usize,
+        tiling: Tiling,
+        tensors: &Tensors,
+        vocabulary: &dyn PictureVocabulary,
+    ) -> Result<Self> {
         let side = vision.patches_per_side();
-        let scale = config.scale_factor;
         if scale == 0 || !side.is_multiple_of(scale) {
             bail!("a {side} × {side} patch grid cannot be shuffled in blocks of {scale}");
         }
         let per_tile = (side / scale) * (side / scale);
-        let tokens = picture_tokens(dir, config.image_token_id, &tiling, per_tile, vocabulary)?;
+        let tokens = picture_tokens(&tiling, per_tile, vocabulary)?;
         let vision_width = vision.hidden_size;
-        let tensors = Tensors::open(dir, &["model.vision_model.", "model.connector."])?;
-        let tower = SiglipVision::load(vision, &tensors, "model.vision_model")?;
-        let projection = tensors.load("model.connector.modality_projection.proj.weight")?;
+        let tower = SiglipVision::load(vision, tensors, "model.vision_model")?;
+        let projection = tensors.load(PROJECTION)?;
         if projection.dim(1)? != vision_width * scale * scale {
             bail!("the connector's projection {:?} does not take {vision_width} × {scale}² values", projection.dims());
         }
@@ -320,33 +374,21 @@ impl SmolVlmVision {
     }
 }
 
-/// The ids of the tokens that spell a picture in the vocabulary, checked
-/// against config.json's and processor_config.json's.
-fn picture_tokens(
-    dir: &Path,
-    configured_id: Option<u32>,
-    tiling: &Tiling,
-    per_tile: usize,
-    vocabulary: &dyn PictureVocabulary,
-) -> Result<PictureTokens> {
+/// The ids of the tokens that spell a picture in the vocabulary.
+fn picture_tokens(tiling: &Tiling, per_tile: usize, vocabulary: &dyn PictureVocabulary) -> Result<PictureTokens> {
     let id = |name: &str| vocabulary.id(name).with_context(|| format!("the vocabulary has no {name}"));
-    let soft = id(IMAGE)?;
-    if configured_id.is_some_and(|configured| configured != soft) {
-        bail!("config.json's image_token_id is not the vocabulary's {IMAGE} ({soft})");
-    }
-    let path = dir.join("processor_config.json");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let processor: ProcessorConfig = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
-        if processor.image_seq_len.is_some_and(|n| n != per_tile) {
-            bail!("{}: image_seq_len is not the {per_tile} tokens a tile makes", path.display());
-        }
-    }
     // The longest side a picture is cut at, in tiles.
     let most = tiling.longest_side.unwrap_or(MAX_SIDE).min(MAX_SIDE).div_ceil(tiling.tile);
     let grid = (1..=most)
         .map(|row| (1..=most).map(|col| id(&tile_token(row, col))).collect::<Result<Vec<_>>>())
         .collect::<Result<Vec<_>>>()?;
-    Ok(PictureTokens { around: id(FAKE_TOKEN_AROUND_IMAGE)?, global: id(GLOBAL_IMAGE)?, soft, grid, per_tile })
+    Ok(PictureTokens {
+        around: id(FAKE_TOKEN_AROUND_IMAGE)?,
+        global: id(GLOBAL_IMAGE)?,
+        soft: id(IMAGE)?,
+        grid,
+        per_tile,
+    })
 }
 
 /// The patches `(side², d)` of a tile, each `scale × scale` block made one
