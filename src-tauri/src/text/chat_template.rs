@@ -409,6 +409,26 @@ mod tests {
         );
     }
 
+    /// A template that reads content only as typed parts (SmolVLM's, in
+    /// short) gets parts: text-only turns render, and a picture's place is
+    /// marked where the template writes it.
+    #[test]
+    fn templates_that_read_only_parts_get_parts() {
+        let source =
+            "{% for m in messages %}{{ m['role'] | capitalize }}{% if m['content'][0]['type'] == 'image' %}:{% \
+                      else %}: {% endif %}{% for p in m['content'] %}{% if p['type'] == 'text' %}{{ p['text'] }}{% \
+                      elif p['type'] == 'image' %}<image>{% endif %}{% endfor %}<end>\n{% endfor %}Assistant:";
+        let t = ChatTemplate::new(Some(source), None, None).unwrap();
+        let text = t.render(&[ChatMessage::new("user", "Hi"), ChatMessage::new("assistant", "Hello")], true).unwrap();
+        assert_eq!(text, "User: Hi<end>\nAssistant: Hello<end>\nAssistant:");
+        let with_picture = ChatMessage::new("user", &format!("{PICTURE_MARK}Say <image>"));
+        let text = t.render(&[with_picture], true).unwrap();
+        assert_eq!(text, format!("User:{PICTURE_MARK}Say <image><end>\nAssistant:"));
+        assert_eq!(t.content_shape(), ContentShape::Parts { picture: "<image>".into() });
+        // A template that reads strings keeps them.
+        assert_eq!(ChatTemplate::new(None, None, None).unwrap().content_shape(), ContentShape::Text);
+    }
+
     #[test]
     fn python_methods_and_helpers_work() {
         let src = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}{% endif %}{{ bos_token }}{{ messages[0]['content'].strip() | tojson }}";
