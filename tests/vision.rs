@@ -232,21 +232,7 @@ fn check_prompt_with_pictures(path: &std::path::Path, prompt: &Value, gpu: GpuRe
     let logits = model.forward_with(&tokens, 0, &placed, &mut session, LogitsFor::All).unwrap();
     model.end_session(session);
     let logits: Vec<Vec<f32>> = logits.to_vec2().unwrap();
-    let expected_nll: Vec<f64> = prompt["nll"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-    for (position, row) in logits.iter().enumerate().take(tokens.len() - 1) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
-        let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
-        let gap = (nll - expected_nll[position]).abs();
-        assert!(gap < 1e-3, "position {position}: NLL {nll} against {}", expected_nll[position]);
-    }
-    let argmax: Vec<u32> = logits
-        .iter()
-        .map(|row| {
-            row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0 as u32
-        })
-        .collect();
-    assert_eq!(argmax, ids(&prompt["argmax"]));
+    check_logits("the two-picture prompt", &logits, &tokens, prompt);
 
     let mut request = GenerationRequest::new(tokens.clone());
     request.pictures = placed;
@@ -286,30 +272,7 @@ fn cake_run_with_an_image_matches_the_processor_and_generate() {
     let picture = folder.join(chat["picture"].as_str().unwrap());
     let gguf = folder.join("model-f32.gguf");
     let question = chat["question"].as_str().unwrap();
-    let run_model = |model: &std::path::Path, picture: &str| {
-        let model = model.to_str().unwrap();
-        vec![
-            "run",
-            "--model",
-            model,
-            "--chat",
-            "--image",
-            picture,
-            "--prompt",
-            question,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "8",
-            "--ignore-eos",
-            "--dtype",
-            "f32",
-            "--json",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>()
-    };
+    let run_model = |model: &std::path::Path, picture: &str| chat_run_args(model, picture, question);
     let run = |picture: &str| run_model(&folder, picture);
     let args = run(picture.to_str().unwrap());
     let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -408,13 +371,7 @@ fn smolvlm_text_model_matches_transformers() {
     let mut session = model.new_session();
     let logits: Vec<Vec<f32>> = model.forward(&tokens, &mut session, LogitsFor::All).unwrap().to_vec2().unwrap();
     model.end_session(session);
-    for (position, (row, expected)) in logits.iter().zip(text["nll"].as_array().unwrap()).enumerate() {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
-        let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
-        let expected = expected.as_f64().unwrap();
-        assert!((nll - expected).abs() < 1e-3, "position {position}: NLL {nll} against {expected}");
-    }
+    check_nll("a prompt without pictures", &logits, &tokens, &text["nll"]);
 }
 
 /// A user turn holding a wide picture after the question, a tall one or a
@@ -460,21 +417,7 @@ fn check_smolvlm_prompts(folder: &std::path::Path, path: &std::path::Path) {
         let logits = model.forward_with(&tokens, 0, &placed, &mut session, LogitsFor::All).unwrap();
         model.end_session(session);
         let logits: Vec<Vec<f32>> = logits.to_vec2().unwrap();
-        for (position, (row, expected)) in logits.iter().zip(chat["nll"].as_array().unwrap()).enumerate() {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
-            let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
-            let expected = expected.as_f64().unwrap();
-            assert!((nll - expected).abs() < 1e-3, "{name} position {position}: NLL {nll} against {expected}");
-        }
-        let argmax: Vec<u32> = logits
-            .iter()
-            .map(|row| {
-                row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0
-                    as u32
-            })
-            .collect();
-        assert_eq!(argmax, ids(&chat["argmax"]), "{name}: argmax");
+        check_logits(&name, &logits, &tokens, chat);
 
         // transformers' reply stops at the config's end token: compared as far as it goes.
         let greedy = ids(&chat["greedy"]);
@@ -490,23 +433,61 @@ fn check_smolvlm_prompts(folder: &std::path::Path, path: &std::path::Path) {
         }
         // `cake run` puts the picture before the question.
         let question = chat["question"].as_str().unwrap();
-        let out = cake_json(&[
-            "run",
-            "--model",
-            path.to_str().unwrap(),
-            "--chat",
-            "--image",
-            picture_file.to_str().unwrap(),
-            "--prompt",
-            question,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "8",
-            "--ignore-eos",
-            "--json",
-        ]);
+        let args = chat_run_args(path, picture_file.to_str().unwrap(), question);
+        let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]), "cake run {name}: prompt ids");
         assert_eq!(ids(&out["tokens"])[..greedy.len()], greedy, "cake run {name}: greedy reply");
+    }
+}
+
+/// `cake run` arguments for the greedy 8-token reply (end tokens ignored)
+/// of the model at `model` to a chat turn holding `picture` and `question`.
+fn chat_run_args(model: &std::path::Path, picture: &str, question: &str) -> Vec<String> {
+    let model = model.to_str().unwrap();
+    [
+        "run",
+        "--model",
+        model,
+        "--chat",
+        "--image",
+        picture,
+        "--prompt",
+        question,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "--ignore-eos",
+        "--dtype",
+        "f32",
+        "--json",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect()
+}
+
+/// Each position's NLL of the next of `tokens` from `logits` within 1e-3
+/// of the reference's `nll`, and the likeliest ids its `argmax`.
+fn check_logits(name: &str, logits: &[Vec<f32>], tokens: &[u32], reference: &Value) {
+    check_nll(name, logits, tokens, &reference["nll"]);
+    let argmax: Vec<u32> = logits
+        .iter()
+        .map(|row| {
+            row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0 as u32
+        })
+        .collect();
+    assert_eq!(argmax, ids(&reference["argmax"]), "{name}: likeliest ids");
+}
+
+/// Each position's NLL of the next of `tokens` from `logits` within 1e-3
+/// of `expected`.
+fn check_nll(name: &str, logits: &[Vec<f32>], tokens: &[u32], expected: &Value) {
+    for (position, (row, expected)) in logits.iter().zip(expected.as_array().unwrap()).enumerate() {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let log_sum = row.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max);
+        let nll = log_sum - f64::from(row[tokens[position + 1] as usize]);
+        let expected = expected.as_f64().unwrap();
+        assert!((nll - expected).abs() < 1e-3, "{name} position {position}: NLL {nll} against {expected}");
     }
 }
