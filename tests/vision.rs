@@ -437,6 +437,8 @@ fn check_smolvlm_prompts(folder: &std::path::Path, path: &std::path::Path) {
         let out = cake_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(ids(&out["prompt_tokens"]), ids(&chat["ids"]), "cake run {name}: prompt ids");
         assert_eq!(ids(&out["tokens"])[..greedy.len()], greedy, "cake run {name}: greedy reply");
+        let reading = out["timings"]["pictures_s"].as_f64().expect("the time the pictures took");
+        assert!(reading > 0.0 && reading < 60.0, "cake run {name}: pictures read in {reading} s");
     }
 }
 

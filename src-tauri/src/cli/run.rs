@@ -76,7 +76,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let (model, load_s) = args.model.load_model()?;
     stopped::doing("reading the prompt");
 
-    let (prompt_tokens, pictures) = prompt_tokens(&model, &args)?;
+    let (prompt_tokens, pictures, pictures_s) = prompt_tokens(&model, &args)?;
     let mut request = GenerationRequest::new(prompt_tokens.clone());
     request.pictures = pictures;
     request.max_new_tokens = args.max_tokens;
@@ -133,6 +133,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "rss_peak_bytes": status_bytes("VmHWM:"),
             "timings": {
                 "load_s": load_s,
+                "pictures_s": pictures_s,
                 "ttft_s": generation.timings.ttft_s,
                 "prompt_tok_s": generation.timings.prompt_tok_s,
                 "decode_tok_s": generation.timings.decode_tok_s,
@@ -210,8 +211,9 @@ fn status_bytes(field: &str) -> Option<u64> {
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
-/// The prompt's tokens, and the pictures placed in it.
-fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<(Vec<u32>, Vec<PromptPicture>)> {
+/// The prompt's tokens, the pictures placed in it, and the seconds the
+/// vision tower took to read them (`None` without pictures).
+fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<(Vec<u32>, Vec<PromptPicture>, Option<f64>)> {
     if !args.images.is_empty() {
         stopped::doing("reading the pictures");
     }
@@ -241,11 +243,13 @@ fn prompt_tokens(model: &TextModel, args: &RunArgs) -> Result<(Vec<u32>, Vec<Pro
     if tokens.is_empty() {
         bail!("the prompt is empty: give at least one token");
     }
-    if messages.iter().any(|m| !m.pictures.is_empty()) {
+    let has_pictures = messages.iter().any(|m| !m.pictures.is_empty());
+    if has_pictures {
         stopped::doing("looking at the pictures");
     }
+    let started = std::time::Instant::now();
     let pictures = turn_pictures(model, &tokens, &messages)?;
-    Ok((tokens, pictures))
+    Ok((tokens, pictures, has_pictures.then(|| started.elapsed().as_secs_f64())))
 }
 
 /// Where the time of the layers went: this machine's, and each worker's
