@@ -466,8 +466,8 @@ fn file_stamp(path: &Path) -> Result<FileStamp> {
 }
 
 fn inspect_gguf(path: &Path) -> Result<Inspection> {
-    let readers = mmproj::files_beside(path).into_iter().filter_map(|p| Some((file_stamp(&p).ok()?, p)));
-    let stamp = (file_stamp(path)?, readers.map(|(stamp, p)| (p, stamp)).collect());
+    let readers = mmproj::files_beside(path).into_iter().filter_map(|p| file_stamp(&p).ok().map(|s| (p, s)));
+    let stamp = (file_stamp(path)?, readers.collect());
     let memo = GGUF_INSPECTIONS.get_or_init(Default::default);
     // A thread that panicked while holding the lock left a whole map behind.
     let lock = || memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
